@@ -1,0 +1,96 @@
+"""The batched environment contract every backend implements.
+
+Backends: built-in torch tasks, MuJoCo, ManiSkill3, Isaac Gym, gymnasium adapters, and real robots
+with ``num_envs == 1``.
+
+Tensors
+-------
+All tensors live on ``env.device`` and carry a leading batch dimension ``N = env.num_envs``:
+
+- observation: ``dict[str, Tensor]``, each ``[N, *spec.observation[key].shape]``;
+- action: ``[N, *spec.action.shape]`` float32, expected inside ``[spec.action.low, spec.action.high]``
+  (backends clamp; a non-finite action raises :class:`NonFiniteActionError`);
+- reward: ``[N]`` float32; terminated, truncated: ``[N]`` bool.
+
+Auto-reset (written down once; every backend follows it)
+-------------------------------------------------------
+``step`` resets every sub-env whose episode ended *in the same call* ("same-step" auto-reset, as
+in Isaac Gym / ManiSkill3 / gymnasium's ``SAME_STEP`` mode):
+
+- ``terminated[i]``: the MDP reached a terminal state (success or failure); do not bootstrap.
+- ``truncated[i]``: a time limit or similar cut; bootstrap from ``info["final_obs"]``.
+- For each ``i`` with ``terminated[i] or truncated[i]``, the returned ``obs`` row ``i`` is already the
+  *first observation of the next episode*, and ``info["final_obs"][key][i]`` is the last observation
+  of the finished episode. Rows where nothing ended hold copies of ``obs`` in ``final_obs``.
+- ``info["success"]``: ``[N]`` bool, whether the task's success criterion holds at this step. An
+  episode counts as a success if ``info["success"]`` is True at its last step (``terminated`` or
+  ``truncated``). Tasks that stop on success terminate with ``success`` True.
+- ``info["episode_return"]``, ``info["episode_length"]``: ``[N]`` totals of the episode that ended,
+  valid where done (0 elsewhere).
+
+``reset`` resets all sub-envs and returns the first observation; calling it is only needed once.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, NamedTuple
+
+import torch
+
+from robot_rl.specs import EnvSpec
+
+
+class NonFiniteActionError(ValueError):
+    """An action contained NaN or inf; it was not applied."""
+
+
+class StepResult(NamedTuple):
+    """What :meth:`VecEnv.step` returns (see the module docstring for semantics)."""
+
+    obs: dict[str, torch.Tensor]
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    info: dict[str, Any]
+
+
+class VecEnv(abc.ABC):
+    """A batch of ``num_envs`` environments stepped together on ``device``."""
+
+    spec: EnvSpec
+    num_envs: int
+    device: torch.device
+    max_episode_steps: int
+
+    @abc.abstractmethod
+    def reset(self, seed: int | None = None) -> dict[str, torch.Tensor]:
+        """Reset all sub-envs; return the first observation ``{key: [N, ...]}``."""
+
+    @abc.abstractmethod
+    def step(self, action: torch.Tensor) -> StepResult:
+        """Apply ``action`` ``[N, *action_shape]``; auto-reset finished sub-envs (module docstring)."""
+
+    def render(self) -> torch.Tensor | None:
+        """Optional RGB frame of sub-env 0, uint8 ``[H, W, 3]``, for videos; ``None`` if unsupported."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most torch tasks hold nothing
+        """Release simulator resources."""
+
+
+def check_action(action: torch.Tensor, spec: EnvSpec, num_envs: int) -> torch.Tensor:
+    """Validate an incoming batched action, reject NaN/inf, and clamp it into the action bounds.
+
+    Clamping alone would let NaN through (``clamp(nan) == nan``), so finiteness is checked first.
+    """
+    expected = (num_envs, *spec.action.shape)
+    if tuple(action.shape) != expected:
+        raise ValueError(f"action shape {list(action.shape)} does not match [num_envs, *action] = {list(expected)}")
+    if not bool(torch.isfinite(action).all()):
+        bad = (~torch.isfinite(action)).reshape(num_envs, -1).any(dim=1).nonzero().flatten().tolist()
+        raise NonFiniteActionError(f"non-finite action for sub-envs {bad[:10]}; nothing was applied")
+    low, high = spec.action.low, spec.action.high
+    if low is not None or high is not None:
+        action = action.clamp(min=low, max=high)
+    return action

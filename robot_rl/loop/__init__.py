@@ -1,0 +1,1 @@
+"""The actor loop, the learner loop, evaluation and the in-process runner."""

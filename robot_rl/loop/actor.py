@@ -1,0 +1,134 @@
+"""The actor: steps a VecEnv with a copy of the policy and ships transitions to the learner.
+
+It picks up newer weights between steps without stopping, records which version acted, and never
+lets a non-finite observation or reward reach the learner: such sub-envs are quarantined (given a
+zero action, their rows dropped and counted) until their episode ends.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import torch
+
+from robot_rl.envs import VecEnv
+from robot_rl.policies.base import Policy
+from robot_rl.transition import Obs, TransitionBatch
+from robot_rl.transport.base import ActorEndpoint
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EpisodeStats:
+    """Finished-episode statistics since the last :meth:`Actor.pop_episode_stats`."""
+
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    successes: list[bool] = field(default_factory=list)
+
+
+def _finite_rows(obs: Obs, n: int) -> torch.Tensor:
+    ok = torch.ones(n, dtype=torch.bool, device=next(iter(obs.values())).device)
+    for v in obs.values():
+        if v.is_floating_point():
+            ok &= torch.isfinite(v.reshape(n, -1)).all(dim=1)
+    return ok
+
+
+class Actor:
+    """One actor: an env, a policy copy and an endpoint."""
+
+    def __init__(self, env: VecEnv, policy: Policy, endpoint: ActorEndpoint, seed: int = 0,
+                 send_timeout_s: float = 60.0) -> None:
+        self.env = env
+        self.policy = policy
+        self.endpoint = endpoint
+        self.policy_version = -1
+        self.send_timeout_s = send_timeout_s
+        self.env_steps = 0
+        self.nonfinite_rows = 0
+        self.dropped_batches = 0
+        self.episodes = EpisodeStats()
+        n = env.num_envs
+        self._obs = env.reset(seed=seed)
+        self._quarantined = ~_finite_rows(self._obs, n)
+        self._env_index = torch.arange(n, device=env.device)
+
+    def sync_weights(self) -> bool:
+        """Load newer weights if the learner published any; ``True`` if the version changed."""
+        new = self.endpoint.poll_weights(self.policy_version)
+        if new is None:
+            return False
+        self.policy.load_actor_weights(new.weights)
+        self.policy_version = new.version
+        return True
+
+    def wait_for_weights(self, newer_than: int, timeout_s: float) -> None:
+        """Block until weights newer than ``newer_than`` arrive (on-policy sync); raise on deadline."""
+        new = self.endpoint.wait_weights(newer_than, timeout_s)
+        if new is None:
+            raise TimeoutError(f"actor {self.endpoint.actor_id}: no weights newer than v{newer_than} "
+                               f"within {timeout_s:.0f}s; is the learner alive?")
+        self.policy.load_actor_weights(new.weights)
+        self.policy_version = new.version
+
+    @torch.no_grad()
+    def step(self) -> TransitionBatch:
+        """One vectorised step: act, step the env, send the finite rows. Returns the full batch."""
+        env, n = self.env, self.env.num_envs
+        obs = self._obs
+        safe_obs = {k: torch.where(self._bcast(self._quarantined, v), torch.zeros_like(v), v)
+                    if v.is_floating_point() else v for k, v in obs.items()}
+        action, extras = self.policy.act(safe_obs)
+        action = torch.where(self._bcast(self._quarantined, action), torch.zeros_like(action), action)
+        result = env.step(action)
+        done = result.terminated | result.truncated
+        final_obs = result.info.get("final_obs", result.obs)
+        next_obs = {k: torch.where(self._bcast(done, v), final_obs[k], v) for k, v in result.obs.items()}
+        batch = TransitionBatch(
+            obs=obs, action=action, reward=result.reward.to(torch.float32),
+            terminated=result.terminated, truncated=result.truncated, next_obs=next_obs,
+            intervened=torch.zeros(n, dtype=torch.bool, device=env.device),
+            policy_version=torch.full((n,), self.policy_version, dtype=torch.int64, device=env.device),
+            env_index=self._env_index, extras=extras,
+        )
+        good = batch.finite_rows() & ~self._quarantined
+        bad = int(n - good.sum())
+        if bad:
+            if self.nonfinite_rows == 0:
+                log.warning("env produced NaN/inf in %d sub-env(s); rows dropped and sub-envs quarantined "
+                            "until their episode ends (reported as nonfinite_rows)", bad)
+            self.nonfinite_rows += bad
+        self._record_episodes(result.info, done, good)
+        # Sub-envs with a non-finite fresh observation stay quarantined until they finish an episode.
+        self._quarantined = (self._quarantined & ~done) | ~_finite_rows(result.obs, n) | (
+            ~torch.isfinite(result.reward) & ~done)
+        self._obs = result.obs
+        self.env_steps += n
+        to_send = batch if bad == 0 else batch.index(good)
+        if len(to_send) and not self.endpoint.send(to_send, self.send_timeout_s):
+            self.dropped_batches += 1
+            log.warning("actor %d: learner did not take a batch within %.0fs; %d transitions dropped",
+                        self.endpoint.actor_id, self.send_timeout_s, len(to_send))
+        return batch
+
+    @staticmethod
+    def _bcast(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        return mask.reshape(-1, *([1] * (like.dim() - 1)))
+
+    def _record_episodes(self, info: dict[str, torch.Tensor], done: torch.Tensor, good: torch.Tensor) -> None:
+        if not bool(done.any()):
+            return
+        idx = (done & good).nonzero().flatten()
+        if idx.numel() == 0:
+            return
+        self.episodes.returns += info["episode_return"][idx].tolist()
+        self.episodes.lengths += [int(x) for x in info["episode_length"][idx].tolist()]
+        self.episodes.successes += [bool(x) for x in info["success"][idx].tolist()]
+
+    def pop_episode_stats(self) -> EpisodeStats:
+        """Return and reset the finished-episode statistics."""
+        out, self.episodes = self.episodes, EpisodeStats()
+        return out

@@ -1,0 +1,49 @@
+"""Evaluate a run directory's latest checkpoint, optionally recording an mp4."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from robot_rl.checkpoint import load_latest
+from robot_rl.loop.evaluate import EvalResult, evaluate
+from robot_rl.loop.runner import load_run_config, resolve_device
+
+
+def evaluate_run(run_dir: Path, episodes: int = 100, seed: int = 12345, device: str = "cpu",
+                 video: Path | None = None, video_episodes: int = 3, fps: int = 20) -> EvalResult:
+    """Score the newest verifiable checkpoint of ``run_dir``; write ``video`` if given."""
+    cfg = load_run_config(run_dir)
+    dev = resolve_device(device)
+    state, _meta, _path = load_latest(run_dir)
+    env = cfg.task.make(dev, seed, num_envs=min(episodes, 256))
+    algo = cfg.algo.build(env.spec, dev, cfg.run.seed)
+    algo.load_state_dict(state["algo"])
+    policy = algo.make_policy()
+    result = evaluate(policy, env, episodes, seed=seed)
+    env.close()
+    if video is not None:
+        write_video(cfg.task.make(dev, seed, num_envs=1), policy, Path(video), video_episodes, fps)
+    return result
+
+
+def write_video(env: object, policy: object, path: Path, episodes: int, fps: int) -> None:
+    """Record ``episodes`` episodes of a one-env instance to an mp4."""
+    from robot_rl.envs import VecEnv
+    from robot_rl.policies.base import Policy
+
+    assert isinstance(env, VecEnv) and isinstance(policy, Policy)
+    try:
+        import imageio.v2 as imageio
+    except ImportError:
+        raise RuntimeError("saving a video needs imageio: pip install 'robot-rl[video]'") from None
+    frames: list[torch.Tensor] = []
+    evaluate(policy, env, episodes, frames=frames)
+    if not frames:
+        raise RuntimeError(f"{type(env).__name__} cannot render frames, so no video can be made")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with imageio.get_writer(path, fps=fps, codec="libx264", macro_block_size=1) as writer:
+        for frame in frames:
+            writer.append_data(frame.numpy())  # type: ignore[attr-defined]
+    env.close()

@@ -1,0 +1,70 @@
+"""Evaluation: run a policy deterministically for a fixed number of whole episodes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from robot_rl.envs import VecEnv
+from robot_rl.policies.base import Policy
+
+
+@dataclass
+class EvalResult:
+    """Aggregates over ``episodes`` finished episodes."""
+
+    episodes: int
+    success_rate: float
+    mean_return: float
+    mean_length: float
+
+    def as_dict(self) -> dict[str, float]:
+        """For logs and summaries."""
+        return {"episodes": self.episodes, "success_rate": self.success_rate,
+                "mean_return": self.mean_return, "mean_length": self.mean_length}
+
+
+@torch.no_grad()
+def evaluate(policy: Policy, env: VecEnv, episodes: int, seed: int = 12345, deterministic: bool = True,
+             frames: list[torch.Tensor] | None = None) -> EvalResult:
+    """Run each sub-env for whole episodes until ``episodes`` have finished.
+
+    Every sub-env contributes its first ``ceil(episodes / num_envs)`` episodes, and only the first
+    ``episodes`` finished ones count, so short (failing or succeeding) episodes are not over-sampled.
+    If ``frames`` is given, ``env.render()`` frames of sub-env 0 are appended to it.
+    """
+    if episodes < 1:
+        raise ValueError("episodes must be >= 1")
+    n = env.num_envs
+    per_env = -(-episodes // n)
+    obs = env.reset(seed=seed)
+    counts = torch.zeros(n, dtype=torch.long, device=env.device)
+    returns: list[float] = []
+    lengths: list[float] = []
+    successes: list[float] = []
+    max_steps = per_env * env.max_episode_steps + 1
+    for _ in range(max_steps):
+        if frames is not None:
+            frame = env.render()
+            if frame is not None:
+                frames.append(frame.cpu())
+        action, _ = policy.act(obs, deterministic=deterministic)
+        result = env.step(action)
+        done = result.terminated | result.truncated
+        take = done & (counts < per_env)
+        if bool(take.any()):
+            idx = take.nonzero().flatten()
+            returns += result.info["episode_return"][idx].tolist()
+            lengths += result.info["episode_length"][idx].float().tolist()
+            successes += result.info["success"][idx].float().tolist()
+        counts += done.long()
+        obs = result.obs
+        if len(returns) >= episodes:
+            break
+    if len(returns) < episodes:
+        raise RuntimeError(f"evaluation finished only {len(returns)} of {episodes} episodes; "
+                           "does the env truncate at max_episode_steps?")
+    k = episodes
+    return EvalResult(episodes=k, success_rate=sum(successes[:k]) / k, mean_return=sum(returns[:k]) / k,
+                      mean_length=sum(lengths[:k]) / k)

@@ -1,0 +1,331 @@
+"""The in-process runner behind `robot-rl train`: actor thread(s) + learner in one process.
+
+Off-policy (SAC): actor threads step their envs concurrently with the learner; a bounded queue and
+the UTD ratio pace them. On-policy (PPO): collect ``rollout_length`` steps, update, publish, and
+only then continue. Evaluation, logging, checkpoints and the stop rule are the same for both.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from robot_rl.checkpoint import load_latest, save_checkpoint
+from robot_rl.config import (
+    ConfigError,
+    InprocTransportConfig,
+    TrainConfig,
+    apply_overrides,
+    ensure_registered,
+    from_dict,
+    load_yaml,
+    save_yaml,
+)
+from robot_rl.envs import VecEnv
+from robot_rl.loop.actor import Actor
+from robot_rl.loop.evaluate import EvalResult, evaluate
+from robot_rl.loop.learner import Learner
+from robot_rl.loop.progress import TrainProgress
+from robot_rl.policies.base import Algorithm
+from robot_rl.runlog import RunLog
+from robot_rl.transport.inproc import InprocTransport
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainResult:
+    """What a finished (or stopped) run reports."""
+
+    run_dir: Path
+    env_steps: int
+    updates: int
+    policy_version: int
+    wall_s: float
+    reached_threshold: bool
+    last_eval: EvalResult | None
+    stop_reason: str
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` → CUDA if available else CPU; anything else is passed to ``torch.device``."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(name)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"run.device={name!r} but CUDA is not available; use run.device=cpu")
+    return dev
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, numpy and torch."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _task_name(cfg: TrainConfig) -> str:
+    return type(cfg.task).registry.name_of(cfg.task)
+
+
+def _algo_name(cfg: TrainConfig) -> str:
+    return type(cfg.algo).registry.name_of(cfg.algo)
+
+
+def load_run_config(run_dir: Path, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """The resolved config a run was started with (``<run>/config.yaml``), plus optional overrides."""
+    ensure_registered()
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        raise ConfigError(f"{run_dir} is not a run directory (no config.yaml)")
+    cfg = from_dict(TrainConfig, load_yaml(path), where=str(path))
+    return apply_overrides(cfg, overrides) if overrides else cfg
+
+
+def _attach_file_log(run_dir: Path) -> logging.Handler:
+    handler = logging.FileHandler(run_dir / "train.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger("robot_rl").addHandler(handler)
+    logging.getLogger("robot_rl").setLevel(logging.INFO)
+    return handler
+
+
+class InProcessRunner:
+    """Owns one run: envs, algorithm, actors, learner, logs and checkpoints."""
+
+    def __init__(self, cfg: TrainConfig, run_dir: Path | None = None, resume: bool = False) -> None:
+        if not isinstance(cfg.transport, InprocTransportConfig):
+            raise ConfigError("robot-rl train runs in one process (transport.type=inproc); for other "
+                              "transports start `robot-rl learner` and `robot-rl actor`")
+        self.cfg = cfg
+        self.device = resolve_device(cfg.run.device)
+        if cfg.run.torch_threads > 0:
+            torch.set_num_threads(cfg.run.torch_threads)
+        seed_everything(cfg.run.seed)
+        if run_dir is None:
+            stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+            run_dir = cfg.run.root / (cfg.run.name or f"{_task_name(cfg)}-{_algo_name(cfg)}-{stamp}")
+        self.run_dir = Path(run_dir)
+        if not resume and (self.run_dir / "checkpoints").exists():
+            raise ConfigError(f"{self.run_dir} already holds a run; continue it with "
+                              f"`robot-rl train --resume {self.run_dir}` or pick another run.name")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._log_handler = _attach_file_log(self.run_dir)
+        save_yaml(cfg, self.run_dir / "config.yaml")
+
+        seed = cfg.run.seed
+        n_actors = max(cfg.loop.actor_threads, 1)
+        self.envs: list[VecEnv] = [cfg.task.make(self.device, seed + 1000 * i) for i in range(n_actors)]
+        self.spec = self.envs[0].spec
+        (self.run_dir / "spec.yaml").write_text(__import__("yaml").safe_dump(self.spec.to_dict()))
+        eval_envs = min(cfg.loop.eval_episodes, 256)
+        self.eval_env = cfg.task.make(self.device, seed + 999_983, num_envs=eval_envs)
+        self.algo: Algorithm = cfg.algo.build(self.spec, self.device, seed)
+        self.transport = InprocTransport(cfg.transport.max_queued_batches)
+        num_envs_total = sum(e.num_envs for e in self.envs)
+        self.learner = Learner(self.algo, self.spec, self.transport.learner_endpoint(), self.device,
+                               num_envs_total)
+        self.wall_offset = 0.0
+        self.last_eval: EvalResult | None = None
+        self.best_success = 0.0
+        self.next_eval = cfg.loop.eval_every_env_steps
+        if resume:
+            self._restore()
+        self.learner.publish()
+        self.actors = [Actor(env, self.algo.make_policy(), self.transport.actor_endpoint(i), seed=seed + i,
+                             send_timeout_s=cfg.loop.max_wait_s) for i, env in enumerate(self.envs)]
+        for a in self.actors:
+            a.sync_weights()
+        self.eval_policy = self.algo.make_policy()
+        self.runlog = RunLog(self.run_dir)
+        self._stop = threading.Event()
+        self._thread_errors: list[BaseException] = []
+
+    # ---- checkpoints ------------------------------------------------------------------------
+
+    def _restore(self) -> None:
+        state, meta, path = load_latest(self.run_dir)
+        self.algo.load_state_dict(state["algo"])
+        self.learner.load_counters(state["learner"])
+        torch.set_rng_state(state["rng"]["torch"])
+        self.wall_offset = float(meta.get("wall_s", 0.0))
+        self.best_success = float(meta.get("best_success", 0.0))
+        every = self.cfg.loop.eval_every_env_steps
+        self.next_eval = (self.learner.transitions // every + 1) * every
+        log.info("resumed from %s at %d env steps, policy version %d", path, self.learner.transitions,
+                 self.learner.version)
+
+    def checkpoint(self, wall_s: float) -> Path:
+        """Commit a checkpoint of everything a resume needs."""
+        state = {"algo": self.algo.state_dict(), "learner": self.learner.counters(),
+                 "actor_weights": self.algo.actor_weights(), "rng": {"torch": torch.get_rng_state()}}
+        meta = {"env_steps": self.learner.transitions, "updates": self.learner.updates,
+                "policy_version": self.learner.version, "wall_s": wall_s, "best_success": self.best_success,
+                "time": datetime.now().isoformat(timespec="seconds")}
+        return save_checkpoint(self.run_dir, self.learner.transitions, state, meta)
+
+    # ---- evaluation -------------------------------------------------------------------------
+
+    def run_eval(self, wall_s: float) -> EvalResult:
+        """Evaluate the learner's current actor weights on the evaluation env."""
+        self.eval_policy.load_actor_weights(self.algo.actor_weights())
+        result = evaluate(self.eval_policy, self.eval_env, self.cfg.loop.eval_episodes,
+                          seed=self.cfg.run.seed + 7)
+        self.last_eval = result
+        self.best_success = max(self.best_success, result.success_rate)
+        self.runlog.eval_row({"env_steps": self.learner.transitions, "updates": self.learner.updates,
+                              "wall_s": round(wall_s, 2), "policy_version": self.learner.version,
+                              **result.as_dict()})
+        return result
+
+    # ---- main loop --------------------------------------------------------------------------
+
+    def train(self) -> TrainResult:
+        """Run until the success threshold, the step budget, or Ctrl-C; always checkpoint at the end."""
+        cfg = self.cfg
+        t0 = time.monotonic() - self.wall_offset
+        reached = False
+        reason = "budget"
+        threads: list[threading.Thread] = []
+        on_policy = self.algo.on_policy
+        if not on_policy:
+            threads = [threading.Thread(target=self._actor_thread, args=(a,), daemon=True,
+                                        name=f"actor-{a.endpoint.actor_id}") for a in self.actors]
+        last_log = last_ckpt = time.monotonic()
+        ep_returns: list[float] = []
+        ep_success: list[bool] = []
+        title = f"{_task_name(cfg)} / {_algo_name(cfg)}"
+        progress = TrainProgress(cfg.loop.total_env_steps, self.learner.transitions, enabled=cfg.run.progress)
+        try:
+            with progress:
+                progress.print(f"run directory: {self.run_dir}")
+                for th in threads:
+                    th.start()
+                while self.learner.transitions < cfg.loop.total_env_steps:
+                    if on_policy:
+                        self._on_policy_iteration()
+                    else:
+                        self._off_policy_iteration()
+                    if self._thread_errors:
+                        raise self._thread_errors[0]
+                    for a in self.actors:
+                        eps = a.pop_episode_stats()
+                        ep_returns = (ep_returns + eps.returns)[-100:]
+                        ep_success = (ep_success + eps.successes)[-100:]
+                    now = time.monotonic()
+                    wall = now - t0
+                    if self.learner.transitions >= self.next_eval:
+                        self.next_eval += cfg.loop.eval_every_env_steps
+                        ev = self.run_eval(wall)
+                        progress.print(f"eval @ {self.learner.transitions:,} steps ({wall:.0f}s): success "
+                                       f"{ev.success_rate:.0%}, return {ev.mean_return:.2f}")
+                        if cfg.loop.success_threshold is not None and \
+                                ev.success_rate >= cfg.loop.success_threshold:
+                            reached, reason = True, "threshold"
+                            break
+                    if now - last_log >= cfg.loop.log_every_s:
+                        last_log = now
+                        metrics = self._metrics(ep_returns, ep_success)
+                        self.runlog.scalars(metrics, self.learner.transitions, prefix="train/")
+                        progress.update(self.learner.transitions, self._short(metrics))
+                    if now - last_ckpt >= cfg.loop.checkpoint_every_s:
+                        last_ckpt = now
+                        self.checkpoint(wall)
+        except KeyboardInterrupt:
+            reason = "interrupted"
+            log.warning("interrupted; saving a checkpoint")
+        finally:
+            self._stop.set()
+            for th in threads:
+                th.join(timeout=cfg.loop.max_wait_s)
+        wall = time.monotonic() - t0
+        self.checkpoint(wall)
+        if self.last_eval is None or reason != "threshold":
+            self.run_eval(wall)
+        curve = self.runlog.plot_learning_curve(title)
+        assert self.last_eval is not None
+        result = TrainResult(self.run_dir, self.learner.transitions, self.learner.updates, self.learner.version,
+                             wall, reached, self.last_eval, reason)
+        nonfinite = sum(a.nonfinite_rows for a in self.actors)
+        self.runlog.write_summary({
+            "title": title, "stop_reason": reason, "reached_success_threshold": reached,
+            "success_threshold": cfg.loop.success_threshold, "env_steps": result.env_steps,
+            "gradient_updates": result.updates, "policy_version": result.policy_version,
+            "wall_clock_s": round(wall, 1), "final_eval": self.last_eval.as_dict(),
+            "best_success_rate": self.best_success, "nonfinite_rows_dropped": nonfinite,
+            "rejected_batches": dict(self.learner.endpoint.stats.rejected),
+            "learning_curve": str(curve) if curve else None,
+        })
+        self.runlog.close()
+        logging.getLogger("robot_rl").removeHandler(self._log_handler)
+        for env in [*self.envs, self.eval_env]:
+            env.close()
+        return result
+
+    def _actor_thread(self, actor: Actor) -> None:
+        try:
+            while not self._stop.is_set():
+                actor.sync_weights()
+                actor.step()
+        except BaseException as e:
+            self._thread_errors.append(e)
+            self._stop.set()
+
+    def _off_policy_iteration(self) -> None:
+        learner = self.learner
+        if learner.owed_updates > 0:
+            before = learner.updates
+            learner.update_off_policy(max_updates=min(learner.owed_updates,
+                                                      self.cfg.loop.weight_sync_every_updates))
+            if learner.updates // self.cfg.loop.weight_sync_every_updates != \
+                    before // self.cfg.loop.weight_sync_every_updates:
+                learner.publish()
+            return
+        if not learner.pump(timeout_s=0.05) and self._stop.is_set():
+            raise RuntimeError("actor thread stopped")
+
+    def _on_policy_iteration(self) -> None:
+        learner = self.learner
+        rollout = int(getattr(self.algo, "rollout_length", 1))
+        for _ in range(rollout):
+            for a in self.actors:
+                a.step()
+                while learner.pump(timeout_s=0):
+                    pass
+        if not learner.update_on_policy():
+            raise RuntimeError("on-policy storage was not full after a rollout (rows dropped?)")
+        learner.publish()
+        for a in self.actors:
+            a.sync_weights()
+
+    def _metrics(self, ep_returns: list[float], ep_success: list[bool]) -> dict[str, float]:
+        m: dict[str, float] = {"updates": float(self.learner.updates), "version": float(self.learner.version),
+                               "queue": float(self.learner.endpoint.pending())}
+        if ep_returns:
+            m["return"] = float(np.mean(ep_returns))
+            m["success"] = float(np.mean(ep_success))
+        m.update({k: float(v) for k, v in self.learner.last_stats.items()})
+        return m
+
+    @staticmethod
+    def _short(metrics: dict[str, float]) -> dict[str, Any]:
+        keep = ("return", "success", "critic_loss", "actor_loss", "alpha", "value_loss", "surrogate_loss",
+                "kl")
+        return {k: metrics[k] for k in keep if k in metrics}
+
+
+def train(cfg: TrainConfig | None = None, resume_dir: Path | None = None) -> TrainResult:
+    """Train ``cfg`` (default: SAC on ``reach``), or continue the run in ``resume_dir``."""
+    if resume_dir is not None:
+        cfg = cfg or load_run_config(resume_dir)
+        return InProcessRunner(cfg, run_dir=resume_dir, resume=True).train()
+    return InProcessRunner(cfg or TrainConfig()).train()

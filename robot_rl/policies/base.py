@@ -1,0 +1,116 @@
+"""The algorithm contract: what a learner trains and what an actor runs.
+
+An :class:`Algorithm` lives in the learner. It owns every network, optimiser and statistic a
+resume needs (``state_dict``), and publishes only what actors need (``actor_weights``) — for SAC
+the actor network and the observation encoder, never the critics or optimisers.
+
+A :class:`Policy` lives in the actor. It is built by :meth:`Algorithm.make_policy` from the same
+config and spec, and receives new weights with :meth:`Policy.load_actor_weights` without being
+rebuilt, so actors pick up new versions without stopping.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import torch
+from torch import nn
+
+from robot_rl.transition import Obs, TransitionBatch
+
+Weights = dict[str, torch.Tensor]
+
+
+class Policy(nn.Module, abc.ABC):
+    """Actor-side network: observations in, actions out."""
+
+    @abc.abstractmethod
+    def act(self, obs: Obs, deterministic: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Return ``(action [N, *action_shape], extras)``.
+
+        ``extras`` holds per-row tensors the learner needs later (PPO: ``log_prob``, ``value``); it is
+        stored with the transition. Actions are inside the action spec's bounds.
+        """
+
+    def load_actor_weights(self, weights: Weights) -> None:
+        """Replace the weights in place (strict: every key must match)."""
+        self.load_state_dict(weights, strict=True)
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """Where a learner keeps transitions: a replay buffer (off-policy) or a rollout (on-policy)."""
+
+    def add(self, batch: TransitionBatch) -> None:
+        """Store ``batch`` (already validated, on the learner's device)."""
+
+    def __len__(self) -> int:
+        """Number of transitions held."""
+        ...
+
+
+class Algorithm(abc.ABC):
+    """A learner's algorithm. Subclasses: one file each under ``robot_rl/policies``."""
+
+    #: On-policy algorithms need whole rollouts made by the current weights; the loop then
+    #: collects ``rollout_length`` steps, updates, and only then lets actors continue.
+    on_policy: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def make_policy(self) -> Policy:
+        """A new actor-side policy with the current actor weights (an independent copy)."""
+
+    @abc.abstractmethod
+    def make_storage(self, num_envs: int) -> Storage:
+        """The storage this algorithm learns from, for actors with ``num_envs`` sub-envs in total."""
+
+    @abc.abstractmethod
+    def update(self, batch: Any) -> dict[str, float]:
+        """One learning step on ``batch`` (SAC: a sampled minibatch; PPO: a full rollout).
+
+        Returns scalar statistics (losses, entropy coefficient, KL, …) for logs.
+        """
+
+    @abc.abstractmethod
+    def actor_weights(self) -> Weights:
+        """Detached CPU copies of exactly what :class:`Policy` needs, nothing more."""
+
+    @abc.abstractmethod
+    def load_actor_weights(self, weights: Weights) -> None:
+        """Load actor weights (e.g. from a behaviour-cloned policy) into the learner's actor."""
+
+    @abc.abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resume needs: networks, targets, optimisers, normalisers, temperatures."""
+
+    @abc.abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output exactly (strict: missing keys are an error)."""
+
+
+class OffPolicyAlgorithm(Algorithm):
+    """An algorithm learning from a replay buffer (SAC, TD3, …).
+
+    The loop feeds transitions into ``make_storage(...)`` and, once ``len(storage) >=
+    learning_starts``, runs ``update(storage.sample(batch_size))`` ``utd_ratio`` times per transition
+    received (fractional ratios accumulate).
+    """
+
+    on_policy: ClassVar[bool] = False
+    batch_size: int
+    utd_ratio: float
+    learning_starts: int
+
+
+class OnPolicyAlgorithm(Algorithm):
+    """An algorithm learning from fresh rollouts (PPO).
+
+    The loop adds one vectorised step at a time to ``make_storage(num_envs)`` (a rollout of
+    ``rollout_length`` steps per sub-env); when the storage is full it calls ``update(storage)``,
+    which must leave the storage empty for the next rollout, then publishes new weights. Actors
+    wait for those weights before collecting again.
+    """
+
+    on_policy: ClassVar[bool] = True
+    rollout_length: int

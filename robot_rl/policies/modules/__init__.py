@@ -1,0 +1,1 @@
+"""Building blocks shared by the whole models in ``robot_rl.policies``."""

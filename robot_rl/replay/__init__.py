@@ -1,0 +1,1 @@
+"""Replay buffers and rollout storage."""

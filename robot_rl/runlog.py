@@ -1,0 +1,92 @@
+"""What a run writes: TensorBoard scalars, an evaluation CSV, a learning-curve PNG and a summary."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+EVAL_FIELDS = ["env_steps", "updates", "wall_s", "policy_version", "success_rate", "mean_return",
+               "mean_length", "episodes"]
+
+
+class RunLog:
+    """Writer for one run directory (appends when resuming)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.tb = SummaryWriter(str(self.run_dir / "tb"))
+        self.eval_csv = self.run_dir / "eval.csv"
+
+    def scalars(self, values: dict[str, float], step: int, prefix: str = "") -> None:
+        """Write scalars to TensorBoard at ``step`` (env transitions)."""
+        for k, v in values.items():
+            self.tb.add_scalar(f"{prefix}{k}", float(v), step)
+
+    def eval_row(self, row: dict[str, Any]) -> None:
+        """Append an evaluation row to ``eval.csv`` and TensorBoard."""
+        new = not self.eval_csv.exists()
+        with open(self.eval_csv, "a", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=EVAL_FIELDS, extrasaction="ignore")
+            if new:
+                w.writeheader()
+            w.writerow(row)
+        self.scalars({k: row[k] for k in ("success_rate", "mean_return", "mean_length")}, int(row["env_steps"]),
+                     prefix="eval/")
+        self.tb.flush()
+
+    def read_eval(self) -> list[dict[str, float]]:
+        """All evaluation rows so far."""
+        if not self.eval_csv.exists():
+            return []
+        with open(self.eval_csv) as f:
+            return [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+    def plot_learning_curve(self, title: str) -> Path | None:
+        """``learning_curve.png``: evaluation success rate and return against env steps."""
+        rows = self.read_eval()
+        if not rows:
+            return None
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        steps = [r["env_steps"] for r in rows]
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
+        ax1.plot(steps, [r["success_rate"] for r in rows], marker="o")
+        ax1.set_ylim(-0.02, 1.02)
+        ax1.set_xlabel("environment steps")
+        ax1.set_ylabel("success rate (eval)")
+        ax1.grid(alpha=0.3)
+        ax2.plot(steps, [r["mean_return"] for r in rows], marker="o", color="tab:orange")
+        ax2.set_xlabel("environment steps")
+        ax2.set_ylabel("mean return (eval)")
+        ax2.grid(alpha=0.3)
+        fig.suptitle(title)
+        fig.tight_layout()
+        path = self.run_dir / "learning_curve.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return path
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        """``summary.json`` and a short human-readable ``summary.md``."""
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        lines = [f"# {summary.get('title', 'run')}", ""]
+        for k, v in summary.items():
+            if k != "title":
+                lines.append(f"- **{k}**: {v}")
+        (self.run_dir / "summary.md").write_text("\n".join(lines) + "\n")
+
+    def close(self) -> None:
+        """Flush and close TensorBoard."""
+        self.tb.flush()
+        self.tb.close()

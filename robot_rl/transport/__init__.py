@@ -1,0 +1,1 @@
+"""Actor↔learner transports: the in-process queue transport here, ZeroMQ in ``transport.zmq``."""
