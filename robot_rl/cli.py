@@ -32,11 +32,11 @@ class TrainArgs:
     `robot-rl config --task T --algo A`.
     """
 
-    overrides: tyro.conf.Positional[tuple[str, ...]] = ()
+    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
     """Dotted config overrides `section.key=value` (sections: task, algo, loop, transport, run)."""
-    task: str | None = None
+    task: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
     """Task name (built-in: pendulum, reach, push, reach_pixels; `gym` wraps any gymnasium id)."""
-    algo: str | None = None
+    algo: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
     """Learner: sac or ppo."""
     config: Path | None = None
     """A YAML file with any of the sections; overrides on the command line win over it."""
@@ -50,7 +50,7 @@ class TrainArgs:
 class EvalArgs:
     """Evaluate a run's latest checkpoint with deterministic actions; optionally save an mp4."""
 
-    run_dir: tyro.conf.Positional[Path]
+    run_dir: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="RUN_DIR")]]
     """The run directory (runs/<name>)."""
     episodes: int = 100
     """Number of evaluation episodes."""
@@ -68,7 +68,7 @@ class EvalArgs:
 class ConfigArgs:
     """Print the resolved config of a task/algorithm pair: every key, its value and its meaning."""
 
-    overrides: tyro.conf.Positional[tuple[str, ...]] = ()
+    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
     """Dotted overrides to apply before printing."""
     task: str | None = None
     """Task name."""

@@ -8,6 +8,8 @@ zero action, their rows dropped and counted) until their episode ends.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -41,12 +43,13 @@ class Actor:
     """One actor: an env, a policy copy and an endpoint."""
 
     def __init__(self, env: VecEnv, policy: Policy, endpoint: ActorEndpoint, seed: int = 0,
-                 send_timeout_s: float = 60.0) -> None:
+                 send_timeout_s: float = 60.0, stop: threading.Event | None = None) -> None:
         self.env = env
         self.policy = policy
         self.endpoint = endpoint
         self.policy_version = -1
         self.send_timeout_s = send_timeout_s
+        self.stop = stop or threading.Event()
         self.env_steps = 0
         self.nonfinite_rows = 0
         self.dropped_batches = 0
@@ -108,11 +111,22 @@ class Actor:
         self._obs = result.obs
         self.env_steps += n
         to_send = batch if bad == 0 else batch.index(good)
-        if len(to_send) and not self.endpoint.send(to_send, self.send_timeout_s):
-            self.dropped_batches += 1
-            log.warning("actor %d: learner did not take a batch within %.0fs; %d transitions dropped",
-                        self.endpoint.actor_id, self.send_timeout_s, len(to_send))
+        if len(to_send):
+            self._send(to_send)
         return batch
+
+    def _send(self, batch: TransitionBatch) -> None:
+        # Wait in short slices so that a stop request is honoured promptly even when the queue is full.
+        deadline = time.monotonic() + self.send_timeout_s
+        while not self.stop.is_set():
+            if self.endpoint.send(batch, min(0.1, max(deadline - time.monotonic(), 0.0))):
+                return
+            if time.monotonic() >= deadline:
+                break
+        self.dropped_batches += 1
+        if not self.stop.is_set():
+            log.warning("actor %d: learner did not take a batch within %.0fs; %d transitions dropped",
+                        self.endpoint.actor_id, self.send_timeout_s, len(batch))
 
     @staticmethod
     def _bcast(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:

@@ -128,4 +128,6 @@ class Learner:
         self.version = int(c["version"])
         self.updates = int(c["updates"])
         self.transitions = int(c["transitions"])
-        self._owed_updates = float(c.get("owed_updates", 0.0))
+        # The storage starts empty after a restart (replay persistence is separate), so no update is
+        # owed until it holds ``learning_starts`` transitions again.
+        self._owed_updates = 0.0

@@ -141,13 +141,13 @@ class InProcessRunner:
         if resume:
             self._restore()
         self.learner.publish()
+        self._stop = threading.Event()
         self.actors = [Actor(env, self.algo.make_policy(), self.transport.actor_endpoint(i), seed=seed + i,
-                             send_timeout_s=cfg.loop.max_wait_s) for i, env in enumerate(self.envs)]
+                             send_timeout_s=cfg.loop.max_wait_s, stop=self._stop) for i, env in enumerate(self.envs)]
         for a in self.actors:
             a.sync_weights()
         self.eval_policy = self.algo.make_policy()
         self.runlog = RunLog(self.run_dir)
-        self._stop = threading.Event()
         self._thread_errors: list[BaseException] = []
 
     # ---- checkpoints ------------------------------------------------------------------------

@@ -6,15 +6,15 @@ observation; it stays in the learner.
 
 Actions and log-probabilities. The policy samples ``u ~ N(μ(s), σ²)`` and returns ``clamp(u, low, high)``
 as the action, so the env, the transition's ``action`` field and the safety layer all see what was
-applied. The unclamped sample travels in ``extras["raw_action"]`` with ``extras["log_prob"] = log π(u|s)``;
-the learner's ratio uses the raw sample, so clamping never biases the gradient (rsl_rl gets the same by
-storing the raw sample and letting the env clip). Rows a human drove (``intervened``) use the applied
-action, scored under the policy at update time.
+applied. The unclamped sample travels in ``extras["raw_action"]`` with ``extras["log_prob"] = log π(u|s)``
+and the Gaussian mean ``extras["mean"]`` (for the KL); the learner's ratio uses the raw sample, so
+clamping never biases the gradient (rsl_rl gets the same by storing the raw sample and letting the env
+clip). Rows a human drove (``intervened``) use the applied action, scored under the policy at update time.
 
-Values are not computed by actors: ``update`` evaluates ``V(obs)`` and ``V(next_obs)`` for the whole
-rollout in two batched passes (the weights have not changed since the rollout started), which keeps
-the critic out of the actor weights and gives the exact value of each truncated episode's final
-observation.
+Values are not computed by actors: ``update`` evaluates ``V(obs)`` for the whole rollout in one batched
+pass (the weights have not changed since the rollout started) and ``V(next_obs)`` where the successor is
+not already a stored observation. That keeps the critic out of the actor weights and gives the exact
+value of each truncated episode's final observation.
 """
 
 from __future__ import annotations
@@ -159,7 +159,8 @@ def _state_dim(spec: EnvSpec) -> int:
 class PPOPolicy(Policy):
     """Observation normaliser + Gaussian actor; ``act`` returns the clamped action and the raw sample.
 
-    ``extras``: ``log_prob`` ``[N]`` (of the raw sample) and ``raw_action`` ``[N, *action_shape]``.
+    ``extras``: ``log_prob`` ``[N]`` (of the raw sample), ``raw_action`` and ``mean``
+    ``[N, *action_shape]``.
     """
 
     def __init__(self, spec: EnvSpec, hidden: tuple[int, ...], activation: str, init_noise_std: float,
@@ -179,7 +180,7 @@ class PPOPolicy(Policy):
         return self.normalizer(state)
 
     def act(self, obs: Obs, deterministic: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """``(clamp(u, low, high), {"log_prob": log π(u|s), "raw_action": u})`` with ``u ~ N(μ, σ²)``."""
+        """``(clamp(u, low, high), {"log_prob": log π(u|s), "raw_action": u, "mean": μ})``, ``u ~ N(μ, σ²)``."""
         with torch.no_grad():
             mean = self.actor(self.normalize(obs["state"]))
             if deterministic:
@@ -189,10 +190,11 @@ class PPOPolicy(Policy):
                                     generator=self.generator)
                 raw = mean + noise * torch.exp(self.log_std)
             log_prob = gaussian_log_prob(raw, mean, self.log_std)
-            raw = raw.reshape(raw.shape[0], *self.action_shape)
+            shape = (raw.shape[0], *self.action_shape)
+            raw, mean = raw.reshape(shape), mean.reshape(shape)
             bounded = self.low is not None or self.high is not None
             action = raw.clamp(self.low, self.high) if bounded else raw
-        return action, {"log_prob": log_prob, "raw_action": raw}
+        return action, {"log_prob": log_prob, "raw_action": raw, "mean": mean}
 
 
 # --------------------------------------------------------------------------------------------
@@ -213,10 +215,12 @@ class PPOAlgorithm(OnPolicyAlgorithm):
         self._policies_made = 0
         # Seed the initialisation without touching the caller's global RNG streams.
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            torch.default_generator.manual_seed(seed)  # the CPU stream only: modules start on the CPU
             self.policy = self._new_policy(None).to(self.device)
             self.critic = MLP(_state_dim(spec), cfg.critic_hidden, 1, cfg.activation).to(self.device)
-        self.optimizer = torch.optim.Adam([*self.policy.parameters(), *self.critic.parameters()], lr=cfg.lr)
+        params = [*self.policy.parameters(), *self.critic.parameters()]
+        # The fused kernel is one call per step instead of a dozen small ops per parameter tensor.
+        self.optimizer = torch.optim.Adam(params, lr=cfg.lr, fused=self.device.type in ("cpu", "cuda"))
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
 
     def _new_policy(self, generator: torch.Generator | None) -> PPOPolicy:
@@ -250,15 +254,25 @@ class PPOAlgorithm(OnPolicyAlgorithm):
             group["lr"] = lr
 
     @torch.no_grad()
-    def value_targets(self, storage: RolloutStorage) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def value_targets(self, storage: RolloutStorage, obs_normalized: torch.Tensor | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(V(s_t), A_t, R_t)`` ``[T, N]`` for a full rollout under the current critic.
 
-        ``V(s'_t)`` is evaluated on ``next_obs`` (the true successor, the final observation where an
+        ``V(s'_t)`` is the value of ``next_obs`` (the true successor, the final observation where an
         episode ended), so truncated steps bootstrap from the right state (see ``compute_gae``).
         """
-        norm = self.policy.normalize
-        values = self.critic(norm(storage.obs["state"])).squeeze(-1)
-        next_values = self.critic(norm(storage.next_obs["state"])).squeeze(-1)
+        norm, critic = self.policy.normalize, self.critic
+        obs, nxt = storage.obs["state"], storage.next_obs["state"]
+        values = critic(norm(obs) if obs_normalized is None else obs_normalized).squeeze(-1)
+        # Where an episode goes on inside the rollout, next_obs[t] is obs[t + 1] (same column, next
+        # step) and V(s'_t) = values[t + 1] is known already. The critic runs only on the other
+        # successors: episode ends, the last step, and any row where the two differ (checked).
+        fresh = torch.ones_like(storage.done)
+        fresh[:-1] = storage.done[:-1] | (nxt[:-1] != obs[1:]).any(-1)
+        next_values = torch.zeros_like(values)
+        next_values[:-1] = values[1:]
+        rows = fresh.nonzero(as_tuple=True)
+        next_values[rows] = critic(norm(nxt[rows])).squeeze(-1)
         advantages, returns = compute_gae(storage.reward, values, next_values, storage.terminated,
                                           storage.done, self.cfg.gamma, self.cfg.lam)
         return values, advantages, returns
@@ -270,18 +284,18 @@ class PPOAlgorithm(OnPolicyAlgorithm):
             raise RuntimeError(f"PPO update needs a full rollout; it holds {len(storage)} of "
                                f"{storage.length * storage.num_envs} rows")
         policy, critic = self.policy, self.critic
-        values, advantages, returns = self.value_targets(storage)
         with torch.no_grad():
             # The normaliser is fixed during the update (its stats move only at the end), so the
             # inputs are normalised once for every epoch.
             obs = policy.normalize(storage.obs["state"])
+            values, advantages, returns = self.value_targets(storage, obs)
             if not c.normalize_advantage_per_minibatch:
                 advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-            old_mean = policy.actor(obs)
+            flat = (*storage.reward.shape, policy.log_std.numel())
+            old_mean = storage.extras["mean"].reshape(flat) if "mean" in storage.extras else policy.actor(obs)
             old_log_std = policy.log_std.detach().clone()
-            act_dim = old_mean.shape[-1]
-            raw = storage.extras.get("raw_action", storage.action).reshape(*storage.reward.shape, act_dim)
-            applied = storage.action.reshape(raw.shape)
+            raw = storage.extras.get("raw_action", storage.action).reshape(flat)
+            applied = storage.action.reshape(flat)
             human = storage.intervened.unsqueeze(-1)
             raw = torch.where(human, applied, raw)
             # A human's action was not sampled by the policy: score it under the pre-update policy.

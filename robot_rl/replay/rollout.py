@@ -154,8 +154,20 @@ class RolloutStorage:
             raise OverflowError("rollout is full for some sub-env; call update()/clear() before adding more")
         return time, cols
 
+    def _check_extras(self, extras: Fields, rows: int) -> None:
+        if self.extras and set(extras) != set(self.extras):
+            raise KeyError(f"extras keys {sorted(extras)} differ from the rollout's {sorted(self.extras)}")
+        for key, value in extras.items():
+            if value.shape[:1] != (rows,):
+                raise ValueError(f"extras[{key!r}] has {list(value.shape)}, expected [{rows}, ...]")
+            if key in self.extras and (value.shape[1:] != self.extras[key].shape[2:]
+                                       or value.dtype != self.extras[key].dtype):
+                raise ValueError(f"extras[{key!r}] is {value.dtype}{list(value.shape[1:])} per row, the "
+                                 f"rollout holds {self.extras[key].dtype}{list(self.extras[key].shape[2:])}")
+
     def add(self, batch: TransitionBatch) -> None:
-        """Place each row of ``batch`` at its column's next time step."""
+        """Place each row of ``batch`` at its column's next time step (nothing is written on error)."""
+        self._check_extras(batch.extras, len(batch))
         time, cols = self._place(int(batch.actor_id), batch.env_index.detach().to("cpu", torch.long))
         t, c = time.to(self.device), cols.to(self.device)
         batch = batch.to(self.device)
@@ -170,9 +182,6 @@ class RolloutStorage:
         if not self.extras:
             self.extras = {k: torch.zeros(self.length, self.num_envs, *v.shape[1:], dtype=v.dtype,
                                           device=self.device) for k, v in batch.extras.items()}
-        if set(batch.extras) != set(self.extras):
-            raise KeyError(f"extras keys {sorted(batch.extras)} differ from the rollout's "
-                           f"{sorted(self.extras)}")
         for key, buf in self.extras.items():
             buf[t, c] = batch.extras[key]
         self._cursor.index_add_(0, cols, torch.ones_like(cols))

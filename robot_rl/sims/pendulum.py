@@ -73,7 +73,7 @@ class PendulumTask(TorchTask):
         self.theta = torch.zeros(self.num_envs, device=self.device)
         self.theta_dot = torch.zeros(self.num_envs, device=self.device)
         self._cost = torch.zeros(self.num_envs, device=self.device)
-        self.reset()
+        self._finish_init()
 
     def _reset_envs(self, mask: torch.Tensor) -> None:
         theta = self.uniform(-math.pi, math.pi, self.num_envs)

@@ -81,7 +81,7 @@ class PushTask(TorchTask):
         self.render_extent = 1.05 * cfg.arena_half
         zeros = torch.zeros(self.num_envs, 2, device=self.device)
         self.pusher, self.obj, self.goal, self.last_action = zeros, zeros.clone(), zeros.clone(), zeros.clone()
-        self.reset()
+        self._finish_init()
 
     def _offset(self, origin: torch.Tensor, low: float, high: float, bound: float) -> torch.Tensor:
         """``origin`` plus a random offset of length in ``[low, high)``, mirrored back inside ``±bound``.

@@ -12,8 +12,9 @@ The action ``a ∈ [-1, 1]²`` is a joint velocity command: ``q ← q + action_s
 what makes the task learnable by SAC in minutes.
 
 Goals are uniform (by area) in the annulus ``goal_min_radius ≤ |g| ≤ goal_max_radius``, kept off
-the singular rims of the workspace. Reward ``-|goal - ee| + success_bonus · success`` (metres);
-the episode terminates with success once ``|goal - ee| < success_radius``.
+the singular rims of the workspace, and at least 0.1 m from the start. Reward
+``-|goal - ee| + success_bonus · success`` (metres); the episode terminates with success once
+``|goal - ee| < success_radius``.
 
 Observation ``state`` (12, float32, about unit range; positions divided by the arm's reach
 ``l1 + l2``): ``[cos q (2), sin q (2), last action (2), ee xy (2), goal xy (2), goal - ee (2)]``.
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import torch
 
@@ -86,13 +87,22 @@ class ReachConfig(TaskConfig):
     """Goals lie at least this far (m) from the base (keeps them off the folded-arm singularity)."""
     goal_max_radius: float = 0.95
     """Goals lie at most this far (m) from the base (keeps them off the stretched-arm singularity)."""
+    control: Literal["joint", "ee"] = "joint"
+    """``joint``: actions are joint velocities; ``ee``: end-effector displacements, turned into joint
+    velocities by damped least-squares inverse kinematics."""
+    ee_step: float = 0.05
+    """``ee`` control: end-effector displacement (m) per step for action ±1."""
+    start_noise: float = math.pi
+    """Start joints are the home pose (0, π/2) plus uniform noise of this half-width (rad)."""
+    fine_error: bool = False
+    """Append tanh((goal - ee) / 5 cm) to the state, a magnified view of the last centimetres."""
 
     def validate(self) -> None:
         """Raise ``ValueError`` if the goal annulus is not inside the arm's workspace."""
         inner, outer = abs(self.link1 - self.link2), self.link1 + self.link2
-        if not inner <= self.goal_min_radius < self.goal_max_radius <= outer:
+        if not max(inner, 0.1) <= self.goal_min_radius < self.goal_max_radius <= outer:
             raise ValueError(
-                f"need {inner:g} <= goal_min_radius < goal_max_radius <= {outer:g} (the arm's workspace), "
+                f"need {max(inner, 0.1):g} <= goal_min_radius < goal_max_radius <= {outer:g} (the arm's workspace), "
                 f"got {self.goal_min_radius:g}, {self.goal_max_radius:g}"
             )
 
@@ -110,7 +120,7 @@ class ReachTask(TorchTask):
     ) -> None:
         cfg.validate()
         spec = EnvSpec(
-            observation=observation or {"state": ArraySpec((12,), "float32")},
+            observation=observation or {"state": ArraySpec((14 if cfg.fine_error else 12,), "float32")},
             action=ArraySpec((2,), "float32", low=-1.0, high=1.0),
             extras={"task": TASKS.name_of(cfg)},
         )
@@ -121,7 +131,7 @@ class ReachTask(TorchTask):
         self.q = torch.zeros(self.num_envs, 2, device=self.device)
         self.goal = torch.zeros(self.num_envs, 2, device=self.device)
         self.last_action = torch.zeros(self.num_envs, 2, device=self.device)
-        self.reset()
+        self._finish_init()
 
     def end_effector(self) -> torch.Tensor:
         """End-effector positions ``[N, 2]`` (m)."""
@@ -129,18 +139,32 @@ class ReachTask(TorchTask):
 
     def _reset_envs(self, mask: torch.Tensor) -> None:
         n, cfg = self.num_envs, self.cfg
-        q = self.uniform(-math.pi, math.pi, n, 2)
+        home = torch.tensor([0.0, math.pi / 2], device=self.device)
+        q = home + self.uniform(-cfg.start_noise, cfg.start_noise, n, 2)
         # Uniform by area: r² uniform between the squared radii.
         r = torch.sqrt(self.uniform(cfg.goal_min_radius**2, cfg.goal_max_radius**2, n))
         phi = self.uniform(-math.pi, math.pi, n)
         goal = torch.stack([r * torch.cos(phi), r * torch.sin(phi)], dim=-1)
+        # No episode starts solved: a goal within 0.1 m of the start is mirrored through the base,
+        # which keeps it in the annulus and puts it at least 2 · goal_min_radius - 0.1 m away.
+        ee = forward_kinematics(q, cfg.link1, cfg.link2)[1]
+        near = torch.linalg.vector_norm(goal - ee, dim=-1, keepdim=True) < 0.1
+        goal = torch.where(near, -goal, goal)
         m = mask.unsqueeze(-1)
         self.q = torch.where(m, q, self.q)
         self.goal = torch.where(m, goal, self.goal)
         self.last_action = torch.where(m, torch.zeros_like(self.last_action), self.last_action)
 
     def _apply_action(self, action: torch.Tensor) -> None:
-        self.q = self.q + self.cfg.action_scale * action
+        if self.cfg.control == "ee":
+            j = jacobian(self.q, self.cfg.link1, self.cfg.link2)
+            dx = (self.cfg.ee_step * action).unsqueeze(-1)
+            jt = j.transpose(-1, -2)
+            eye = torch.eye(2, device=self.device)
+            dq = (jt @ torch.linalg.solve(j @ jt + 0.05**2 * eye, dx)).squeeze(-1)
+            self.q = self.q + dq.clamp(-self.cfg.action_scale * 3, self.cfg.action_scale * 3)
+        else:
+            self.q = self.q + self.cfg.action_scale * action
         self.last_action = action.clone()
 
     def _reward_and_status(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -155,7 +179,10 @@ class ReachTask(TorchTask):
     def _observe(self) -> dict[str, torch.Tensor]:
         ee = self.end_effector() / self.reach
         goal = self.goal / self.reach
-        return {"state": torch.cat([self._proprioception(), ee, goal, goal - ee], dim=-1)}
+        parts = [self._proprioception(), ee, goal, goal - ee]
+        if self.cfg.fine_error:
+            parts.append(torch.tanh((self.goal - self.end_effector()) / 0.05))
+        return {"state": torch.cat(parts, dim=-1)}
 
     def _scene(self, rows: slice) -> list[Shape]:
         elbow, ee = forward_kinematics(self.q[rows], self.cfg.link1, self.cfg.link2)

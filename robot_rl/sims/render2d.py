@@ -95,7 +95,7 @@ def rasterize(
             part = _slice(shape, rows)
             # Coverage of a pixel by the shape, linear across one pixel width of the edge.
             alpha = (0.5 - _signed_distance(part, px, py) / pixel).clamp(0.0, 1.0).unsqueeze(-1)
-            color = torch.tensor(shape.color, device=device, dtype=torch.float32)
-            canvas = canvas + alpha * (color - canvas)
+            color = torch.tensor(shape.color, device=device, dtype=torch.float32).expand_as(canvas)
+            canvas.lerp_(color, alpha)  # canvas + alpha (color - canvas), in one pass
         out[rows] = canvas.round().clamp(0, 255).to(torch.uint8)
     return out

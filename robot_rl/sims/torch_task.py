@@ -49,11 +49,20 @@ class TorchTask(VecEnv):
         self.num_envs = int(num_envs)
         self.max_episode_steps = int(max_episode_steps)
         self.device = torch.device(device)
+        self.seed = int(seed)
         self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(int(seed))
+        self.generator.manual_seed(self.seed)
         self.episode_return = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
         self.episode_length = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
         self._all = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+
+    def _finish_init(self) -> None:
+        """Give the state valid values, then rewind the generator (subclasses call this last).
+
+        After it, the caller's first ``reset()`` gives the same episodes as ``reset(seed=seed)``.
+        """
+        self.reset()
+        self.generator.manual_seed(self.seed)
 
     # ----------------------------------------------------------------------------------------
     # Hooks

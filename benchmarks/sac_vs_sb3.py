@@ -1,0 +1,135 @@
+"""robot_rl SAC vs Stable-Baselines3 SAC on a gymnasium task, same process, same budget.
+
+Both learners get the same env steps, network sizes, batch size, UTD ratio (1 gradient update per
+env step), learning_starts (uniform random actions before it), learning rates, γ, τ and automatic
+entropy tuning. Ours steps the env through the ``gym`` task adapter with one sub-env. Only the
+training loop is timed (not construction or evaluation); evaluation is 10 deterministic episodes
+on fresh envs with fixed seeds, the same function for both.
+
+    .venv/bin/python benchmarks/sac_vs_sb3.py --steps 15000
+
+Variants of ours: ``fp32`` (default config), ``bf16`` (``amp_bf16=True``), ``compile``
+(``compile=True``, compilation time included in the wall-clock).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from robot_rl.policies.sac import SACConfig
+from robot_rl.sims.gymnasium import GymnasiumTaskConfig
+from robot_rl.transition import TransitionBatch
+
+
+def evaluate(env_id: str, act: Callable[[np.ndarray], np.ndarray], episodes: int, seed: int) -> float:
+    """Mean undiscounted return of ``episodes`` deterministic episodes (seeds seed, seed+1, …)."""
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    returns = []
+    for i in range(episodes):
+        obs, _ = env.reset(seed=seed + i)
+        total, done = 0.0, False
+        while not done:
+            obs, r, term, trunc, _ = env.step(act(obs))
+            total += float(r)
+            done = term or trunc
+        returns.append(total)
+    env.close()
+    return float(np.mean(returns))
+
+
+def run_sb3(args: argparse.Namespace) -> tuple[float, float]:
+    import gymnasium as gym
+    from stable_baselines3 import SAC
+
+    model = SAC("MlpPolicy", gym.make(args.env_id), learning_rate=3e-4, buffer_size=args.steps,
+                learning_starts=args.learning_starts, batch_size=args.batch_size, tau=0.005, gamma=0.99,
+                train_freq=1, gradient_steps=1, ent_coef="auto", policy_kwargs={"net_arch": [256, 256]},
+                seed=args.seed, device="cpu", verbose=0)
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=args.steps)
+    elapsed = time.perf_counter() - t0
+    ret = evaluate(args.env_id, lambda o: model.predict(o, deterministic=True)[0], args.eval_episodes, 10_000)
+    return elapsed, ret
+
+
+def run_ours(args: argparse.Namespace, variant: str) -> tuple[float, float]:
+    torch.manual_seed(args.seed)
+    env = GymnasiumTaskConfig(env_id=args.env_id, num_envs=1).make("cpu", args.seed)
+    cfg = SACConfig(actor_hidden=(256, 256), critic_hidden=(256, 256), actor_lr=3e-4, critic_lr=3e-4,
+                    temperature_lr=3e-4, gamma=0.99, tau=0.005, batch_size=args.batch_size, utd_ratio=1.0,
+                    learning_starts=args.learning_starts, buffer_size=args.steps, init_temperature=1.0,
+                    amp_bf16=variant == "bf16", compile=variant == "compile")
+    algo = cfg.build(env.spec, "cpu", args.seed)
+    storage = algo.make_storage(1)
+    policy = algo.actor  # the learner's own actor: acting in-process needs no weight copies
+    low, high = float(env.spec.action.low or -1.0), float(env.spec.action.high or 1.0)
+    no = torch.zeros(1, dtype=torch.bool)
+    version, env_index = torch.zeros(1, dtype=torch.int64), torch.zeros(1, dtype=torch.int64)
+
+    t0 = time.perf_counter()
+    obs = env.reset(seed=args.seed)
+    for step in range(args.steps):
+        if step < args.learning_starts:
+            action = torch.rand(1, *env.spec.action.shape) * (high - low) + low
+        else:
+            action, _ = policy.act(obs)
+        res = env.step(action)
+        storage.add(TransitionBatch(obs=obs, action=action, reward=res.reward, terminated=res.terminated,
+                                    truncated=res.truncated, next_obs=res.info["final_obs"], intervened=no,
+                                    policy_version=version, env_index=env_index))
+        obs = res.obs
+        if step + 1 > args.learning_starts:  # SB3's condition: num_timesteps > learning_starts
+            algo.update(storage.sample(args.batch_size))  # type: ignore[attr-defined]
+    elapsed = time.perf_counter() - t0
+    env.close()
+
+    def act(o: np.ndarray) -> np.ndarray:
+        a, _ = policy.act({"state": torch.as_tensor(o, dtype=torch.float32)[None]}, deterministic=True)
+        return a[0].numpy()
+
+    return elapsed, evaluate(args.env_id, act, args.eval_episodes, 10_000)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=15_000)
+    p.add_argument("--env-id", default="Pendulum-v1")
+    p.add_argument("--learning-starts", type=int, default=1_000)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch.set_num_threads for both")
+    p.add_argument("--variants", default="fp32,bf16", help="comma-separated: fp32, bf16, compile")
+    p.add_argument("--skip-sb3", action="store_true")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"{args.env_id}, {args.steps} steps, learning_starts {args.learning_starts}, batch {args.batch_size}, "
+          f"UTD 1, (256, 256), torch {torch.__version__}, {args.threads} threads, {platform.processor() or 'cpu'}")
+
+    rows: list[tuple[str, float, float]] = []
+    if not args.skip_sb3:
+        rows.append(("sb3", *run_sb3(args)))
+        print(f"  sb3 done: {rows[-1][1]:.1f} s, return {rows[-1][2]:.1f}", flush=True)
+    for variant in args.variants.split(","):
+        rows.append((f"robot_rl {variant}", *run_ours(args, variant)))
+        print(f"  {rows[-1][0]} done: {rows[-1][1]:.1f} s, return {rows[-1][2]:.1f}", flush=True)
+
+    sb3_time = rows[0][1] if not args.skip_sb3 else float("nan")
+    print()
+    print("| learner | wall-clock (s) | env steps/s | speed-up vs sb3 | eval return (10 ep) |")
+    print("|---|---:|---:|---:|---:|")
+    for name, t, ret in rows:
+        print(f"| {name} | {t:.1f} | {args.steps / t:.0f} | {sb3_time / t:.2f}× | {ret:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,432 @@
+"""Soft Actor-Critic (Haarnoja et al., 2018) for state and pixel observations.
+
+One file, top to bottom: config → networks → actor-side policy → learner (the update maths sits in
+comments next to the code). What robot learning adds to textbook SAC:
+
+- a critic *ensemble* evaluated with batched matmuls, with targets taking the min over a random
+  subset of ``num_critics_sampled`` members (REDQ / RLPD) and optional LayerNorm critics (RLPD);
+- symmetric sampling from a second demo/intervention buffer (RLPD, HIL-SERL): ``demo_ratio``;
+- pixels through a small CNN with DrQ random shifts; the critic's gradients train the encoder and
+  the actor reads detached features (DrQ / SAC-AE);
+- a lean update: fused Adam, fused Polyak averaging (``torch._foreach_lerp_``), one host sync per
+  update for the statistics, all randomness drawn up front from the learner's own generator so that
+  the loss functions are pure and can be compiled (``compile``), and optional bf16 autocast for the
+  hidden layers (``amp_bf16``; outputs stay float32).
+
+Actions. The policy samples ``u ~ N(μ(s), σ(s))`` and squashes ``a = tanh(u) ∈ [-1, 1]``; actors see
+``low + (a + 1)(high − low)/2`` (a spec without bounds is treated as ``[-1, 1]``). Critics and the
+entropy work in the squashed ``[-1, 1]`` space, so the replayed env actions are mapped back first.
+An action chunk ``[H, A]`` is flattened to ``H·A`` for the MLP heads (one Gaussian over the whole
+chunk, target entropy ``−H·A``) and reshaped to ``[N, H, A]`` on the way out.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from robot_rl.config import ALGOS, AlgoConfig
+from robot_rl.policies.base import OffPolicyAlgorithm, Policy, Storage, Weights
+from robot_rl.policies.modules.cnn import random_shift
+from robot_rl.policies.modules.mlp import MLP
+from robot_rl.policies.modules.obs_encoder import ObsEncoder
+from robot_rl.replay.buffer import MixingSampler, ReplayBuffer
+from robot_rl.specs import EnvSpec
+from robot_rl.transition import Obs, TransitionBatch
+
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+
+@ALGOS.register("sac")
+@dataclass
+class SACConfig(AlgoConfig):
+    """Soft Actor-Critic with critic ensembles, demo mixing and pixel (DrQ) support."""
+
+    actor_hidden: tuple[int, ...] = (256, 256)
+    """Hidden layer widths of the actor MLP."""
+    critic_hidden: tuple[int, ...] = (256, 256)
+    """Hidden layer widths of each critic in the ensemble."""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critics (and of the image encoder, which the critic loss trains)."""
+    temperature_lr: float = 3e-4
+    """Adam learning rate of log α when ``autotune_entropy``."""
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = 0.005
+    """Polyak rate of the target critics: θ̄ ← (1 − τ)·θ̄ + τ·θ after every update."""
+    batch_size: int = 256
+    """Transitions per gradient update."""
+    utd_ratio: float = 1.0
+    """Update-to-data ratio: gradient updates per transition received (fractions accumulate)."""
+    learning_starts: int = 5_000
+    """Transitions to collect before the first update."""
+    buffer_size: int = 1_000_000
+    """Replay capacity (online buffer). Lower it for images: each row stores obs and next_obs."""
+    demo_buffer_size: int = 100_000
+    """Capacity of the demo/intervention buffer (used when ``demo_ratio > 0``)."""
+    init_temperature: float = 1.0
+    """Initial entropy coefficient α."""
+    target_entropy: float | None = None
+    """Entropy target H̄ for the temperature (``null`` = −|A|, the flattened action size)."""
+    autotune_entropy: bool = True
+    """Learn α so that the policy entropy tracks ``target_entropy``; otherwise α stays fixed."""
+    num_critics: int = 2
+    """Critic ensemble size E (2 = clipped double Q; RLPD/REDQ use 10)."""
+    num_critics_sampled: int | None = None
+    """Members M the target takes the min over, drawn at random per update (``null`` = all E).
+    With M < E the actor maximises the ensemble mean (REDQ), otherwise the min."""
+    critic_layer_norm: bool = False
+    """LayerNorm after each hidden layer of the critics (RLPD)."""
+    demo_ratio: float = 0.0
+    """Fraction of each batch drawn from the demo/intervention buffer (0.5 = RLPD/HIL-SERL symmetric
+    sampling; 0 = one buffer). Interventions go to both buffers."""
+    image_features: int = 50
+    """Features per camera after the CNN's LayerNorm+tanh projection."""
+    image_channels: int = 32
+    """Channels of each of the CNN's four 3×3 conv layers."""
+    image_shift_pad: int = 4
+    """DrQ random-shift padding in pixels for images during updates (0 = no augmentation)."""
+    normalize_obs: bool = False
+    """Normalise ``state`` by running mean/std (statistics from the replayed batches, saved with the
+    actor weights)."""
+    compile: bool = False
+    """Opt-in ``torch.compile`` of the critic and actor loss functions (first updates are slow)."""
+    amp_bf16: bool = False
+    """bf16 autocast for the learner's hidden layers (much faster on CPUs with AVX512-BF16/AMX and on
+    recent GPUs); Q-values, log-probabilities and optimiser state stay float32."""
+
+    def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> SACAlgorithm:
+        """The learner for environments with ``spec``, its networks seeded by ``seed``."""
+        return SACAlgorithm(self, spec, torch.device(device), seed)
+
+
+# --------------------------------------------------------------------------------------------
+# Networks
+# --------------------------------------------------------------------------------------------
+
+
+class EnsembleMLP(nn.Module):
+    """E independent MLPs run as one: ``[B, in]`` (shared) or ``[E, B, in]`` → ``[E, B, out]``.
+
+    Weights are stacked ``[E, in, out]`` so each layer is one batched matmul for the whole ensemble.
+    Each member is initialised like ``nn.Linear`` (uniform ±1/√in), independently.
+    """
+
+    def __init__(self, num: int, in_dim: int, hidden: Sequence[int], out_dim: int, layer_norm: bool) -> None:
+        super().__init__()
+        dims = [in_dim, *hidden, out_dim]
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        self.ln_weights = nn.ParameterList()
+        self.ln_biases = nn.ParameterList()
+        for d_in, d_out in itertools.pairwise(dims):
+            bound = 1.0 / math.sqrt(d_in)
+            self.weights.append(nn.Parameter(torch.empty(num, d_in, d_out).uniform_(-bound, bound)))
+            self.biases.append(nn.Parameter(torch.empty(num, 1, d_out).uniform_(-bound, bound)))
+        if layer_norm:
+            for width in hidden:
+                self.ln_weights.append(nn.Parameter(torch.ones(num, 1, width)))
+                self.ln_biases.append(nn.Parameter(torch.zeros(num, 1, width)))
+        self.layer_norm = layer_norm
+
+    def forward(self, x: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
+        """Evaluate every member; ``detach_params`` blocks gradients into the weights (actor loss)."""
+
+        def p(t: torch.Tensor) -> torch.Tensor:
+            return t.detach() if detach_params else t
+
+        last = len(self.weights) - 1
+        if x.dim() == 2:  # one input shared by every member
+            x = x.expand(self.weights[0].shape[0], -1, -1)
+        for i in range(last):
+            x = torch.matmul(x, p(self.weights[i])) + p(self.biases[i])
+            if self.layer_norm:
+                x = F.layer_norm(x, x.shape[-1:]) * p(self.ln_weights[i]) + p(self.ln_biases[i])
+            x = F.relu(x)
+        # The output layer runs in float32 even under bf16 autocast: Q-values of a few hundred need
+        # more than bf16's 8 mantissa bits to resolve TD errors of order 1.
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            return torch.baddbmm(p(self.biases[last]), x.float(), p(self.weights[last]))
+
+
+class SACCritic(nn.Module):
+    """Q-ensemble: features ``[B, F]``, squashed action ``[B, |A|]`` → ``[E, B]``."""
+
+    def __init__(self, feature_dim: int, act_dim: int, cfg: SACConfig) -> None:
+        super().__init__()
+        self.q = EnsembleMLP(cfg.num_critics, feature_dim + act_dim, cfg.critic_hidden, 1, cfg.critic_layer_norm)
+
+    def forward(self, features: torch.Tensor, action: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
+        """``Q_j(s, a)`` for every member j."""
+        return self.q(torch.cat([features, action], dim=-1), detach_params).squeeze(-1)
+
+
+# --------------------------------------------------------------------------------------------
+# Actor-side policy
+# --------------------------------------------------------------------------------------------
+
+
+class SACPolicy(Policy):
+    """Tanh-squashed Gaussian policy: observation encoder (+ normaliser, CNN) and an MLP head.
+
+    Its ``state_dict`` is exactly the actor weights the learner publishes.
+    """
+
+    action_scale: torch.Tensor
+    action_bias: torch.Tensor
+
+    def __init__(self, spec: EnvSpec, cfg: SACConfig) -> None:
+        super().__init__()
+        self.action_shape = spec.action.shape
+        self.act_dim = math.prod(spec.action.shape)
+        self.encoder = ObsEncoder(spec, cfg.normalize_obs, cfg.image_features, cfg.image_channels)
+        self.trunk = MLP(self.encoder.out_dim, cfg.actor_hidden, 2 * self.act_dim)
+        low, high = spec.action.low, spec.action.high
+        scale, bias = (1.0, 0.0) if low is None or high is None else ((high - low) / 2.0, (high + low) / 2.0)
+        self.register_buffer("action_scale", torch.full((self.act_dim,), scale))
+        self.register_buffer("action_bias", torch.full((self.act_dim,), bias))
+
+    def gaussian(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and log-std ``[B, |A|]`` of the pre-tanh Gaussian (log σ squashed into its range smoothly)."""
+        mean, log_std = self.trunk(features).float().chunk(2, dim=-1)
+        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(log_std) + 1.0)
+        return mean, log_std
+
+    def sample(self, features: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised squashed action ``a ∈ [-1, 1]^{|A|}`` and ``log π(a|s)`` for noise ε ``[B, |A|]``.
+
+        ``u = μ + σ·ε``, ``a = tanh u``,
+        ``log π(a|s) = Σ_i [−ε_i²/2 − log σ_i − log(2π)/2 − log(1 − tanh² u_i)]`` with the stable form
+        ``log(1 − tanh² u) = 2·(log 2 − u − softplus(−2u))``.
+        """
+        mean, log_std = self.gaussian(features)
+        u = mean + log_std.exp() * noise
+        log_prob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2 * math.pi)
+                    - 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(dim=-1)
+        return torch.tanh(u), log_prob
+
+    @torch.no_grad()
+    def act(self, obs: Obs, deterministic: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Actions ``[N, *action_shape]`` in the spec's bounds (``tanh μ`` when deterministic); no extras."""
+        mean, log_std = self.gaussian(self.encoder(obs))
+        u = mean if deterministic else mean + log_std.exp() * torch.randn_like(mean)
+        action = torch.tanh(u) * self.action_scale + self.action_bias
+        return action.reshape(-1, *self.action_shape), {}
+
+
+# --------------------------------------------------------------------------------------------
+# Learner
+# --------------------------------------------------------------------------------------------
+
+
+class SACAlgorithm(OffPolicyAlgorithm):
+    """The SAC learner. ``self.actor`` is its own policy (shares weights; act with it in-process)."""
+
+    def __init__(self, cfg: SACConfig, spec: EnvSpec, device: torch.device, seed: int) -> None:
+        if cfg.num_critics < 1 or not 1 <= (cfg.num_critics_sampled or cfg.num_critics) <= cfg.num_critics:
+            raise ValueError(f"need 1 <= num_critics_sampled <= num_critics, got {cfg.num_critics_sampled} "
+                             f"and {cfg.num_critics}")
+        if not 0.0 <= cfg.demo_ratio < 1.0:
+            raise ValueError(f"demo_ratio must be in [0, 1), got {cfg.demo_ratio}")
+        self.cfg, self.spec, self.device = cfg, spec, device
+        self.batch_size, self.utd_ratio, self.learning_starts = cfg.batch_size, cfg.utd_ratio, cfg.learning_starts
+        with torch.random.fork_rng(devices=[]):  # seeded init without touching the caller's RNG
+            torch.manual_seed(seed)
+            self.actor = SACPolicy(spec, cfg).to(device)
+            self.critic = SACCritic(self.actor.encoder.out_dim, self.actor.act_dim, cfg).to(device)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        # The target critic reads its own Polyak-averaged copy of the CNN; a parameter-free encoder
+        # (state, normaliser) is simply shared.
+        has_cnn = self.actor.encoder.cnn is not None
+        self.encoder_target = copy.deepcopy(self.actor.encoder).requires_grad_(False) if has_cnn else None
+        self.log_alpha = torch.tensor(math.log(cfg.init_temperature), device=device, requires_grad=True)
+        self.target_entropy = float(cfg.target_entropy if cfg.target_entropy is not None else -self.actor.act_dim)
+        self.num_sampled = cfg.num_critics_sampled or cfg.num_critics
+
+        fused = device.type in ("cpu", "cuda")
+        self.critic_optim = torch.optim.Adam([*self.critic.parameters(), *self.actor.encoder.parameters()],
+                                             lr=cfg.critic_lr, fused=fused)
+        self.actor_optim = torch.optim.Adam(self.actor.trunk.parameters(), lr=cfg.actor_lr, fused=fused)
+        self.temperature_optim = torch.optim.Adam([self.log_alpha], lr=cfg.temperature_lr, fused=fused)
+        self._online: list[torch.Tensor] = list(self.critic.parameters())
+        self._targets: list[torch.Tensor] = list(self.critic_target.parameters())
+        if self.encoder_target is not None:
+            self._online += list(self.actor.encoder.parameters())
+            self._targets += list(self.encoder_target.parameters())
+
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(seed)
+        self.num_updates = 0
+        self._critic_loss = torch.compile(self.critic_loss) if cfg.compile else self.critic_loss
+        self._actor_loss = torch.compile(self.actor_loss) if cfg.compile else self.actor_loss
+
+    # ---- the pieces the loop asks for ---------------------------------------------------------
+
+    def make_policy(self) -> SACPolicy:
+        """An independent copy of the current actor (for actor threads/processes)."""
+        return copy.deepcopy(self.actor)
+
+    def make_storage(self, num_envs: int) -> Storage:
+        """A replay buffer, or with ``demo_ratio > 0`` a :class:`MixingSampler` over ``online``/``demos``.
+
+        ``storage.buffers["demos"]`` (or ``storage.add_to("demos", batch)``) takes demonstrations;
+        intervened rows added with ``storage.add`` land in both buffers (HIL-SERL).
+        """
+        online = ReplayBuffer(self.spec, self.cfg.buffer_size, self.device)
+        if self.cfg.demo_ratio <= 0:
+            return online
+        demos = ReplayBuffer(self.spec, self.cfg.demo_buffer_size, self.device)
+        return MixingSampler({"online": online, "demos": demos},
+                             {"online": 1.0 - self.cfg.demo_ratio, "demos": self.cfg.demo_ratio})
+
+    def actor_weights(self) -> Weights:
+        """Encoder (CNN, normaliser statistics), actor head and action scaling; never critics."""
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.actor.state_dict().items()}
+
+    def load_actor_weights(self, weights: Weights) -> None:
+        """Load actor weights (e.g. behaviour cloning); the target encoder restarts from the new CNN."""
+        self.actor.load_state_dict(weights, strict=True)
+        if self.encoder_target is not None:
+            self.encoder_target.load_state_dict(self.actor.encoder.state_dict())
+
+    # ---- the update -----------------------------------------------------------------------------
+
+    def critic_loss(self, obs: Obs, action: torch.Tensor, reward: torch.Tensor, terminated: torch.Tensor,
+                    next_obs: Obs, noise: torch.Tensor, subset: torch.Tensor | None,
+                    alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(L_Q, mean Q, detached features of obs)`` for squashed actions and noise ``[B, |A|]``.
+
+        A pure function of its inputs (``update`` draws the noise for a' and the critic subset).
+        """
+        # Soft TD target, a' ~ π(·|s') and M ⊆ {1..E} a random subset (all members when M = E):
+        #   y = r + γ·(1 − terminated)·(min_{j∈M} Q̄_j(s', a') − α·log π(a'|s'))
+        # Truncated rows bootstrap: next_obs is the true final observation, not the reset one.
+        with torch.no_grad():
+            next_features = self.actor.encoder(next_obs)
+            next_action, next_log_prob = self.actor.sample(next_features, noise)
+            target_features = next_features if self.encoder_target is None else self.encoder_target(next_obs)
+            q_next = self.critic_target(target_features, next_action)
+            if subset is not None:
+                q_next = q_next[subset]
+            soft_value = q_next.min(dim=0).values - alpha * next_log_prob
+            target = reward + self.cfg.gamma * (1.0 - terminated.float()) * soft_value
+        # L_Q = ½ Σ_j mean_b (Q_j(s, a) − y)²; its gradient also trains the image encoder (DrQ).
+        features = self.actor.encoder(obs)
+        q = self.critic(features, action)
+        loss = 0.5 * (q - target).square().mean(dim=1).sum()
+        return loss, q.detach().mean(), features.detach()
+
+    def actor_loss(self, features: torch.Tensor, noise: torch.Tensor,
+                   alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(L_π, detached log π(ã|s))`` for encoded observations ``[B, F]`` and noise ``[B, |A|]``."""
+        # L_π = mean_b [α·log π(ã|s) − Q(s, ã)], ã = tanh(μ + σ·ε) reparameterised, Q = min_j Q_j
+        # (clipped double Q) or mean_j Q_j when targets use random subsets (REDQ). Features are
+        # detached (DrQ: only the critic trains the encoder) and so are the critic weights, so the
+        # backward pass computes no critic weight gradients at all.
+        action, log_prob = self.actor.sample(features, noise)
+        q = self.critic(features, action, detach_params=True)
+        q_pi = q.min(dim=0).values if self.num_sampled == self.cfg.num_critics else q.mean(dim=0)
+        return (alpha * log_prob - q_pi).mean(), log_prob.detach()
+
+    @torch.no_grad()
+    def soft_update_targets(self) -> None:
+        """Polyak averaging, fused over every target tensor: θ̄ ← θ̄ + τ·(θ − θ̄)."""
+        torch._foreach_lerp_(self._targets, self._online, self.cfg.tau)
+
+    def _augment(self, obs: Obs) -> Obs:
+        pad = self.cfg.image_shift_pad
+        return {k: random_shift(v, pad, self.generator) if k.startswith("image.") else v for k, v in obs.items()}
+
+    def update(self, batch: TransitionBatch) -> dict[str, float]:
+        """One SAC step on a sampled minibatch: critics, actor, temperature, then the target critics."""
+        cfg, n = self.cfg, len(batch)
+        self.actor.encoder.update_normalizer(batch.obs)
+        obs, next_obs = batch.obs, batch.next_obs
+        if self.actor.encoder.cnn is not None and cfg.image_shift_pad > 0:
+            obs, next_obs = self._augment(obs), self._augment(next_obs)  # independent shifts (DrQ)
+        # Every random number of the step comes from the learner's generator, drawn here, so the loss
+        # functions are pure (compilable) and a seed fixes the whole trajectory of parameters.
+        noise = torch.randn((2, n, self.actor.act_dim), generator=self.generator, device=self.device)
+        subset = None
+        if self.num_sampled < cfg.num_critics:
+            subset = torch.randperm(cfg.num_critics, generator=self.generator, device=self.device)[: self.num_sampled]
+        # Replayed env actions back to the squashed space the critics and log π live in.
+        action = ((batch.action.reshape(n, -1) - self.actor.action_bias) / self.actor.action_scale).clamp(-1.0, 1.0)
+        alpha = self.log_alpha.detach().exp()
+        autocast = torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=cfg.amp_bf16)
+
+        with autocast:
+            critic_loss, q_mean, features = self._critic_loss(obs, action, batch.reward, batch.terminated,
+                                                              next_obs, noise[0], subset, alpha)
+        self.critic_optim.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_optim.step()
+
+        with autocast:
+            actor_loss, log_prob = self._actor_loss(features, noise[1], alpha)
+        self.actor_optim.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        self.actor_optim.step()
+
+        # Temperature: L_α = −mean_b [log α · (log π(ã|s) + H̄)]. ∂L/∂log α = −(mean log π + H̄), so
+        # α grows while the entropy −log π is below the target H̄ and shrinks above it.
+        temperature_loss = -(self.log_alpha * (log_prob + self.target_entropy)).mean()
+        if cfg.autotune_entropy:
+            self.temperature_optim.zero_grad(set_to_none=True)
+            temperature_loss.backward()
+            self.temperature_optim.step()
+
+        self.soft_update_targets()
+        self.num_updates += 1
+
+        stats = torch.stack([critic_loss.detach(), actor_loss.detach(), alpha, -log_prob.mean(), q_mean,
+                             temperature_loss.detach()]).tolist()  # one host sync for all statistics
+        return dict(zip(("critic_loss", "actor_loss", "alpha", "entropy", "q_mean", "temperature_loss"), stats))
+
+    # ---- checkpoints ----------------------------------------------------------------------------
+
+    _STATE_KEYS = ("actor", "critic", "critic_target", "encoder_target", "log_alpha", "actor_optim",
+                   "critic_optim", "temperature_optim", "num_updates", "generator")
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, targets, optimisers, log α, normaliser statistics, update count and RNG state."""
+        return {
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "critic_target": self.critic_target.state_dict(),
+            "encoder_target": self.encoder_target.state_dict() if self.encoder_target is not None else {},
+            "log_alpha": self.log_alpha.detach().clone(),
+            "actor_optim": self.actor_optim.state_dict(),
+            "critic_optim": self.critic_optim.state_dict(),
+            "temperature_optim": self.temperature_optim.state_dict(),
+            "num_updates": self.num_updates,
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output exactly; a missing or unknown key is an error."""
+        if set(state) != set(self._STATE_KEYS):
+            raise KeyError(f"SAC state keys differ: missing {sorted(set(self._STATE_KEYS) - set(state))}, "
+                           f"unknown {sorted(set(state) - set(self._STATE_KEYS))}")
+        self.actor.load_state_dict(state["actor"], strict=True)
+        self.critic.load_state_dict(state["critic"], strict=True)
+        self.critic_target.load_state_dict(state["critic_target"], strict=True)
+        if self.encoder_target is not None:
+            self.encoder_target.load_state_dict(state["encoder_target"], strict=True)
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.actor_optim.load_state_dict(state["actor_optim"])
+        self.critic_optim.load_state_dict(state["critic_optim"])
+        self.temperature_optim.load_state_dict(state["temperature_optim"])
+        self.num_updates = int(state["num_updates"])
+        self.generator.set_state(state["generator"].cpu())

@@ -1,0 +1,84 @@
+"""`robot-rl` verbs on tiny budgets: train, resume, eval (with video), config, errors, --help."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from robot_rl.cli import main
+
+TINY = ["loop.total_env_steps=600", "loop.eval_every_env_steps=300", "loop.eval_episodes=8",
+        "run.progress=false", "task.num_envs=4", "algo.learning_starts=64",
+        "algo.batch_size=32", "algo.actor_hidden=[64,64]", "algo.critic_hidden=[64,64]"]
+
+
+def test_train_resume_eval(tmp_path: Path, capsys):
+    root = f"run.root={tmp_path}"
+    assert main(["train", "--name", "r1", root, *TINY]) == 0
+    run = tmp_path / "r1"
+    for f in ("config.yaml", "spec.yaml", "eval.csv", "learning_curve.png", "summary.md", "summary.json",
+              "train.log"):
+        assert (run / f).is_file(), f
+    assert list((run / "tb").iterdir())
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["env_steps"] >= 600 and summary["gradient_updates"] > 0
+    first_version = summary["policy_version"]
+
+    # Resume continues from the checkpoint with a larger budget: counters go on, nothing restarts.
+    assert main(["train", "--resume", str(run), "loop.total_env_steps=1200", "run.progress=false"]) == 0
+    summary2 = json.loads((run / "summary.json").read_text())
+    assert summary2["env_steps"] >= 1200
+    assert summary2["policy_version"] > first_version
+    assert summary2["gradient_updates"] > summary["gradient_updates"]
+
+    # A fresh run on an existing run directory is refused with a hint, not overwritten.
+    assert main(["train", "--name", "r1", root, *TINY]) == 2
+    assert "--resume" in capsys.readouterr().err
+
+    pytest.importorskip("imageio")
+    video = tmp_path / "reach.mp4"
+    assert main(["eval", str(run), "--episodes", "5", "--video", str(video), "--video-episodes", "1"]) == 0
+    assert video.stat().st_size > 1000
+    assert "success" in capsys.readouterr().out
+
+
+def test_ppo_tiny(tmp_path: Path):
+    args = ["train", "--algo", "ppo", "--name", "p", f"run.root={tmp_path}", "loop.total_env_steps=2000",
+            "loop.eval_every_env_steps=1000", "loop.eval_episodes=8", "run.progress=false", "task.num_envs=16",
+            "algo.rollout_length=16", "algo.actor_hidden=[64,64]", "algo.critic_hidden=[64,64]"]
+    assert main(args) == 0
+    summary = json.loads((tmp_path / "p" / "summary.json").read_text())
+    assert summary["gradient_updates"] >= 2 and summary["policy_version"] >= 3
+
+
+def test_bad_input_fails_clearly(capsys):
+    assert main(["train", "algo.nope=1"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown key" in err and "batch_size" in err
+    assert main(["train", "--task", "nope"]) == 2
+    assert "valid task names" in capsys.readouterr().err
+    assert main(["train", "--algo", "dqn"]) == 2
+    assert "sac" in capsys.readouterr().err
+    assert main(["eval", "/nonexistent/run"]) == 2
+    assert "not a run directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("verb", ["train", "eval", "config"])
+def test_help_explains_every_option(verb, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([verb, "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    expected = {"train": ["--task", "--algo", "--config", "--resume", "SECTION.KEY=VALUE"],
+                "eval": ["--episodes", "--video", "RUN_DIR"],
+                "config": ["--yaml", "--task"]}[verb]
+    for opt in expected:
+        assert opt in out, (opt, out)
+
+
+def test_config_verb_lists_keys(capsys):
+    assert main(["config", "--task", "reach", "--algo", "sac"]) == 0
+    out = capsys.readouterr().out
+    assert "loop.total_env_steps" in out and "algo.batch_size" in out
+    assert main(["config", "--yaml", "--algo", "ppo"]) == 0
+    assert "type: ppo" in capsys.readouterr().out

@@ -1,0 +1,128 @@
+"""The gymnasium adapter follows the VecEnv contract: spec, same-step auto-reset, final_obs, success."""
+
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+gym = pytest.importorskip("gymnasium")
+
+from robot_rl.config import TASKS  # noqa: E402
+from robot_rl.envs import NonFiniteActionError  # noqa: E402
+from robot_rl.sims.gymnasium import GymnasiumTaskConfig  # noqa: E402
+
+
+class BoundsEnv(gym.Env):
+    """1-d state; per-dimension action bounds [-1, 1] × [0, 4]; success and termination when a[1] > 3."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+    action_space = gym.spaces.Box(np.array([-1.0, 0.0], np.float32), np.array([1.0, 4.0], np.float32))
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        success = bool(action[1] > 3.0)
+        obs = np.array([self.t + 10 * action[1]], np.float32)
+        return obs, float(action[0]), success, False, {"is_success": success}
+
+
+gym.register("RobotRLBounds-v0", entry_point=BoundsEnv, max_episode_steps=4)
+
+
+def test_registered_and_pendulum_spec():
+    assert TASKS.get("gym") is GymnasiumTaskConfig
+    env = GymnasiumTaskConfig(num_envs=2).make("cpu", seed=0)
+    assert env.spec.observation["state"].shape == (3,)
+    assert (env.spec.action.shape, env.spec.action.low, env.spec.action.high) == ((1,), -2.0, 2.0)
+    assert env.max_episode_steps == 200 and env.num_envs == 2
+    obs = env.reset()
+    assert obs["state"].shape == (2, 3) and obs["state"].dtype == torch.float32
+    env.close()
+
+
+def test_same_step_autoreset_matches_a_plain_gymnasium_env():
+    seed, actions = 7, [0.5, -2.0, 1.0]
+    env = GymnasiumTaskConfig(num_envs=2, max_episode_steps=3).make("cpu", seed=seed)
+    ref = gym.make("Pendulum-v1", max_episode_steps=3)  # sub-env 0 is seeded with `seed`
+    obs = env.reset()
+    ref_obs, _ = ref.reset(seed=seed)
+    np.testing.assert_allclose(obs["state"][0].numpy(), ref_obs)
+    total = 0.0
+    for t, a in enumerate(actions):
+        res = env.step(torch.full((2, 1), a))
+        ref_obs, r, term, trunc, _ = ref.step(np.array([a], np.float32))
+        total += r
+        assert res.reward[0].item() == pytest.approx(r, rel=1e-5)
+        np.testing.assert_allclose(res.info["final_obs"]["state"][0].numpy(), ref_obs, rtol=1e-6)
+        if t < 2:
+            assert not res.truncated.any() and torch.equal(res.obs["state"], res.info["final_obs"]["state"])
+            assert res.info["episode_length"].tolist() == [0, 0]
+    assert res.truncated.tolist() == [True, True] and not res.terminated.any()
+    # The returned obs is already the next episode's first observation (the env continues its RNG).
+    np.testing.assert_allclose(res.obs["state"][0].numpy(), ref.reset()[0], rtol=1e-6)
+    assert res.info["episode_length"].tolist() == [3, 3]
+    assert res.info["episode_return"][0].item() == pytest.approx(total, rel=1e-5)
+    assert res.info["success"].tolist() == [False, False]
+    res = env.step(torch.zeros(2, 1))
+    assert res.info["episode_return"].tolist() == [0.0, 0.0]
+    env.close()
+
+
+def test_actions_are_clamped_and_nan_is_rejected():
+    env = GymnasiumTaskConfig(num_envs=1).make("cpu", seed=0)
+    ref = gym.make("Pendulum-v1")
+    env.reset()
+    ref.reset(seed=0)
+    res = env.step(torch.tensor([[10.0]]))
+    _, r, *_ = ref.step(np.array([2.0], np.float32))
+    assert res.reward.item() == pytest.approx(r, rel=1e-5)
+    with pytest.raises(NonFiniteActionError):
+        env.step(torch.tensor([[float("nan")]]))
+
+
+def test_per_dimension_bounds_are_rescaled_and_success_is_read_from_final_info():
+    env = GymnasiumTaskConfig(env_id="RobotRLBounds-v0", num_envs=2).make("cpu", seed=0)
+    assert (env.spec.action.low, env.spec.action.high) == (-1.0, 1.0)
+    env.reset()
+    # Row 0: a = (0, 0) ↦ (0, 2), no success. Row 1: a = (0.5, 0.9) ↦ (0.5, 3.8), success and terminated.
+    res = env.step(torch.tensor([[0.0, 0.0], [0.5, 0.9]]))
+    assert res.terminated.tolist() == [False, True]
+    assert res.info["success"].tolist() == [False, True]
+    np.testing.assert_allclose(res.obs["state"][:, 0].numpy(), [1 + 20.0, 0.0])  # row 1 already reset
+    np.testing.assert_allclose(res.info["final_obs"]["state"][:, 0].numpy(), [21.0, 1 + 38.0], rtol=1e-6)
+    assert res.reward.tolist() == pytest.approx([0.0, 0.5])
+    assert res.info["episode_return"].tolist() == pytest.approx([0.0, 0.5])
+    assert res.info["episode_length"].tolist() == [0, 1]
+
+
+def test_missing_gymnasium_gives_an_install_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gymnasium", None)
+    with pytest.raises(ImportError, match=r"pip install 'robot-rl\[gym\]'"):
+        GymnasiumTaskConfig().make("cpu", seed=0)
+
+
+def test_sac_trains_on_gym_transitions():
+    from robot_rl.policies.sac import SACConfig
+    from robot_rl.transition import TransitionBatch
+
+    env = GymnasiumTaskConfig(num_envs=2, max_episode_steps=5).make("cpu", seed=0)
+    algo = SACConfig(actor_hidden=(16,), critic_hidden=(16,), batch_size=8).build(env.spec, "cpu", seed=0)
+    storage = algo.make_storage(env.num_envs)
+    obs = env.reset()
+    for _ in range(6):
+        action, _ = algo.actor.act(obs)
+        assert action.abs().max() <= 2.0
+        res = env.step(action)
+        storage.add(TransitionBatch(obs=obs, action=action, reward=res.reward, terminated=res.terminated,
+                                    truncated=res.truncated, next_obs=res.info["final_obs"],
+                                    intervened=torch.zeros(2, dtype=torch.bool),
+                                    policy_version=torch.zeros(2, dtype=torch.int64), env_index=torch.arange(2)))
+        obs = res.obs
+    assert len(storage) == 12
+    stats = algo.update(storage.sample(8))  # type: ignore[attr-defined]
+    assert np.isfinite(list(stats.values())).all()
