@@ -4,7 +4,8 @@ Both learners get the same env steps, network sizes, batch size, UTD ratio (1 gr
 env step), learning_starts (uniform random actions before it), learning rates, γ, τ and automatic
 entropy tuning. Ours steps the env through the ``gym`` task adapter with one sub-env. Only the
 training loop is timed (not construction or evaluation); evaluation is 10 deterministic episodes
-on fresh envs with fixed seeds, the same function for both.
+on fresh envs with fixed seeds, the same function for both. The learners take turns in chunks of
+``--chunk`` env steps, so that load from other processes on a shared machine affects all alike.
 
     .venv/bin/python benchmarks/sac_vs_sb3.py --steps 15000
 
@@ -15,7 +16,6 @@ Variants of ours: ``fp32`` (default config), ``bf16`` (``amp_bf16=True``), ``com
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import time
 from collections.abc import Callable
@@ -46,57 +46,72 @@ def evaluate(env_id: str, act: Callable[[np.ndarray], np.ndarray], episodes: int
     return float(np.mean(returns))
 
 
-def run_sb3(args: argparse.Namespace) -> tuple[float, float]:
-    import gymnasium as gym
-    from stable_baselines3 import SAC
+class SB3Runner:
+    """Stable-Baselines3 SAC, trained in chunks (``learn(..., reset_num_timesteps=False)`` continues)."""
 
-    model = SAC("MlpPolicy", gym.make(args.env_id), learning_rate=3e-4, buffer_size=args.steps,
-                learning_starts=args.learning_starts, batch_size=args.batch_size, tau=0.005, gamma=0.99,
-                train_freq=1, gradient_steps=1, ent_coef="auto", policy_kwargs={"net_arch": [256, 256]},
-                seed=args.seed, device="cpu", verbose=0)
-    t0 = time.perf_counter()
-    model.learn(total_timesteps=args.steps)
-    elapsed = time.perf_counter() - t0
-    ret = evaluate(args.env_id, lambda o: model.predict(o, deterministic=True)[0], args.eval_episodes, 10_000)
-    return elapsed, ret
+    def __init__(self, args: argparse.Namespace) -> None:
+        import gymnasium as gym
+        from stable_baselines3 import SAC
+
+        self.args = args
+        self.model = SAC("MlpPolicy", gym.make(args.env_id), learning_rate=3e-4, buffer_size=args.steps,
+                         learning_starts=args.learning_starts, batch_size=args.batch_size, tau=0.005, gamma=0.99,
+                         train_freq=1, gradient_steps=1, ent_coef="auto", policy_kwargs={"net_arch": [256, 256]},
+                         seed=args.seed, device="cpu", verbose=0)
+        self.first = True
+
+    def train(self, steps: int) -> None:
+        self.model.learn(total_timesteps=steps, reset_num_timesteps=self.first)
+        self.first = False
+
+    def evaluate(self) -> float:
+        return evaluate(self.args.env_id, lambda o: self.model.predict(o, deterministic=True)[0],
+                        self.args.eval_episodes, 10_000)
 
 
-def run_ours(args: argparse.Namespace, variant: str) -> tuple[float, float]:
-    torch.manual_seed(args.seed)
-    env = GymnasiumTaskConfig(env_id=args.env_id, num_envs=1).make("cpu", args.seed)
-    cfg = SACConfig(actor_hidden=(256, 256), critic_hidden=(256, 256), actor_lr=3e-4, critic_lr=3e-4,
-                    temperature_lr=3e-4, gamma=0.99, tau=0.005, batch_size=args.batch_size, utd_ratio=1.0,
-                    learning_starts=args.learning_starts, buffer_size=args.steps, init_temperature=1.0,
-                    amp_bf16=variant == "bf16", compile=variant == "compile")
-    algo = cfg.build(env.spec, "cpu", args.seed)
-    storage = algo.make_storage(1)
-    policy = algo.actor  # the learner's own actor: acting in-process needs no weight copies
-    low, high = float(env.spec.action.low or -1.0), float(env.spec.action.high or 1.0)
-    no = torch.zeros(1, dtype=torch.bool)
-    version, env_index = torch.zeros(1, dtype=torch.int64), torch.zeros(1, dtype=torch.int64)
+class OursRunner:
+    """robot_rl SAC through the gym task adapter, trained in chunks by a minimal synchronous loop."""
 
-    t0 = time.perf_counter()
-    obs = env.reset(seed=args.seed)
-    for step in range(args.steps):
-        if step < args.learning_starts:
-            action = torch.rand(1, *env.spec.action.shape) * (high - low) + low
-        else:
-            action, _ = policy.act(obs)
-        res = env.step(action)
-        storage.add(TransitionBatch(obs=obs, action=action, reward=res.reward, terminated=res.terminated,
-                                    truncated=res.truncated, next_obs=res.info["final_obs"], intervened=no,
-                                    policy_version=version, env_index=env_index))
-        obs = res.obs
-        if step + 1 > args.learning_starts:  # SB3's condition: num_timesteps > learning_starts
-            algo.update(storage.sample(args.batch_size))  # type: ignore[attr-defined]
-    elapsed = time.perf_counter() - t0
-    env.close()
+    def __init__(self, args: argparse.Namespace, variant: str) -> None:
+        torch.manual_seed(args.seed)
+        self.args = args
+        self.env = GymnasiumTaskConfig(env_id=args.env_id, num_envs=1).make("cpu", args.seed)
+        cfg = SACConfig(actor_hidden=(256, 256), critic_hidden=(256, 256), actor_lr=3e-4, critic_lr=3e-4,
+                        temperature_lr=3e-4, gamma=0.99, tau=0.005, batch_size=args.batch_size, utd_ratio=1.0,
+                        learning_starts=args.learning_starts, buffer_size=args.steps, init_temperature=1.0,
+                        amp_bf16=variant == "bf16", compile=variant == "compile")
+        self.algo = cfg.build(self.env.spec, "cpu", args.seed)
+        self.storage = self.algo.make_storage(1)
+        self.policy = self.algo.actor  # the learner's own actor: acting in-process needs no weight copies
+        self.obs = self.env.reset(seed=args.seed)
+        self.step = 0
 
-    def act(o: np.ndarray) -> np.ndarray:
-        a, _ = policy.act({"state": torch.as_tensor(o, dtype=torch.float32)[None]}, deterministic=True)
-        return a[0].numpy()
+    def train(self, steps: int) -> None:
+        args, env = self.args, self.env
+        low, high = float(env.spec.action.low or -1.0), float(env.spec.action.high or 1.0)
+        no = torch.zeros(1, dtype=torch.bool)
+        version, env_index = torch.zeros(1, dtype=torch.int64), torch.zeros(1, dtype=torch.int64)
+        obs = self.obs
+        for step in range(self.step, self.step + steps):
+            if step < args.learning_starts:
+                action = torch.rand(1, *env.spec.action.shape) * (high - low) + low
+            else:
+                action, _ = self.policy.act(obs)
+            res = env.step(action)
+            self.storage.add(TransitionBatch(obs=obs, action=action, reward=res.reward, terminated=res.terminated,
+                                             truncated=res.truncated, next_obs=res.info["final_obs"],
+                                             intervened=no, policy_version=version, env_index=env_index))
+            obs = res.obs
+            if step + 1 > args.learning_starts:  # SB3's condition: num_timesteps > learning_starts
+                self.algo.update(self.storage.sample(args.batch_size))  # type: ignore[attr-defined]
+        self.obs, self.step = obs, self.step + steps
 
-    return elapsed, evaluate(args.env_id, act, args.eval_episodes, 10_000)
+    def evaluate(self) -> float:
+        def act(o: np.ndarray) -> np.ndarray:
+            a, _ = self.policy.act({"state": torch.as_tensor(o, dtype=torch.float32)[None]}, deterministic=True)
+            return a[0].numpy()
+
+        return evaluate(self.args.env_id, act, self.args.eval_episodes, 10_000)
 
 
 def main() -> None:
@@ -107,21 +122,32 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch.set_num_threads for both")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch.set_num_threads for both (1 is robust on a shared machine)")
     p.add_argument("--variants", default="fp32,bf16", help="comma-separated: fp32, bf16, compile")
     p.add_argument("--skip-sb3", action="store_true")
+    p.add_argument("--chunk", type=int, default=1_000, help="env steps per learner before switching to the next")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     print(f"{args.env_id}, {args.steps} steps, learning_starts {args.learning_starts}, batch {args.batch_size}, "
           f"UTD 1, (256, 256), torch {torch.__version__}, {args.threads} threads, {platform.processor() or 'cpu'}")
 
-    rows: list[tuple[str, float, float]] = []
-    if not args.skip_sb3:
-        rows.append(("sb3", *run_sb3(args)))
-        print(f"  sb3 done: {rows[-1][1]:.1f} s, return {rows[-1][2]:.1f}", flush=True)
-    for variant in args.variants.split(","):
-        rows.append((f"robot_rl {variant}", *run_ours(args, variant)))
-        print(f"  {rows[-1][0]} done: {rows[-1][1]:.1f} s, return {rows[-1][2]:.1f}", flush=True)
+    names = ([] if args.skip_sb3 else ["sb3"]) + [f"robot_rl {v}" for v in args.variants.split(",")]
+    runners: dict[str, SB3Runner | OursRunner] = {
+        name: SB3Runner(args) if name == "sb3" else OursRunner(args, name.split()[1]) for name in names}
+    # Interleave the learners chunk by chunk so that load from other processes on a shared machine
+    # hits all of them alike; only training is timed.
+    seconds = dict.fromkeys(names, 0.0)
+    done = 0
+    while done < args.steps:
+        chunk = min(args.chunk, args.steps - done)
+        for name, runner in runners.items():
+            t0 = time.perf_counter()
+            runner.train(chunk)
+            seconds[name] += time.perf_counter() - t0
+        done += chunk
+        print(f"  {done} steps: " + ", ".join(f"{n} {seconds[n]:.1f} s" for n in names), flush=True)
+    rows = [(name, seconds[name], runners[name].evaluate()) for name in names]
 
     sb3_time = rows[0][1] if not args.skip_sb3 else float("nan")
     print()

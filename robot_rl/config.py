@@ -140,7 +140,8 @@ class RunConfig:
     device: str = "auto"
     """``cpu``, ``cuda``, ``cuda:1`` … ``auto`` picks CUDA when available."""
     torch_threads: int = 0
-    """Intra-op threads for torch (0 = torch's default)."""
+    """Intra-op threads for torch (0 = auto: on CPU, the cores left after the actor threads; torch's
+    default on GPU)."""
     progress: bool = True
     """Show the live progress line."""
 

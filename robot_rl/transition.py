@@ -28,7 +28,8 @@ class TransitionBatch:
     - ``intervened``: ``[B]`` bool, a human (teleop) chose this action.
     - ``policy_version``: ``[B]`` int64, the weight version that acted.
     - ``extras``: algorithm-specific per-row tensors recorded at acting time (PPO: ``log_prob``
-      ``[B]``, ``value`` ``[B]``).
+      ``[B]`` of the unclamped sample, ``raw_action`` and ``mean`` ``[B, *action_shape]``; values are
+      computed by the learner, so the critic never travels to actors).
     - ``env_index``: ``[B]`` int64, which sub-env of the actor produced the row (keeps trajectories
       apart for on-policy learners and n-step returns).
     - ``actor_id``: which actor sent it; ``seq``: the actor's chunk sequence number (dedup key with

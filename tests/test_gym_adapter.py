@@ -55,7 +55,7 @@ def test_same_step_autoreset_matches_a_plain_gymnasium_env():
     total = 0.0
     for t, a in enumerate(actions):
         res = env.step(torch.full((2, 1), a))
-        ref_obs, r, term, trunc, _ = ref.step(np.array([a], np.float32))
+        ref_obs, r, *_ = ref.step(np.array([a], np.float32))
         total += r
         assert res.reward[0].item() == pytest.approx(r, rel=1e-5)
         np.testing.assert_allclose(res.info["final_obs"]["state"][0].numpy(), ref_obs, rtol=1e-6)

@@ -2,6 +2,7 @@
 
 import torch
 
+import robot_rl.testing  # noqa: F401 - registers the "fake" task
 from robot_rl.config import ALGOS, ensure_registered
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.learner import Learner
@@ -100,3 +101,35 @@ def test_on_policy_round_trip_with_ppo():
         assert actor.policy_version == it + 2
     assert learner.updates == 3
     assert "value_loss" in learner.last_stats
+
+
+def _runner_cfg(tmp_path, algo: str, *extra: str):
+    from robot_rl.config import resolve_train_config
+
+    return resolve_train_config(task="fake", algo=algo, overrides=[
+        f"run.root={tmp_path}", "run.name=r", "run.progress=false", "loop.eval_episodes=4",
+        "loop.eval_every_env_steps=200", "algo.actor_hidden=[16,16]", "algo.critic_hidden=[16,16]",
+        "loop.success_threshold=null", *extra])
+
+
+def test_runner_off_policy_survives_env_nan(tmp_path):
+    from robot_rl.loop.runner import train
+
+    cfg = _runner_cfg(tmp_path, "sac", "loop.total_env_steps=400", "task.nan_at_step=20",
+                      "algo.learning_starts=50", "algo.batch_size=16")
+    result = train(cfg)
+    summary = __import__("json").loads((result.run_dir / "summary.json").read_text())
+    assert summary["nonfinite_rows_dropped"] >= 1
+    assert result.updates > 0 and result.env_steps >= 400
+
+
+def test_runner_on_policy_discards_rollout_with_nan(tmp_path):
+    from robot_rl.loop.runner import train
+
+    cfg = _runner_cfg(tmp_path, "ppo", "loop.total_env_steps=320", "task.nan_at_step=3", "algo.rollout_length=8",
+                      "task.num_envs=8")
+    result = train(cfg)
+    summary = __import__("json").loads((result.run_dir / "summary.json").read_text())
+    assert summary["discarded_rollouts"] >= 1
+    assert summary["nonfinite_rows_dropped"] >= 1
+    assert result.updates >= 2

@@ -316,7 +316,7 @@ def test_actor_weights_hold_no_critic_or_optimiser_and_make_a_policy() -> None:
     algo, _ = train(0, 1)
     weights = algo.actor_weights()
     assert not any("critic" in k or "optim" in k or "exp_avg" in k for k in weights)
-    assert {"log_std", "normalizer.mean", "normalizer.var", "normalizer.count"} <= set(weights)
+    assert {"std_param", "normalizer.mean", "normalizer.var", "normalizer.count"} <= set(weights)
     assert all(v.device.type == "cpu" for v in weights.values())
     fresh = small_cfg().build(SPEC, "cpu", 123).make_policy()
     fresh.load_actor_weights(weights)
@@ -333,7 +333,7 @@ def test_same_seed_same_params_different_seed_differs() -> None:
         torch.testing.assert_close(va, vb, msg=k)
     for va, vb in zip(a.policy.state_dict().values(), b.policy.state_dict().values()):
         torch.testing.assert_close(va, vb)
-    assert not torch.equal(a.policy.log_std, c.policy.log_std)
+    assert not torch.equal(a.policy.std_param, c.policy.std_param)
 
 
 def test_state_dict_round_trip_restores_optimiser_normaliser_and_lr() -> None:
@@ -418,7 +418,7 @@ def test_update_clears_storage_and_reports_stats() -> None:
     assert len(st) == 0
     assert set(stats) >= {"value_loss", "surrogate_loss", "entropy", "kl", "lr", "noise_std"}
     assert all(math.isfinite(v) for v in stats.values())
-    assert stats["noise_std"] == pytest.approx(float(algo.policy.log_std.detach().exp().mean()))
+    assert stats["noise_std"] == pytest.approx(float(algo.policy.log_std().detach().exp().mean()))
 
 
 def test_learns_point_to_target() -> None:

@@ -265,7 +265,8 @@ def test_sac_learns_a_one_step_bandit():
     buf.add(TransitionBatch(obs={"state": s}, action=a, reward=-4 * (a[:, 0] - 0.5) ** 2,
                             terminated=torch.ones(n, dtype=torch.bool), truncated=torch.zeros(n, dtype=torch.bool),
                             next_obs={"state": s}, intervened=torch.zeros(n, dtype=torch.bool),
-                            policy_version=torch.zeros(n, dtype=torch.int64), env_index=torch.zeros(n, dtype=torch.int64)))
+                            policy_version=torch.zeros(n, dtype=torch.int64),
+                            env_index=torch.zeros(n, dtype=torch.int64)))
     for _ in range(300):
         algo.update(buf.sample(128, generator=algo.generator))  # type: ignore[attr-defined]
     greedy, _ = algo.actor.act({"state": torch.linspace(-1, 1, 11)[:, None]}, deterministic=True)

@@ -18,11 +18,13 @@ class EvalResult:
     success_rate: float
     mean_return: float
     mean_length: float
+    nonfinite_episodes: int = 0
 
     def as_dict(self) -> dict[str, float]:
         """For logs and summaries."""
         return {"episodes": self.episodes, "success_rate": self.success_rate,
-                "mean_return": self.mean_return, "mean_length": self.mean_length}
+                "mean_return": self.mean_return, "mean_length": self.mean_length,
+                "nonfinite_episodes": self.nonfinite_episodes}
 
 
 @torch.no_grad()
@@ -32,7 +34,9 @@ def evaluate(policy: Policy, env: VecEnv, episodes: int, seed: int = 12345, dete
 
     Every sub-env contributes its first ``ceil(episodes / num_envs)`` episodes, and only the first
     ``episodes`` finished ones count, so short (failing or succeeding) episodes are not over-sampled.
-    If ``frames`` is given, ``env.render()`` frames of sub-env 0 are appended to it.
+    If ``frames`` is given, ``env.render()`` frames of sub-env 0 are appended to it. An episode in
+    which the env produced NaN/inf is counted as a failure (and in ``nonfinite_episodes``); its
+    sub-env gets zero actions until the episode ends.
     """
     if episodes < 1:
         raise ValueError("episodes must be >= 1")
@@ -44,22 +48,31 @@ def evaluate(policy: Policy, env: VecEnv, episodes: int, seed: int = 12345, dete
     lengths: list[float] = []
     successes: list[float] = []
     max_steps = per_env * env.max_episode_steps + 1
+    poisoned = ~_finite(obs, n)
+    nonfinite = 0
     for _ in range(max_steps):
         if frames is not None:
             frame = env.render()
             if frame is not None:
                 frames.append(frame.cpu())
-        action, _ = policy.act(obs, deterministic=deterministic)
+        safe = {k: torch.nan_to_num(v, 0.0, 0.0, 0.0) if v.is_floating_point() else v for k, v in obs.items()}
+        action, _ = policy.act(safe, deterministic=deterministic)
+        action = torch.where(poisoned.reshape(-1, *[1] * (action.dim() - 1)), torch.zeros_like(action), action)
         result = env.step(action)
         done = result.terminated | result.truncated
+        poisoned |= ~torch.isfinite(result.reward)
         take = done & (counts < per_env)
         if bool(take.any()):
             idx = take.nonzero().flatten()
-            returns += result.info["episode_return"][idx].tolist()
+            bad = poisoned[idx]
+            nonfinite += int(bad.sum())
+            returns += torch.where(bad, torch.zeros_like(result.info["episode_return"][idx]),
+                                   result.info["episode_return"][idx]).tolist()
             lengths += result.info["episode_length"][idx].float().tolist()
-            successes += result.info["success"][idx].float().tolist()
+            successes += (result.info["success"][idx] & ~bad).float().tolist()
         counts += done.long()
         obs = result.obs
+        poisoned = (poisoned & ~done) | ~_finite(obs, n)
         if len(returns) >= episodes:
             break
     if len(returns) < episodes:
@@ -67,4 +80,12 @@ def evaluate(policy: Policy, env: VecEnv, episodes: int, seed: int = 12345, dete
                            "does the env truncate at max_episode_steps?")
     k = episodes
     return EvalResult(episodes=k, success_rate=sum(successes[:k]) / k, mean_return=sum(returns[:k]) / k,
-                      mean_length=sum(lengths[:k]) / k)
+                      mean_length=sum(lengths[:k]) / k, nonfinite_episodes=nonfinite)
+
+
+def _finite(obs: dict[str, torch.Tensor], n: int) -> torch.Tensor:
+    ok = torch.ones(n, dtype=torch.bool, device=next(iter(obs.values())).device)
+    for v in obs.values():
+        if v.is_floating_point():
+            ok &= torch.isfinite(v.reshape(n, -1)).all(dim=1)
+    return ok

@@ -8,6 +8,7 @@ only then continue. Evaluation, logging, checkpoints and the stop rule are the s
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -110,6 +111,9 @@ class InProcessRunner:
         self.device = resolve_device(cfg.run.device)
         if cfg.run.torch_threads > 0:
             torch.set_num_threads(cfg.run.torch_threads)
+        elif self.device.type == "cpu":
+            # Actor threads and the learner share the cores; oversubscribing them makes both crawl.
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) - max(cfg.loop.actor_threads, 0)))
         seed_everything(cfg.run.seed)
         if run_dir is None:
             stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -135,6 +139,7 @@ class InProcessRunner:
         self.learner = Learner(self.algo, self.spec, self.transport.learner_endpoint(), self.device,
                                num_envs_total)
         self.wall_offset = 0.0
+        self.discarded_rollouts = 0
         self.last_eval: EvalResult | None = None
         self.best_success = 0.0
         self.next_eval = cfg.loop.eval_every_env_steps
@@ -262,6 +267,7 @@ class InProcessRunner:
             "gradient_updates": result.updates, "policy_version": result.policy_version,
             "wall_clock_s": round(wall, 1), "final_eval": self.last_eval.as_dict(),
             "best_success_rate": self.best_success, "nonfinite_rows_dropped": nonfinite,
+            "discarded_rollouts": self.discarded_rollouts,
             "rejected_batches": dict(self.learner.endpoint.stats.rejected),
             "learning_curve": str(curve) if curve else None,
         })
@@ -302,7 +308,15 @@ class InProcessRunner:
                 while learner.pump(timeout_s=0):
                     pass
         if not learner.update_on_policy():
-            raise RuntimeError("on-policy storage was not full after a rollout (rows dropped?)")
+            # Rows were dropped (non-finite env output): a rollout with holes cannot be used for GAE,
+            # so it is discarded whole, counted and reported, never learned from.
+            self.discarded_rollouts += 1
+            log.warning("discarding an incomplete rollout (%d so far): an env produced NaN/inf",
+                        self.discarded_rollouts)
+            clear = getattr(learner.storage, "clear", None)
+            if clear is None:
+                raise RuntimeError("on-policy storage was not full after a rollout and cannot be cleared")
+            clear()
         learner.publish()
         for a in self.actors:
             a.sync_weights()

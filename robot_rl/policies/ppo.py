@@ -1,8 +1,8 @@
 """PPO for many parallel environments, after rsl_rl (Schulman et al. 2017, arXiv:1707.06347).
 
 The actor is a Gaussian with a state-dependent mean (an MLP over normalised ``state``) and a learnable,
-state-independent log standard deviation. The critic is a separate MLP over the same normalised
-observation; it stays in the learner.
+state-independent standard deviation (log σ, or σ itself as in rsl_rl). The critic is a separate MLP
+over the same normalised observation; it stays in the learner.
 
 Actions and log-probabilities. The policy samples ``u ~ N(μ(s), σ²)`` and returns ``clamp(u, low, high)``
 as the action, so the env, the transition's ``action`` field and the safety layer all see what was
@@ -76,6 +76,9 @@ class PPOConfig(AlgoConfig):
     """Clip the gradient norm of the actor and of the critic (each separately) to this."""
     init_noise_std: float = 1.0
     """Initial standard deviation of the Gaussian action noise."""
+    noise_std_type: Literal["scalar", "log"] = "log"
+    """Learn ``log σ`` (``log``: σ stays positive, steps are relative) or σ itself (``scalar``, rsl_rl's
+    default, clamped at 1e-6)."""
     actor_hidden: tuple[int, ...] = (256, 256, 256)
     """Hidden layer widths of the actor MLP."""
     critic_hidden: tuple[int, ...] = (256, 256, 256)
@@ -164,7 +167,8 @@ class PPOPolicy(Policy):
     """
 
     def __init__(self, spec: EnvSpec, hidden: tuple[int, ...], activation: str, init_noise_std: float,
-                 normalize_obs: bool, generator: torch.Generator | None = None) -> None:
+                 normalize_obs: bool, noise_std_type: str = "log",
+                 generator: torch.Generator | None = None) -> None:
         super().__init__()
         obs_dim = _state_dim(spec)
         self.action_shape = spec.action.shape
@@ -172,8 +176,19 @@ class PPOPolicy(Policy):
         act_dim = math.prod(self.action_shape)
         self.normalizer: nn.Module = RunningNormalizer(obs_dim) if normalize_obs else nn.Identity()
         self.actor = MLP(obs_dim, hidden, act_dim, activation)
-        self.log_std = nn.Parameter(torch.full((act_dim,), math.log(init_noise_std)))
+        if noise_std_type not in ("scalar", "log"):
+            raise ValueError(f"noise_std_type must be 'scalar' or 'log', got {noise_std_type!r}")
+        self.std_is_log = noise_std_type == "log"
+        init = math.log(init_noise_std) if self.std_is_log else init_noise_std
+        self.std_param = nn.Parameter(torch.full((act_dim,), init))
         self.generator = generator
+
+    def log_std(self) -> torch.Tensor:
+        """``log σ`` ``[A]`` (differentiable)."""
+        if self.std_is_log:
+            return self.std_param
+        # A plain σ parameter can be pushed through zero by a step; the clamp keeps σ ≥ 1e-6.
+        return self.std_param.clamp_min(1e-6).log()
 
     def normalize(self, state: torch.Tensor) -> torch.Tensor:
         """The actor's (and critic's) input: normalised ``state``."""
@@ -183,13 +198,14 @@ class PPOPolicy(Policy):
         """``(clamp(u, low, high), {"log_prob": log π(u|s), "raw_action": u, "mean": μ})``, ``u ~ N(μ, σ²)``."""
         with torch.no_grad():
             mean = self.actor(self.normalize(obs["state"]))
+            log_std = self.log_std()
             if deterministic:
                 raw = mean
             else:
                 noise = torch.randn(mean.shape, device=mean.device, dtype=mean.dtype,
                                     generator=self.generator)
-                raw = mean + noise * torch.exp(self.log_std)
-            log_prob = gaussian_log_prob(raw, mean, self.log_std)
+                raw = mean + noise * torch.exp(log_std)
+            log_prob = gaussian_log_prob(raw, mean, log_std)
             shape = (raw.shape[0], *self.action_shape)
             raw, mean = raw.reshape(shape), mean.reshape(shape)
             bounded = self.low is not None or self.high is not None
@@ -203,7 +219,7 @@ class PPOPolicy(Policy):
 
 
 class PPOAlgorithm(OnPolicyAlgorithm):
-    """The PPO learner: actor (+ normaliser, log-std), critic, Adam, adaptive learning rate."""
+    """The PPO learner: actor (+ normaliser, σ), critic, Adam, KL-adaptive learning rate."""
 
     def __init__(self, cfg: PPOConfig, spec: EnvSpec, device: torch.device | str, seed: int) -> None:
         self.cfg = cfg
@@ -226,7 +242,7 @@ class PPOAlgorithm(OnPolicyAlgorithm):
     def _new_policy(self, generator: torch.Generator | None) -> PPOPolicy:
         c = self.cfg
         return PPOPolicy(self.spec, c.actor_hidden, c.activation, c.init_noise_std, c.normalize_obs,
-                         generator)
+                         c.noise_std_type, generator)
 
     def make_policy(self) -> PPOPolicy:
         """An independent actor copy with its own noise generator (seeded from the run seed)."""
@@ -291,9 +307,9 @@ class PPOAlgorithm(OnPolicyAlgorithm):
             values, advantages, returns = self.value_targets(storage, obs)
             if not c.normalize_advantage_per_minibatch:
                 advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-            flat = (*storage.reward.shape, policy.log_std.numel())
+            flat = (*storage.reward.shape, policy.std_param.numel())
             old_mean = storage.extras["mean"].reshape(flat) if "mean" in storage.extras else policy.actor(obs)
-            old_log_std = policy.log_std.detach().clone()
+            old_log_std = policy.log_std().detach().clone()
             raw = storage.extras.get("raw_action", storage.action).reshape(flat)
             applied = storage.action.reshape(flat)
             human = storage.intervened.unsqueeze(-1)
@@ -313,17 +329,19 @@ class PPOAlgorithm(OnPolicyAlgorithm):
             if c.normalize_advantage_per_minibatch:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)
             mean = policy.actor(mb["obs"])
-            log_std = policy.log_std
+            log_std = policy.log_std()
             log_prob = gaussian_log_prob(mb["action"], mean, log_std)
             # Entropy of a diagonal Gaussian, Σ_i ½ + ½ log 2π + log σ_i (state-independent σ).
             entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum()
             value = critic(mb["obs"]).squeeze(-1)
+            # The KL(π_old ‖ π_θ) reached so far sets this step's size (rule in ``adaptive_lr``).
             with torch.no_grad():
                 kl = gaussian_kl(mb["old_mean"], old_log_std, mean, log_std).mean()
             if c.schedule == "adaptive":
                 self._set_lr(adaptive_lr(self.lr, float(kl), c.desired_kl, c.min_lr, c.max_lr))
             surrogate = clipped_surrogate_loss(log_prob, mb["old_log_prob"], adv, c.clip)
             v_loss = value_loss(value, mb["old_value"], mb["return"], value_clip)
+            # L = L_clip + c_v·L_V − c_H·H  (each term's formula is on its helper above).
             loss = surrogate + c.value_coef * v_loss - c.entropy_coef * entropy
 
             self.optimizer.zero_grad(set_to_none=True)
@@ -339,7 +357,7 @@ class PPOAlgorithm(OnPolicyAlgorithm):
         storage.clear()
         value_l, surrogate_l, entropy_m, kl_m = (sums / max(n, 1)).tolist()
         return {"value_loss": value_l, "surrogate_loss": surrogate_l, "entropy": entropy_m, "kl": kl_m,
-                "lr": self.lr, "noise_std": float(policy.log_std.detach().exp().mean())}
+                "lr": self.lr, "noise_std": float(policy.log_std().detach().exp().mean())}
 
     def state_dict(self) -> dict[str, Any]:
         """Actor (with normaliser stats and log-std), critic, optimiser, lr and the shuffle RNG."""

@@ -7,8 +7,11 @@ image observations are the state drawn as a bright pixel column, so pixel code p
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
+from robot_rl.config import TASKS, TaskConfig
 from robot_rl.envs import StepResult, VecEnv, check_action
 from robot_rl.specs import ArraySpec, EnvSpec
 
@@ -83,3 +86,23 @@ class FakeVecEnv(VecEnv):
         return StepResult(self._obs(), reward, terminated, truncated,
                           {"final_obs": final_obs, "success": success, "episode_return": ep_ret,
                            "episode_length": ep_len})
+
+
+@TASKS.register("fake")
+@dataclass
+class FakeTaskConfig(TaskConfig):
+    """:class:`FakeVecEnv` as a task (registered only once ``robot_rl.testing`` is imported)."""
+
+    num_envs: int = 4
+    """Parallel sub-environments."""
+    episode_length: int = 10
+    """Steps before truncation."""
+    image: bool = False
+    """Add an ``image.front`` observation."""
+    nan_at_step: int | None = None
+    """Inject NaN into one sub-env's state and reward at this env step (``null`` = never)."""
+
+    def make(self, device: torch.device | str, seed: int, num_envs: int | None = None) -> FakeVecEnv:
+        """Build the fake env."""
+        return FakeVecEnv(num_envs=num_envs or self.num_envs, episode_length=self.episode_length, image=self.image,
+                          nan_at_step=self.nan_at_step, device=device, seed=seed)
