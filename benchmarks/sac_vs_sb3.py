@@ -103,7 +103,7 @@ class OursRunner:
                                              intervened=no, policy_version=version, env_index=env_index))
             obs = res.obs
             if step + 1 > args.learning_starts:  # SB3's condition: num_timesteps > learning_starts
-                self.algo.update(self.storage.sample(args.batch_size))  # type: ignore[attr-defined]
+                self.algo.update(self.storage.sample(args.batch_size))
         self.obs, self.step = obs, self.step + steps
 
     def evaluate(self) -> float:
@@ -138,23 +138,35 @@ def main() -> None:
     # Interleave the learners chunk by chunk so that load from other processes on a shared machine
     # hits all of them alike; only training is timed.
     seconds = dict.fromkeys(names, 0.0)
+    chunk_seconds: dict[str, list[float]] = {n: [] for n in names}
     done = 0
     while done < args.steps:
         chunk = min(args.chunk, args.steps - done)
         for name, runner in runners.items():
             t0 = time.perf_counter()
             runner.train(chunk)
-            seconds[name] += time.perf_counter() - t0
+            chunk_seconds[name].append(time.perf_counter() - t0)
+            seconds[name] += chunk_seconds[name][-1]
         done += chunk
         print(f"  {done} steps: " + ", ".join(f"{n} {seconds[n]:.1f} s" for n in names), flush=True)
     rows = [(name, seconds[name], runners[name].evaluate()) for name in names]
 
     sb3_time = rows[0][1] if not args.skip_sb3 else float("nan")
+    # Median over the training chunks (after learning_starts) of sb3's chunk time / ours: robust to a
+    # chunk that another process on the machine happened to slow down.
+    trained = [i for i in range(len(chunk_seconds[names[0]])) if (i + 1) * args.chunk > args.learning_starts]
+
+    def median_ratio(name: str) -> float:
+        if args.skip_sb3 or not trained:
+            return float("nan")
+        return float(np.median([chunk_seconds["sb3"][i] / chunk_seconds[name][i] for i in trained]))
+
     print()
-    print("| learner | wall-clock (s) | env steps/s | speed-up vs sb3 | eval return (10 ep) |")
-    print("|---|---:|---:|---:|---:|")
+    print("| learner | wall-clock (s) | env steps/s | speed-up vs sb3 | median chunk speed-up | eval return (10 ep) |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, t, ret in rows:
-        print(f"| {name} | {t:.1f} | {args.steps / t:.0f} | {sb3_time / t:.2f}× | {ret:.1f} |")
+        print(f"| {name} | {t:.1f} | {args.steps / t:.0f} | {sb3_time / t:.2f}× | {median_ratio(name):.2f}× "
+              f"| {ret:.1f} |")
 
 
 if __name__ == "__main__":

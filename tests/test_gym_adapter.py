@@ -124,5 +124,5 @@ def test_sac_trains_on_gym_transitions():
                                     policy_version=torch.zeros(2, dtype=torch.int64), env_index=torch.arange(2)))
         obs = res.obs
     assert len(storage) == 12
-    stats = algo.update(storage.sample(8))  # type: ignore[attr-defined]
+    stats = algo.update(storage.sample(8))
     assert np.isfinite(list(stats.values())).all()

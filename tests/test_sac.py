@@ -268,7 +268,7 @@ def test_sac_learns_a_one_step_bandit():
                             policy_version=torch.zeros(n, dtype=torch.int64),
                             env_index=torch.zeros(n, dtype=torch.int64)))
     for _ in range(300):
-        algo.update(buf.sample(128, generator=algo.generator))  # type: ignore[attr-defined]
+        algo.update(buf.sample(128, generator=algo.generator))
     greedy, _ = algo.actor.act({"state": torch.linspace(-1, 1, 11)[:, None]}, deterministic=True)
     assert (greedy - 0.5).abs().max() < 0.1, greedy.flatten()
 

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import pytest
 import torch
 
-from robot_rl.config import TASKS, field_docs
+from robot_rl.config import TASKS, ConfigError, TaskConfig, field_docs, from_dict
 from robot_rl.envs import NonFiniteActionError
 from robot_rl.sims import TorchTask
 from robot_rl.sims.pendulum import PendulumTask, angle_normalize
@@ -81,6 +81,10 @@ def test_builtin_tasks_registered_with_documented_fields():
             assert all(k.startswith("task.") for k in overrides)
     assert ReachConfig().num_envs == 32 and ReachConfig().max_episode_steps == 50
     assert ReachConfig().success_radius == 0.02 and PushConfig().dense is False
+    cfg = from_dict(TaskConfig, {"type": "reach", "control": "joint", "num_envs": "8"})
+    assert isinstance(cfg, ReachConfig) and cfg.control == "joint" and cfg.num_envs == 8
+    with pytest.raises(ConfigError, match="ee"):
+        from_dict(TaskConfig, {"type": "reach", "control": "cartesian"})
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -171,7 +175,8 @@ def test_termination_auto_resets_only_finished_rows(name: str):
     obs, reward, terminated, truncated, info = env.step(zero)
     expect = torch.tensor([True, False, True, False])
     assert torch.equal(terminated, expect) and torch.equal(info["success"], expect) and not truncated.any()
-    assert (reward[rows] > 1.0 - 1e-4).all() and (reward[rows] <= 1.0).all()  # bonus, distance ~0
+    # push: the sparse 1; reach: bonus 10 - step cost 2 - distance ~0.
+    torch.testing.assert_close(reward[rows], torch.full((2,), 1.0 if name == "push" else 8.0), atol=1e-3, rtol=0)
     assert_obs_equal(info["final_obs"], terminal_obs, rows)
     assert_obs_equal(info["final_obs"], obs, torch.tensor([1, 3]))  # copies where nothing ended
     for k in obs:
@@ -246,16 +251,32 @@ def test_reach_observation_reward_and_goal_sampling_by_hand():
     env.q[:] = torch.tensor([[math.pi / 2, -math.pi / 2]])
     env.goal[:] = torch.tensor([[0.5, 0.2]])
     obs, reward, terminated, *_ = env.step(torch.tensor([[0.0, 0.0]]))
-    # ee (0.5, 0.5), goal (0.5, 0.2): distance 0.3; positions divided by the reach 1.0.
-    torch.testing.assert_close(reward, torch.tensor([-0.3]))
-    expected = torch.tensor([[0.0, 0.0, 1.0, -1.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.2, 0.0, -0.3]])
+    # ee (0.5, 0.5), goal (0.5, 0.2): distance 0.3 → reward -0.3 / 0.1 - 2 = -5; positions / reach 1.0.
+    torch.testing.assert_close(reward, torch.tensor([-5.0]))
+    expected = torch.tensor([[0.0, 0.0, 1.0, -1.0, 0.5, 0.5, 0.5, 0.2, 0.0, -0.3, 0.0, math.tanh(-6.0)]])
     torch.testing.assert_close(obs["state"], expected, atol=1e-6, rtol=0)
-    env.step(torch.tensor([[1.0, -0.5]]))
-    torch.testing.assert_close(env.q, torch.tensor([[math.pi / 2 + 0.1, -math.pi / 2 - 0.05]]))
+    # ee control, action (1, 0) = dx (0.05, 0). J = [[-0.5, 0], [0.5, 0.5]]; M = J Jᵀ + 0.05² I
+    # = [[0.2525, -0.25], [-0.25, 0.5025]], det 0.0643813; y = M⁻¹ dx = (0.390253, 0.194156);
+    # dq = Jᵀ y = (-0.098049, 0.097078). The end-effector moves by dx to first order (3 mm curvature).
+    q0, before = env.q.clone(), env.end_effector().clone()
+    env.step(torch.tensor([[1.0, 0.0]]))
+    torch.testing.assert_close(env.q - q0, torch.tensor([[-0.098049, 0.097078]]), atol=2e-5, rtol=0)
+    torch.testing.assert_close(env.end_effector() - before, torch.tensor([[0.05, 0.0]]), atol=4e-3, rtol=0)
     env.goal[:] = env.end_effector() + torch.tensor([[0.015, 0.0]])
     _, reward, terminated, _, info = env.step(torch.zeros(1, 2))
     assert terminated.all() and info["success"].all()
-    torch.testing.assert_close(reward, torch.tensor([1.0 - 0.015]))
+    torch.testing.assert_close(reward, torch.tensor([10.0 - 2.0 - 0.15]))
+    # At the stretched pose a radial move is impossible: the damped step stays finite (here zero).
+    env.q[:] = 0.0
+    env.step(torch.tensor([[-1.0, 0.0]]))
+    torch.testing.assert_close(env.q, torch.zeros(1, 2))
+
+
+def test_reach_joint_control_by_hand():
+    env = make_as(ReachTask, "reach", n=1, control="joint")
+    q0 = env.q.clone()
+    env.step(torch.tensor([[1.0, -0.5]]))
+    torch.testing.assert_close(env.q, q0 + torch.tensor([[0.1, -0.05]]))
 
 
 def _first_episode_success(env: ReachTask, controller) -> tuple[float, float]:
@@ -276,10 +297,18 @@ def _first_episode_success(env: ReachTask, controller) -> tuple[float, float]:
 
 def test_reach_scripted_controllers_solve_it():
     env = make_as(ReachTask, "reach", n=256)
-    l1, l2, scale = env.cfg.link1, env.cfg.link2, env.cfg.action_scale
+    # ee control: the proportional step a = (goal - ee) / action_scale, which the magnified offset in the
+    # observation's last two entries approximates.
+    rate, mean_len = _first_episode_success(env, lambda e: e._observe()["state"][:, 10:12])
+    assert rate == 1.0 and mean_len < 25
+    rate, _ = _first_episode_success(env, lambda e: torch.zeros(e.num_envs, 2))
+    assert rate < 0.05
+
+    env = make_as(ReachTask, "reach", n=256, control="joint")
+    l1, l2, scale = env.cfg.link1, env.cfg.link2, env.cfg.joint_step
 
     def damped_least_squares(e: ReachTask) -> torch.Tensor:
-        # dq = Jᵀ (J Jᵀ + λ² I)⁻¹ (goal - ee), λ = 0.05, in units of action_scale.
+        # dq = Jᵀ (J Jᵀ + λ² I)⁻¹ (goal - ee), λ = 0.05, in units of joint_step.
         j = jacobian(e.q, l1, l2)
         err = (e.goal - e.end_effector()).unsqueeze(-1)
         dq = j.transpose(-1, -2) @ torch.linalg.solve(j @ j.transpose(-1, -2) + 0.05**2 * torch.eye(2), err)
@@ -293,15 +322,13 @@ def test_reach_scripted_controllers_solve_it():
     rate, _ = _first_episode_success(env, damped_least_squares)
     assert rate > 0.9
     rate, mean_len = _first_episode_success(env, joint_space_to_ik)
-    assert rate == 1.0 and mean_len < 25  # what a good learned policy can reach
-    rate, _ = _first_episode_success(env, lambda e: torch.zeros(e.num_envs, 2))
-    assert rate < 0.05
+    assert rate == 1.0 and mean_len < 25
 
 
 def test_reach_pixels_shows_the_goal_and_hides_it_from_state():
     env = make_as(ReachPixelsTask, "reach_pixels", n=3)
     obs = env.reset()
-    assert obs["state"].shape == (3, 6) and obs["image.top"].shape == (3, 64, 64, 3)
+    assert obs["state"].shape == (3, 4) and obs["image.top"].shape == (3, 64, 64, 3)
     torch.testing.assert_close(obs["state"], env._proprioception())
     extent, size = env.render_extent, env.image_size
     col = ((env.goal[:, 0] + extent) / (2 * extent) * size).long()

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from robot_rl.config import ALGOS, AlgoConfig
-from robot_rl.policies.base import OffPolicyAlgorithm, Policy, Storage, Weights
+from robot_rl.policies.base import OffPolicyAlgorithm, Policy, Weights
 from robot_rl.policies.modules.cnn import random_shift
 from robot_rl.policies.modules.mlp import MLP
 from robot_rl.policies.modules.obs_encoder import ObsEncoder
@@ -149,14 +149,19 @@ class EnsembleMLP(nn.Module):
         if x.dim() == 2:  # one input shared by every member
             x = x.expand(self.weights[0].shape[0], -1, -1)
         for i in range(last):
-            x = torch.matmul(x, p(self.weights[i])) + p(self.biases[i])
+            # baddbmm rather than matmul + bias: under bf16 autocast the bias is cast too, so the
+            # activations stay bf16 instead of being promoted back to float32 at every layer.
+            x = torch.baddbmm(p(self.biases[i]), x, p(self.weights[i]))
             if self.layer_norm:
                 x = F.layer_norm(x, x.shape[-1:]) * p(self.ln_weights[i]) + p(self.ln_biases[i])
             x = F.relu(x)
         # The output layer runs in float32 even under bf16 autocast: Q-values of a few hundred need
         # more than bf16's 8 mantissa bits to resolve TD errors of order 1.
         with torch.autocast(device_type=x.device.type, enabled=False):
-            return torch.baddbmm(p(self.biases[last]), x.float(), p(self.weights[last]))
+            x, w, b = x.float(), p(self.weights[last]), p(self.biases[last])
+            if w.shape[-1] == 1:  # a matrix-vector bmm is a slow path on CPU; multiply-and-sum is not
+                return (x * w.transpose(1, 2)).sum(dim=-1, keepdim=True) + b
+            return torch.baddbmm(b, x, w)
 
 
 class SACCritic(nn.Module):
@@ -241,7 +246,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
         self.cfg, self.spec, self.device = cfg, spec, device
         self.batch_size, self.utd_ratio, self.learning_starts = cfg.batch_size, cfg.utd_ratio, cfg.learning_starts
         with torch.random.fork_rng(devices=[]):  # seeded init without touching the caller's RNG
-            torch.manual_seed(seed)
+            torch.random.default_generator.manual_seed(seed)
             self.actor = SACPolicy(spec, cfg).to(device)
             self.critic = SACCritic(self.actor.encoder.out_dim, self.actor.act_dim, cfg).to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
@@ -256,8 +261,9 @@ class SACAlgorithm(OffPolicyAlgorithm):
         fused = device.type in ("cpu", "cuda")
         self.critic_optim = torch.optim.Adam([*self.critic.parameters(), *self.actor.encoder.parameters()],
                                              lr=cfg.critic_lr, fused=fused)
-        self.actor_optim = torch.optim.Adam(self.actor.trunk.parameters(), lr=cfg.actor_lr, fused=fused)
-        self.temperature_optim = torch.optim.Adam([self.log_alpha], lr=cfg.temperature_lr, fused=fused)
+        # log α is a second parameter group of the actor's optimiser: one optimiser step fewer per update.
+        self.actor_optim = torch.optim.Adam([{"params": list(self.actor.trunk.parameters()), "lr": cfg.actor_lr},
+                                             {"params": [self.log_alpha], "lr": cfg.temperature_lr}], fused=fused)
         self._online: list[torch.Tensor] = list(self.critic.parameters())
         self._targets: list[torch.Tensor] = list(self.critic_target.parameters())
         if self.encoder_target is not None:
@@ -276,7 +282,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
         """An independent copy of the current actor (for actor threads/processes)."""
         return copy.deepcopy(self.actor)
 
-    def make_storage(self, num_envs: int) -> Storage:
+    def make_storage(self, num_envs: int) -> ReplayBuffer | MixingSampler:
         """A replay buffer, or with ``demo_ratio > 0`` a :class:`MixingSampler` over ``online``/``demos``.
 
         ``storage.buffers["demos"]`` (or ``storage.add_to("demos", batch)``) takes demonstrations;
@@ -372,31 +378,33 @@ class SACAlgorithm(OffPolicyAlgorithm):
         critic_loss.backward()
         self.critic_optim.step()
 
+        # The actor reuses the critic pass's features (detached), saving a second CNN pass on pixels;
+        # its Q comes from the critic as just updated.
         with autocast:
             actor_loss, log_prob = self._actor_loss(features, noise[1], alpha)
         self.actor_optim.zero_grad(set_to_none=True)
         actor_loss.backward()
-        self.actor_optim.step()
 
-        # Temperature: L_α = −mean_b [log α · (log π(ã|s) + H̄)]. ∂L/∂log α = −(mean log π + H̄), so
-        # α grows while the entropy −log π is below the target H̄ and shrinks above it.
-        temperature_loss = -(self.log_alpha * (log_prob + self.target_entropy)).mean()
+        # Temperature: L_α = −mean_b [log α · (log π(ã|s) + H̄)], so ∂L/∂log α = −(mean_b log π + H̄):
+        # α grows while the entropy −log π is below the target H̄ and shrinks above it. The gradient is
+        # this closed form, written straight into .grad (no autograd pass for one scalar).
+        entropy_gap = log_prob.mean() + self.target_entropy
+        temperature_loss = -self.log_alpha.detach() * entropy_gap
         if cfg.autotune_entropy:
-            self.temperature_optim.zero_grad(set_to_none=True)
-            temperature_loss.backward()
-            self.temperature_optim.step()
+            self.log_alpha.grad = -entropy_gap.reshape(self.log_alpha.shape)
+        self.actor_optim.step()  # actor head, and log α when it has a gradient
 
         self.soft_update_targets()
         self.num_updates += 1
 
         stats = torch.stack([critic_loss.detach(), actor_loss.detach(), alpha, -log_prob.mean(), q_mean,
-                             temperature_loss.detach()]).tolist()  # one host sync for all statistics
+                             temperature_loss]).tolist()  # one host sync for all statistics
         return dict(zip(("critic_loss", "actor_loss", "alpha", "entropy", "q_mean", "temperature_loss"), stats))
 
     # ---- checkpoints ----------------------------------------------------------------------------
 
     _STATE_KEYS = ("actor", "critic", "critic_target", "encoder_target", "log_alpha", "actor_optim",
-                   "critic_optim", "temperature_optim", "num_updates", "generator")
+                   "critic_optim", "num_updates", "generator")
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, targets, optimisers, log α, normaliser statistics, update count and RNG state."""
@@ -408,7 +416,6 @@ class SACAlgorithm(OffPolicyAlgorithm):
             "log_alpha": self.log_alpha.detach().clone(),
             "actor_optim": self.actor_optim.state_dict(),
             "critic_optim": self.critic_optim.state_dict(),
-            "temperature_optim": self.temperature_optim.state_dict(),
             "num_updates": self.num_updates,
             "generator": self.generator.get_state(),
         }
@@ -427,6 +434,5 @@ class SACAlgorithm(OffPolicyAlgorithm):
             self.log_alpha.copy_(state["log_alpha"])
         self.actor_optim.load_state_dict(state["actor_optim"])
         self.critic_optim.load_state_dict(state["critic_optim"])
-        self.temperature_optim.load_state_dict(state["temperature_optim"])
         self.num_updates = int(state["num_updates"])
         self.generator.set_state(state["generator"].cpu())

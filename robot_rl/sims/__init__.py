@@ -1,10 +1,11 @@
-"""Built-in tasks, pure torch and batched on any device; importing this package registers them.
+"""Built-in tasks; importing this package registers them in ``robot_rl.config.TASKS``.
 
-Registered names: ``reach`` (the default), ``reach_pixels``, ``push``, ``pendulum``. Only torch is
-imported here; tasks backed by optional simulators import them inside their config's ``make``.
+Registered names: ``reach`` (the default), ``reach_pixels``, ``push``, ``pendulum`` (pure torch,
+batched on any device) and ``gym`` (any gymnasium id). Only torch and numpy are imported here;
+tasks backed by optional simulators (gymnasium included) import them inside their config's ``make``.
 """
 
-from robot_rl.sims import pendulum, push, reach, reach_pixels
+from robot_rl.sims import gymnasium, pendulum, push, reach, reach_pixels
 from robot_rl.sims.torch_task import TorchTask
 
-__all__ = ["TorchTask", "pendulum", "push", "reach", "reach_pixels"]
+__all__ = ["TorchTask", "gymnasium", "pendulum", "push", "reach", "reach_pixels"]

@@ -4,7 +4,7 @@ Same dynamics, reward and termination as :mod:`robot_rl.sims.reach`. Observation
 
 - ``image.top``: uint8 ``[S, S, 3]`` top view of the whole workspace, rendered in torch for all
   sub-envs at once (``S = image_size``);
-- ``state``: proprioception only, ``[cos q (2), sin q (2), last action (2)]`` float32.
+- ``state``: proprioception only, ``[cos q (2), sin q (2)]`` float32.
 
 The default success radius is 5 cm rather than 2 cm: one pixel of a 64 × 64 view spans about
 3.4 cm of the 2.2 m workspace, so 2 cm would ask for sub-pixel precision from the image.
@@ -48,7 +48,7 @@ class ReachPixelsTask(ReachTask):
         self.image_size = cfg.image_size
         observation = {
             "image.top": ArraySpec((cfg.image_size, cfg.image_size, 3), "uint8", low=0, high=255),
-            "state": ArraySpec((6,), "float32"),
+            "state": ArraySpec((4,), "float32"),
         }
         super().__init__(cfg, num_envs, device, seed, observation=observation)
 
