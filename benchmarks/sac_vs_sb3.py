@@ -162,7 +162,8 @@ def main() -> None:
         return float(np.median([chunk_seconds["sb3"][i] / chunk_seconds[name][i] for i in trained]))
 
     print()
-    print("| learner | wall-clock (s) | env steps/s | speed-up vs sb3 | median chunk speed-up | eval return (10 ep) |")
+    print(f"| learner | wall-clock (s) | env steps/s | speed-up vs sb3 | median chunk speed-up "
+          f"| eval return ({args.eval_episodes} ep) |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, t, ret in rows:
         print(f"| {name} | {t:.1f} | {args.steps / t:.0f} | {sb3_time / t:.2f}× | {median_ratio(name):.2f}× "

@@ -111,7 +111,7 @@ class LoopConfig:
     """Stop as soon as an evaluation reaches this success rate (``null`` to always use the full budget)."""
     eval_episodes: int = 100
     """Episodes per evaluation (deterministic actions, fresh evaluation env)."""
-    eval_every_env_steps: int = 20_000
+    eval_every_env_steps: int = 10_000
     """Evaluate after every this many environment transitions."""
     eval_num_envs: int = 100
     """Sub-envs of the evaluation env (episodes run in parallel)."""
