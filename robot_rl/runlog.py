@@ -10,6 +10,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+TRAIN_FIELDS = ["env_steps", "wall_s", "updates", "return", "success"]
 EVAL_FIELDS = ["env_steps", "updates", "wall_s", "policy_version", "success_rate", "mean_return",
                "mean_length", "episodes"]
 
@@ -24,6 +25,7 @@ class RunLog:
 
         self.tb = SummaryWriter(str(self.run_dir / "tb"))
         self.eval_csv = self.run_dir / "eval.csv"
+        self.train_csv = self.run_dir / "train.csv"
 
     def scalars(self, values: dict[str, float], step: int, prefix: str = "") -> None:
         """Write scalars to TensorBoard at ``step`` (env transitions)."""
@@ -42,34 +44,48 @@ class RunLog:
                      prefix="eval/")
         self.tb.flush()
 
+    def train_row(self, row: dict[str, Any]) -> None:
+        """Append a row of training-episode statistics (return/success of recent episodes) to ``train.csv``."""
+        new = not self.train_csv.exists()
+        with open(self.train_csv, "a", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=TRAIN_FIELDS, extrasaction="ignore")
+            if new:
+                w.writeheader()
+            w.writerow(row)
+
     def read_eval(self) -> list[dict[str, float]]:
         """All evaluation rows so far."""
-        if not self.eval_csv.exists():
-            return []
-        with open(self.eval_csv) as f:
-            return [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+        return _read_csv(self.eval_csv)
+
+    def read_train(self) -> list[dict[str, float]]:
+        """All training rows so far."""
+        return _read_csv(self.train_csv)
 
     def plot_learning_curve(self, title: str) -> Path | None:
         """``learning_curve.png``: evaluation success rate and return against env steps."""
         rows = self.read_eval()
-        if not rows:
+        train = [r for r in self.read_train() if r.get("return") == r.get("return")]  # drop NaN rows
+        if not rows and not train:
             return None
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        steps = [r["env_steps"] for r in rows]
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
-        ax1.plot(steps, [r["success_rate"] for r in rows], marker="o")
+        for ax, train_key, eval_key, label in ((ax1, "success", "success_rate", "success rate"),
+                                               (ax2, "return", "mean_return", "episode return")):
+            if train:
+                ax.plot([r["env_steps"] for r in train], [r[train_key] for r in train], color="tab:gray",
+                        alpha=0.7, label="training episodes (last 100)")
+            if rows:
+                ax.plot([r["env_steps"] for r in rows], [r[eval_key] for r in rows], marker="o",
+                        color="tab:blue", label="evaluation (deterministic)")
+            ax.set_xlabel("environment steps")
+            ax.set_ylabel(label)
+            ax.grid(alpha=0.3)
         ax1.set_ylim(-0.02, 1.02)
-        ax1.set_xlabel("environment steps")
-        ax1.set_ylabel("success rate (eval)")
-        ax1.grid(alpha=0.3)
-        ax2.plot(steps, [r["mean_return"] for r in rows], marker="o", color="tab:orange")
-        ax2.set_xlabel("environment steps")
-        ax2.set_ylabel("mean return (eval)")
-        ax2.grid(alpha=0.3)
+        ax1.legend(loc="lower right", fontsize=8)
         fig.suptitle(title)
         fig.tight_layout()
         path = self.run_dir / "learning_curve.png"
@@ -90,3 +106,11 @@ class RunLog:
         """Flush and close TensorBoard."""
         self.tb.flush()
         self.tb.close()
+
+
+def _read_csv(path: Path) -> list[dict[str, float]]:
+    if not path.exists():
+        return []
+    with open(path) as f:
+        return [{k: float(v) if v not in ("", None) else float("nan") for k, v in r.items()}
+                for r in csv.DictReader(f)]

@@ -14,6 +14,15 @@ import torch
 Obs = dict[str, torch.Tensor]
 
 
+def finite_obs_rows(obs: Obs, n: int) -> torch.Tensor:
+    """``[n]`` bool: rows of a batched observation whose float arrays are all finite."""
+    ok = torch.ones(n, dtype=torch.bool, device=next(iter(obs.values())).device)
+    for v in obs.values():
+        if v.is_floating_point():
+            ok &= torch.isfinite(v.reshape(n, -1)).all(dim=1)
+    return ok
+
+
 @dataclass
 class TransitionBatch:
     """``B`` transitions.

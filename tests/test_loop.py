@@ -133,3 +133,13 @@ def test_runner_on_policy_discards_rollout_with_nan(tmp_path):
     assert summary["discarded_rollouts"] >= 1
     assert summary["nonfinite_rows_dropped"] >= 1
     assert result.updates >= 2
+
+
+def test_runner_pixel_sac(tmp_path):
+    from robot_rl.loop.runner import train
+
+    cfg = _runner_cfg(tmp_path, "sac", "loop.total_env_steps=160", "task.image=true", "algo.learning_starts=40",
+                      "algo.batch_size=8", "algo.image_channels=4", "algo.image_features=8")
+    result = train(cfg)
+    assert result.updates > 0 and result.policy_version >= 1
+    assert (result.run_dir / "learning_curve.png").stat().st_size > 1000

@@ -16,7 +16,7 @@ import torch
 
 from robot_rl.envs import VecEnv
 from robot_rl.policies.base import Policy
-from robot_rl.transition import Obs, TransitionBatch
+from robot_rl.transition import TransitionBatch, finite_obs_rows
 from robot_rl.transport.base import ActorEndpoint
 
 log = logging.getLogger(__name__)
@@ -29,14 +29,6 @@ class EpisodeStats:
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     successes: list[bool] = field(default_factory=list)
-
-
-def _finite_rows(obs: Obs, n: int) -> torch.Tensor:
-    ok = torch.ones(n, dtype=torch.bool, device=next(iter(obs.values())).device)
-    for v in obs.values():
-        if v.is_floating_point():
-            ok &= torch.isfinite(v.reshape(n, -1)).all(dim=1)
-    return ok
 
 
 class Actor:
@@ -56,7 +48,7 @@ class Actor:
         self.episodes = EpisodeStats()
         n = env.num_envs
         self._obs = env.reset(seed=seed)
-        self._quarantined = ~_finite_rows(self._obs, n)
+        self._quarantined = ~finite_obs_rows(self._obs, n)
         self._env_index = torch.arange(n, device=env.device)
 
     def sync_weights(self) -> bool:
@@ -106,7 +98,7 @@ class Actor:
             self.nonfinite_rows += bad
         self._record_episodes(result.info, done, good)
         # Sub-envs with a non-finite fresh observation stay quarantined until they finish an episode.
-        self._quarantined = (self._quarantined & ~done) | ~_finite_rows(result.obs, n) | (
+        self._quarantined = (self._quarantined & ~done) | ~finite_obs_rows(result.obs, n) | (
             ~torch.isfinite(result.reward) & ~done)
         self._obs = result.obs
         self.env_steps += n

@@ -8,6 +8,7 @@ import torch
 
 from robot_rl.envs import VecEnv
 from robot_rl.policies.base import Policy
+from robot_rl.transition import finite_obs_rows
 
 
 @dataclass
@@ -48,7 +49,7 @@ def evaluate(policy: Policy, env: VecEnv, episodes: int, seed: int = 12345, dete
     lengths: list[float] = []
     successes: list[float] = []
     max_steps = per_env * env.max_episode_steps + 1
-    poisoned = ~_finite(obs, n)
+    poisoned = ~finite_obs_rows(obs, n)
     nonfinite = 0
     for _ in range(max_steps):
         if frames is not None:
@@ -72,7 +73,7 @@ def evaluate(policy: Policy, env: VecEnv, episodes: int, seed: int = 12345, dete
             successes += (result.info["success"][idx] & ~bad).float().tolist()
         counts += done.long()
         obs = result.obs
-        poisoned = (poisoned & ~done) | ~_finite(obs, n)
+        poisoned = (poisoned & ~done) | ~finite_obs_rows(obs, n)
         if len(returns) >= episodes:
             break
     if len(returns) < episodes:
@@ -82,10 +83,3 @@ def evaluate(policy: Policy, env: VecEnv, episodes: int, seed: int = 12345, dete
     return EvalResult(episodes=k, success_rate=sum(successes[:k]) / k, mean_return=sum(returns[:k]) / k,
                       mean_length=sum(lengths[:k]) / k, nonfinite_episodes=nonfinite)
 
-
-def _finite(obs: dict[str, torch.Tensor], n: int) -> torch.Tensor:
-    ok = torch.ones(n, dtype=torch.bool, device=next(iter(obs.values())).device)
-    for v in obs.values():
-        if v.is_floating_point():
-            ok &= torch.isfinite(v.reshape(n, -1)).all(dim=1)
-    return ok

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import torch
 
-from robot_rl.policies.base import Algorithm, OffPolicyAlgorithm, OnPolicyAlgorithm
+from robot_rl.policies.base import Algorithm, OffPolicyAlgorithm, OnPolicyAlgorithm, ReplayStorage
 from robot_rl.specs import EnvSpec, SpecMismatchError
 from robot_rl.transition import TransitionBatch
 from robot_rl.transport.base import LearnerEndpoint, VersionedWeights
@@ -91,7 +91,9 @@ class Learner:
     def update_off_policy(self, max_updates: int) -> int:
         """Run up to ``max_updates`` owed off-policy updates; returns how many ran."""
         algo = cast(OffPolicyAlgorithm, self.algo)
-        sample = cast(Any, self.storage).sample
+        if not isinstance(self.storage, ReplayStorage):
+            raise TypeError(f"{type(self.storage).__name__} has no sample(); off-policy learners need a replay")
+        sample = self.storage.sample
         done = 0
         while done < max_updates and self._owed_updates >= 1.0:
             self.last_stats = algo.update(sample(algo.batch_size))

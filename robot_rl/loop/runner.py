@@ -213,6 +213,11 @@ class InProcessRunner:
         try:
             with progress:
                 progress.print(f"run directory: {self.run_dir}")
+                if self.learner.transitions == 0:
+                    # A baseline before any learning, so the curve starts where the policy started.
+                    ev = self.run_eval(0.0)
+                    progress.print(f"eval @ 0 steps (untrained): success {ev.success_rate:.0%}, "
+                                   f"return {ev.mean_return:.2f}")
                 for th in threads:
                     th.start()
                 while self.learner.transitions < cfg.loop.total_env_steps:
@@ -241,6 +246,9 @@ class InProcessRunner:
                         last_log = now
                         metrics = self._metrics(ep_returns, ep_success)
                         self.runlog.scalars(metrics, self.learner.transitions, prefix="train/")
+                        self.runlog.train_row({"env_steps": self.learner.transitions, "wall_s": round(wall, 2),
+                                               "updates": self.learner.updates, "return": metrics.get("return", ""),
+                                               "success": metrics.get("success", "")})
                         progress.update(self.learner.transitions, self._short(metrics))
                     if now - last_ckpt >= cfg.loop.checkpoint_every_s:
                         last_ckpt = now
@@ -334,7 +342,10 @@ class InProcessRunner:
     def _short(metrics: dict[str, float]) -> dict[str, Any]:
         keep = ("return", "success", "critic_loss", "actor_loss", "alpha", "value_loss", "surrogate_loss",
                 "kl")
-        return {k: metrics[k] for k in keep if k in metrics}
+        out: dict[str, Any] = {k: metrics[k] for k in keep if k in metrics}
+        if "success" in out:
+            out["success"] = f"{out['success']:.0%}"
+        return out
 
 
 def train(cfg: TrainConfig | None = None, resume_dir: Path | None = None) -> TrainResult:

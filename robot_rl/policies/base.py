@@ -50,6 +50,15 @@ class Storage(Protocol):
         ...
 
 
+@runtime_checkable
+class ReplayStorage(Storage, Protocol):
+    """Storage an off-policy learner samples minibatches from."""
+
+    def sample(self, batch_size: int) -> TransitionBatch:
+        """``batch_size`` transitions drawn on the storage's device."""
+        ...
+
+
 class Algorithm(abc.ABC):
     """A learner's algorithm. Subclasses: one file each under ``robot_rl/policies``."""
 
