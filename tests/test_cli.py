@@ -82,3 +82,32 @@ def test_config_verb_lists_keys(capsys):
     assert "loop.total_env_steps" in out and "algo.batch_size" in out
     assert main(["config", "--yaml", "--algo", "ppo"]) == 0
     assert "type: ppo" in capsys.readouterr().out
+
+
+def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path: Path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run = tmp_path / "intr"
+    cmd = [sys.executable, "-m", "robot_rl.cli", "train", "--name", "intr", f"run.root={tmp_path}",
+           "run.progress=false", "loop.total_env_steps=10000000", "loop.checkpoint_every_s=1000",
+           "loop.eval_every_env_steps=1000000", "loop.eval_episodes=4", "task.num_envs=4",
+           "algo.learning_starts=64", "algo.batch_size=16", "algo.actor_hidden=[16,16]", "algo.critic_hidden=[16,16]"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not (run / "train.csv").exists() and time.monotonic() < deadline:  # training is under way
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["stop_reason"] == "interrupted"
+    assert summary["env_steps"] > 0
+    assert (run / "checkpoints" / "latest").is_file()
+    steps = summary["env_steps"]
+    assert main(["train", "--resume", str(run), f"loop.total_env_steps={steps + 200}", "run.progress=false"]) == 0
+    again = json.loads((run / "summary.json").read_text())
+    assert again["env_steps"] >= steps + 200 and again["stop_reason"] == "budget"
