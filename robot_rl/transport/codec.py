@@ -1,0 +1,180 @@
+"""The wire format: a msgpack header followed by one raw frame per array. Never pickle.
+
+A message is a list of ZeroMQ frames::
+
+    frame 0   msgpack map  {"v": SCHEMA_VERSION, "type": str, "session": str, "seq": int,
+                            "meta": {str: plain data}, "arrays": [[name, dtype, shape, crc32], ...]}
+    frame 1+  the raw little-endian bytes of each array, in header order (zero-copy on send)
+
+Decoding trusts nothing. Before any array is used it checks, in order: frame count and header size,
+msgpack structure with bounded lengths (no extension types, so no objects are ever constructed),
+schema version, message type, array entry shape, dtype against an allow-list, shape against the
+size limit and the frame's byte length, CRC32, and — when the caller passes specs — the array's
+dtype/shape against the spec exchanged at the handshake and finiteness where the spec asks. Every
+failure raises :class:`WireError` with a short ``reason`` code that the receiver counts.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from robot_rl.specs import ArraySpec
+
+SCHEMA_VERSION = 1
+
+#: Message types the toolkit sends; anything else is rejected as ``unknown_type``.
+MESSAGE_TYPES = frozenset({"hello", "welcome", "transitions", "ack", "weights", "heartbeat", "bye"})
+
+_DTYPES: dict[str, np.dtype[Any]] = {name: np.dtype(name).newbyteorder("<") for name in (
+    "float32", "float64", "float16", "uint8", "int8", "int16", "int32", "int64", "bool")}
+
+
+class WireError(ValueError):
+    """A message failed validation; ``reason`` is a short code for counters (``bad_crc``, …)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class WireLimits:
+    """Bounds applied before anything is allocated from a message."""
+
+    max_header_bytes: int = 1 << 20
+    max_arrays: int = 256
+    max_array_bytes: int = 512 << 20
+    max_rank: int = 6
+
+
+DEFAULT_LIMITS = WireLimits()
+
+
+@dataclass
+class Message:
+    """A decoded message: header fields and numpy arrays (read-only views of the received frames)."""
+
+    type: str
+    session: str
+    seq: int
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def encode(msg_type: str, session: str, seq: int, arrays: dict[str, np.ndarray] | None = None,
+           meta: dict[str, Any] | None = None) -> list[bytes | memoryview]:
+    """Frames for a message; arrays are sent as contiguous little-endian buffers without copies where possible."""
+    if msg_type not in MESSAGE_TYPES:
+        raise ValueError(f"unknown message type {msg_type!r}; valid: {sorted(MESSAGE_TYPES)}")
+    entries: list[list[Any]] = []
+    frames: list[bytes | memoryview] = []
+    for name, arr in (arrays or {}).items():
+        a = np.ascontiguousarray(arr)
+        if a.dtype.name not in _DTYPES:
+            raise ValueError(f"array {name!r}: dtype {a.dtype} cannot go on the wire")
+        if a.dtype.byteorder == ">":
+            a = a.astype(a.dtype.newbyteorder("<"))
+        buf = memoryview(a.reshape(-1).view(np.uint8)) if a.size else memoryview(b"")  # type: ignore[arg-type]
+        entries.append([name, a.dtype.name, list(a.shape), zlib.crc32(buf)])
+        frames.append(buf)
+    header = msgpack.packb({"v": SCHEMA_VERSION, "type": msg_type, "session": session, "seq": int(seq),
+                            "meta": meta or {}, "arrays": entries}, use_bin_type=True)
+    return [header, *frames]
+
+
+def _header(frame: bytes | memoryview, limits: WireLimits) -> dict[str, Any]:
+    if len(frame) > limits.max_header_bytes:
+        raise WireError("oversized", f"header of {len(frame)} bytes > {limits.max_header_bytes}")
+    try:
+        header = msgpack.unpackb(
+            bytes(frame), raw=False, strict_map_key=True, use_list=True,
+            max_bin_len=limits.max_header_bytes, max_str_len=limits.max_header_bytes,
+            max_array_len=max(limits.max_arrays * 4, 1024), max_map_len=1024, max_ext_len=0,
+        )
+    except Exception as e:
+        raise WireError("bad_header", f"not a msgpack header ({type(e).__name__})") from None
+    if not isinstance(header, dict):
+        raise WireError("bad_header", "header is not a map")
+    return header
+
+
+def decode(frames: list[bytes] | list[memoryview] | list[Any], limits: WireLimits = DEFAULT_LIMITS,
+           specs: dict[str, ArraySpec] | None = None, batch_dims: int = 1) -> Message:
+    """Validate and decode frames; raise :class:`WireError` for anything wrong.
+
+    With ``specs``, every array named there must be present with the spec's dtype and trailing shape
+    (after ``batch_dims`` leading dimensions), and float arrays must be finite where the spec says.
+    """
+    if not frames:
+        raise WireError("truncated", "no frames")
+    header = _header(frames[0], limits)
+    version = header.get("v")
+    if version != SCHEMA_VERSION:
+        raise WireError("bad_version", f"schema version {version!r}, this peer speaks {SCHEMA_VERSION}")
+    msg_type, session, seq = header.get("type"), header.get("session"), header.get("seq")
+    if msg_type not in MESSAGE_TYPES:
+        raise WireError("unknown_type", f"message type {msg_type!r}")
+    if not isinstance(session, str) or not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        raise WireError("bad_header", "session must be a string and seq a non-negative integer")
+    meta = header.get("meta", {})
+    entries = header.get("arrays", [])
+    if not isinstance(meta, dict) or not isinstance(entries, list):
+        raise WireError("bad_header", "meta must be a map and arrays a list")
+    if len(entries) > limits.max_arrays:
+        raise WireError("oversized", f"{len(entries)} arrays > {limits.max_arrays}")
+    if len(entries) != len(frames) - 1:
+        raise WireError("truncated", f"header lists {len(entries)} arrays but {len(frames) - 1} frames followed")
+    arrays: dict[str, np.ndarray] = {}
+    for entry, frame in zip(entries, frames[1:]):
+        name, arr = _array(entry, frame, limits)
+        if name in arrays:
+            raise WireError("bad_header", f"array {name!r} appears twice")
+        arrays[name] = arr
+    if specs is not None:
+        _check_specs(arrays, specs, batch_dims)
+    return Message(type=msg_type, session=session, seq=seq, arrays=arrays, meta=meta)
+
+
+def _array(entry: Any, frame: Any, limits: WireLimits) -> tuple[str, np.ndarray]:
+    if not (isinstance(entry, list) and len(entry) == 4):
+        raise WireError("bad_header", "array entry must be [name, dtype, shape, crc32]")
+    name, dtype_name, shape, crc = entry
+    if not isinstance(name, str) or not isinstance(dtype_name, str) or not isinstance(crc, int):
+        raise WireError("bad_header", "array entry has wrong field types")
+    dtype = _DTYPES.get(dtype_name)
+    if dtype is None:
+        raise WireError("bad_dtype", f"{name}: dtype {dtype_name!r} is not allowed")
+    if (not isinstance(shape, list) or len(shape) > limits.max_rank
+            or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 1 << 31 for s in shape)):
+        raise WireError("bad_shape", f"{name}: shape {shape!r}")
+    count = 1
+    for s in shape:
+        count *= s
+    nbytes = count * dtype.itemsize
+    if nbytes > limits.max_array_bytes:
+        raise WireError("oversized", f"{name}: {nbytes} bytes > {limits.max_array_bytes}")
+    buf = memoryview(frame).cast("B") if not isinstance(frame, memoryview) else frame.cast("B")
+    if len(buf) != nbytes:
+        raise WireError("bad_size", f"{name}: frame has {len(buf)} bytes, dtype×shape needs {nbytes}")
+    if zlib.crc32(buf) != crc:
+        raise WireError("bad_crc", f"{name}: checksum mismatch")
+    arr = np.frombuffer(buf, dtype=dtype).reshape(shape)
+    return name, arr
+
+
+def _check_specs(arrays: dict[str, np.ndarray], specs: dict[str, ArraySpec], batch_dims: int) -> None:
+    for name, spec in specs.items():
+        arr = arrays.get(name)
+        if arr is None:
+            raise WireError("spec_mismatch", f"missing array {name!r}")
+        if arr.dtype.name != spec.dtype or tuple(arr.shape[batch_dims:]) != spec.shape \
+                or arr.ndim != batch_dims + len(spec.shape):
+            raise WireError("spec_mismatch", f"{name}: got {arr.dtype.name}{list(arr.shape)}, spec "
+                                             f"{spec.dtype}[*, {', '.join(map(str, spec.shape))}]")
+        if spec.finite and arr.dtype.kind == "f" and not bool(np.isfinite(arr).all()):
+            raise WireError("nonfinite", f"{name}: contains NaN or inf")

@@ -1,0 +1,90 @@
+"""TransitionBatch ⇄ wire frames, validated against the run's EnvSpec.
+
+Array names on the wire: ``obs/<key>``, ``next_obs/<key>``, ``action``, ``reward``, ``terminated``,
+``truncated``, ``intervened``, ``policy_version``, ``env_index`` and ``extras/<name>``. The spec
+check makes a batch whose shapes, dtypes or finiteness disagree with the handshake fail as a
+:class:`~robot_rl.transport.codec.WireError` before a tensor is built.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from robot_rl.specs import ArraySpec, EnvSpec
+from robot_rl.transition import TransitionBatch
+from robot_rl.transport.codec import DEFAULT_LIMITS, Message, WireError, WireLimits, decode, encode
+
+
+def _row_specs() -> dict[str, tuple[str, bool]]:
+    # name → (dtype, must be finite); all are [B] vectors.
+    return {"reward": ("float32", True), "terminated": ("bool", False), "truncated": ("bool", False),
+            "intervened": ("bool", False), "policy_version": ("int64", False), "env_index": ("int64", False)}
+
+
+def transition_specs(spec: EnvSpec) -> dict[str, ArraySpec]:
+    """Per-array specs (without the batch dimension) of a transitions message for ``spec``."""
+    out: dict[str, ArraySpec] = {}
+    for key, s in spec.observation.items():
+        out[f"obs/{key}"] = s
+        out[f"next_obs/{key}"] = s
+    out["action"] = spec.action
+    return out
+
+
+def encode_transitions(batch: TransitionBatch, session: str) -> list[bytes | memoryview]:
+    """Frames of a ``transitions`` message carrying ``batch`` (moved to CPU)."""
+    arrays: dict[str, np.ndarray] = {}
+    for key, v in batch.obs.items():
+        arrays[f"obs/{key}"] = v.detach().cpu().numpy()
+    for key, v in batch.next_obs.items():
+        arrays[f"next_obs/{key}"] = v.detach().cpu().numpy()
+    arrays["action"] = batch.action.detach().cpu().numpy()
+    for name in _row_specs():
+        arrays[name] = getattr(batch, name).detach().cpu().numpy()
+    for key, v in batch.extras.items():
+        arrays[f"extras/{key}"] = v.detach().cpu().numpy()
+    return encode("transitions", session, batch.seq, arrays, meta={"actor_id": int(batch.actor_id)})
+
+
+def decode_transitions(frames: list[Any], spec: EnvSpec, limits: WireLimits = DEFAULT_LIMITS) -> TransitionBatch:
+    """Validate frames against ``spec`` and rebuild the batch (CPU tensors); raise WireError otherwise."""
+    msg: Message = decode(frames, limits, specs=transition_specs(spec))
+    if msg.type != "transitions":
+        raise WireError("unknown_type", f"expected transitions, got {msg.type}")
+    arrays = msg.arrays
+    n = arrays["action"].shape[0]
+    for name, (dtype, finite) in _row_specs().items():
+        arr = arrays.get(name)
+        if arr is None or arr.dtype.name != dtype or arr.shape != (n,):
+            raise WireError("spec_mismatch", f"{name}: expected {dtype}[{n}]")
+        if finite and not bool(np.isfinite(arr).all()):
+            raise WireError("nonfinite", f"{name}: contains NaN or inf")
+    known = set(transition_specs(spec)) | set(_row_specs())
+    extras: dict[str, torch.Tensor] = {}
+    for name, arr in arrays.items():
+        if name in known:
+            continue
+        if not name.startswith("extras/") or arr.ndim < 1 or arr.shape[0] != n:
+            raise WireError("spec_mismatch", f"unexpected array {name!r}{list(arr.shape)}")
+        extras[name[len("extras/"):]] = torch.from_numpy(arr.copy())
+    for key in spec.observation:
+        if arrays[f"obs/{key}"].shape[0] != n or arrays[f"next_obs/{key}"].shape[0] != n:
+            raise WireError("spec_mismatch", f"observation {key!r} has a different batch size than action")
+    actor_id = msg.meta.get("actor_id", 0)
+    if not isinstance(actor_id, int):
+        raise WireError("bad_header", "meta.actor_id must be an integer")
+
+    def t(name: str) -> torch.Tensor:
+        # The frames are read-only buffers owned by the socket; the copy makes tensors we can keep.
+        return torch.from_numpy(arrays[name].copy())
+
+    return TransitionBatch(
+        obs={k: t(f"obs/{k}") for k in spec.observation}, action=t("action"), reward=t("reward"),
+        terminated=t("terminated"), truncated=t("truncated"),
+        next_obs={k: t(f"next_obs/{k}") for k in spec.observation}, intervened=t("intervened"),
+        policy_version=t("policy_version"), env_index=t("env_index"), extras=extras, actor_id=actor_id,
+        seq=msg.seq,
+    )

@@ -1,0 +1,166 @@
+"""The wire format: round trips, and thousands of malformed messages all rejected with a reason."""
+
+import os
+import pickle
+import random
+import zlib
+
+import msgpack
+import numpy as np
+import pytest
+import torch
+
+from robot_rl.testing import FakeVecEnv
+from robot_rl.transport.codec import SCHEMA_VERSION, WireError, WireLimits, decode, encode
+from robot_rl.transport.inproc import InprocTransport
+from robot_rl.transport.transition_codec import decode_transitions, encode_transitions
+
+
+def _batch(image: bool = False):
+    from robot_rl.loop.actor import Actor
+    from robot_rl.policies.sac import SACConfig
+
+    env = FakeVecEnv(num_envs=3, image=image)
+    algo = SACConfig(actor_hidden=(8,), critic_hidden=(8,)).build(env.spec, "cpu", 0)
+    t = InprocTransport()
+    actor = Actor(env, algo.make_policy(), t.actor_endpoint(5))
+    actor.step()
+    return env.spec, t.learner_endpoint().recv(1.0)
+
+
+def _bytes(frames):
+    return [bytes(f) for f in frames]
+
+
+@pytest.mark.parametrize("image", [False, True])
+def test_transitions_round_trip(image):
+    spec, batch = _batch(image)
+    batch.extras = {"log_prob": torch.randn(len(batch))}
+    back = decode_transitions(_bytes(encode_transitions(batch, "s1")), spec)
+    assert back.actor_id == 5 and back.seq == batch.seq
+    for k in spec.observation:
+        assert torch.equal(back.obs[k], batch.obs[k]) and torch.equal(back.next_obs[k], batch.next_obs[k])
+    for name in ("action", "reward", "terminated", "truncated", "intervened", "policy_version", "env_index"):
+        assert torch.equal(getattr(back, name), getattr(batch, name)), name
+    assert torch.equal(back.extras["log_prob"], batch.extras["log_prob"])
+
+
+def test_spec_violations_are_rejected():
+    spec, batch = _batch()
+    bad = _bytes(encode_transitions(batch, "s"))
+    nan = batch.index(slice(None))
+    nan.reward = nan.reward.clone()
+    nan.reward[0] = float("nan")
+    with pytest.raises(WireError) as e:
+        decode_transitions(_bytes(encode_transitions(nan, "s")), spec)
+    assert e.value.reason == "nonfinite"
+    wrong = batch.index(slice(None))
+    wrong.obs = {"state": torch.zeros(len(batch), 7)}
+    with pytest.raises(WireError) as e:
+        decode_transitions(_bytes(encode_transitions(wrong, "s")), spec)
+    assert e.value.reason == "spec_mismatch"
+    assert decode_transitions(bad, spec).seq == batch.seq
+
+
+def _mutations(frames: list[bytes], rng: random.Random) -> list[bytes]:
+    """One malformed variant of a valid message."""
+    kind = rng.randrange(9)
+    frames = list(frames)
+    if kind == 0:  # truncate a frame
+        i = rng.randrange(len(frames))
+        frames[i] = frames[i][: rng.randrange(len(frames[i]) + 1)]
+        if frames[i] == b"" and i == 0:
+            frames[i] = b"\x00"
+    elif kind == 1:  # flip a bit anywhere
+        i = rng.randrange(len(frames))
+        if frames[i]:
+            b = bytearray(frames[i])
+            j = rng.randrange(len(b))
+            b[j] ^= 1 << rng.randrange(8)
+            frames[i] = bytes(b)
+        else:
+            frames[i] = b"\x01"
+    elif kind == 2:  # drop or add a frame
+        if rng.random() < 0.5 and len(frames) > 1:
+            frames.pop(rng.randrange(1, len(frames)))
+        else:
+            frames.append(os.urandom(rng.randrange(1, 64)))
+    elif kind == 3:  # random header bytes
+        frames[0] = os.urandom(rng.randrange(1, 200))
+    else:  # a well-formed header with one field made wrong
+        h = msgpack.unpackb(frames[0], raw=False)
+        field = ["v", "type", "session", "seq", "arrays", "dtype", "shape", "crc", "meta"][kind - 4 + rng.randrange(5)]
+        entry = rng.randrange(len(h["arrays"]))
+        if field == "v":
+            h["v"] = SCHEMA_VERSION + rng.choice([1, -1, 100])
+        elif field == "type":
+            h["type"] = rng.choice(["exec", "pickle", "", "TRANSITIONS"])
+        elif field == "session":
+            h["session"] = rng.choice([None, 3, ["x"]])
+        elif field == "seq":
+            h["seq"] = rng.choice([-1, "1", None, 1.5])
+        elif field == "arrays":
+            h["arrays"] = rng.choice([{}, "x", [[1, 2]], h["arrays"][:-1]])
+        elif field == "dtype":
+            h["arrays"][entry][1] = rng.choice(["object", "O", "float128", "complex64", "<f4", "V8"])
+        elif field == "shape":
+            h["arrays"][entry][2] = rng.choice([[-1], [2**40, 2**40], [1] * 9, "3", [True], [10**9]])
+        elif field == "crc":
+            h["arrays"][entry][3] = (h["arrays"][entry][3] + 1) % 2**32
+        else:
+            h["meta"] = rng.choice([[], "x", {"actor_id": "zero"}])
+        frames[0] = msgpack.packb(h, use_bin_type=True)
+    return frames
+
+
+def test_fuzzer_thousands_of_malformed_messages_are_all_rejected_with_a_reason():
+    spec, batch = _batch(image=True)
+    good = _bytes(encode_transitions(batch, "s"))
+    rng = random.Random(0)
+    reasons: dict[str, int] = {}
+    for _ in range(3000):
+        frames = _mutations(good, rng)
+        try:
+            decode_transitions(frames, spec, WireLimits(max_array_bytes=1 << 20))
+        except WireError as e:
+            reasons[e.reason] = reasons.get(e.reason, 0) + 1
+            continue
+        # A mutation may leave the message valid (e.g. a bit flip in a msgpack string padding is not
+        # possible, but meta changes can be); then it must decode to exactly the original arrays.
+        back = decode_transitions(frames, spec)
+        assert torch.equal(back.action, batch.action)
+    assert sum(reasons.values()) > 2500
+    for expected in ("truncated", "bad_crc", "bad_header", "bad_version", "unknown_type", "bad_dtype", "bad_shape"):
+        assert reasons.get(expected, 0) > 0, (expected, reasons)
+
+
+def test_oversized_frames_are_refused_before_allocation():
+    frames = encode("transitions", "s", 0, {"x": np.zeros(10, np.float32)})
+    h = msgpack.unpackb(frames[0], raw=False)
+    h["arrays"][0][2] = [2**30]
+    with pytest.raises(WireError) as e:
+        decode([msgpack.packb(h), bytes(frames[1])], WireLimits(max_array_bytes=1 << 20))
+    assert e.value.reason == "oversized"
+    with pytest.raises(WireError) as e:
+        decode([b"\x00" * (2 << 20)], WireLimits(max_header_bytes=1 << 20))
+    assert e.value.reason == "oversized"
+
+
+class _Canary:
+    def __reduce__(self):
+        return (open, (os.environ["ROBOT_RL_CANARY"], "w"))
+
+
+def test_pickle_payload_has_no_effect(tmp_path, monkeypatch):
+    canary = tmp_path / "canary"
+    monkeypatch.setenv("ROBOT_RL_CANARY", str(canary))
+    payload = pickle.dumps(_Canary())
+    spec, batch = _batch()
+    good = _bytes(encode_transitions(batch, "s"))
+    attempts = [[payload], [payload, payload], [good[0], payload, *good[2:]],
+                [msgpack.packb({"v": 1, "type": "transitions", "session": "s", "seq": 0, "meta": {},
+                                "arrays": [["x", "object", [1], zlib.crc32(payload)]]}), payload]]
+    for frames in attempts:
+        with pytest.raises(WireError):
+            decode_transitions(frames, spec)
+    assert not canary.exists()
