@@ -1,0 +1,161 @@
+"""ZeroMQ endpoints on 127.0.0.1: handshake, delivery with acks and dedup, weights, learner restart."""
+
+import socket
+import time
+
+import pytest
+import torch
+
+from robot_rl.specs import ArraySpec, EnvSpec
+from robot_rl.transition import TransitionBatch
+from robot_rl.transport.base import VersionedWeights
+from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqLearnerEndpoint, ZmqSettings
+
+SPEC = EnvSpec({"state": ArraySpec((3,))}, ArraySpec((2,), low=-1.0, high=1.0))
+FAST = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _batch(tag: float, n: int = 4) -> TransitionBatch:
+    b = torch.zeros(n, dtype=torch.bool)
+    return TransitionBatch(obs={"state": torch.full((n, 3), tag)}, action=torch.zeros(n, 2),
+                           reward=torch.full((n,), tag), terminated=b, truncated=b,
+                           next_obs={"state": torch.full((n, 3), tag)}, intervened=b,
+                           policy_version=torch.zeros(n, dtype=torch.long), env_index=torch.arange(n))
+
+
+def _drain(learner, until: int, timeout: float = 20.0) -> list[TransitionBatch]:
+    got, deadline = [], time.monotonic() + timeout
+    while len(got) < until and time.monotonic() < deadline:
+        b = learner.recv(0.05)
+        if b is not None:
+            got.append(b)
+    return got
+
+
+def _wait(cond, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.timeout(60)
+def test_two_actors_deliver_everything_once_and_get_newest_weights():
+    addr = f"tcp://127.0.0.1:{_free_port()}"
+    learner = ZmqLearnerEndpoint(addr, SPEC, FAST)
+    actors = [ZmqActorEndpoint(addr, i, SPEC, FAST) for i in (1, 2)]
+    try:
+        assert all(a.connected.wait(10) for a in actors)
+        for k in range(25):
+            for a in actors:
+                assert a.send(_batch(float(k)), timeout_s=1.0)
+        got = _drain(learner, 50)
+        assert len(got) == 50
+        keys = {(b.actor_id, b.seq) for b in got}
+        assert len(keys) == 50 and {a for a, _ in keys} == {1, 2}
+        assert _wait(lambda: all(a.unacked() == 0 for a in actors))
+        for v in range(1, 4):
+            learner.publish_weights(VersionedWeights(v, {"w": torch.full((5,), float(v))}))
+            time.sleep(0.05)
+        for a in actors:
+            w = a.wait_weights(2, timeout_s=10)
+            assert w is not None and w.version == 3 and torch.equal(w.weights["w"], torch.full((5,), 3.0))
+        assert _wait(lambda: learner.peers() == {1: 3, 2: 3})
+        assert learner.stats.rejected.get("duplicate", 0) == 0
+    finally:
+        for a in actors:
+            a.close()
+        learner.close()
+
+
+@pytest.mark.timeout(60)
+def test_spec_mismatch_is_refused_at_handshake():
+    addr = f"tcp://127.0.0.1:{_free_port()}"
+    learner = ZmqLearnerEndpoint(addr, SPEC, FAST)
+    other = EnvSpec({"state": ArraySpec((4,))}, ArraySpec((2,), low=-1.0, high=1.0))
+    actor = ZmqActorEndpoint(addr, 7, other, FAST)
+    try:
+        assert _wait(lambda: actor.handshake_error is not None)
+        assert "observation['state']" in actor.handshake_error
+        assert not actor.connected.is_set()
+        assert learner.stats.rejected.get("handshake", 0) >= 1
+    finally:
+        actor.close()
+        learner.close()
+
+
+@pytest.mark.timeout(90)
+def test_learner_restart_loses_nothing():
+    port = _free_port()
+    addr = f"tcp://127.0.0.1:{port}"
+    learner = ZmqLearnerEndpoint(addr, SPEC, FAST)
+    actor = ZmqActorEndpoint(addr, 3, SPEC, FAST)
+    try:
+        assert actor.connected.wait(10)
+        for k in range(10):
+            actor.send(_batch(float(k)), 1.0)
+        first = _drain(learner, 10)
+        assert _wait(lambda: actor.unacked() == 0)
+        learner.close()
+        # The learner is gone: the actor keeps producing into its outbox, nothing blocks.
+        for k in range(10, 30):
+            assert actor.send(_batch(float(k)), 1.0)
+        time.sleep(0.5)
+        learner = ZmqLearnerEndpoint(addr, SPEC, FAST)
+        second = _drain(learner, 20, timeout=30)
+        rewards = sorted(int(b.reward[0]) for b in first + second)
+        assert rewards == list(range(30))  # none lost, none twice
+        assert _wait(lambda: actor.unacked() == 0)
+    finally:
+        actor.close()
+        learner.close()
+
+
+@pytest.mark.timeout(60)
+def test_garbage_and_pickle_on_the_socket_are_rejected_and_learner_keeps_running(tmp_path, monkeypatch):
+    import os
+    import pickle
+    import random
+
+    import zmq
+
+    from robot_rl.transport.codec import encode
+    from robot_rl.transport.transition_codec import encode_transitions
+
+    class Canary:
+        def __reduce__(self):
+            return (open, (str(tmp_path / "canary"), "w"))
+
+    addr = f"tcp://127.0.0.1:{_free_port()}"
+    learner = ZmqLearnerEndpoint(addr, SPEC, FAST)
+    raw = zmq.Context.instance().socket(zmq.DEALER)
+    raw.setsockopt(zmq.LINGER, 0)
+    raw.connect(addr)
+    try:
+        rng = random.Random(1)
+        payload = pickle.dumps(Canary())
+        raw.send_multipart([payload])
+        raw.send_multipart(encode_transitions(_batch(1.0), "s"))  # before any hello
+        raw.send_multipart(encode("hello", "s", 0, meta={"actor_id": 9, "session": "raw", "spec": SPEC.to_dict()}))
+        time.sleep(0.2)
+        for _ in range(300):
+            frames = [os.urandom(rng.randrange(1, 100)) for _ in range(rng.randrange(1, 4))]
+            raw.send_multipart(frames)
+        raw.send_multipart([payload, payload])
+        good = encode_transitions(_batch(5.0), "raw")
+        raw.send_multipart(good)
+        got = _drain(learner, 1)
+        assert len(got) == 1 and float(got[0].reward[0]) == 5.0
+        assert sum(learner.stats.rejected.values()) >= 300
+        assert not (tmp_path / "canary").exists()
+    finally:
+        raw.close(0)
+        learner.close()
