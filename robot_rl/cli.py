@@ -1,6 +1,7 @@
 """`robot-rl …`: a thin command line over the typed configs.
 
-Verbs: ``train`` (the main job), ``eval`` (score a run, optionally record a video) and ``config``
+Verbs: ``train`` (the main job), ``learner`` / ``actor`` (the same run split across processes over
+ZeroMQ), ``eval`` (score a run, optionally record a video) and ``config``
 (print every config key of a task/algorithm pair with its meaning). Each verb's options are a
 dataclass below; their docstrings are the ``--help`` text. Config keys are set with dotted
 ``section.key=value`` overrides after the options.
@@ -16,7 +17,7 @@ from typing import Annotated
 
 import tyro
 
-from robot_rl.config import ConfigError, describe, resolve_train_config, to_dict
+from robot_rl.config import ConfigError, TrainConfig, describe, resolve_train_config, to_dict
 from robot_rl.registry import UnknownNameError
 from robot_rl.specs import SpecMismatchError
 
@@ -62,6 +63,51 @@ class EvalArgs:
     """Seed of the evaluation env."""
     device: str = "cpu"
     """Device to evaluate on."""
+
+
+@dataclass
+class LearnerArgs:
+    """Run the learner alone; actors connect from other processes or machines (`robot-rl actor`).
+
+    Takes the same config as `robot-rl train`; the transport section becomes `zmq`. Writes the same
+    run directory (checkpoints, logs, evaluations) and stops by the same rules.
+    """
+
+    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
+    """Dotted config overrides."""
+    task: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
+    """Task name (defines the spec actors must match)."""
+    algo: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
+    """Learner: sac or ppo."""
+    config: Path | None = None
+    """The run's YAML config (the same file the actors use)."""
+    bind: str | None = None
+    """Address to bind, e.g. tcp://127.0.0.1:5555 (default: transport.address). Use tcp://0.0.0.0:PORT
+    only on a trusted network."""
+    resume: Path | None = None
+    """Continue the run in this directory from its last checkpoint."""
+    name: str | None = None
+    """Run name (directory under run.root)."""
+
+
+@dataclass
+class ActorArgs:
+    """Run one actor: step the task's env with the learner's newest weights and send transitions."""
+
+    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
+    """Dotted config overrides."""
+    task: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
+    """Task name (must match the learner's)."""
+    algo: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
+    """Learner's algorithm (the actor runs its policy)."""
+    config: Path | None = None
+    """The run's YAML config (the same file the learner uses)."""
+    connect: str | None = None
+    """The learner's address, e.g. tcp://gpu-box:5555 (default: transport.address)."""
+    actor_id: int = 0
+    """This actor's id, unique among the learner's actors."""
+    max_env_steps: int | None = None
+    """Stop after this many env transitions (default: run until Ctrl-C)."""
 
 
 @dataclass
@@ -116,6 +162,44 @@ def run_eval(args: EvalArgs) -> int:
     return 0
 
 
+def _zmq_config(task: str | None, algo: str | None, config: Path | None, overrides: tuple[str, ...],
+                address: str | None) -> TrainConfig:
+    extra = ["transport.type=zmq"] + ([f"transport.address={address}"] if address else [])
+    return resolve_train_config(task, algo, config, [*extra, *overrides])
+
+
+def run_learner(args: LearnerArgs) -> int:
+    """The `learner` verb."""
+    from robot_rl.loop.runner import InProcessRunner, load_run_config
+
+    overrides = [*args.overrides, *([f"run.name={args.name}"] if args.name else [])]
+    if args.resume is not None:
+        from robot_rl.config import parse_override
+
+        extra = ["transport.type=zmq", *([f"transport.address={args.bind}"] if args.bind else []), *overrides]
+        cfg = load_run_config(args.resume, dict(parse_override(o) for o in extra))
+        runner = InProcessRunner(cfg, run_dir=args.resume, resume=True, remote_actors=True)
+    else:
+        cfg = _zmq_config(args.task, args.algo, args.config, tuple(overrides), args.bind)
+        runner = InProcessRunner(cfg, remote_actors=True)
+    assert runner.zmq_endpoint is not None
+    print(f"learner listening on {runner.zmq_endpoint.address} (run directory {runner.run_dir})", flush=True)
+    result = runner.train()
+    print(f"stopped ({result.stop_reason}) after {result.env_steps:,} env steps, {result.updates:,} updates")
+    return 0
+
+
+def run_actor_verb(args: ActorArgs) -> int:
+    """The `actor` verb."""
+    from robot_rl.loop.remote_actor import run_actor
+
+    cfg = _zmq_config(args.task, args.algo, args.config, args.overrides, args.connect)
+    report = run_actor(cfg, args.actor_id, args.max_env_steps)
+    print(f"actor {args.actor_id}: {report.env_steps:,} env steps, {report.chunks_acked}/{report.chunks_sent} "
+          f"chunks acknowledged, {report.unacked} unacknowledged, weights v{report.policy_version}", flush=True)
+    return 0
+
+
 def run_config(args: ConfigArgs) -> int:
     """The `config` verb."""
     cfg = resolve_train_config(args.task, args.algo, args.config, list(args.overrides))
@@ -137,6 +221,8 @@ def run_config(args: ConfigArgs) -> int:
 Verb = (
     Annotated[TrainArgs, tyro.conf.subcommand("train")]
     | Annotated[EvalArgs, tyro.conf.subcommand("eval")]
+    | Annotated[LearnerArgs, tyro.conf.subcommand("learner")]
+    | Annotated[ActorArgs, tyro.conf.subcommand("actor")]
     | Annotated[ConfigArgs, tyro.conf.subcommand("config")]
 )
 
@@ -151,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_train(args)
         if isinstance(args, EvalArgs):
             return run_eval(args)
+        if isinstance(args, LearnerArgs):
+            return run_learner(args)
+        if isinstance(args, ActorArgs):
+            return run_actor_verb(args)
         return run_config(args)
     except (ConfigError, UnknownNameError, SpecMismatchError, FileNotFoundError) as e:
         print(f"robot-rl: error: {e}", file=sys.stderr)

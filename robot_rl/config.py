@@ -101,6 +101,24 @@ class InprocTransportConfig(TransportConfig):
     """Bound on transition batches waiting for the learner; a full queue paces the actors."""
 
 
+@TRANSPORTS.register("zmq")
+@dataclass
+class ZmqTransportConfig(TransportConfig):
+    """Learner and actors in separate processes or machines (`robot-rl learner` / `robot-rl actor`)."""
+
+    address: str = "tcp://127.0.0.1:5555"
+    """Where the learner binds and actors connect (`--bind` / `--connect` override it). Binding to
+    127.0.0.1 keeps the learner off the network unless you say otherwise."""
+    heartbeat_s: float = 0.5
+    """Heartbeat interval both ways; a peer silent for 3 intervals is reported dead."""
+    resend_after_s: float = 2.0
+    """An unacknowledged chunk is resent after this long (and at once after a reconnect)."""
+    outbox_size: int = 256
+    """Chunks an actor keeps until acknowledged; when full, sends wait (the sampler is paced)."""
+    inbox_size: int = 64
+    """Validated chunks the learner holds before its loop takes them (unacknowledged beyond)."""
+
+
 @dataclass
 class LoopConfig:
     """How the actor–learner loop runs and when it stops."""
@@ -123,6 +141,8 @@ class LoopConfig:
     """Off-policy: publish actor weights after every this many gradient updates."""
     actor_threads: int = 1
     """Off-policy: actor threads stepping their own env copy concurrently with the learner."""
+    remote_actors: int = 1
+    """`robot-rl learner` with an on-policy algorithm: actor processes whose envs fill one rollout."""
     max_wait_s: float = 60.0
     """Deadline on any wait for data or weights; exceeding it is an error, never a silent hang."""
 

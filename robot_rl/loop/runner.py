@@ -25,6 +25,7 @@ from robot_rl.config import (
     ConfigError,
     InprocTransportConfig,
     TrainConfig,
+    ZmqTransportConfig,
     apply_overrides,
     ensure_registered,
     from_dict,
@@ -39,6 +40,7 @@ from robot_rl.loop.progress import TrainProgress
 from robot_rl.policies.base import Algorithm
 from robot_rl.runlog import RunLog
 from robot_rl.transport.inproc import InprocTransport
+from robot_rl.transport.zmq_transport import ZmqLearnerEndpoint, ZmqSettings
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +105,11 @@ def _attach_file_log(run_dir: Path) -> logging.Handler:
 class InProcessRunner:
     """Owns one run: envs, algorithm, actors, learner, logs and checkpoints."""
 
-    def __init__(self, cfg: TrainConfig, run_dir: Path | None = None, resume: bool = False) -> None:
-        if not isinstance(cfg.transport, InprocTransportConfig):
-            raise ConfigError("robot-rl train runs in one process (transport.type=inproc); for other "
-                              "transports start `robot-rl learner` and `robot-rl actor`")
+    def __init__(self, cfg: TrainConfig, run_dir: Path | None = None, resume: bool = False,
+                 remote_actors: bool = False) -> None:
+        if remote_actors != isinstance(cfg.transport, ZmqTransportConfig):
+            raise ConfigError("robot-rl train runs in one process (transport.type=inproc); with "
+                              "transport.type=zmq start `robot-rl learner` and `robot-rl actor`")
         self.cfg = cfg
         self.device = resolve_device(cfg.run.device)
         if cfg.run.torch_threads > 0:
@@ -128,16 +131,31 @@ class InProcessRunner:
 
         seed = cfg.run.seed
         n_actors = max(cfg.loop.actor_threads, 1)
-        self.envs: list[VecEnv] = [cfg.task.make(self.device, seed + 1000 * i) for i in range(n_actors)]
+        if remote_actors:  # one small env, only for the spec; actors run theirs elsewhere
+            self.envs: list[VecEnv] = [cfg.task.make(self.device, seed, num_envs=1)]
+        else:
+            self.envs = [cfg.task.make(self.device, seed + 1000 * i) for i in range(n_actors)]
         self.spec = self.envs[0].spec
         (self.run_dir / "spec.yaml").write_text(__import__("yaml").safe_dump(self.spec.to_dict()))
         eval_envs = min(cfg.loop.eval_episodes, 256)
         self.eval_env = cfg.task.make(self.device, seed + 999_983, num_envs=eval_envs)
         self.algo: Algorithm = cfg.algo.build(self.spec, self.device, seed)
-        self.transport = InprocTransport(cfg.transport.max_queued_batches)
-        num_envs_total = sum(e.num_envs for e in self.envs)
-        self.learner = Learner(self.algo, self.spec, self.transport.learner_endpoint(), self.device,
-                               num_envs_total)
+        num_envs_total = (cfg.loop.remote_actors * cfg.task.num_envs if remote_actors
+                          else sum(e.num_envs for e in self.envs))
+        self.remote = remote_actors
+        self.zmq_endpoint: ZmqLearnerEndpoint | None = None
+        if isinstance(cfg.transport, ZmqTransportConfig):
+            t = cfg.transport
+            self.zmq_endpoint = ZmqLearnerEndpoint(t.address, self.spec, ZmqSettings(
+                heartbeat_s=t.heartbeat_s, resend_after_s=t.resend_after_s, outbox_size=t.outbox_size,
+                inbox_size=t.inbox_size))
+            endpoint: Any = self.zmq_endpoint
+            self.transport = InprocTransport()  # unused by remote actors; keeps the attribute typed
+        else:
+            assert isinstance(cfg.transport, InprocTransportConfig)
+            self.transport = InprocTransport(cfg.transport.max_queued_batches)
+            endpoint = self.transport.learner_endpoint()
+        self.learner = Learner(self.algo, self.spec, endpoint, self.device, num_envs_total)
         self.wall_offset = 0.0
         self.discarded_rollouts = 0
         self.last_eval: EvalResult | None = None
@@ -147,8 +165,9 @@ class InProcessRunner:
             self._restore()
         self.learner.publish()
         self._stop = threading.Event()
-        self.actors = [Actor(env, self.algo.make_policy(), self.transport.actor_endpoint(i), seed=seed + i,
-                             send_timeout_s=cfg.loop.max_wait_s, stop=self._stop) for i, env in enumerate(self.envs)]
+        self.actors = [] if remote_actors else [
+            Actor(env, self.algo.make_policy(), self.transport.actor_endpoint(i), seed=seed + i,
+                  send_timeout_s=cfg.loop.max_wait_s, stop=self._stop) for i, env in enumerate(self.envs)]
         for a in self.actors:
             a.sync_weights()
         self.eval_policy = self.algo.make_policy()
@@ -283,6 +302,8 @@ class InProcessRunner:
         logging.getLogger("robot_rl").removeHandler(self._log_handler)
         for env in [*self.envs, self.eval_env]:
             env.close()
+        if self.zmq_endpoint is not None:
+            self.zmq_endpoint.close()
         return result
 
     def _actor_thread(self, actor: Actor) -> None:
@@ -310,6 +331,16 @@ class InProcessRunner:
     def _on_policy_iteration(self) -> None:
         learner = self.learner
         rollout = int(getattr(self.algo, "rollout_length", 1))
+        if self.remote:
+            # Remote actors collect; the rollout is complete when every column is full.
+            deadline = time.monotonic() + self.cfg.loop.max_wait_s
+            while not learner.update_on_policy():
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no complete rollout within {self.cfg.loop.max_wait_s:.0f}s; "
+                                       "are the actors running and connected?")
+                learner.pump(timeout_s=0.05)
+            learner.publish()
+            return
         for _ in range(rollout):
             for a in self.actors:
                 a.step()

@@ -11,7 +11,7 @@ Protocol (every message is :mod:`robot_rl.transport.codec` frames, never pickle)
   has a new session id, which tells actors to resend everything not yet acknowledged.
 - ``transitions`` (actor → learner, seq per actor session): validated against the spec, dropped
   if already received (dedup by ``(actor session, seq)``), and acknowledged with ``ack`` once the
-  learner's loop has taken it (:meth:`ZmqLearnerEndpoint.recv`).
+  learner holds it (a full inbox leaves it unacknowledged, and the actor resends later).
 - ``weights`` (learner → every actor): versioned; only the newest version is ever sent.
 - ``heartbeat`` both ways; a peer silent for 3 intervals is reported dead in the log, and an actor
   then says ``hello`` again (ZeroMQ reconnects the TCP connection by itself).
@@ -103,12 +103,11 @@ class ZmqLearnerEndpoint:
     # ---- LearnerEndpoint --------------------------------------------------------------------
 
     def recv(self, timeout_s: float) -> TransitionBatch | None:
-        """The next validated, de-duplicated batch; it is acknowledged to its actor now."""
+        """The next validated, de-duplicated batch."""
         try:
-            peer, batch = self._inbox.get(timeout=timeout_s) if timeout_s > 0 else self._inbox.get_nowait()
+            _peer, batch = self._inbox.get(timeout=timeout_s) if timeout_s > 0 else self._inbox.get_nowait()
         except queue.Empty:
             return None
-        self._acks.put((peer, batch.seq))
         self.stats.batches_received += 1
         self.stats.transitions_received += len(batch)
         return batch
@@ -221,6 +220,9 @@ class ZmqLearnerEndpoint:
         except queue.Full:
             return  # not acknowledged: the actor resends it later (back-pressure without loss)
         seen.add(batch.seq)
+        # Acknowledged once it is in the learner's hands (its inbox). Durable acknowledgement, after
+        # the replay segment is on disk, comes with crash-safe replay persistence.
+        self._acks.put((peer, batch.seq))
 
     def _hello(self, peer: bytes, meta: dict[str, Any]) -> None:
         actor_id, session, spec_d = meta.get("actor_id"), meta.get("session"), meta.get("spec")

@@ -1,0 +1,74 @@
+"""`robot-rl actor`: one actor process feeding a remote learner over ZeroMQ."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from robot_rl.config import ConfigError, TrainConfig, ZmqTransportConfig
+from robot_rl.loop.actor import Actor
+from robot_rl.loop.runner import resolve_device, seed_everything
+from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ActorReport:
+    """What an actor process did before it stopped."""
+
+    env_steps: int
+    chunks_sent: int
+    chunks_acked: int
+    unacked: int
+    policy_version: int
+    nonfinite_rows: int
+
+
+def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None) -> ActorReport:
+    """Step the task's env with the newest weights and ship transitions, until Ctrl-C or ``max_env_steps``.
+
+    On-policy algorithms wait for the next weight version after every ``rollout_length`` steps; the
+    wait has the deadline ``loop.max_wait_s``.
+    """
+    if not isinstance(cfg.transport, ZmqTransportConfig):
+        raise ConfigError("robot-rl actor needs transport.type=zmq (and the learner's address)")
+    t = cfg.transport
+    device = resolve_device(cfg.run.device)
+    seed = cfg.run.seed + 7919 * (actor_id + 1)
+    seed_everything(seed)
+    env = cfg.task.make(device, seed)
+    algo = cfg.algo.build(env.spec, device, cfg.run.seed)
+    endpoint = ZmqActorEndpoint(t.address, actor_id, env.spec, ZmqSettings(
+        heartbeat_s=t.heartbeat_s, resend_after_s=t.resend_after_s, outbox_size=t.outbox_size,
+        inbox_size=t.inbox_size))
+    actor = Actor(env, algo.make_policy(), endpoint, seed=seed, send_timeout_s=cfg.loop.max_wait_s)
+    rollout = int(getattr(algo, "rollout_length", 0)) if algo.on_policy else 0
+    try:
+        actor.wait_for_weights(-1, cfg.loop.max_wait_s)
+        log.info("actor %d: connected, acting with weights v%d", actor_id, actor.policy_version)
+        steps_in_rollout = 0
+        while max_env_steps is None or actor.env_steps < max_env_steps:
+            if endpoint.handshake_error:
+                raise ConfigError(f"the learner refused this actor: {endpoint.handshake_error}")
+            if rollout and steps_in_rollout == rollout:
+                actor.wait_for_weights(actor.policy_version, cfg.loop.max_wait_s)
+                steps_in_rollout = 0
+            else:
+                actor.sync_weights()
+            actor.step()
+            steps_in_rollout += 1
+        # A graceful stop drains the outbox: nothing produced is dropped while the learner is alive.
+        deadline = time.monotonic() + cfg.loop.max_wait_s
+        while endpoint.unacked() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        log.warning("actor %d interrupted", actor_id)
+    finally:
+        endpoint.close()
+        env.close()
+    return ActorReport(actor.env_steps, endpoint.stats.batches_sent, endpoint.acked, endpoint.unacked(),
+                       actor.policy_version, actor.nonfinite_rows)
+
+
