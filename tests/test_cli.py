@@ -63,7 +63,7 @@ def test_bad_input_fails_clearly(capsys):
     assert "not a run directory" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("verb", ["train", "eval", "config"])
+@pytest.mark.parametrize("verb", ["train", "eval", "config", "learner", "actor"])
 def test_help_explains_every_option(verb, capsys):
     with pytest.raises(SystemExit) as e:
         main([verb, "--help"])
@@ -71,7 +71,9 @@ def test_help_explains_every_option(verb, capsys):
     out = capsys.readouterr().out
     expected = {"train": ["--task", "--algo", "--config", "--resume", "SECTION.KEY=VALUE"],
                 "eval": ["--episodes", "--video", "RUN_DIR"],
-                "config": ["--yaml", "--task"]}[verb]
+                "config": ["--yaml", "--task"],
+                "learner": ["--bind", "--config", "--resume"],
+                "actor": ["--connect", "--actor-id", "--max-env-steps"]}[verb]
     for opt in expected:
         assert opt in out, (opt, out)
 
