@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -84,15 +83,6 @@ class PointTarget(VecEnv):
 
 
 SPEC = PointTarget(1).spec
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    # These tensors are tiny: extra intra-op threads only spin, which on a loaded CI box costs 10×.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def small_cfg(**kw: object) -> PPOConfig:

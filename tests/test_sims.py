@@ -23,15 +23,6 @@ T = TypeVar("T", bound=TorchTask)
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # These tensors are small: intra-op threads only add overhead (and spin on a busy machine).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def make(name: str, n: int = 4, seed: int = 0, device: str = "cpu", **fields: Any) -> TorchTask:
     env = TASKS.get(name)(**fields).make(device, seed, num_envs=n)
     assert isinstance(env, TorchTask)
