@@ -13,7 +13,7 @@ import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import tyro
 
@@ -111,6 +111,25 @@ class ActorArgs:
 
 
 @dataclass
+class KeysArgs:
+    """Make a CURVE keypair for the ZeroMQ transport.
+
+    Writes `<dir>/<name>.key` (public, share it) and `<dir>/<name>.key_secret` (keep it; mode 0600).
+
+    The learner uses its secret key (transport.server_secret_key) and a directory of the actors'
+    public keys (transport.allowed_clients_dir); each actor uses the learner's public key
+    (transport.server_public_key) and its own secret key (transport.client_secret_key).
+    """
+
+    action: tyro.conf.Positional[Literal["generate"]]
+    """What to do (only `generate`)."""
+    dir: Path = Path("keys")
+    """Directory to write the key files into."""
+    name: str = "learner"
+    """Base name of the files (e.g. learner, robot1)."""
+
+
+@dataclass
 class ConfigArgs:
     """Print the resolved config of a task/algorithm pair: every key, its value and its meaning."""
 
@@ -200,6 +219,15 @@ def run_actor_verb(args: ActorArgs) -> int:
     return 0
 
 
+def run_keys(args: KeysArgs) -> int:
+    """The `keys` verb."""
+    from robot_rl.transport.zmq_transport import generate_keys
+
+    public, secret = generate_keys(str(args.dir), args.name)
+    print(f"public key: {public}\nsecret key: {secret}")
+    return 0
+
+
 def run_config(args: ConfigArgs) -> int:
     """The `config` verb."""
     cfg = resolve_train_config(args.task, args.algo, args.config, list(args.overrides))
@@ -223,6 +251,7 @@ Verb = (
     | Annotated[EvalArgs, tyro.conf.subcommand("eval")]
     | Annotated[LearnerArgs, tyro.conf.subcommand("learner")]
     | Annotated[ActorArgs, tyro.conf.subcommand("actor")]
+    | Annotated[KeysArgs, tyro.conf.subcommand("keys")]
     | Annotated[ConfigArgs, tyro.conf.subcommand("config")]
 )
 
@@ -241,8 +270,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_learner(args)
         if isinstance(args, ActorArgs):
             return run_actor_verb(args)
+        if isinstance(args, KeysArgs):
+            return run_keys(args)
         return run_config(args)
-    except (ConfigError, UnknownNameError, SpecMismatchError, FileNotFoundError) as e:
+    except (ConfigError, UnknownNameError, SpecMismatchError, FileNotFoundError, ValueError) as e:
         print(f"robot-rl: error: {e}", file=sys.stderr)
         return 2
 

@@ -117,6 +117,14 @@ class ZmqTransportConfig(TransportConfig):
     """Chunks an actor keeps until acknowledged; when full, sends wait (the sampler is paced)."""
     inbox_size: int = 64
     """Validated chunks the learner holds before its loop takes them (unacknowledged beyond)."""
+    server_secret_key: str | None = None
+    """Learner: its CURVE `.key_secret` file; turns on encryption and authentication."""
+    allowed_clients_dir: str | None = None
+    """Learner: directory of actors' public `.key` files it accepts (everyone else is refused)."""
+    server_public_key: str | None = None
+    """Actor: the learner's public `.key` file (CURVE on)."""
+    client_secret_key: str | None = None
+    """Actor: its own `.key_secret` file (its `.key` must be in the learner's allow-list)."""
 
 
 @dataclass

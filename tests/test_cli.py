@@ -63,7 +63,7 @@ def test_bad_input_fails_clearly(capsys):
     assert "not a run directory" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("verb", ["train", "eval", "config", "learner", "actor"])
+@pytest.mark.parametrize("verb", ["train", "eval", "config", "learner", "actor", "keys"])
 def test_help_explains_every_option(verb, capsys):
     with pytest.raises(SystemExit) as e:
         main([verb, "--help"])
@@ -73,7 +73,8 @@ def test_help_explains_every_option(verb, capsys):
                 "eval": ["--episodes", "--video", "RUN_DIR"],
                 "config": ["--yaml", "--task"],
                 "learner": ["--bind", "--config", "--resume"],
-                "actor": ["--connect", "--actor-id", "--max-env-steps"]}[verb]
+                "actor": ["--connect", "--actor-id", "--max-env-steps"],
+                "keys": ["--dir", "--name", "generate"]}[verb]
     for opt in expected:
         assert opt in out, (opt, out)
 
@@ -113,3 +114,9 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path: Path):
     assert main(["train", "--resume", str(run), f"loop.total_env_steps={steps + 200}", "run.progress=false"]) == 0
     again = json.loads((run / "summary.json").read_text())
     assert again["env_steps"] >= steps + 200 and again["stop_reason"] == "budget"
+
+
+def test_keys_generate(tmp_path: Path, capsys):
+    assert main(["keys", "generate", "--dir", str(tmp_path), "--name", "robot1"]) == 0
+    assert (tmp_path / "robot1.key").is_file()
+    assert (tmp_path / "robot1.key_secret").stat().st_mode & 0o077 == 0

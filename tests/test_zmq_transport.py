@@ -159,3 +159,42 @@ def test_garbage_and_pickle_on_the_socket_are_rejected_and_learner_keeps_running
     finally:
         raw.close(0)
         learner.close()
+
+
+@pytest.mark.timeout(60)
+def test_curve_accepts_allow_listed_keys_only(tmp_path):
+    import shutil
+
+    from robot_rl.transport.zmq_transport import generate_keys
+
+    keys = tmp_path / "keys"
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    server_pub, server_sec = generate_keys(str(keys), "learner")
+    alice_pub, alice_sec = generate_keys(str(keys), "alice")
+    _, mallory_sec = generate_keys(str(keys), "mallory")
+    shutil.copy(alice_pub, allowed)
+    addr = f"tcp://127.0.0.1:{_free_port()}"
+    learner_settings = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3, server_secret_key=server_sec,
+                                   allowed_clients_dir=str(allowed))
+    learner = ZmqLearnerEndpoint(addr, SPEC, learner_settings)
+    alice = ZmqActorEndpoint(addr, 1, SPEC, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3,
+                                                        server_public_key=server_pub, client_secret_key=alice_sec))
+    mallory = ZmqActorEndpoint(addr, 2, SPEC, ZmqSettings(heartbeat_s=0.1, server_public_key=server_pub,
+                                                          client_secret_key=mallory_sec))
+    plaintext = ZmqActorEndpoint(addr, 3, SPEC, FAST)
+    try:
+        assert alice.connected.wait(10)
+        alice.send(_batch(4.0), 1.0)
+        got = _drain(learner, 1)
+        assert len(got) == 1 and got[0].actor_id == 1
+        time.sleep(1.0)
+        assert not mallory.connected.is_set() and not plaintext.connected.is_set()
+        assert set(learner.peers()) == {1}
+    finally:
+        for a in (alice, mallory, plaintext):
+            a.close()
+        learner.close()
+    with pytest.raises(ValueError, match="keys generate"):
+        ZmqActorEndpoint(addr, 4, SPEC, ZmqSettings(server_public_key=str(tmp_path / "nope.key"),
+                                                    client_secret_key=alice_sec))

@@ -42,7 +42,9 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None)
     algo = cfg.algo.build(env.spec, device, cfg.run.seed)
     endpoint = ZmqActorEndpoint(t.address, actor_id, env.spec, ZmqSettings(
         heartbeat_s=t.heartbeat_s, resend_after_s=t.resend_after_s, outbox_size=t.outbox_size,
-        inbox_size=t.inbox_size))
+        inbox_size=t.inbox_size, server_secret_key=t.server_secret_key,
+                allowed_clients_dir=t.allowed_clients_dir, server_public_key=t.server_public_key,
+                client_secret_key=t.client_secret_key))
     actor = Actor(env, algo.make_policy(), endpoint, seed=seed, send_timeout_s=cfg.loop.max_wait_s)
     rollout = int(getattr(algo, "rollout_length", 0)) if algo.on_policy else 0
     try:

@@ -148,7 +148,9 @@ class InProcessRunner:
             t = cfg.transport
             self.zmq_endpoint = ZmqLearnerEndpoint(t.address, self.spec, ZmqSettings(
                 heartbeat_s=t.heartbeat_s, resend_after_s=t.resend_after_s, outbox_size=t.outbox_size,
-                inbox_size=t.inbox_size))
+                inbox_size=t.inbox_size, server_secret_key=t.server_secret_key,
+                allowed_clients_dir=t.allowed_clients_dir, server_public_key=t.server_public_key,
+                client_secret_key=t.client_secret_key))
             endpoint: Any = self.zmq_endpoint
             self.transport = InprocTransport()  # unused by remote actors; keeps the attribute typed
         else:

@@ -47,13 +47,43 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ZmqSettings:
-    """Timing and bounds shared by both ends."""
+    """Timing, bounds and (optional) CURVE keys shared by both ends.
+
+    CURVE: the learner needs ``server_secret_key`` (its certificate) and ``allowed_clients_dir`` (the
+    public certificates of actors it accepts); an actor needs ``server_public_key`` and its own
+    ``client_secret_key``. Certificates come from ``robot-rl keys generate``.
+    """
 
     heartbeat_s: float = 0.5
     resend_after_s: float = 2.0
     outbox_size: int = 256
     inbox_size: int = 64
     limits: WireLimits = field(default_factory=WireLimits)
+    server_secret_key: str | None = None
+    allowed_clients_dir: str | None = None
+    server_public_key: str | None = None
+    client_secret_key: str | None = None
+
+
+def generate_keys(directory: str, name: str) -> tuple[str, str]:
+    """Write a CURVE keypair ``<name>.key`` (public) and ``<name>.key_secret``; return both paths."""
+    import os
+
+    import zmq.auth
+
+    os.makedirs(directory, exist_ok=True)
+    public, secret = zmq.auth.create_certificates(directory, name)
+    os.chmod(secret, 0o600)
+    return str(public), str(secret)
+
+
+def _load_cert(path: str, what: str) -> tuple[bytes, bytes | None]:
+    import zmq.auth
+
+    try:
+        return zmq.auth.load_certificate(path)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot read the {what} at {path}: {e}; make one with `robot-rl keys generate`") from None
 
 
 def _weights_arrays(weights: Weights) -> dict[str, np.ndarray]:
@@ -85,9 +115,28 @@ class ZmqLearnerEndpoint:
         self.settings = settings or ZmqSettings()
         self.stats = TransportStats()
         self.session = uuid.uuid4().hex[:12]
-        self._ctx: zmq.Context[Any] = zmq.Context.instance()
+        self._auth: Any = None
+        if self.settings.server_secret_key:
+            # A private context: the authenticator applies to every socket of its context.
+            from zmq.auth.thread import ThreadAuthenticator
+
+            if not self.settings.allowed_clients_dir:
+                raise ValueError("CURVE needs allowed_clients_dir: the public keys of the actors to accept")
+            self._ctx: zmq.Context[Any] = zmq.Context()
+            self._auth = ThreadAuthenticator(self._ctx, log=logging.getLogger("robot_rl.transport.auth"))
+            self._auth.start()
+            self._auth.configure_curve(domain="*", location=self.settings.allowed_clients_dir)
+        else:
+            self._ctx = zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.ROUTER)
         self._sock.setsockopt(zmq.LINGER, 0)
+        if self.settings.server_secret_key:
+            public, secret = _load_cert(self.settings.server_secret_key, "learner's secret key")
+            if secret is None:
+                raise ValueError(f"{self.settings.server_secret_key} holds no secret key (use the .key_secret file)")
+            self._sock.curve_publickey = public
+            self._sock.curve_secretkey = secret
+            self._sock.curve_server = True
         self._sock.bind(address)
         self.address = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self._inbox: queue.Queue[tuple[bytes, TransitionBatch]] = queue.Queue(self.settings.inbox_size)
@@ -130,6 +179,8 @@ class ZmqLearnerEndpoint:
         self._stop.set()
         self._thread.join(timeout=5)
         self._sock.close(0)
+        if self._auth is not None:
+            self._auth.stop()
 
     # ---- I/O thread -------------------------------------------------------------------------
 
@@ -251,6 +302,8 @@ class ZmqActorEndpoint:
         self.stats = TransportStats()
         self._ctx: zmq.Context[Any] = zmq.Context.instance()
         self._address = address
+        if self.settings.server_public_key:  # fail here, not later inside the I/O thread
+            self._connect().close(0)
         self._outgoing: queue.Queue[TransitionBatch] = queue.Queue(self.settings.outbox_size)
         self._outbox: OrderedDict[int, tuple[list[Any], float]] = OrderedDict()  # seq → (frames, sent at)
         self._outbox_lock = threading.Lock()
@@ -306,6 +359,17 @@ class ZmqActorEndpoint:
     def _connect(self) -> zmq.Socket[Any]:
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
+        s = self.settings
+        if s.server_public_key:
+            if not s.client_secret_key:
+                raise ValueError("CURVE needs client_secret_key: this actor's .key_secret file")
+            server_public, _ = _load_cert(s.server_public_key, "learner's public key")
+            public, secret = _load_cert(s.client_secret_key, "actor's secret key")
+            if secret is None:
+                raise ValueError(f"{s.client_secret_key} holds no secret key (use the .key_secret file)")
+            sock.curve_serverkey = server_public
+            sock.curve_publickey = public
+            sock.curve_secretkey = secret
         sock.connect(self._address)
         sock.send_multipart(encode("hello", self.session, 0, meta={
             "actor_id": self.actor_id, "session": self.session, "spec": self.spec.to_dict()}), copy=False)
