@@ -325,7 +325,7 @@ def from_dict(cls: type[C], data: dict[str, Any], where: str = "config") -> C:
     if reg is not None:
         if "type" in data:
             target = reg.get(str(data.pop("type")))
-        elif cls is getattr(reg, "_base", None) or not _is_registered(reg, cls):
+        elif not _is_registered(reg, cls):
             raise ConfigError(f"{where}: needs 'type'; valid {reg.kind} names: {', '.join(reg.names())}")
     hints = _field_types(target)
     names = {f.name for f in dataclasses.fields(target) if f.init}

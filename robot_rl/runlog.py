@@ -34,24 +34,14 @@ class RunLog:
 
     def eval_row(self, row: dict[str, Any]) -> None:
         """Append an evaluation row to ``eval.csv`` and TensorBoard."""
-        new = not self.eval_csv.exists()
-        with open(self.eval_csv, "a", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=EVAL_FIELDS, extrasaction="ignore")
-            if new:
-                w.writeheader()
-            w.writerow(row)
+        _append_csv(self.eval_csv, EVAL_FIELDS, row)
         self.scalars({k: row[k] for k in ("success_rate", "mean_return", "mean_length")}, int(row["env_steps"]),
                      prefix="eval/")
         self.tb.flush()
 
     def train_row(self, row: dict[str, Any]) -> None:
         """Append a row of training-episode statistics (return/success of recent episodes) to ``train.csv``."""
-        new = not self.train_csv.exists()
-        with open(self.train_csv, "a", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=TRAIN_FIELDS, extrasaction="ignore")
-            if new:
-                w.writeheader()
-            w.writerow(row)
+        _append_csv(self.train_csv, TRAIN_FIELDS, row)
 
     def read_eval(self) -> list[dict[str, float]]:
         """All evaluation rows so far."""
@@ -114,3 +104,12 @@ def _read_csv(path: Path) -> list[dict[str, float]]:
     with open(path) as f:
         return [{k: float(v) if v not in ("", None) else float("nan") for k, v in r.items()}
                 for r in csv.DictReader(f)]
+
+
+def _append_csv(path: Path, fields: list[str], row: dict[str, Any]) -> None:
+    new = not path.exists()
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        if new:
+            w.writeheader()
+        w.writerow(row)

@@ -1,5 +1,7 @@
 """The in-process actor↔learner loop on tiny budgets."""
 
+import json
+
 import torch
 
 import robot_rl.testing  # noqa: F401 - registers the "fake" task
@@ -118,7 +120,7 @@ def test_runner_off_policy_survives_env_nan(tmp_path):
     cfg = _runner_cfg(tmp_path, "sac", "loop.total_env_steps=400", "task.nan_at_step=20",
                       "algo.learning_starts=50", "algo.batch_size=16")
     result = train(cfg)
-    summary = __import__("json").loads((result.run_dir / "summary.json").read_text())
+    summary = json.loads((result.run_dir / "summary.json").read_text())
     assert summary["nonfinite_rows_dropped"] >= 1
     assert result.updates > 0 and result.env_steps >= 400
 
@@ -129,7 +131,7 @@ def test_runner_on_policy_discards_rollout_with_nan(tmp_path):
     cfg = _runner_cfg(tmp_path, "ppo", "loop.total_env_steps=320", "task.nan_at_step=3", "algo.rollout_length=8",
                       "task.num_envs=8")
     result = train(cfg)
-    summary = __import__("json").loads((result.run_dir / "summary.json").read_text())
+    summary = json.loads((result.run_dir / "summary.json").read_text())
     assert summary["discarded_rollouts"] >= 1
     assert summary["nonfinite_rows_dropped"] >= 1
     assert result.updates >= 2

@@ -90,13 +90,15 @@ class Actor:
             env_index=self._env_index, extras=extras,
         )
         good = batch.finite_rows() & ~self._quarantined
-        bad = int(n - good.sum())
+        # One host sync per step for both counts (each .item()/bool() would be its own on CUDA).
+        bad, n_done = torch.stack([(~good).sum(), done.sum()]).tolist()
         if bad:
             if self.nonfinite_rows == 0:
                 log.warning("env produced NaN/inf in %d sub-env(s); rows dropped and sub-envs quarantined "
                             "until their episode ends (reported as nonfinite_rows)", bad)
             self.nonfinite_rows += bad
-        self._record_episodes(result.info, done, good)
+        if n_done:
+            self._record_episodes(result.info, done, good)
         # Sub-envs with a non-finite fresh observation stay quarantined until they finish an episode.
         self._quarantined = (self._quarantined & ~done) | ~finite_obs_rows(result.obs, n) | (
             ~torch.isfinite(result.reward) & ~done)
@@ -125,8 +127,6 @@ class Actor:
         return mask.reshape(-1, *([1] * (like.dim() - 1)))
 
     def _record_episodes(self, info: dict[str, torch.Tensor], done: torch.Tensor, good: torch.Tensor) -> None:
-        if not bool(done.any()):
-            return
         idx = (done & good).nonzero().flatten()
         if idx.numel() == 0:
             return

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import yaml
 
 from robot_rl.checkpoint import load_latest, save_checkpoint
 from robot_rl.config import (
@@ -136,7 +137,7 @@ class InProcessRunner:
         else:
             self.envs = [cfg.task.make(self.device, seed + 1000 * i) for i in range(n_actors)]
         self.spec = self.envs[0].spec
-        (self.run_dir / "spec.yaml").write_text(__import__("yaml").safe_dump(self.spec.to_dict()))
+        (self.run_dir / "spec.yaml").write_text(yaml.safe_dump(self.spec.to_dict()))
         eval_envs = min(cfg.loop.eval_episodes, 256)
         self.eval_env = cfg.task.make(self.device, seed + 999_983, num_envs=eval_envs)
         self.algo: Algorithm = cfg.algo.build(self.spec, self.device, seed)
@@ -152,7 +153,7 @@ class InProcessRunner:
                 allowed_clients_dir=t.allowed_clients_dir, server_public_key=t.server_public_key,
                 client_secret_key=t.client_secret_key))
             endpoint: Any = self.zmq_endpoint
-            self.transport = InprocTransport()  # unused by remote actors; keeps the attribute typed
+            self.transport: InprocTransport | None = None
         else:
             assert isinstance(cfg.transport, InprocTransportConfig)
             self.transport = InprocTransport(cfg.transport.max_queued_batches)
@@ -167,8 +168,9 @@ class InProcessRunner:
             self._restore()
         self.learner.publish()
         self._stop = threading.Event()
-        self.actors = [] if remote_actors else [
-            Actor(env, self.algo.make_policy(), self.transport.actor_endpoint(i), seed=seed + i,
+        transport = self.transport
+        self.actors = [] if transport is None else [
+            Actor(env, self.algo.make_policy(), transport.actor_endpoint(i), seed=seed + i,
                   send_timeout_s=cfg.loop.max_wait_s, stop=self._stop) for i, env in enumerate(self.envs)]
         for a in self.actors:
             a.sync_weights()
