@@ -57,7 +57,7 @@ class SB3Runner:
         self.model = SAC("MlpPolicy", gym.make(args.env_id), learning_rate=3e-4, buffer_size=args.steps,
                          learning_starts=args.learning_starts, batch_size=args.batch_size, tau=0.005, gamma=0.99,
                          train_freq=1, gradient_steps=1, ent_coef="auto", policy_kwargs={"net_arch": [256, 256]},
-                         seed=args.seed, device="cpu", verbose=0)
+                         seed=args.seed, device=args.device, verbose=0)
         self.first = True
 
     def train(self, steps: int) -> None:
@@ -75,12 +75,13 @@ class OursRunner:
     def __init__(self, args: argparse.Namespace, variant: str) -> None:
         torch.manual_seed(args.seed)
         self.args = args
-        self.env = GymnasiumTaskConfig(env_id=args.env_id, num_envs=1).make("cpu", args.seed)
+        self.env = GymnasiumTaskConfig(env_id=args.env_id, num_envs=1).make(args.device, args.seed)
         cfg = SACConfig(actor_hidden=(256, 256), critic_hidden=(256, 256), actor_lr=3e-4, critic_lr=3e-4,
                         temperature_lr=3e-4, gamma=0.99, tau=0.005, batch_size=args.batch_size, utd_ratio=1.0,
                         learning_starts=args.learning_starts, buffer_size=args.steps, init_temperature=1.0,
-                        amp_bf16=variant == "bf16", compile=variant == "compile")
-        self.algo = cfg.build(self.env.spec, "cpu", args.seed)
+                        amp_bf16=variant == "bf16", compile=variant.startswith("compile"),
+                        compile_mode="reduce-overhead" if variant == "compile-graphs" else "default")
+        self.algo = cfg.build(self.env.spec, args.device, args.seed)
         self.storage = self.algo.make_storage(1)
         self.policy = self.algo.actor  # the learner's own actor: acting in-process needs no weight copies
         self.obs = self.env.reset(seed=args.seed)
@@ -89,12 +90,14 @@ class OursRunner:
     def train(self, steps: int) -> None:
         args, env = self.args, self.env
         low, high = float(env.spec.action.low or -1.0), float(env.spec.action.high or 1.0)
-        no = torch.zeros(1, dtype=torch.bool)
-        version, env_index = torch.zeros(1, dtype=torch.int64), torch.zeros(1, dtype=torch.int64)
+        dev = self.env.device
+        no = torch.zeros(1, dtype=torch.bool, device=dev)
+        version = torch.zeros(1, dtype=torch.int64, device=dev)
+        env_index = torch.zeros(1, dtype=torch.int64, device=dev)
         obs = self.obs
         for step in range(self.step, self.step + steps):
             if step < args.learning_starts:
-                action = torch.rand(1, *env.spec.action.shape) * (high - low) + low
+                action = torch.rand(1, *env.spec.action.shape, device=dev) * (high - low) + low
             else:
                 action, _ = self.policy.act(obs)
             res = env.step(action)
@@ -108,8 +111,9 @@ class OursRunner:
 
     def evaluate(self) -> float:
         def act(o: np.ndarray) -> np.ndarray:
-            a, _ = self.policy.act({"state": torch.as_tensor(o, dtype=torch.float32)[None]}, deterministic=True)
-            return a[0].numpy()
+            obs = {"state": torch.as_tensor(o, dtype=torch.float32, device=self.env.device)[None]}
+            a, _ = self.policy.act(obs, deterministic=True)
+            return a[0].cpu().numpy()
 
         return evaluate(self.args.env_id, act, self.args.eval_episodes, 10_000)
 
@@ -124,13 +128,15 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1,
                    help="torch.set_num_threads for both (1 is robust on a shared machine)")
-    p.add_argument("--variants", default="fp32,bf16", help="comma-separated: fp32, bf16, compile")
+    p.add_argument("--variants", default="fp32,bf16", help="comma-separated: fp32, bf16, compile, compile-graphs")
     p.add_argument("--skip-sb3", action="store_true")
+    p.add_argument("--device", default="cpu", help="torch device for both learners (cpu, cuda)")
     p.add_argument("--chunk", type=int, default=1_000, help="env steps per learner before switching to the next")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     print(f"{args.env_id}, {args.steps} steps, learning_starts {args.learning_starts}, batch {args.batch_size}, "
-          f"UTD 1, (256, 256), torch {torch.__version__}, {args.threads} threads, {platform.processor() or 'cpu'}")
+          f"UTD 1, (256, 256), torch {torch.__version__}, {args.threads} threads, device {args.device}, "
+          f"{torch.cuda.get_device_name() if args.device.startswith('cuda') else platform.processor() or 'cpu'}")
 
     names = ([] if args.skip_sb3 else ["sb3"]) + [f"robot_rl {v}" for v in args.variants.split(",")]
     runners: dict[str, SB3Runner | OursRunner] = {

@@ -8,12 +8,16 @@ Layout under ``<run>/checkpoints/``::
 
 The previous good checkpoint is never removed before the new one is committed; older ones beyond
 ``keep`` are pruned afterwards. Loading verifies the checksum and falls back to the previous
-checkpoint (saying so) if the newest is damaged.
+checkpoint (saying so) if the newest is damaged. A write that runs out of space removes its temp
+directory and raises :class:`~robot_rl.replay.durable.DiskFullError`; the committed ones are
+untouched. Replay buffers are not in ``state.pt``: they live in their own segment files
+(:mod:`robot_rl.replay.segments`) and the checkpoint records their watermark.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
@@ -22,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from robot_rl.replay.durable import DiskFullError, crash_point, is_disk_full
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +44,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_file(path: Path, data: bytes) -> None:
+def _write_file(path: Path, data: bytes | memoryview) -> None:
     with open(path, "wb") as f:
         f.write(data)
         f.flush()
@@ -52,36 +58,86 @@ def _atomic_write_text(path: Path, text: str) -> None:
     _fsync_dir(path.parent)
 
 
+def state_digest(state: Any) -> str:
+    """SHA-256 over a nested state (tensors by dtype, shape and bytes; plain values by repr), key order fixed.
+
+    Two states with the same digest hold the same weights, optimiser moments and counters, so a
+    resume can prove it restored exactly what was saved.
+    """
+    h = hashlib.sha256()
+
+    def walk(x: Any) -> None:
+        if isinstance(x, torch.Tensor):
+            t = x.detach().cpu().contiguous()
+            h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        elif isinstance(x, dict):
+            h.update(b"{")
+            for k in sorted(x, key=str):
+                h.update(repr(k).encode())
+                walk(x[k])
+            h.update(b"}")
+        elif isinstance(x, (list, tuple)):
+            h.update(b"[")
+            for v in x:
+                walk(v)
+            h.update(b"]")
+        else:
+            h.update(repr(x).encode())
+
+    walk(state)
+    return h.hexdigest()
+
+
 def save_checkpoint(run_dir: Path, step: int, state: dict[str, Any], meta: dict[str, Any],
                     keep: int = 3) -> Path:
-    """Commit ``state`` (tensors and plain data) as the checkpoint for ``step``; return its directory."""
+    """Commit ``state`` (tensors and plain data) as the checkpoint for ``step``; return its directory.
+
+    Raises :class:`DiskFullError` (after removing the partial copy) when the disk is full.
+    """
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     name = f"step_{step:012d}"
     final = root / name
     tmp = root / f".tmp-{name}-{os.getpid()}"
+    try:
+        _write_dir(tmp, state, meta, step)
+        crash_point("checkpoint.before_rename")
+        if final.exists():
+            # Same step saved twice (e.g. an interrupt right after a periodic save): swap, then drop the old.
+            old = root / f".old-{name}-{os.getpid()}"
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+        _fsync_dir(root)
+        crash_point("checkpoint.before_latest")
+        _atomic_write_text(root / "latest", name + "\n")
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if is_disk_full(e):
+            raise DiskFullError(e.errno, f"no space to write checkpoint {final}; the previous checkpoints in "
+                                         f"{root} are intact") from e
+        raise
+    _prune(root, keep, protect=name)
+    return final
+
+
+def _write_dir(tmp: Path, state: dict[str, Any], meta: dict[str, Any], step: int) -> None:
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    state_path = tmp / "state.pt"
-    torch.save(state, state_path)
-    with open(state_path, "rb+") as f:
-        os.fsync(f.fileno())
-    digest = hashlib.sha256(state_path.read_bytes()).hexdigest()
+    # Serialised in memory and written with plain file I/O, so a full disk is an OSError (ENOSPC)
+    # rather than torch's C++ writer error, and the checksum needs no second read.
+    blob = io.BytesIO()
+    torch.save(state, blob)
+    data = blob.getbuffer()
+    _write_file(tmp / "state.pt", data)
+    crash_point("checkpoint.after_state")
+    digest = hashlib.sha256(data).hexdigest()
     _write_file(tmp / "meta.json", json.dumps({**meta, "step": step, "sha256": digest}, indent=2).encode())
     _fsync_dir(tmp)
-    if final.exists():
-        # Same step saved twice (e.g. an interrupt right after a periodic save): swap, then drop the old.
-        old = root / f".old-{name}-{os.getpid()}"
-        os.replace(final, old)
-        os.replace(tmp, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, final)
-    _fsync_dir(root)
-    _atomic_write_text(root / "latest", name + "\n")
-    _prune(root, keep, protect=name)
-    return final
 
 
 def _committed(root: Path) -> list[Path]:
@@ -92,6 +148,9 @@ def _prune(root: Path, keep: int, protect: str) -> None:
     for old in _committed(root)[:-keep] if keep > 0 else []:
         if old.name != protect:
             shutil.rmtree(old, ignore_errors=True)
+    for junk in root.glob(".tmp-step_*"):  # left by a process killed mid-write
+        if junk.is_dir() and not junk.name.endswith(f"-{os.getpid()}"):
+            shutil.rmtree(junk, ignore_errors=True)
 
 
 def _verify_and_load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -18,7 +18,9 @@ from typing import Annotated, Literal
 import tyro
 
 from robot_rl.config import ConfigError, TrainConfig, describe, resolve_train_config, to_dict
+from robot_rl.data.cli import DataArgs, run_data
 from robot_rl.registry import UnknownNameError
+from robot_rl.replay.durable import DiskFullError
 from robot_rl.specs import SpecMismatchError
 
 
@@ -34,9 +36,10 @@ class TrainArgs:
     """
 
     overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
-    """Dotted config overrides `section.key=value` (sections: task, algo, loop, transport, run)."""
+    """Dotted config overrides `section.key=value` (sections: task, algo, loop, replay, transport, run)."""
     task: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
-    """Task name (built-in: pendulum, reach, push, reach_pixels; `gym` wraps any gymnasium id)."""
+    """Task id: a name (reach, push, pendulum, reach_pixels, mujoco/reach, ...) or `<backend>/<id>`
+    (gymnasium/Pendulum-v1, maniskill/PickCube-v1, isaacgym/cartpole); `robot-rl tasks` lists them."""
     algo: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
     """Learner: sac or ppo."""
     config: Path | None = None
@@ -130,6 +133,57 @@ class KeysArgs:
 
 
 @dataclass
+class ExportArgs:
+    """Export a run's deterministic actor to ONNX or to C99 for microcontrollers, and verify it.
+
+    ONNX: normalisation, CNN and squashing included, dynamic batch, checked with onnxruntime. C: MLP
+    actors as a header/source pair per variant (float32/ and int8/ under --out), compiled with the host
+    compiler and compared with torch on random and recorded observations; with arm-none-eabi-gcc
+    installed, also sized for Cortex-M4F/M7 at -Os. A report is written to <out>/EXPORT.md.
+    """
+
+    run_dir: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="RUN_DIR")]]
+    """The run directory (runs/<name>); its newest verifiable checkpoint is exported."""
+    format: Literal["onnx", "c"] = "onnx"
+    """onnx (any SAC/PPO actor) or c (MLP actors over a flat state)."""
+    out: Path = Path("export")
+    """Directory to write the exported files and the report into."""
+    name: str = "policy"
+    """Name of the ONNX file, or the C prefix: <name>.h and void <name>_forward(const float *obs, float *action)."""
+    variants: tuple[Literal["float32", "int8"], ...] = ("float32", "int8")
+    """C variants to write (int8: per-channel-scaled int8 weights, about 4x less flash)."""
+    num_random: int = 1000
+    """Random observations to verify on."""
+    num_recorded: int = 1000
+    """Observations recorded from the run's task with the deterministic policy, to verify on."""
+
+
+@dataclass
+class TasksArgs:
+    """List every registered task: its backend, whether that is installed, and what installs it.
+
+    A backend task takes any id of its simulator as `<backend>/<id>`, e.g.
+    `robot-rl train --task maniskill/PickCube-v1` or `--task gymnasium/HalfCheetah-v5`. Nothing is
+    imported to check: simulators are only located.
+    """
+
+    missing: bool = False
+    """Only list tasks whose backend is not installed."""
+
+
+@dataclass
+class DevicesArgs:
+    """List the teleop devices that are connected (keyboard, gamepad, SpaceMouse) and what each control does.
+
+    Works with nothing connected (it says so). Gamepads need `pygame`, SpaceMice `hidapi`:
+    `pip install 'robot-rl[teleop]'`.
+    """
+
+    scripted: bool = False
+    """Also list the scripted device used by tests and demos."""
+
+
+@dataclass
 class ConfigArgs:
     """Print the resolved config of a task/algorithm pair: every key, its value and its meaning."""
 
@@ -215,7 +269,9 @@ def run_actor_verb(args: ActorArgs) -> int:
     cfg = _zmq_config(args.task, args.algo, args.config, args.overrides, args.connect)
     report = run_actor(cfg, args.actor_id, args.max_env_steps)
     print(f"actor {args.actor_id}: {report.env_steps:,} env steps, {report.chunks_acked}/{report.chunks_sent} "
-          f"chunks acknowledged, {report.unacked} unacknowledged, weights v{report.policy_version}", flush=True)
+          f"chunks acknowledged, {report.unacked} unacknowledged, {report.dropped_chunks} dropped, "
+          f"weights v{report.policy_version}, {report.stale_pauses} stale pauses, {report.overruns} overruns",
+          flush=True)
     return 0
 
 
@@ -225,6 +281,47 @@ def run_keys(args: KeysArgs) -> int:
 
     public, secret = generate_keys(str(args.dir), args.name)
     print(f"public key: {public}\nsecret key: {secret}")
+    return 0
+
+
+def run_export(args: ExportArgs) -> int:
+    """The `export` verb."""
+    from robot_rl.checkpoint import CheckpointError
+    from robot_rl.export import ExportVerificationError, export_run
+    from robot_rl.export.toolchain import ToolchainError
+
+    try:
+        report = export_run(args.run_dir, args.format, args.out, name=args.name, variants=args.variants,
+                            num_random=args.num_random, num_recorded=args.num_recorded)
+    except (ExportVerificationError, ToolchainError, CheckpointError, ImportError) as e:
+        print(f"robot-rl export: error: {e}", file=sys.stderr)
+        return 1
+    print((Path(report.out_dir) / "EXPORT.md").read_text(), end="")
+    return 0
+
+
+def run_tasks(args: TasksArgs) -> int:
+    """The `tasks` verb."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from robot_rl.sims.extras import task_catalog
+
+    table = Table("task", "backend", "installed", "ids", "install", "what", show_lines=False)
+    for row in task_catalog():
+        if args.missing and row.installed:
+            continue
+        table.add_row(", ".join(row.names), row.backend, "yes" if row.installed else "no", row.id_hint,
+                      row.install if not row.installed else "", row.summary)
+    Console().print(table)
+    return 0
+
+
+def run_devices(args: DevicesArgs) -> int:
+    """The `devices` verb."""
+    from robot_rl.human_loop.devices.listing import format_listing, list_devices
+
+    print(format_listing(list_devices(include_scripted=args.scripted)))
     return 0
 
 
@@ -253,6 +350,10 @@ Verb = (
     | Annotated[ActorArgs, tyro.conf.subcommand("actor")]
     | Annotated[KeysArgs, tyro.conf.subcommand("keys")]
     | Annotated[ConfigArgs, tyro.conf.subcommand("config")]
+    | Annotated[TasksArgs, tyro.conf.subcommand("tasks")]
+    | Annotated[ExportArgs, tyro.conf.subcommand("export")]
+    | Annotated[DevicesArgs, tyro.conf.subcommand("devices")]
+    | Annotated[DataArgs, tyro.conf.subcommand("data")]
 )
 
 
@@ -272,7 +373,18 @@ def main(argv: list[str] | None = None) -> int:
             return run_actor_verb(args)
         if isinstance(args, KeysArgs):
             return run_keys(args)
+        if isinstance(args, ExportArgs):
+            return run_export(args)
+        if isinstance(args, TasksArgs):
+            return run_tasks(args)
+        if isinstance(args, DevicesArgs):
+            return run_devices(args)
+        if isinstance(args, DataArgs):
+            return run_data(args)
         return run_config(args)
+    except DiskFullError as e:
+        print(f"robot-rl: disk full: {e}", file=sys.stderr)
+        return 2
     except (ConfigError, UnknownNameError, SpecMismatchError, FileNotFoundError, ValueError) as e:
         print(f"robot-rl: error: {e}", file=sys.stderr)
         return 2

@@ -11,12 +11,19 @@ optional backends lazily. In YAML a registry-typed section names its class with 
 Resolution order for ``robot-rl train``: defaults of the chosen task and algorithm → the task's
 preset for that algorithm → ``--config FILE.yaml`` → dotted overrides (``algo.batch_size=512``).
 Unknown keys, tasks and algorithms fail with a message listing the valid names.
+
+Task ids. A task ``type`` is a registered name (``reach``, ``mujoco/reach``) or
+``<backend>/<id>`` (``maniskill/PickCube-v1``, ``gymnasium/Pendulum-v1``, ``isaacgym/cartpole``): the
+config registered as ``<backend>`` with its ``id_field`` (``env_id``) set to ``<id>``
+(:func:`resolve_task_id`). A saved config names the backend and the field separately
+(``type: maniskill``, ``env_id: PickCube-v1``), which resolves to the same config.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import inspect
 import itertools
 import textwrap
@@ -24,11 +31,11 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, Union
 
 import yaml
 
-from robot_rl.registry import Registry
+from robot_rl.registry import Registry, UnknownNameError
 
 if TYPE_CHECKING:
     import torch
@@ -50,20 +57,99 @@ class ConfigError(ValueError):
 
 
 @dataclass
+class ParamRange:
+    """How one simulator parameter is randomised: a uniform sample per world, drawn at each reset."""
+
+    low: float = 1.0
+    """Lower end of the uniform range."""
+    high: float = 1.0
+    """Upper end of the uniform range."""
+    mode: Literal["scale", "add"] = "scale"
+    """``scale``: nominal × U(low, high); ``add``: nominal + U(low, high)."""
+    indices: list[int] | None = None
+    """Only these elements of the parameter's first per-world axis (e.g. bodies 2 and 3); null = all."""
+
+    def __post_init__(self) -> None:
+        if not self.low <= self.high:
+            raise ConfigError(f"randomize range needs low <= high, got low={self.low}, high={self.high}")
+
+
+@dataclass
+class RandomizeConfig:
+    """Domain randomisation of a task (``task.randomize``; see robot_rl/sims/randomize.py)."""
+
+    params: dict[str, ParamRange] = field(default_factory=dict)
+    """Simulator parameters by name (``body_mass``, ``geom_friction``, ``dof_damping``, ``actuator_gain``,
+    ...; the env's ``get_params()`` lists them), each resampled per world at every episode start."""
+    obs_noise: dict[str, float] = field(default_factory=dict)
+    """Gaussian noise std per float observation key, e.g. ``{state: 0.01}``."""
+    action_delay: tuple[int, int] = (0, 0)
+    """Steps the applied action lags the policy's, uniform in [min, max] per world per episode."""
+    obs_delay: tuple[int, int] = (0, 0)
+    """Latency: steps the policy's observation lags the simulator, uniform in [min, max] per world per episode."""
+
+    def __post_init__(self) -> None:
+        for name, (lo, hi) in (("action_delay", self.action_delay), ("obs_delay", self.obs_delay)):
+            if not 0 <= lo <= hi:
+                raise ConfigError(f"randomize.{name} needs 0 <= min <= max, got [{lo}, {hi}]")
+        for key, std in self.obs_noise.items():
+            if not std >= 0:
+                raise ConfigError(f"randomize.obs_noise.{key} must be >= 0, got {std}")
+
+    def active(self) -> bool:
+        """Whether anything is randomised at all."""
+        return bool(self.params or any(self.obs_noise.values()) or max(self.action_delay) > 0
+                    or max(self.obs_delay) > 0)
+
+
+@dataclass
 class TaskConfig:
-    """Base for environment/task configs (registered in ``TASKS``)."""
+    """Base for environment/task configs (registered in ``TASKS``).
+
+    ``make`` of every subclass is wrapped (in ``__init_subclass__``) so that a task with a
+    ``randomize`` section comes back inside :class:`robot_rl.sims.randomize.RandomizedVecEnv`: domain
+    randomisation works for every backend without each ``make`` or each caller remembering it.
+    """
 
     registry: ClassVar[Registry[type[TaskConfig]]]
     #: Dotted overrides applied when this task is trained with a given algorithm, e.g.
     #: ``{"ppo": {"task.num_envs": 1024}}``. Presets override only what differs.
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: The ``pip install 'robot-rl[extra]'`` that brings this task's simulator (``None``: pure torch).
+    #: ``robot-rl tasks`` reads it; without it the extra is guessed from the module/name.
+    extra: ClassVar[str | None] = None
+    #: The field a task id ``<name>/<rest>`` sets to ``<rest>`` (``maniskill/PickCube-v1``).
+    id_field: ClassVar[str] = "env_id"
 
     num_envs: int = 32
     """Parallel sub-environments per actor."""
+    randomize: RandomizeConfig | None = None
+    """Domain randomisation (parameters, observation noise, action/observation delay); null = none."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        make = cls.__dict__.get("make")
+        if make is not None:
+            setattr(cls, "make", _with_randomization(make))  # noqa: B010 - mypy forbids assigning a method
 
     def make(self, device: torch.device | str, seed: int, num_envs: int | None = None) -> VecEnv:
         """Build the batched environment (import optional simulators here, not at module level)."""
         raise NotImplementedError
+
+
+def _with_randomization(make: Any) -> Any:
+    @functools.wraps(make)
+    def make_randomized(self: TaskConfig, device: torch.device | str, seed: int,
+                        num_envs: int | None = None) -> VecEnv:
+        env = make(self, device, seed, num_envs)
+        if self.randomize is None or not self.randomize.active():
+            return env
+        from robot_rl.sims.randomize import RandomizedVecEnv
+
+        # A subclass whose make calls super().make() gets the already wrapped env back: wrap once.
+        return env if isinstance(env, RandomizedVecEnv) else RandomizedVecEnv(env, self.randomize, seed)
+
+    return make_randomized
 
 
 @dataclass
@@ -125,6 +211,16 @@ class ZmqTransportConfig(TransportConfig):
     """Actor: the learner's public `.key` file (CURVE on)."""
     client_secret_key: str | None = None
     """Actor: its own `.key_secret` file (its `.key` must be in the learner's allow-list)."""
+    outbox_policy: str = "block"
+    """Actor, when `outbox_size` chunks are unacknowledged: `block` (sends wait: the sampler is paced by
+    the learner) or `spill` (chunks go to checksummed files in `spill_dir`, resent later; never waits)."""
+    spill_dir: str | None = None
+    """Actor: directory for spilled chunks (`outbox_policy=spill`)."""
+    spill_max_bytes: int = 1 << 30
+    """Actor: bytes the spill directory may hold; chunks beyond are dropped, counted and logged."""
+    copy_on_send: bool = True
+    """Actor: copy each chunk when it is handed over, so an env or camera driver that reuses its buffers
+    cannot change it afterwards; turn off only for envs that return fresh tensors (saves one copy)."""
 
 
 @dataclass
@@ -153,6 +249,30 @@ class LoopConfig:
     """`robot-rl learner` with an on-policy algorithm: actor processes whose envs fill one rollout."""
     max_wait_s: float = 60.0
     """Deadline on any wait for data or weights; exceeding it is an error, never a silent hang."""
+    max_staleness: int | None = None
+    """Actors stop exploring (pause the sim, hold the robot) while their weights are more than this many
+    versions behind the learner's newest; counted and logged (``null``: never)."""
+    actor_hz: float = 0.0
+    """`robot-rl actor`: step the env at most this often (a control rate, e.g. 50); 0 = as fast as it runs."""
+    demos_path: Path | None = None
+    """Demonstrations loaded into the learner's demo buffer at the start (an episode store from `robot-rl
+    data import|record`, or a LeRobotDataset v3 directory); needs a demo buffer, e.g. SAC with
+    ``algo.demo_ratio=0.5``. On resume they are loaded only if the demo buffer came back empty."""
+
+
+@dataclass
+class ReplayConfig:
+    """Crash-safe replay: off-policy buffers backed by checksummed segment files under ``<run>/replay/``."""
+
+    persist: bool = True
+    """Append every stored transition to disk so that a crash, Ctrl-C or `--resume` keeps the buffer
+    (off-policy algorithms only). Costs a few % of learner throughput; see docs/replay-and-checkpoints.md."""
+    segment_transitions: int = 2000
+    """Rows per segment file: the most transitions a kill -9 can lose from the replay."""
+    flush_every_s: float = 30.0
+    """Also commit a (smaller) segment when this long has passed since the last one."""
+    delete_evicted: bool = True
+    """Delete segment files whose rows have all left the in-memory ring (bounds disk use to ~one buffer)."""
 
 
 @dataclass
@@ -195,6 +315,7 @@ class TrainConfig:
     loop: LoopConfig = field(default_factory=LoopConfig)
     transport: TransportConfig = field(default_factory=InprocTransportConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
 
 
 # --------------------------------------------------------------------------------------------
@@ -273,8 +394,13 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         items = [_coerce(v, elem, f"{where}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if (origin is tuple or tp is tuple) else items
     if origin is dict or tp is dict:
+        if isinstance(value, str):
+            value = yaml.safe_load(value)
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        args = typing.get_args(tp)
+        if len(args) == 2:
+            return {str(k): _coerce(v, args[1], f"{where}.{k}") for k, v in value.items()}
         return dict(value)
     if tp is bool:
         if isinstance(value, bool):
@@ -323,7 +449,10 @@ def from_dict(cls: type[C], data: dict[str, Any], where: str = "config") -> C:
     reg = _registry_of(cls)
     target: type = cls
     if reg is not None:
-        if "type" in data:
+        if "type" in data and reg is TASKS:
+            target, implied = resolve_task_id(str(data.pop("type")))
+            data = _merge_implied(data, implied, where)
+        elif "type" in data:
             target = reg.get(str(data.pop("type")))
         elif not _is_registered(reg, cls):
             raise ConfigError(f"{where}: needs 'type'; valid {reg.kind} names: {', '.join(reg.names())}")
@@ -337,6 +466,49 @@ def from_dict(cls: type[C], data: dict[str, Any], where: str = "config") -> C:
         )
     kwargs = {k: _coerce(v, hints[k], f"{where}.{k}") for k, v in data.items()}
     return typing.cast(C, target(**kwargs))
+
+
+def resolve_task_id(task_id: str) -> tuple[type[TaskConfig], dict[str, str]]:
+    """``(config class, fields the id sets)`` for a task id (see the module docstring).
+
+    An exact registered name wins (``mujoco/reach``); otherwise the longest registered prefix whose
+    config has an ``id_field`` takes the rest (``maniskill/PickCube-v1`` → ``env_id="PickCube-v1"``).
+    """
+    if task_id in TASKS:
+        return TASKS.get(task_id), {}
+    parts = task_id.split("/")
+    for cut in range(len(parts) - 1, 0, -1):
+        prefix, rest = "/".join(parts[:cut]), "/".join(parts[cut:])
+        if prefix in TASKS and rest:
+            cls = TASKS.get(prefix)
+            if cls.id_field not in {f.name for f in dataclasses.fields(cls)}:
+                raise UnknownNameError(f"task {prefix!r} takes no id, so {task_id!r} is not a task; "
+                                       f"{_known_tasks()}")
+            return cls, {cls.id_field: rest}
+    raise UnknownNameError(f"unknown task {task_id!r}; {_known_tasks()}")
+
+
+def _known_tasks() -> str:
+    names = TASKS.names()
+    backends = [n for n in names if TASKS.get(n).id_field in {f.name for f in dataclasses.fields(TASKS.get(n))}]
+    return (f"valid task names: {', '.join(names)}; any id of a backend as "
+            f"{', '.join(f'{b}/<{TASKS.get(b).id_field}>' for b in backends)} (`robot-rl tasks` lists them "
+            "and what each needs)")
+
+
+def task_id(task: TaskConfig) -> str:
+    """The id that selects ``task``: its registered name, plus ``/<id>`` for a backend with an id field."""
+    name = TASKS.name_of(task)
+    value = getattr(task, type(task).id_field, None)
+    return f"{name}/{value}" if isinstance(value, str) and value else name
+
+
+def _merge_implied(data: dict[str, Any], implied: dict[str, str], where: str) -> dict[str, Any]:
+    for key, value in implied.items():
+        if key in data and str(data[key]) != value:
+            raise ConfigError(f"{where}: the task id sets {key}={value!r} but {key} is also given as {data[key]!r}")
+        data[key] = value
+    return data
 
 
 def _is_registered(reg: Registry[Any], cls: type) -> bool:
@@ -440,9 +612,12 @@ def resolve_train_config(
     parsed = dict(parse_override(o) for o in overrides)
     task_name = task or parsed.get("task.type") or (file_tree.get("task") or {}).get("type") or "reach"
     algo_name = algo or parsed.get("algo.type") or (file_tree.get("algo") or {}).get("type") or "sac"
-    task_cls = TASKS.get(str(task_name))
+    task_cls, implied = resolve_task_id(str(task_name))
     algo_cls = ALGOS.get(str(algo_name))
-    cfg = TrainConfig(task=task_cls(), algo=algo_cls())
+    file_task = file_tree.get("task")
+    if isinstance(file_task, dict) and str(file_task.get("type", task_name)) == str(task_name):
+        _merge_implied(dict(file_task), implied, f"{config_file}: task")
+    cfg = TrainConfig(task=task_cls(**typing.cast(dict[str, Any], implied)), algo=algo_cls())
     preset = task_cls.presets.get(str(algo_name), {})
     if preset:
         cfg = apply_overrides(cfg, dict(preset))

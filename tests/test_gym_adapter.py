@@ -126,3 +126,116 @@ def test_sac_trains_on_gym_transitions():
     assert len(storage) == 12
     stats = algo.update(storage.sample(8))
     assert np.isfinite(list(stats.values())).all()
+
+
+class DictObsEnv(gym.Env):
+    """A gym_hil-like nested Dict observation: two float Boxes and two cameras; 3-step episodes."""
+
+    observation_space = gym.spaces.Dict({
+        "agent_pos": gym.spaces.Box(-np.inf, np.inf, (3,), np.float32),
+        "pixels": gym.spaces.Dict({"front": gym.spaces.Box(0, 255, (4, 5, 3), np.uint8),
+                                   "wrist": gym.spaces.Box(0, 255, (4, 5, 3), np.uint8)}),
+        "environment_state": gym.spaces.Box(-np.inf, np.inf, (2, 1), np.float32),
+    })
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def _obs(self):
+        t = float(self.t)
+        return {"agent_pos": np.full(3, t, np.float32),
+                "pixels": {"front": np.full((4, 5, 3), self.t, np.uint8), "wrist": np.full((4, 5, 3), 100, np.uint8)},
+                "environment_state": np.full((2, 1), -t, np.float32)}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 1.0, False, self.t >= 3, {"succeed": self.t >= 3}
+
+
+gym.register("RobotRLDictObs-v0", entry_point=DictObsEnv)
+
+
+def test_dict_observations_map_to_state_and_image_keys():
+    env = GymnasiumTaskConfig(env_id="RobotRLDictObs-v0", num_envs=2).make("cpu", seed=0)
+    assert set(env.spec.observation) == {"state", "image.front", "image.wrist"}
+    assert env.spec.observation["state"].shape == (5,)
+    front = env.spec.observation["image.front"]
+    assert front.shape == (4, 5, 3) and front.dtype == "uint8"
+    assert env.spec.extras["state_layout"] == [["agent_pos", 3], ["environment_state", 2]]
+    obs = env.reset()
+    assert obs["state"].dtype == torch.float32 and obs["image.front"].dtype == torch.uint8
+    for _ in range(3):
+        res = env.step(torch.zeros(2, 1))
+    assert res.truncated.all()
+    # The finished episode's last observation (t = 3) comes from final_info/final_obs, the new one is t = 0.
+    assert res.info["final_obs"]["state"][0].tolist() == [3, 3, 3, -3, -3]
+    assert int(res.info["final_obs"]["image.front"][0, 0, 0, 0]) == 3
+    assert res.obs["state"][0].tolist() == [0, 0, 0, 0, 0] and int(res.obs["image.front"][1].max()) == 0
+    assert res.info["success"].tolist() == [True, True]  # gym_hil's "succeed" key
+
+
+def test_async_vector_env_matches_sync():
+    results = []
+    for vector in ("sync", "async"):
+        env = GymnasiumTaskConfig(num_envs=2, vector=vector, max_episode_steps=3).make("cpu", seed=5)
+        steps = [env.reset()["state"]]
+        for a in (0.5, -1.0, 2.0, 0.0):
+            res = env.step(torch.full((2, 1), a))
+            steps += [res.obs["state"], res.reward, res.info["final_obs"]["state"], res.truncated.float()]
+        assert env.spec.extras["gym_id"] == "Pendulum-v1" and env.max_episode_steps == 3
+        env.close()
+        results.append(steps)
+    for s, a in zip(*results, strict=True):
+        torch.testing.assert_close(s, a)
+
+
+def test_prefixed_task_id_builds_the_env():
+    from robot_rl.config import resolve_train_config
+
+    cfg = resolve_train_config(task="gymnasium/MountainCarContinuous-v0", overrides=["task.num_envs=2"])
+    env = cfg.task.make("cpu", seed=0)
+    assert env.spec.extras["gym_id"] == "MountainCarContinuous-v0" and env.spec.observation["state"].shape == (2,)
+    env.close()
+    with pytest.raises(gym.error.Error):
+        GymnasiumTaskConfig(env_id="NoSuchEnv-v0").make("cpu", seed=0)
+
+
+def test_gymnasium_mujoco_env_sync_and_async():
+    pytest.importorskip("mujoco")
+    for vector in ("sync", "async"):
+        env = GymnasiumTaskConfig(env_id="InvertedPendulum-v5", num_envs=2, vector=vector).make("cpu", seed=0)
+        assert env.spec.observation["state"].shape == (4,) and env.spec.action.shape == (1,)
+        env.reset()
+        for _ in range(3):
+            res = env.step(torch.zeros(2, 1))
+        assert torch.isfinite(res.obs["state"]).all() and res.reward.tolist() == [1.0, 1.0]
+        env.close()
+
+
+def _gym_hil_usable() -> None:
+    """Skip unless gym_hil and a MuJoCo it supports are installed (gym-hil pins mujoco < 3.9)."""
+    pytest.importorskip("gym_hil")
+    from importlib.metadata import requires
+
+    import mujoco
+    from packaging.requirements import Requirement
+
+    for req in map(Requirement, requires("gym-hil") or []):
+        if req.name == "mujoco" and mujoco.__version__ not in req.specifier:
+            pytest.skip(f"gym_hil needs mujoco{req.specifier}, mujoco {mujoco.__version__} is installed")
+
+
+def test_gym_hil_panda_state_env():
+    _gym_hil_usable()
+    env = GymnasiumTaskConfig(env_id="gym_hil/PandaPickCubeBase-v0", num_envs=1).make("cpu", seed=0)
+    assert env.spec.observation["state"].shape == (21,)
+    assert env.spec.extras["state_layout"] == [["agent_pos", 18], ["environment_state", 3]]
+    assert env.spec.action.shape == (7,) and env.max_episode_steps == 100
+    env.reset()
+    for _ in range(3):
+        res = env.step(torch.zeros(1, 7))
+    assert torch.isfinite(res.obs["state"]).all() and res.info["success"].tolist() == [False]
+    env.close()

@@ -136,3 +136,124 @@ def test_interventions_go_to_both_buffers():
     fresh = _mixer(0.5)
     fresh.load_state_dict(state)
     assert stored_rewards(fresh.buffers["demos"]) == stored_rewards(mixer.buffers["demos"])
+
+
+# ---- next_obs by index, n-step returns, frame stacks, action chunks ----------------------------
+
+STATE = EnvSpec(observation={"state": ArraySpec((1,))}, action=ArraySpec((1,), "float32", -1.0, 1.0))
+
+
+def episode(start: int, rewards: list[float], end: str = "terminated", env: int = 0) -> list[TransitionBatch]:
+    """One stream's steps: obs s_i = start + i, next obs s_{i+1}; the last step ends the episode as ``end``."""
+    out = []
+    for i, r in enumerate(rewards):
+        last = i == len(rewards) - 1
+        out.append(TransitionBatch(
+            obs={"state": torch.tensor([[start + i]], dtype=torch.float32)}, action=torch.tensor([[float(i)]]),
+            reward=torch.tensor([r]), terminated=torch.tensor([last and end == "terminated"]),
+            truncated=torch.tensor([last and end == "truncated"]),
+            next_obs={"state": torch.tensor([[start + i + 1]], dtype=torch.float32)},
+            intervened=torch.tensor([False]), policy_version=torch.tensor([0]), env_index=torch.tensor([env])))
+    return out
+
+
+def _fill(buf: ReplayBuffer, *episodes: list[TransitionBatch]) -> None:
+    for ep in episodes:
+        for b in ep:
+            buf.add(b)
+
+
+def test_each_observation_is_stored_once_and_episode_ends_are_not_chained():
+    buf = ReplayBuffer(STATE, 100)
+    _fill(buf, episode(0, [1, 2, 3]), episode(10, [4, 5]))
+    # 5 transitions over 2 episodes: 5 successor slots + 2 episode starts (not 10 observations).
+    assert len(buf) == 5 and buf.slots_written == 7
+    s = buf.gather(torch.arange(5))
+    assert s.obs["state"].flatten().tolist() == [0, 1, 2, 10, 11]
+    assert s.next_obs["state"].flatten().tolist() == [1, 2, 3, 11, 12]  # the final obs 3 kept, not reset obs 10
+
+
+def test_mismatching_observation_gets_its_own_slot():
+    buf = ReplayBuffer(STATE, 100)
+    steps = episode(0, [1, 1, 1, 1])
+    _fill(buf, [steps[0], steps[2]])  # step 1 dropped (e.g. NaN at the actor): no false chaining
+    s = buf.gather(torch.arange(2))
+    assert s.obs["state"].flatten().tolist() == [0, 2] and buf.slots_written == 4
+
+
+@pytest.mark.parametrize("end", ["terminated", "truncated"])
+def test_n_step_returns_by_hand(end):
+    g = 0.5
+    buf = ReplayBuffer(STATE, 100, n_step=3, gamma=g)
+    _fill(buf, episode(0, [1.0, 2.0, 4.0, 8.0], end=end), episode(100, [16.0, 32.0], end=end))
+    s = buf.gather(torch.arange(6))
+    # Row 0: 1 + .5·2 + .25·4 = 3, bootstrap from s3 with γ³; row 2: 4 + .5·8 = 8, ends at the episode end.
+    assert s.reward.tolist() == [3.0, 2 + 0.5 * 4 + 0.25 * 8, 8.0, 8.0, 16 + 0.5 * 32, 32.0]
+    assert s.extras["discount"].tolist() == [g**3, g**3, g**2, g, g**2, g]
+    assert s.next_obs["state"].flatten().tolist() == [3, 4, 4, 4, 102, 102]
+    ended = [False, True, True, True, True, True]
+    assert (s.terminated if end == "terminated" else s.truncated).tolist() == ended
+    assert not (s.truncated if end == "terminated" else s.terminated).any()  # truncation bootstraps
+
+
+def test_n_step_stops_at_the_newest_row_of_a_stream():
+    buf = ReplayBuffer(STATE, 100, n_step=3, gamma=0.5)
+    _fill(buf, episode(0, [1.0, 2.0, 4.0, 8.0])[:2])  # the episode is still running
+    s = buf.gather(torch.arange(2))
+    assert s.reward.tolist() == [2.0, 2.0] and s.extras["discount"].tolist() == [0.25, 0.5]
+    assert not s.terminated.any() and s.next_obs["state"].flatten().tolist() == [2, 2]
+
+
+def test_frame_stack_is_built_at_sample_time_and_repeats_the_first_frame():
+    buf = ReplayBuffer(STATE, 100, frame_stack=3)
+    _fill(buf, episode(0, [0, 0, 0, 0]), episode(10, [0, 0]))
+    s = buf.gather(torch.arange(6))
+    assert s.obs["state"].shape == (6, 3, 1)
+    assert s.obs["state"][:, :, 0].tolist() == [[0, 0, 0], [0, 0, 1], [0, 1, 2], [1, 2, 3], [10, 10, 10],
+                                                [10, 10, 11]]
+    assert s.next_obs["state"][:, :, 0].tolist()[3] == [2, 3, 4]
+
+
+def test_action_chunks_from_the_episode_with_padding():
+    buf = ReplayBuffer(STATE, 100, action_chunk=3)
+    _fill(buf, episode(0, [0, 0, 0]), episode(10, [0, 0]))
+    s = buf.gather(torch.arange(5))
+    assert s.action.shape == (5, 3, 1)
+    assert s.action[:, :, 0].tolist() == [[0, 1, 2], [1, 2, 2], [2, 2, 2], [0, 1, 1], [1, 1, 1]]
+    assert s.extras["action_pad"].tolist()[1] == [False, False, True]
+
+
+def test_interleaved_actors_and_envs_keep_their_own_streams():
+    buf = ReplayBuffer(STATE, 100, n_step=2, gamma=1.0)
+    a, b = episode(0, [1, 1, 1], env=0), episode(50, [10, 10, 10], env=0)
+    for x, y in zip(a, b, strict=True):
+        y.actor_id = 1  # same env_index, another actor: a separate stream
+        buf.add(x)
+        buf.add(y)
+    s = buf.gather(torch.arange(6))
+    assert s.reward.tolist() == [2, 20, 2, 20, 1, 10] and buf.slots_written == 8
+
+
+def test_mixing_counts_by_hand_for_three_named_buffers():
+    bufs = {k: ReplayBuffer(SPEC, 50) for k in ("online", "demos", "interventions")}
+    for i, b in enumerate(bufs.values()):
+        b.add(rows([i] * 10))
+    mixer = MixingSampler(bufs, {"online": 0.5, "demos": 0.3, "interventions": 0.2}, route_interventions_to=None)
+    # 10 rows: exact 5 / 3 / 2; 7 rows: 3.5 / 2.1 / 1.4 -> floors 3/2/1, the remainder to the largest fraction.
+    assert mixer.counts(10) == {"online": 5, "demos": 3, "interventions": 2}
+    assert mixer.counts(7) == {"online": 4, "demos": 2, "interventions": 1}
+    s = mixer.sample(10, generator=torch.Generator().manual_seed(0))
+    assert s.reward.tolist() == [0] * 5 + [1] * 3 + [2] * 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_buffer_samples_the_same_rows_as_cpu():
+    cpu, gpu = (ReplayBuffer(STATE, 64, device=d, n_step=3, gamma=0.5, frame_stack=2) for d in ("cpu", "cuda"))
+    for buf in (cpu, gpu):
+        _fill(buf, episode(0, [1.0, 2.0, 4.0, 8.0]), episode(100, [16.0, 32.0], end="truncated"))
+    idx = torch.arange(6)
+    a, b = cpu.gather(idx), gpu.gather(idx.cuda()).to("cpu")
+    for x, y in ((a.reward, b.reward), (a.obs["state"], b.obs["state"]), (a.next_obs["state"], b.next_obs["state"]),
+                 (a.extras["discount"], b.extras["discount"]), (a.truncated, b.truncated)):
+        assert torch.equal(x, y)
+    assert gpu.sample(32).reward.is_cuda

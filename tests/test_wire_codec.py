@@ -11,7 +11,15 @@ import pytest
 import torch
 
 from robot_rl.testing import FakeVecEnv
-from robot_rl.transport.codec import SCHEMA_VERSION, WireError, WireLimits, decode, encode
+from robot_rl.transport.codec import (
+    SCHEMA_VERSION,
+    WireError,
+    WireLimits,
+    decode,
+    encode,
+    pack_header,
+    unpack_header,
+)
 from robot_rl.transport.inproc import InprocTransport
 from robot_rl.transport.transition_codec import decode_transitions, encode_transitions
 
@@ -88,7 +96,7 @@ def _mutations(frames: list[bytes], rng: random.Random) -> list[bytes]:
     elif kind == 3:  # random header bytes
         frames[0] = os.urandom(rng.randrange(1, 200))
     else:  # a well-formed header with one field made wrong
-        h = msgpack.unpackb(frames[0], raw=False)
+        h = unpack_header(frames[0])
         field = ["v", "type", "session", "seq", "arrays", "dtype", "shape", "crc", "meta"][kind - 4 + rng.randrange(5)]
         entry = rng.randrange(len(h["arrays"]))
         if field == "v":
@@ -109,7 +117,7 @@ def _mutations(frames: list[bytes], rng: random.Random) -> list[bytes]:
             h["arrays"][entry][3] = (h["arrays"][entry][3] + 1) % 2**32
         else:
             h["meta"] = rng.choice([[], "x", {"actor_id": "zero"}])
-        frames[0] = msgpack.packb(h, use_bin_type=True)
+        frames[0] = pack_header(h)  # re-sealed: the field check itself must catch it
     return frames
 
 
@@ -136,10 +144,10 @@ def test_fuzzer_thousands_of_malformed_messages_are_all_rejected_with_a_reason()
 
 def test_oversized_frames_are_refused_before_allocation():
     frames = encode("transitions", "s", 0, {"x": np.zeros(10, np.float32)})
-    h = msgpack.unpackb(frames[0], raw=False)
+    h = unpack_header(frames[0])
     h["arrays"][0][2] = [2**30]
     with pytest.raises(WireError) as e:
-        decode([msgpack.packb(h), bytes(frames[1])], WireLimits(max_array_bytes=1 << 20))
+        decode([pack_header(h), bytes(frames[1])], WireLimits(max_array_bytes=1 << 20))
     assert e.value.reason == "oversized"
     with pytest.raises(WireError) as e:
         decode([b"\x00" * (2 << 20)], WireLimits(max_header_bytes=1 << 20))
@@ -158,9 +166,24 @@ def test_pickle_payload_has_no_effect(tmp_path, monkeypatch):
     spec, batch = _batch()
     good = _bytes(encode_transitions(batch, "s"))
     attempts = [[payload], [payload, payload], [good[0], payload, *good[2:]],
-                [msgpack.packb({"v": 1, "type": "transitions", "session": "s", "seq": 0, "meta": {},
-                                "arrays": [["x", "object", [1], zlib.crc32(payload)]]}), payload]]
+                [pack_header({"v": SCHEMA_VERSION, "type": "transitions", "session": "s", "seq": 0, "meta": {},
+                                "arrays": [["x", "object", [1], zlib.crc32(payload)]]}), payload],
+                [msgpack.packb({"v": SCHEMA_VERSION, "type": "transitions"}), payload]]
     for frames in attempts:
         with pytest.raises(WireError):
             decode_transitions(frames, spec)
     assert not canary.exists()
+
+
+def test_header_bit_flips_are_caught_by_the_header_crc():
+    # Without a header checksum a flipped bit in seq/session would store or acknowledge the wrong chunk.
+    frames = _bytes(encode("ack", "session-a", 12345))
+    rng = random.Random(3)
+    for _ in range(200):
+        b = bytearray(frames[0])
+        j = rng.randrange(len(b))
+        b[j] ^= 1 << rng.randrange(8)
+        with pytest.raises(WireError) as e:
+            decode([bytes(b)])
+        assert e.value.reason in ("bad_crc", "truncated")
+    assert decode(frames).seq == 12345

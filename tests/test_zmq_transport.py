@@ -1,5 +1,6 @@
 """ZeroMQ endpoints on 127.0.0.1: handshake, delivery with acks and dedup, weights, learner restart."""
 
+import logging
 import socket
 import time
 
@@ -162,7 +163,7 @@ def test_garbage_and_pickle_on_the_socket_are_rejected_and_learner_keeps_running
 
 
 @pytest.mark.timeout(60)
-def test_curve_accepts_allow_listed_keys_only(tmp_path):
+def test_curve_accepts_allow_listed_keys_only(tmp_path, caplog):
     import shutil
 
     from robot_rl.transport.zmq_transport import generate_keys
@@ -177,6 +178,7 @@ def test_curve_accepts_allow_listed_keys_only(tmp_path):
     addr = f"tcp://127.0.0.1:{_free_port()}"
     learner_settings = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3, server_secret_key=server_sec,
                                    allowed_clients_dir=str(allowed))
+    caplog.set_level(logging.WARNING, logger="robot_rl.transport")
     learner = ZmqLearnerEndpoint(addr, SPEC, learner_settings)
     alice = ZmqActorEndpoint(addr, 1, SPEC, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3,
                                                         server_public_key=server_pub, client_secret_key=alice_sec))
@@ -188,9 +190,21 @@ def test_curve_accepts_allow_listed_keys_only(tmp_path):
         alice.send(_batch(4.0), 1.0)
         got = _drain(learner, 1)
         assert len(got) == 1 and got[0].actor_id == 1
-        time.sleep(1.0)
+        # Both are refused inside ZeroMQ; the socket monitor counts each refusal and logs its address.
+        # Peers retry every 100 ms. On localhost a plaintext peer's greeting can fail before the
+        # monitor reads the descriptor's address (logged as "?"), or the peer hangs up first
+        # (handshake_aborted); wait until both peers were refused with their address read.
+        assert _wait(lambda: {r for r, addr in learner.monitor.refused if addr != "?"}
+                     & {"refused_protocol", "handshake_aborted"}
+                     and any(r == "refused_key" and addr != "?" for r, addr in learner.monitor.refused),
+                     timeout=10), learner.monitor.refused
         assert not mallory.connected.is_set() and not plaintext.connected.is_set()
         assert set(learner.peers()) == {1}
+        assert learner.stats.rejected["refused_key"] >= 1
+        assert learner.stats.rejected.get("refused_protocol", 0) + learner.stats.rejected.get("handshake_aborted", 0)
+        assert all(addr.startswith("127.0.0.1:") for _, addr in learner.monitor.refused if addr != "?")
+        logged = [r.getMessage() for r in caplog.records if "refused a connection from 127.0.0.1:" in r.getMessage()]
+        assert any("allow-list" in m for m in logged), logged
     finally:
         for a in (alice, mallory, plaintext):
             a.close()
@@ -198,3 +212,29 @@ def test_curve_accepts_allow_listed_keys_only(tmp_path):
     with pytest.raises(ValueError, match="keys generate"):
         ZmqActorEndpoint(addr, 4, SPEC, ZmqSettings(server_public_key=str(tmp_path / "nope.key"),
                                                     client_secret_key=alice_sec))
+
+
+@pytest.mark.timeout(60)
+def test_state_dict_round_trip_drops_resends_of_stored_chunks_and_rejects_bad_state():
+    addr = f"tcp://127.0.0.1:{_free_port()}"
+    learner = ZmqLearnerEndpoint(addr, SPEC, FAST)
+    actor = ZmqActorEndpoint(addr, 3, SPEC, FAST)
+    try:
+        assert actor.connected.wait(10)
+        for k in range(5):
+            actor.send(_batch(float(k)), 1.0)
+        assert len(_drain(learner, 5)) == 5
+        state = learner.state_dict()
+        assert state == {"sessions": {actor.session: {"floor": 5, "above": []}}}
+        fresh = ZmqLearnerEndpoint(f"tcp://127.0.0.1:{_free_port()}", SPEC, FAST)
+        try:
+            fresh.load_state_dict(state)
+            assert fresh.state_dict() == state
+            for bad in ({}, {"sessions": {"s": {"floor": -1}}}, {"sessions": {"s": {"floor": 2, "above": [1]}}}):
+                with pytest.raises(ValueError):
+                    fresh.load_state_dict(bad)
+        finally:
+            fresh.close()
+    finally:
+        actor.close()
+        learner.close()

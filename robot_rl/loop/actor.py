@@ -3,6 +3,11 @@
 It picks up newer weights between steps without stopping, records which version acted, and never
 lets a non-finite observation or reward reach the learner: such sub-envs are quarantined (given a
 zero action, their rows dropped and counted) until their episode ends.
+
+With ``max_staleness`` it stops exploring while its weights are more than that many versions behind
+the newest the learner announced (``endpoint.learner_version``, from the ZeroMQ heartbeats): it does
+not step the env (a simulator pauses; a real robot receives no new command, and its safety layer's
+watchdog holds it) until fresh weights arrive. Pauses are counted and logged.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ class Actor:
     """One actor: an env, a policy copy and an endpoint."""
 
     def __init__(self, env: VecEnv, policy: Policy, endpoint: ActorEndpoint, seed: int = 0,
-                 send_timeout_s: float = 60.0, stop: threading.Event | None = None) -> None:
+                 send_timeout_s: float = 60.0, stop: threading.Event | None = None,
+                 max_staleness: int | None = None) -> None:
         self.env = env
         self.policy = policy
         self.endpoint = endpoint
@@ -45,6 +51,9 @@ class Actor:
         self.env_steps = 0
         self.nonfinite_rows = 0
         self.dropped_batches = 0
+        self.max_staleness = max_staleness
+        self.stale_pauses = 0
+        self.stale_s = 0.0
         self.episodes = EpisodeStats()
         n = env.num_envs
         self._obs = env.reset(seed=seed)
@@ -69,9 +78,47 @@ class Actor:
         self.policy.load_actor_weights(new.weights)
         self.policy_version = new.version
 
+    def staleness(self) -> int:
+        """Versions between the weights this actor acts with and the newest the learner announced."""
+        newest = self.endpoint_version()
+        return max(newest - self.policy_version, 0) if newest >= 0 and self.policy_version >= 0 else 0
+
+    def hold_while_stale(self, timeout_s: float) -> bool:
+        """Do not explore while the weights are too old: wait (up to ``timeout_s``) for fresh ones.
+
+        ``True`` if it paused. Raises ``TimeoutError`` if no fresh weights came within the deadline.
+        """
+        if self.max_staleness is None or self.staleness() <= self.max_staleness:
+            return False
+        self.stale_pauses += 1
+        newest = self.endpoint_version()
+        log.warning("actor %d: acting weights v%d are %d versions behind the learner's v%d (max_staleness %d): "
+                    "pausing collection until fresh weights arrive", self.endpoint.actor_id, self.policy_version,
+                    newest - self.policy_version, newest, self.max_staleness)
+        t0 = time.monotonic()
+        while self.staleness() > self.max_staleness and not self.stop.is_set():
+            if time.monotonic() - t0 > timeout_s:
+                self.stale_s += time.monotonic() - t0
+                raise TimeoutError(f"actor {self.endpoint.actor_id}: no fresh weights within {timeout_s:.0f}s "
+                                   f"(acting v{self.policy_version}, learner at v{self.endpoint_version()})")
+            newest = self.endpoint_version()
+            self.endpoint.wait_weights(newest - self.max_staleness - 1, timeout_s=0.05)
+            self.sync_weights()
+        waited = time.monotonic() - t0
+        self.stale_s += waited
+        log.info("actor %d: resumed with weights v%d after %.2fs", self.endpoint.actor_id, self.policy_version,
+                 waited)
+        return True
+
+    def endpoint_version(self) -> int:
+        """The newest weight version the learner announced (-1 if unknown)."""
+        return int(getattr(self.endpoint, "learner_version", -1))
+
     @torch.no_grad()
     def step(self) -> TransitionBatch:
         """One vectorised step: act, step the env, send the finite rows. Returns the full batch."""
+        if self.max_staleness is not None:
+            self.hold_while_stale(self.send_timeout_s)
         env, n = self.env, self.env.num_envs
         obs = self._obs
         safe_obs = {k: torch.where(self._bcast(self._quarantined, v), torch.zeros_like(v), v)
@@ -138,3 +185,28 @@ class Actor:
         """Return and reset the finished-episode statistics."""
         out, self.episodes = self.episodes, EpisodeStats()
         return out
+
+
+class RateLimiter:
+    """Paces a control loop at ``hz`` on absolute deadlines (no drift); counts overruns.
+
+    ``hz <= 0`` never waits. A late tick is not made up by running faster afterwards: the schedule
+    restarts from now, as a robot controller would.
+    """
+
+    def __init__(self, hz: float) -> None:
+        self.period = 1.0 / hz if hz > 0 else 0.0
+        self.overruns = 0
+        self._next = time.monotonic() + self.period
+
+    def sleep(self) -> None:
+        """Wait for the next tick."""
+        if self.period <= 0:
+            return
+        now = time.monotonic()
+        if now > self._next:
+            self.overruns += 1
+            self._next = now + self.period
+            return
+        time.sleep(self._next - now)
+        self._next += self.period

@@ -8,6 +8,7 @@ counted by reason, and logged once per reason; the learner keeps running.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, cast
 
 import torch
@@ -36,6 +37,9 @@ class Learner:
         self._owed_updates = 0.0
         self.last_stats: dict[str, float] = {}
         self._logged_reasons: set[str] = set()
+        self._unconfirmed: list[TransitionBatch] = []  # stored, waiting for a replay commit to be acked
+        self._oldest_unconfirmed = 0.0
+        self.cut_sessions = 0  # actor sessions that ended without a goodbye (process killed)
 
     # ---- data in ----------------------------------------------------------------------------
 
@@ -75,11 +79,62 @@ class Learner:
 
     def pump(self, timeout_s: float) -> bool:
         """Receive and ingest one batch if one arrives within ``timeout_s``."""
+        self._end_cut_sessions()
+        self.confirm_due()
         batch = self.endpoint.recv(timeout_s)
         if batch is None:
             return False
         self.ingest(batch)
+        # Stored (or rejected for good): a transport that acknowledges on confirmation may do so now,
+        # or, with persisted replay, once the rows are on disk (see _confirm_durable).
+        confirm = getattr(self.endpoint, "confirm", None)
+        if confirm is not None:
+            self._confirm_durable(batch, confirm)
         return True
+
+    #: With persisted replay, acknowledgements wait for a segment commit; at most this many chunks or
+    #: this long, then the learner commits a (smaller) segment so actors' outboxes never fill.
+    ack_max_chunks = 32
+    ack_max_delay_s = 1.0
+
+    def _confirm_durable(self, batch: TransitionBatch, confirm: Any) -> None:
+        buffers = [b for b in getattr(self.storage, "buffers", {"online": self.storage}).values()
+                   if getattr(b, "_log", None) is not None]
+        if not buffers:
+            confirm(batch)
+            return
+        if not self._unconfirmed:
+            self._oldest_unconfirmed = time.monotonic()
+        self._unconfirmed.append(batch)
+        self.confirm_due(confirm)
+
+    def confirm_due(self, confirm: Any = None, force: bool = False) -> None:
+        """Commit the replay and acknowledge the stored chunks if enough are waiting or the oldest waited long."""
+        confirm = confirm or getattr(self.endpoint, "confirm", None)
+        if not self._unconfirmed or confirm is None:
+            return
+        if not (force or len(self._unconfirmed) >= self.ack_max_chunks
+                or time.monotonic() - self._oldest_unconfirmed >= self.ack_max_delay_s):
+            return
+        for b in getattr(self.storage, "buffers", {"online": self.storage}).values():
+            flush = getattr(b, "flush", None)
+            if flush is not None:
+                flush()
+        for b in self._unconfirmed:
+            confirm(b)
+        self._unconfirmed.clear()
+
+    def _end_cut_sessions(self) -> None:
+        """Mark where killed actor processes stopped: their last stored steps end their episodes.
+
+        Marked truncated, so on-policy returns never run across the cut into the restarted actor's steps.
+        """
+        pop = getattr(self.endpoint, "pop_cut_sessions", None)
+        for cut in pop() if pop is not None else ():
+            truncate = getattr(self.storage, "truncate_actor", None)
+            if truncate is not None:
+                truncate(cut.actor_id)
+            self.cut_sessions += 1
 
     # ---- learning ---------------------------------------------------------------------------
 
@@ -130,6 +185,8 @@ class Learner:
         self.version = int(c["version"])
         self.updates = int(c["updates"])
         self.transitions = int(c["transitions"])
-        # The storage starts empty after a restart (replay persistence is separate), so no update is
-        # owed until it holds ``learning_starts`` transitions again.
-        self._owed_updates = 0.0
+        # With persisted replay the storage is reloaded before this, and the updates owed carry on;
+        # an empty storage owes nothing until it holds ``learning_starts`` transitions again.
+        starts = getattr(self.algo, "learning_starts", None)
+        refilled = starts is not None and len(self.storage) >= starts
+        self._owed_updates = float(c.get("owed_updates", 0.0)) if refilled else 0.0

@@ -52,3 +52,17 @@ class TrainProgress:
     def print(self, message: str) -> None:
         """Print a line above the bar."""
         self.console.print(message)
+
+
+def transport_summary(m: dict[str, float]) -> str:
+    """One line of a learner endpoint's ``metrics()``: rates, queues, acks pending, rejects, weight lag."""
+    rejects = {k.split("/", 1)[1]: int(v) for k, v in m.items() if k.startswith("rejects/") and v}
+    lags = {k.split("/", 1)[1]: int(v) for k, v in m.items() if k.startswith("weight_lag/")}
+    parts = [f"{m.get('transitions_per_s', 0.0):,.0f} tr/s", f"{m.get('mb_per_s', 0.0):.2f} MB/s",
+             f"inbox {int(m.get('inbox', 0))}", f"acks pending {int(m.get('acks_pending', 0))}",
+             f"actors {int(m.get('actors', 0))}"]
+    if lags:
+        parts.append("lag " + ",".join(f"{a.removeprefix('actor')}:{v}" for a, v in lags.items()))
+    if rejects:
+        parts.append("rejects " + ",".join(f"{k}={v}" for k, v in rejects.items()))
+    return "  ".join(parts)

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 
 from robot_rl.config import ConfigError, TrainConfig, ZmqTransportConfig
-from robot_rl.loop.actor import Actor
+from robot_rl.loop.actor import Actor, RateLimiter
 from robot_rl.loop.runner import resolve_device, seed_everything
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
@@ -24,6 +24,9 @@ class ActorReport:
     unacked: int
     policy_version: int
     nonfinite_rows: int
+    dropped_chunks: int
+    stale_pauses: int
+    overruns: int
 
 
 def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None) -> ActorReport:
@@ -40,12 +43,10 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None)
     seed_everything(seed)
     env = cfg.task.make(device, seed)
     algo = cfg.algo.build(env.spec, device, cfg.run.seed)
-    endpoint = ZmqActorEndpoint(t.address, actor_id, env.spec, ZmqSettings(
-        heartbeat_s=t.heartbeat_s, resend_after_s=t.resend_after_s, outbox_size=t.outbox_size,
-        inbox_size=t.inbox_size, server_secret_key=t.server_secret_key,
-                allowed_clients_dir=t.allowed_clients_dir, server_public_key=t.server_public_key,
-                client_secret_key=t.client_secret_key))
-    actor = Actor(env, algo.make_policy(), endpoint, seed=seed, send_timeout_s=cfg.loop.max_wait_s)
+    endpoint = ZmqActorEndpoint(t.address, actor_id, env.spec, ZmqSettings.from_config(t))
+    actor = Actor(env, algo.make_policy(), endpoint, seed=seed, send_timeout_s=cfg.loop.max_wait_s,
+                  max_staleness=cfg.loop.max_staleness)
+    rate = RateLimiter(cfg.loop.actor_hz)
     rollout = int(getattr(algo, "rollout_length", 0)) if algo.on_policy else 0
     try:
         actor.wait_for_weights(-1, cfg.loop.max_wait_s)
@@ -61,6 +62,7 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None)
                 actor.sync_weights()
             actor.step()
             steps_in_rollout += 1
+            rate.sleep()
         # A graceful stop drains the outbox: nothing produced is dropped while the learner is alive.
         deadline = time.monotonic() + cfg.loop.max_wait_s
         while endpoint.unacked() and time.monotonic() < deadline:
@@ -71,6 +73,7 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None)
         endpoint.close()
         env.close()
     return ActorReport(actor.env_steps, endpoint.stats.batches_sent, endpoint.acked, endpoint.unacked(),
-                       actor.policy_version, actor.nonfinite_rows)
+                       actor.policy_version, actor.nonfinite_rows, actor.dropped_batches + endpoint.dropped(),
+                       actor.stale_pauses, rate.overruns)
 
 

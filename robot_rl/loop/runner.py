@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import yaml
 
-from robot_rl.checkpoint import load_latest, save_checkpoint
+from robot_rl.checkpoint import CheckpointError, list_checkpoints, load_latest, save_checkpoint, state_digest
 from robot_rl.config import (
     ConfigError,
     InprocTransportConfig,
@@ -32,14 +32,19 @@ from robot_rl.config import (
     from_dict,
     load_yaml,
     save_yaml,
+    task_id,
 )
 from robot_rl.envs import VecEnv
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.evaluate import EvalResult, evaluate
 from robot_rl.loop.learner import Learner
-from robot_rl.loop.progress import TrainProgress
+from robot_rl.loop.progress import TrainProgress, transport_summary
 from robot_rl.policies.base import Algorithm
+from robot_rl.replay.durable import DiskFullError
+from robot_rl.replay.persist import attach_replay, flush_replay, has_replay_on_disk, replay_sizes
+from robot_rl.replay.persist import named_buffers as _named
 from robot_rl.runlog import RunLog
+from robot_rl.sims.randomize import pop_summaries
 from robot_rl.transport.inproc import InprocTransport
 from robot_rl.transport.zmq_transport import ZmqLearnerEndpoint, ZmqSettings
 
@@ -70,6 +75,31 @@ def resolve_device(name: str) -> torch.device:
     return dev
 
 
+def rng_state() -> dict[str, Any]:
+    """Every global RNG's state as tensors (loadable with ``weights_only=True``)."""
+    version, mt, gauss = random.getstate()
+    _, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    return {"torch": torch.get_rng_state(),
+            "python": {"version": version, "mt": torch.tensor(mt, dtype=torch.int64), "gauss": gauss},
+            "numpy": {"keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)), "pos": int(pos),
+                      "has_gauss": int(has_gauss), "cached": float(cached)},
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore :func:`rng_state` (keys missing from older checkpoints are skipped)."""
+    torch.set_rng_state(state["torch"])
+    if "python" in state:
+        p = state["python"]
+        random.setstate((p["version"], tuple(int(x) for x in p["mt"].tolist()), p["gauss"]))
+    if "numpy" in state:
+        n = state["numpy"]
+        np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached"]))
+    cuda = state.get("cuda") or []
+    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
+
+
 def seed_everything(seed: int) -> None:
     """Seed Python, numpy and torch."""
     random.seed(seed)
@@ -78,7 +108,7 @@ def seed_everything(seed: int) -> None:
 
 
 def _task_name(cfg: TrainConfig) -> str:
-    return type(cfg.task).registry.name_of(cfg.task)
+    return task_id(cfg.task)
 
 
 def _algo_name(cfg: TrainConfig) -> str:
@@ -121,7 +151,7 @@ class InProcessRunner:
         seed_everything(cfg.run.seed)
         if run_dir is None:
             stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-            run_dir = cfg.run.root / (cfg.run.name or f"{_task_name(cfg)}-{_algo_name(cfg)}-{stamp}")
+            run_dir = cfg.run.root / (cfg.run.name or f"{_task_name(cfg).replace('/', '-')}-{_algo_name(cfg)}-{stamp}")
         self.run_dir = Path(run_dir)
         if not resume and (self.run_dir / "checkpoints").exists():
             raise ConfigError(f"{self.run_dir} already holds a run; continue it with "
@@ -147,11 +177,9 @@ class InProcessRunner:
         self.zmq_endpoint: ZmqLearnerEndpoint | None = None
         if isinstance(cfg.transport, ZmqTransportConfig):
             t = cfg.transport
-            self.zmq_endpoint = ZmqLearnerEndpoint(t.address, self.spec, ZmqSettings(
-                heartbeat_s=t.heartbeat_s, resend_after_s=t.resend_after_s, outbox_size=t.outbox_size,
-                inbox_size=t.inbox_size, server_secret_key=t.server_secret_key,
-                allowed_clients_dir=t.allowed_clients_dir, server_public_key=t.server_public_key,
-                client_secret_key=t.client_secret_key))
+            # Acknowledged only once the learner has stored a chunk (Learner.ingest confirms it).
+            self.zmq_endpoint = ZmqLearnerEndpoint(t.address, self.spec,
+                                                   ZmqSettings.from_config(t, ack_after="confirm"))
             endpoint: Any = self.zmq_endpoint
             self.transport: InprocTransport | None = None
         else:
@@ -159,6 +187,7 @@ class InProcessRunner:
             self.transport = InprocTransport(cfg.transport.max_queued_batches)
             endpoint = self.transport.learner_endpoint()
         self.learner = Learner(self.algo, self.spec, endpoint, self.device, num_envs_total)
+        self._attach_replay(resume)
         self.wall_offset = 0.0
         self.discarded_rollouts = 0
         self.last_eval: EvalResult | None = None
@@ -166,6 +195,8 @@ class InProcessRunner:
         self.next_eval = cfg.loop.eval_every_env_steps
         if resume:
             self._restore()
+        if cfg.loop.demos_path is not None:
+            self._load_demos(Path(cfg.loop.demos_path))
         self.learner.publish()
         self._stop = threading.Event()
         transport = self.transport
@@ -180,24 +211,83 @@ class InProcessRunner:
 
     # ---- checkpoints ------------------------------------------------------------------------
 
+    def _attach_replay(self, resume: bool) -> None:
+        """Back the replay by segment files in ``<run>/replay/`` and, on resume, reload them."""
+        rc = self.cfg.replay
+        root = self.run_dir / "replay"
+        self.replay_persisted = rc.persist and not self.algo.on_policy
+        if not self.replay_persisted:
+            return
+        if not resume and has_replay_on_disk(root):
+            raise ConfigError(f"{root} already holds replay data; continue the run with "
+                              f"`robot-rl train --resume {self.run_dir}` or pick another run.name")
+        reports = attach_replay(self.learner.storage, root, rc.segment_transitions, rc.flush_every_s,
+                                rc.delete_evicted)
+        for name, r in reports.items():
+            if r.dropped_segments:
+                log.error("replay %s: %s", name, r.summary())
+
+    def _load_demos(self, path: Path) -> None:
+        from robot_rl.data.demos import load_demos_into
+
+        demos = getattr(self.learner.storage, "buffers", {}).get("demos")
+        if demos is not None and len(demos) > 0:
+            # A resumed run reloads its demo buffer from the replay segments; loading again would double it.
+            log.info("demo buffer already holds %d transitions; not loading %s again", len(demos), path)
+            return
+        n = load_demos_into(self.learner.storage, path, self.spec, self.device)
+        log.info("loaded %d demo transitions from %s", n, path)
+
     def _restore(self) -> None:
         state, meta, path = load_latest(self.run_dir)
         self.algo.load_state_dict(state["algo"])
+        # Prove the networks, optimisers and temperature are exactly what was saved (never a fresh init).
+        saved = meta.get("algo_digest")
+        if saved is not None and state_digest(self.algo.state_dict()) != saved:
+            raise CheckpointError(f"{path}: the restored algorithm state differs from the one saved; refusing "
+                                  "to continue with different weights")
         self.learner.load_counters(state["learner"])
-        torch.set_rng_state(state["rng"]["torch"])
+        set_rng_state(state["rng"])
+        load_transport = getattr(self.learner.endpoint, "load_state_dict", None)
+        if state.get("transport") is not None and load_transport is not None:
+            load_transport(state["transport"])
+        self._report_replay_resume(state.get("replay"))
         self.wall_offset = float(meta.get("wall_s", 0.0))
         self.best_success = float(meta.get("best_success", 0.0))
         every = self.cfg.loop.eval_every_env_steps
         self.next_eval = (self.learner.transitions // every + 1) * every
-        log.info("resumed from %s at %d env steps, policy version %d", path, self.learner.transitions,
-                 self.learner.version)
+        log.info("resumed from %s at %d env steps, policy version %d, replay %s", path, self.learner.transitions,
+                 self.learner.version, replay_sizes(self.learner.storage))
+
+    def _report_replay_resume(self, saved: dict[str, Any] | None) -> None:
+        if not saved or not getattr(self, "replay_persisted", False):
+            if self.algo.on_policy is False and self.learner.transitions and not len(self.learner.storage):
+                log.warning("replay was not persisted; the buffer refills from empty")
+            return
+        now = {name: buf.watermark[0] for name, buf in _named(self.learner.storage).items()}
+        for name, rows in saved.get("watermark", {}).items():
+            have = now.get(name, 0)
+            if have < rows[0]:
+                log.error("replay %s: the checkpoint saw %d transitions committed, the disk holds %d "
+                          "(segments were lost or damaged)", name, rows[0], have)
+            elif have > rows[0]:
+                log.info("replay %s: %d transitions committed after the checkpoint are kept", name, have - rows[0])
 
     def checkpoint(self, wall_s: float) -> Path:
-        """Commit a checkpoint of everything a resume needs."""
-        state = {"algo": self.algo.state_dict(), "learner": self.learner.counters(),
-                 "actor_weights": self.algo.actor_weights(), "rng": {"torch": torch.get_rng_state()}}
+        """Commit the replay's pending rows, then a checkpoint of everything a resume needs.
+
+        Raises :class:`DiskFullError` when the disk is full (the previous checkpoint stays intact).
+        """
+        watermark = flush_replay(self.learner.storage) if getattr(self, "replay_persisted", False) else {}
+        algo_state = self.algo.state_dict()
+        transport_state = getattr(self.learner.endpoint, "state_dict", None)
+        state = {"algo": algo_state, "learner": self.learner.counters(),
+                 "actor_weights": self.algo.actor_weights(), "rng": rng_state(),
+                 "replay": {"watermark": watermark, "sizes": replay_sizes(self.learner.storage)},
+                 "transport": transport_state() if transport_state is not None else None}
         meta = {"env_steps": self.learner.transitions, "updates": self.learner.updates,
                 "policy_version": self.learner.version, "wall_s": wall_s, "best_success": self.best_success,
+                "algo_digest": state_digest(algo_state), "replay_watermark": watermark,
                 "time": datetime.now().isoformat(timespec="seconds")}
         return save_checkpoint(self.run_dir, self.learner.transitions, state, meta)
 
@@ -229,6 +319,7 @@ class InProcessRunner:
             threads = [threading.Thread(target=self._actor_thread, args=(a,), daemon=True,
                                         name=f"actor-{a.endpoint.actor_id}") for a in self.actors]
         last_log = last_ckpt = time.monotonic()
+        disk_full: DiskFullError | None = None
         ep_returns: list[float] = []
         ep_success: list[bool] = []
         title = f"{_task_name(cfg)} / {_algo_name(cfg)}"
@@ -268,7 +359,12 @@ class InProcessRunner:
                     if now - last_log >= cfg.loop.log_every_s:
                         last_log = now
                         metrics = self._metrics(ep_returns, ep_success)
+                        if self.zmq_endpoint is not None:
+                            net = self.zmq_endpoint.metrics()
+                            metrics.update({f"transport/{k}": v for k, v in net.items()})
+                            log.info("transport: %s", transport_summary(net))
                         self.runlog.scalars(metrics, self.learner.transitions, prefix="train/")
+                        self.runlog.scalars(pop_summaries(self.envs), self.learner.transitions, prefix="randomize/")
                         self.runlog.train_row({"env_steps": self.learner.transitions, "wall_s": round(wall, 2),
                                                "updates": self.learner.updates, "return": metrics.get("return", ""),
                                                "success": metrics.get("success", "")})
@@ -279,11 +375,16 @@ class InProcessRunner:
         except KeyboardInterrupt:
             reason = "interrupted"
             log.warning("interrupted; saving a checkpoint")
+        except DiskFullError as e:
+            disk_full = e
+            log.error("disk full: %s; actors stopped (holding), no more data is collected", e)
         finally:
-            self._stop.set()
+            self._stop.set()  # actors hold: nothing is collected that could not be stored
             for th in threads:
                 th.join(timeout=cfg.loop.max_wait_s)
         wall = time.monotonic() - t0
+        if disk_full is not None:
+            self._stop_on_disk_full(disk_full, wall)
         self.checkpoint(wall)
         if self.last_eval is None or reason != "threshold":
             self.run_eval(wall)
@@ -298,7 +399,7 @@ class InProcessRunner:
             "gradient_updates": result.updates, "policy_version": result.policy_version,
             "wall_clock_s": round(wall, 1), "final_eval": self.last_eval.as_dict(),
             "best_success_rate": self.best_success, "nonfinite_rows_dropped": nonfinite,
-            "discarded_rollouts": self.discarded_rollouts,
+            "discarded_rollouts": self.discarded_rollouts, "cut_actor_sessions": self.learner.cut_sessions,
             "rejected_batches": dict(self.learner.endpoint.stats.rejected),
             "learning_curve": str(curve) if curve else None,
         })
@@ -309,6 +410,24 @@ class InProcessRunner:
         if self.zmq_endpoint is not None:
             self.zmq_endpoint.close()
         return result
+
+    def _stop_on_disk_full(self, error: DiskFullError, wall: float) -> None:
+        """Try one last checkpoint, release everything, and raise a clear error naming the good checkpoint."""
+        try:
+            where = f"saved a final checkpoint {self.checkpoint(wall)}"
+        except OSError as e:
+            good = list_checkpoints(self.run_dir)
+            where = (f"the last good checkpoint is {good[-1]}" if good else "no checkpoint was committed") + \
+                f" (final save failed: {e})"
+        self.runlog.close()
+        logging.getLogger("robot_rl").removeHandler(self._log_handler)
+        for env in [*self.envs, self.eval_env]:
+            env.close()
+        if self.zmq_endpoint is not None:
+            self.zmq_endpoint.close()
+        raise DiskFullError(error.errno, f"training stopped: the disk is full ({error}). Actors were stopped "
+                                         f"and hold; {where}. Free space, then `robot-rl train --resume "
+                                         f"{self.run_dir}`.") from error
 
     def _actor_thread(self, actor: Actor) -> None:
         try:
@@ -380,6 +499,11 @@ class InProcessRunner:
         out: dict[str, Any] = {k: metrics[k] for k in keep if k in metrics}
         if "success" in out:
             out["success"] = f"{out['success']:.0%}"
+        if "transport/transitions_per_s" in metrics:
+            rejects = sum(v for k, v in metrics.items() if k.startswith("transport/rejects/"))
+            out["net"] = (f"{metrics['transport/transitions_per_s']:,.0f}tr/s "
+                          f"{metrics['transport/mb_per_s']:.1f}MB/s acks {metrics['transport/acks_pending']:.0f} "
+                          f"lag {metrics['transport/weight_lag_max']:.0f} rej {rejects:.0f}")
         return out
 
 

@@ -71,9 +71,12 @@ class SACConfig(AlgoConfig):
     learning_starts: int = 5_000
     """Transitions to collect before the first update."""
     buffer_size: int = 1_000_000
-    """Replay capacity (online buffer). Lower it for images: each row stores obs and next_obs."""
+    """Replay capacity (online buffer). Each row stores one observation (next_obs is found by index)."""
     demo_buffer_size: int = 100_000
     """Capacity of the demo/intervention buffer (used when ``demo_ratio > 0``)."""
+    n_step: int = 1
+    """n-step TD targets: Σ_{i<m} γ^i r_{t+i} + γ^m·V(s_{t+m}), m ≤ n, stopping at episode ends (built
+    by the replay at sample time)."""
     init_temperature: float = 1.0
     """Initial entropy coefficient α."""
     target_entropy: float | None = None
@@ -101,6 +104,9 @@ class SACConfig(AlgoConfig):
     actor weights)."""
     compile: bool = False
     """Opt-in ``torch.compile`` of the critic and actor loss functions (first updates are slow)."""
+    compile_mode: str = "default"
+    """``torch.compile`` mode when ``compile`` is on: ``default``, or ``reduce-overhead`` (CUDA graphs: on a GPU
+    the small SAC networks are launch-bound, and graphs remove most of the launch cost)."""
     amp_bf16: bool = False
     """bf16 autocast for the learner's hidden layers (much faster on CPUs with AVX512-BF16/AMX and on
     recent GPUs); Q-values, log-probabilities and optimiser state stay float32."""
@@ -273,8 +279,9 @@ class SACAlgorithm(OffPolicyAlgorithm):
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
         self.num_updates = 0
-        self._critic_loss = torch.compile(self.critic_loss) if cfg.compile else self.critic_loss
-        self._actor_loss = torch.compile(self.actor_loss) if cfg.compile else self.actor_loss
+        mode = cfg.compile_mode
+        self._critic_loss = torch.compile(self.critic_loss, mode=mode) if cfg.compile else self.critic_loss
+        self._actor_loss = torch.compile(self.actor_loss, mode=mode) if cfg.compile else self.actor_loss
 
     # ---- the pieces the loop asks for ---------------------------------------------------------
 
@@ -288,10 +295,12 @@ class SACAlgorithm(OffPolicyAlgorithm):
         ``storage.buffers["demos"]`` (or ``storage.add_to("demos", batch)``) takes demonstrations;
         intervened rows added with ``storage.add`` land in both buffers (HIL-SERL).
         """
-        online = ReplayBuffer(self.spec, self.cfg.buffer_size, self.device)
+        online = ReplayBuffer(self.spec, self.cfg.buffer_size, self.device, n_step=self.cfg.n_step,
+                              gamma=self.cfg.gamma)
         if self.cfg.demo_ratio <= 0:
             return online
-        demos = ReplayBuffer(self.spec, self.cfg.demo_buffer_size, self.device)
+        demos = ReplayBuffer(self.spec, self.cfg.demo_buffer_size, self.device, n_step=self.cfg.n_step,
+                             gamma=self.cfg.gamma)
         return MixingSampler({"online": online, "demos": demos},
                              {"online": 1.0 - self.cfg.demo_ratio, "demos": self.cfg.demo_ratio})
 
@@ -309,10 +318,12 @@ class SACAlgorithm(OffPolicyAlgorithm):
 
     def critic_loss(self, obs: Obs, action: torch.Tensor, reward: torch.Tensor, terminated: torch.Tensor,
                     next_obs: Obs, noise: torch.Tensor, subset: torch.Tensor | None,
-                    alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                    alpha: torch.Tensor, discount: torch.Tensor | float | None = None,
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(L_Q, mean Q, detached features of obs)`` for squashed actions and noise ``[B, |A|]``.
 
         A pure function of its inputs (``update`` draws the noise for a' and the critic subset).
+        ``discount`` is γ, or the per-row γ^m of n-step rows (``batch.extras["discount"]``).
         """
         # Soft TD target, a' ~ π(·|s') and M ⊆ {1..E} a random subset (all members when M = E):
         #   y = r + γ·(1 − terminated)·(min_{j∈M} Q̄_j(s', a') − α·log π(a'|s'))
@@ -325,7 +336,8 @@ class SACAlgorithm(OffPolicyAlgorithm):
             if subset is not None:
                 q_next = q_next[subset]
             soft_value = q_next.min(dim=0).values - alpha * next_log_prob
-            target = reward + self.cfg.gamma * (1.0 - terminated.float()) * soft_value
+            gamma = self.cfg.gamma if discount is None else discount
+            target = reward + gamma * (1.0 - terminated.float()) * soft_value
         # L_Q = ½ Σ_j mean_b (Q_j(s, a) − y)²; its gradient also trains the image encoder (DrQ).
         features = self.actor.encoder(obs)
         q = self.critic(features, action)
@@ -370,13 +382,21 @@ class SACAlgorithm(OffPolicyAlgorithm):
         action = ((batch.action.reshape(n, -1) - self.actor.action_bias) / self.actor.action_scale).clamp(-1.0, 1.0)
         alpha = self.log_alpha.detach().exp()
         autocast = torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=cfg.amp_bf16)
+        graphs = cfg.compile and cfg.compile_mode == "reduce-overhead"
+        if graphs:
+            # CUDA graphs reuse their output memory on the next replay: mark the step, and copy what
+            # outlives the next compiled call (the statistics) out of the graph's pool below.
+            torch.compiler.cudagraph_mark_step_begin()
 
         with autocast:
             critic_loss, q_mean, features = self._critic_loss(obs, action, batch.reward, batch.terminated,
-                                                              next_obs, noise[0], subset, alpha)
+                                                              next_obs, noise[0], subset, alpha,
+                                                              batch.extras.get("discount"))
         self.critic_optim.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_optim.step()
+        if graphs:
+            critic_loss, q_mean, features = critic_loss.detach().clone(), q_mean.clone(), features.clone()
 
         # The actor reuses the critic pass's features (detached), saving a second CNN pass on pixels;
         # its Q comes from the critic as just updated.

@@ -1,22 +1,52 @@
-"""Device-resident replay: a preallocated ring buffer and a sampler mixing several buffers.
+"""Device-resident replay: observations stored once, successors found by index, n-step on sampling.
 
-Every field lives in one tensor ``[capacity, ...]`` on the buffer's device with the spec's dtype
-(images stay uint8), so adding and sampling are a handful of batched index operations with no
-Python loop over rows. ``sample`` returns a :class:`~robot_rl.transition.TransitionBatch`; how the
-buffer keeps ``next_obs`` internally (today a copy) is private and may change to an index into
-``obs`` without changing this API.
+Two preallocated rings live on the buffer's device:
+
+- an **observation ring** of ``obs_capacity`` slots, each one observation (images as uint8), plus
+  ``slot_prev``: the slot of the frame before it in the same episode (``-1`` at an episode start);
+- a **transition ring** of ``capacity`` rows: action, reward, flags, and two slot numbers, ``obs_slot``
+  and ``next_slot``, plus ``prev_row`` (the stream's previous transition, for n-step chains).
+
+A stream is one sub-env of one actor ``(actor_id, env_index)``. When a row's observation is exactly
+the previous row's ``next_obs`` in the same stream (the usual case), the row points at that slot
+instead of storing it again, so a transition costs one observation, not two. An episode's final
+observation (``terminated | truncated``) is its own slot and is never chained to the reset
+observation that follows. Rows whose observation does not match (a dropped row, a restart) get a
+fresh slot, so correctness never depends on the actor sending every step.
+
+Slot and row numbers are absolute counters (``position = number mod capacity``), which makes
+"is this slot still alive" a comparison and lets :mod:`robot_rl.replay.segments` append the rings to
+disk as they fill. When the observation ring wraps faster than the transition ring (episodes much
+shorter than 20 steps with the default ``obs_capacity``), the rows whose observation was overwritten
+are dropped from the oldest end first: the buffer then holds fewer than ``capacity`` rows, never a
+wrong one.
+
+Sampling (``sample``/``gather``) is a fixed number of batched index operations on the device:
+n-step returns and frame stacks follow the ``next_row``/``slot_prev`` links with a Python loop over
+``n``/``k`` steps, never over samples.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import time
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from robot_rl.specs import EnvSpec
 from robot_rl.transition import TransitionBatch
 
+if TYPE_CHECKING:
+    from robot_rl.replay.segments import LoadReport, SegmentLog
+
 _ROW_FIELDS = ("action", "reward", "terminated", "truncated", "intervened", "policy_version", "env_index")
+#: Per-row bookkeeping stored (and persisted) next to the transition fields.
+_LINK_FIELDS = ("actor_id", "obs_slot", "next_slot", "prev_row")
+_FLAG_FIELDS = ("terminated", "truncated", "intervened")
+_INT_FIELDS = ("policy_version", "env_index", *_LINK_FIELDS)
+#: Below this many bytes per observation a second slot per row costs nothing worth saving.
+_SMALL_OBS_BYTES = 4096
 
 
 def concat_batches(batches: list[TransitionBatch]) -> TransitionBatch:
@@ -41,163 +71,404 @@ def _batch(obs: dict[str, torch.Tensor], next_obs: dict[str, torch.Tensor], rows
                            env_index=rows["env_index"], extras=extras or {})
 
 
+def _occurrence_rank(keys: torch.Tensor) -> torch.Tensor:
+    """``[n]``: how many earlier rows share each row's key (0 for the first occurrence)."""
+    n = keys.numel()
+    order = torch.argsort(keys * n + torch.arange(n, device=keys.device))
+    sorted_keys = keys[order]
+    is_start = torch.ones(n, dtype=torch.bool, device=keys.device)
+    is_start[1:] = sorted_keys[1:] != sorted_keys[:-1]
+    pos = torch.arange(n, device=keys.device)
+    group_start = torch.cummax(torch.where(is_start, pos, torch.zeros_like(pos)), 0).values
+    rank = torch.empty_like(pos)
+    rank[order] = pos - group_start
+    return rank
+
+
 class ReplayBuffer:
     """A ring buffer of ``capacity`` transitions for observations and actions described by ``spec``.
 
-    ``add`` writes rows at ``(pos + i) mod capacity``, overwriting the oldest once full; ``sample``
-    draws rows uniformly with replacement using ``torch.randint`` on the buffer's device.
+    Args:
+        obs_capacity: observation slots (default: ``2·capacity`` for small observations, else
+            ``1.05·capacity``: one slot per row plus one per episode start for episodes ≥ 20 steps).
+        n_step: sampled rows carry ``Σ_{i<m} γ^i r_{t+i}`` over up to ``n`` steps of the same
+            episode, ``next_obs``/``terminated``/``truncated`` of the last of them, and
+            ``extras["discount"] = γ^m`` (only when ``n_step > 1``) for the bootstrap.
+        frame_stack: ``k > 1`` returns observations ``[B, k, ...]`` (oldest first), built at sample
+            time from ``slot_prev``; frames before the episode start repeat its first frame.
+        action_chunk: ``H > 1`` returns actions ``[B, H, *action_shape]``, the next ``H`` actions of
+            the episode, and ``extras["action_pad"]`` ``[B, H]`` where the episode ended first (the
+            last action is repeated there).
     """
 
-    def __init__(self, spec: EnvSpec, capacity: int, device: torch.device | str = "cpu") -> None:
+    def __init__(self, spec: EnvSpec, capacity: int, device: torch.device | str = "cpu", *,
+                 obs_capacity: int | None = None, n_step: int = 1, gamma: float = 0.99,
+                 frame_stack: int = 1, action_chunk: int = 1) -> None:
         if capacity <= 0:
             raise ValueError(f"capacity must be positive, got {capacity}")
+        if n_step < 1 or frame_stack < 1 or action_chunk < 1:
+            raise ValueError(f"n_step, frame_stack and action_chunk must be >= 1, got {n_step}, "
+                             f"{frame_stack}, {action_chunk}")
         self.spec = spec
         self.capacity = int(capacity)
         self.device = torch.device(device)
-        # torch.empty leaves pages untouched until written, so a large image buffer costs memory only
-        # as it fills; only rows [0, size) are ever read.
-        self._obs = {k: torch.empty(self.capacity, *s.shape, dtype=s.torch_dtype, device=self.device)
+        obs_bytes = sum(math.prod(s.shape) * s.torch_dtype.itemsize for s in spec.observation.values())
+        if obs_capacity is None:
+            obs_capacity = 2 * capacity if obs_bytes <= _SMALL_OBS_BYTES else capacity + math.ceil(capacity / 20)
+        if obs_capacity < 4:
+            raise ValueError(f"obs_capacity must be at least 4, got {obs_capacity}")
+        self.obs_capacity = int(obs_capacity)
+        self.n_step, self.gamma, self.frame_stack, self.action_chunk = n_step, gamma, frame_stack, action_chunk
+        # A row may reuse the previous row's next-observation slot only if that slot is in the newer
+        # half of the ring, so that evicting slots also evicts rows oldest-first (see _advance).
+        self._chain_window = self.obs_capacity // 2
+        self._max_part = max(1, min(self.capacity, (self.obs_capacity - self._chain_window - 1) // 2))
+        dev, cap, ocap = self.device, self.capacity, self.obs_capacity
+        # One spare slot/row at the end is a write-only sink for masked scatters (no host sync).
+        self._obs = {k: torch.empty(ocap + 1, *s.shape, dtype=s.torch_dtype, device=dev)
                      for k, s in spec.observation.items()}
-        self._next_obs = {k: torch.empty_like(v) for k, v in self._obs.items()}
+        self._slot_prev = torch.full((ocap + 1,), -1, dtype=torch.int64, device=dev)
+        self._slot_row = torch.full((ocap + 1,), -1, dtype=torch.int64, device=dev)
+        # Scalar fields are packed by dtype so a sample gathers them in two ops, not nine; the named
+        # columns in _rows are views into the packed tensors (writes go through).
+        self._flags = torch.zeros(cap, len(_FLAG_FIELDS), dtype=torch.bool, device=dev)
+        self._ints = torch.zeros(cap, len(_INT_FIELDS), dtype=torch.int64, device=dev)
         self._rows: dict[str, torch.Tensor] = {
-            "action": torch.empty(self.capacity, *spec.action.shape, dtype=spec.action.torch_dtype,
-                                  device=self.device),
-            "reward": torch.empty(self.capacity, dtype=torch.float32, device=self.device),
-            "terminated": torch.empty(self.capacity, dtype=torch.bool, device=self.device),
-            "truncated": torch.empty(self.capacity, dtype=torch.bool, device=self.device),
-            "intervened": torch.empty(self.capacity, dtype=torch.bool, device=self.device),
-            "policy_version": torch.empty(self.capacity, dtype=torch.int64, device=self.device),
-            "env_index": torch.empty(self.capacity, dtype=torch.int64, device=self.device),
+            "action": torch.empty(cap, *spec.action.shape, dtype=spec.action.torch_dtype, device=dev),
+            "reward": torch.empty(cap, dtype=torch.float32, device=dev),
+            **{f: self._flags[:, i] for i, f in enumerate(_FLAG_FIELDS)},
+            **{f: self._ints[:, i] for i, f in enumerate(_INT_FIELDS)},
         }
-        self._pos = 0
-        self._size = 0
+        self._next_row = torch.full((cap + 1,), -1, dtype=torch.int64, device=dev)
+        self._t = self._o = 0  # rows / slots ever written (absolute counters)
+        self._t_lo = self._o_lo = 0  # oldest live row; oldest slot that exists at all (after a reload)
+        self._streams: dict[int, torch.Tensor] = {}  # actor id → [env, 2]: pending (slot, row), -1 = none
+        self._log: SegmentLog | None = None
+        self._committed = (0, 0)  # (rows, slots) durable on disk
+        self._submitted = (0, 0)  # (rows, slots) handed to the log's writer
+        self._segment_rows = 0
+        self._flush_every_s = math.inf
+        self._last_flush = time.monotonic()
+
+    # ---- sizes ------------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return self._size
+        return self._t - self._t_lo
+
+    @property
+    def transitions_written(self) -> int:
+        """Rows ever added (also the absolute number the next row gets)."""
+        return self._t
+
+    @property
+    def slots_written(self) -> int:
+        """Observation slots ever written (≈ rows + episode starts)."""
+        return self._o
+
+    def _slot_floor(self) -> int:
+        return max(self._o - self.obs_capacity, self._o_lo)
+
+    # ---- adding -----------------------------------------------------------------------------
 
     def add(self, batch: TransitionBatch) -> None:
-        """Append ``B`` rows (wrapping around); if ``B > capacity`` only the newest ``capacity`` are kept."""
+        """Append ``B`` rows (wrapping around); with a segment log attached, commit full segments.
+
+        Rows of one stream (same ``env_index``) in one batch are taken in batch order. A batch
+        larger than ``capacity`` keeps only its newest ``capacity`` rows in memory (all are persisted).
+        """
         n = len(batch)
         if n == 0:
             return
         if set(batch.obs) != set(self._obs) or set(batch.next_obs) != set(self._obs):
             raise KeyError(f"observation keys {sorted(batch.obs)} do not match the buffer's {sorted(self._obs)}")
-        if n > self.capacity:
-            batch = batch.index(slice(n - self.capacity, n))
-            self._pos = (self._pos + n - self.capacity) % self.capacity
-            n = self.capacity
-        idx = (self._pos + torch.arange(n, device=self.device)) % self.capacity
-        for k, dst in self._obs.items():
-            dst.index_copy_(0, idx, batch.obs[k].to(self.device, dst.dtype))
-            self._next_obs[k].index_copy_(0, idx, batch.next_obs[k].to(self.device, dst.dtype))
-        for f, dst in self._rows.items():
-            dst.index_copy_(0, idx, getattr(batch, f).to(self.device, dst.dtype))
-        self._pos = (self._pos + n) % self.capacity
-        self._size = min(self._size + n, self.capacity)
+        batch = batch.to(self.device)
+        env = batch.env_index.to(torch.int64)
+        if int(env.min()) < 0:
+            raise ValueError("env_index must be non-negative")
+        parts = [batch]
+        if n > 1 and torch.unique(env).numel() != n:
+            rank = _occurrence_rank(env)
+            parts = [batch.index((rank == r).nonzero().flatten()) for r in range(int(rank.max()) + 1)]
+        for part in parts:
+            for start in range(0, len(part), self._max_part):
+                chunk = part if len(part) <= self._max_part else part.index(slice(start, start + self._max_part))
+                if self._log is not None and self._t + len(chunk) - self._submitted[0] > self._segment_rows:
+                    self.flush(wait=False)
+                self._append(chunk)
+        if self._log is not None and (self._t - self._submitted[0] >= self._segment_rows
+                                      or time.monotonic() - self._last_flush >= self._flush_every_s):
+            self.flush(wait=False)
 
-    def gather(self, idx: torch.Tensor) -> TransitionBatch:
-        """The rows ``idx`` (``[B]`` int64 in ``[0, len)``) as a batch."""
-        return _batch({k: v[idx] for k, v in self._obs.items()}, {k: v[idx] for k, v in self._next_obs.items()},
-                      {f: t[idx] for f, t in self._rows.items()})
+    def _stream(self, actor_id: int, max_env: int) -> torch.Tensor:
+        state = self._streams.get(actor_id)
+        if state is None or state.shape[0] <= max_env:
+            grown = torch.full((max(max_env + 1, 2 * (0 if state is None else state.shape[0])), 2), -1,
+                               dtype=torch.int64, device=self.device)
+            if state is not None:
+                grown[: state.shape[0]] = state
+            self._streams[actor_id] = state = grown
+        return state
+
+    def _append(self, b: TransitionBatch) -> None:
+        """Store rows with distinct ``env_index`` (``len(b) <= _max_part``)."""
+        n, dev, ocap = len(b), self.device, self.obs_capacity
+        env = b.env_index.to(torch.int64)
+        stream = self._stream(int(b.actor_id), int(env.max()))
+        pending = stream[env]
+        ps, pr = pending[:, 0], pending[:, 1]
+        # Chain: this row's observation is the slot its stream's previous row stored as next_obs.
+        chain = ps >= max(self._o - self._chain_window, self._slot_floor(), 0)
+        psp = ps.clamp(min=0) % ocap
+        for k, store in self._obs.items():
+            chain &= (store[psp].reshape(n, -1) == b.obs[k].to(store.dtype).reshape(n, -1)).all(dim=1)
+        fresh = (~chain).long()
+        counts = 1 + fresh
+        first = self._o + counts.cumsum(0) - counts
+        obs_slot = torch.where(chain, ps, first)
+        next_slot = first + fresh
+        n_slots = n + int(fresh.sum())  # the one host sync of an add
+        rows = self._t + torch.arange(n, device=dev)
+        prev_row = torch.where(chain & (pr >= self._t_lo), pr, torch.full_like(pr, -1))
+        self._advance(n, n_slots)
+        # New slots: the row's own observation where it did not chain (an episode start), then its
+        # successor. Unchained rows' first slot goes to the sink row when chained (no sync needed).
+        fresh_pos = torch.where(chain, torch.full_like(first, ocap), first % ocap)
+        next_pos = next_slot % ocap
+        for k, store in self._obs.items():
+            store.index_copy_(0, fresh_pos, b.obs[k].to(store.dtype))
+            store.index_copy_(0, next_pos, b.next_obs[k].to(store.dtype))
+        self._slot_prev.index_fill_(0, fresh_pos, -1)
+        self._slot_prev.index_copy_(0, next_pos, obs_slot)
+        self._slot_row.index_copy_(0, next_pos, torch.full_like(rows, -1))
+        self._slot_row.index_copy_(0, obs_slot % ocap, rows)
+        fields = {f: getattr(b, f) for f in _ROW_FIELDS}
+        fields.update(actor_id=torch.full_like(rows, int(b.actor_id)), obs_slot=obs_slot, next_slot=next_slot,
+                      prev_row=prev_row)
+        self._write_rows(rows, fields)
+        done = b.terminated | b.truncated
+        stream[env] = torch.where(done[:, None], torch.full_like(pending, -1), torch.stack([next_slot, rows], 1))
+        self._t += n
+        self._o += n_slots
+
+    def _advance(self, n_rows: int, n_slots: int) -> None:
+        """Evict what ``n_rows`` new rows and ``n_slots`` new slots overwrite (oldest first)."""
+        ocap = self.obs_capacity
+        lo_old, lo_new = max(self._o - ocap, 0), self._o + n_slots - ocap
+        if lo_new > lo_old:
+            pos = torch.arange(lo_old, lo_new, device=self.device) % ocap
+            users = self._slot_row[pos]
+            # Every row up to the newest one reading an evicted slot goes too (FIFO order kept).
+            self._t_lo = max(self._t_lo, int(users.max()) + 1)
+            self._slot_row[pos] = -1
+        self._t_lo = min(max(self._t_lo, self._t + n_rows - self.capacity), self._t + n_rows)
+
+    def _write_rows(self, rows: torch.Tensor, fields: dict[str, torch.Tensor]) -> None:
+        pos = rows % self.capacity
+        for f, dst in self._rows.items():
+            dst.index_copy_(0, pos, fields[f].to(self.device, dst.dtype))
+        self._next_row.index_fill_(0, pos, -1)
+        prev = fields["prev_row"].to(self.device)
+        link = torch.where(prev >= self._t_lo, prev % self.capacity, torch.full_like(prev, self.capacity))
+        self._next_row.index_copy_(0, link, rows)
+        self._next_row[self.capacity] = -1
+
+    # ---- sampling ---------------------------------------------------------------------------
 
     def sample_indices(self, batch_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
-        """``[batch_size]`` uniform row indices (with replacement), drawn on the buffer's device."""
-        if self._size == 0:
+        """``[batch_size]`` ring positions of live rows, uniform with replacement, drawn on the device."""
+        if len(self) == 0:
             raise ValueError("cannot sample from an empty replay buffer")
-        return torch.randint(0, self._size, (batch_size,), device=self.device, generator=generator)
+        r = torch.randint(0, len(self), (batch_size,), device=self.device, generator=generator)
+        return (r + self._t_lo) % self.capacity
 
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> TransitionBatch:
         """``batch_size`` transitions drawn uniformly with replacement."""
         return self.gather(self.sample_indices(batch_size, generator))
 
+    def _frames(self, slots: torch.Tensor) -> dict[str, torch.Tensor]:
+        ocap = self.obs_capacity
+        # index_select rather than v[pos]: a few times faster for large uint8 images on CPU.
+        if self.frame_stack == 1:
+            pos = slots % ocap
+            return {k: v.index_select(0, pos) for k, v in self._obs.items()}
+        floor = self._slot_floor()
+        chain, cur = [slots], slots
+        for _ in range(self.frame_stack - 1):
+            prev = self._slot_prev[cur % ocap]
+            cur = torch.where(prev >= floor, prev, cur)  # before the episode start: repeat the first frame
+            chain.append(cur)
+        pos = torch.stack(chain[::-1], 1) % ocap
+        return {k: v.index_select(0, pos.flatten()).reshape(*pos.shape, *v.shape[1:]) for k, v in self._obs.items()}
+
+    def gather(self, idx: torch.Tensor) -> TransitionBatch:
+        """The rows at ring positions ``idx`` (``[B]`` int64) as a batch, with n-step/stack/chunk applied."""
+        r = self._rows
+        extras: dict[str, torch.Tensor] = {}
+        last, reward = idx, r["reward"].index_select(0, idx)
+        if self.n_step > 1:
+            # R = Σ_{i<m} γ^i r_{t+i}, stopping after a terminated/truncated row or the stream's newest
+            # row; the target bootstraps from next_obs of the last row with γ^m (if not terminated).
+            discount = torch.full_like(reward, self.gamma)
+            active = ~(r["terminated"][idx] | r["truncated"][idx])
+            for i in range(1, self.n_step):
+                nxt = self._next_row[last]
+                step = active & (nxt >= 0)
+                last = torch.where(step, nxt % self.capacity, last)
+                reward = reward + torch.where(step, self.gamma ** i * r["reward"][last], 0.0)
+                discount = torch.where(step, discount * self.gamma, discount)
+                active = step & ~(r["terminated"][last] | r["truncated"][last])
+            extras["discount"] = discount
+        action = r["action"].index_select(0, idx)
+        if self.action_chunk > 1:
+            steps, pads, cur = [idx], [torch.zeros_like(idx, dtype=torch.bool)], idx
+            ended = r["terminated"][idx] | r["truncated"][idx]
+            for _ in range(self.action_chunk - 1):
+                nxt = self._next_row[cur]
+                ok = ~ended & (nxt >= 0)
+                cur = torch.where(ok, nxt % self.capacity, cur)
+                ended = ~ok | r["terminated"][cur] | r["truncated"][cur]
+                steps.append(cur)
+                pads.append(~ok)
+            action = r["action"][torch.stack(steps, 1)]
+            extras["action_pad"] = torch.stack(pads, 1)
+        flags, ints = self._flags.index_select(0, idx), self._ints.index_select(0, idx)
+        rows = {f: flags[:, i] for i, f in enumerate(_FLAG_FIELDS)}
+        rows.update({f: ints[:, i] for i, f in enumerate(_INT_FIELDS) if f in _ROW_FIELDS})
+        next_slot = ints[:, _INT_FIELDS.index("next_slot")]
+        if self.n_step > 1:
+            end = self._flags.index_select(0, last)
+            rows.update(terminated=end[:, 0], truncated=end[:, 1])
+            next_slot = r["next_slot"].index_select(0, last)
+        rows.update(action=action, reward=reward)
+        return _batch(self._frames(ints[:, _INT_FIELDS.index("obs_slot")]), self._frames(next_slot), rows, extras)
+
+    # ---- in-memory state (small buffers, tests) -----------------------------------------------
+
     def state_dict(self) -> dict[str, Any]:
-        """The filled rows and the write position (the unused capacity is not saved)."""
-        n = self._size
-        return {"capacity": self.capacity, "pos": self._pos, "size": n,
-                "obs": {k: v[:n].clone() for k, v in self._obs.items()},
-                "next_obs": {k: v[:n].clone() for k, v in self._next_obs.items()},
-                "rows": {f: t[:n].clone() for f, t in self._rows.items()}}
+        """The written rows and slots and the counters (the unused capacity is not saved)."""
+        nr, ns = min(self._t, self.capacity), min(self._o, self.obs_capacity)
+        return {"capacity": self.capacity, "obs_capacity": self.obs_capacity,
+                "counters": torch.tensor([self._t, self._o, self._t_lo, self._o_lo]),
+                "rows": {f: t[:nr].clone() for f, t in self._rows.items()}, "next_row": self._next_row[:nr].clone(),
+                "obs": {k: v[:ns].clone() for k, v in self._obs.items()},
+                "slot_prev": self._slot_prev[:ns].clone(), "slot_row": self._slot_row[:ns].clone(),
+                "streams": {str(a): s.clone() for a, s in self._streams.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output (capacity and keys must match)."""
-        if int(state["capacity"]) != self.capacity:
-            raise ValueError(f"buffer capacity {self.capacity} != saved {state['capacity']}")
-        n = int(state["size"])
-        for name, mine in (("obs", self._obs), ("next_obs", self._next_obs), ("rows", self._rows)):
+        """Restore :meth:`state_dict` output (capacities and keys must match)."""
+        if int(state["capacity"]) != self.capacity or int(state["obs_capacity"]) != self.obs_capacity:
+            raise ValueError(f"buffer capacity {self.capacity}/{self.obs_capacity} != saved "
+                             f"{state['capacity']}/{state['obs_capacity']}")
+        for name, mine in (("obs", self._obs), ("rows", self._rows)):
             if set(state[name]) != set(mine):
                 raise KeyError(f"saved {name} keys {sorted(state[name])} != {sorted(mine)}")
             for k, dst in mine.items():
-                dst[:n].copy_(state[name][k])
-        self._pos, self._size = int(state["pos"]), n
+                dst[: len(state[name][k])].copy_(state[name][k])
+        for dst, src in ((self._next_row, state["next_row"]), (self._slot_prev, state["slot_prev"]),
+                         (self._slot_row, state["slot_row"])):
+            dst[: len(src)].copy_(src)
+        self._t, self._o, self._t_lo, self._o_lo = (int(x) for x in state["counters"].tolist())
+        self._streams = {int(a): s.to(self.device) for a, s in state["streams"].items()}
+
+    # ---- persistence (see robot_rl.replay.segments) --------------------------------------------
+
+    def attach_log(self, log: SegmentLog, segment_transitions: int = 2000,
+                   flush_every_s: float = math.inf) -> LoadReport:
+        """Back this buffer with ``log``: load its verified segments, then append every new row to it.
+
+        The buffer must be empty. Returns what was loaded and what was dropped as damaged.
+        """
+        if self._t:
+            raise RuntimeError("attach a segment log before adding rows")
+        if not 1 <= segment_transitions <= self._max_part:
+            raise ValueError(f"segment_transitions must be in [1, {self._max_part}] for this buffer "
+                             f"(capacity {self.capacity}), got {segment_transitions}")
+        report = log.load_into(self)
+        self._log, self._segment_rows, self._flush_every_s = log, segment_transitions, flush_every_s
+        self._committed = self._submitted = (self._t, self._o)
+        self._last_flush = time.monotonic()
+        return report
+
+    def flush(self, wait: bool = True) -> tuple[int, int]:
+        """Commit the rows and slots added since the last commit as one segment; returns the watermark.
+
+        The segment is encoded and fsynced on the log's writer thread; ``wait=False`` returns at once
+        (``add`` uses it), ``wait=True`` returns once everything added so far is durable. The
+        watermark ``(rows, slots)`` counts only what is durable. A full disk raises
+        :class:`~robot_rl.replay.durable.DiskFullError` (from this or a later call); the rows stay in
+        memory and the next flush writes them again.
+        """
+        self._last_flush = time.monotonic()
+        if self._log is None:
+            return self._committed
+        try:
+            t0, o0 = self._submitted
+            if self._t != t0:
+                if t0 < self._t - self.capacity or o0 < self._o - self.obs_capacity:
+                    raise RuntimeError(f"rows {t0}.. waiting for the disk were overwritten in memory; the "
+                                       "replay on disk has a gap from here (was the disk full for long?)")
+                rows = torch.arange(t0, self._t, device=self.device) % self.capacity
+                slots = torch.arange(o0, self._o, device=self.device) % self.obs_capacity
+                arrays = {f"row.{f}": v[rows].cpu() for f, v in self._rows.items()}
+                arrays.update({f"obs.{k}": v[slots].cpu() for k, v in self._obs.items()})
+                arrays["slot.prev"] = self._slot_prev[slots].cpu()
+                self._log.submit(t0, self._t, o0, self._o, arrays, (self._t_lo, self._o - self.obs_capacity))
+                self._submitted = (self._t, self._o)
+            if wait:
+                self._log.wait()
+        except OSError:
+            self._submitted = self._log.durable  # resubmit what did not reach the disk
+            raise
+        finally:
+            self._committed = self._log.durable
+        return self._committed
+
+    @property
+    def watermark(self) -> tuple[int, int]:
+        """``(rows, slots)`` committed to disk (``(0, 0)`` without a log)."""
+        if self._log is not None:
+            self._committed = self._log.durable
+        return self._committed
+
+    def close(self) -> None:
+        """Commit everything added and stop the log's writer thread (a no-op without a log)."""
+        if self._log is not None:
+            self.flush()
+            self._log.close()
+
+    def load_segment(self, t0: int, t1: int, o0: int, o1: int, arrays: dict[str, torch.Tensor]) -> None:
+        """Replay one committed segment into the rings (used by :meth:`SegmentLog.load_into`)."""
+        if self._t == 0 and self._o == 0 and (t0 or o0):
+            # The log's older segments were pruned: start the counters where the log starts.
+            self._t = self._t_lo = t0
+            self._o = self._o_lo = o0
+        if (t0, o0) != (self._t, self._o):
+            raise ValueError(f"segment starts at row {t0}/slot {o0}, buffer is at {self._t}/{self._o}")
+        n, m, ocap = t1 - t0, o1 - o0, self.obs_capacity
+        if n > self.capacity or m > ocap:
+            raise ValueError(f"a segment of {n} rows/{m} slots does not fit a buffer of capacity "
+                             f"{self.capacity}/{ocap}; open it with a larger buffer")
+        self._advance(n, m)
+        self._o = o1
+        slot_abs = torch.arange(o0, o1, device=self.device)
+        keep = slot_abs >= o1 - ocap
+        spos = slot_abs[keep] % ocap
+        for k, store in self._obs.items():
+            store.index_copy_(0, spos, arrays[f"obs.{k}"].to(self.device)[keep])
+        self._slot_prev.index_copy_(0, spos, arrays["slot.prev"].to(self.device)[keep])
+        self._slot_row.index_fill_(0, spos, -1)
+        rows = torch.arange(t0, t1, device=self.device)
+        fields = {f: arrays[f"row.{f}"].to(self.device) for f in self._rows}
+        obs_slot = fields["obs_slot"]
+        live = obs_slot >= self._slot_floor()
+        self._slot_row.index_copy_(0, torch.where(live, obs_slot % ocap, torch.full_like(obs_slot, ocap)), rows)
+        if not bool(live.all()):  # rows reading slots that were pruned from the log
+            self._t_lo = max(self._t_lo, int(rows[~live].max()) + 1)
+        self._write_rows(rows, fields)
+        self._t = t1
 
 
-class MixingSampler:
-    """Samples fixed proportions of each batch from named buffers (RLPD / HIL-SERL symmetric sampling).
+# Importable from here as before; defined in its own file (it imports this one, hence at the end).
+from robot_rl.replay.mixing import MixingSampler  # noqa: E402
 
-    ``add`` stores every row in ``online`` and, when ``route_interventions_to`` names a buffer, also
-    copies the rows with ``intervened`` set there (HIL-SERL keeps human corrections in the demo
-    buffer as well as the online one). ``add_to(name, batch)`` loads demonstrations directly.
-
-    Per batch of ``B`` rows, buffer ``k`` contributes ``round(p_k · B)`` rows, with the rounding
-    remainder given by largest fractional part (so the counts always sum to ``B``); an empty buffer's
-    share goes to the non-empty ones in proportion to their weights. Rows come grouped by buffer.
-    """
-
-    def __init__(self, buffers: dict[str, ReplayBuffer], proportions: dict[str, float],
-                 online: str = "online", route_interventions_to: str | None = "demos") -> None:
-        if set(proportions) != set(buffers):
-            raise KeyError(f"proportions {sorted(proportions)} must name exactly the buffers {sorted(buffers)}")
-        if any(p < 0 for p in proportions.values()) or sum(proportions.values()) <= 0:
-            raise ValueError(f"proportions must be non-negative with a positive sum, got {proportions}")
-        for name in (online, route_interventions_to):
-            if name is not None and name not in buffers:
-                raise KeyError(f"{name!r} is not one of the buffers {sorted(buffers)}")
-        self.buffers = buffers
-        self.proportions = {k: v / sum(proportions.values()) for k, v in proportions.items()}
-        self.online = online
-        self.route_interventions_to = route_interventions_to
-
-    def __len__(self) -> int:
-        """Rows held across all buffers (an intervention stored in two buffers counts twice)."""
-        return sum(len(b) for b in self.buffers.values())
-
-    def add(self, batch: TransitionBatch) -> None:
-        """Store in the online buffer; intervened rows also in ``route_interventions_to``."""
-        self.buffers[self.online].add(batch)
-        if self.route_interventions_to is not None:
-            rows = batch.intervened.nonzero().flatten()
-            if rows.numel():
-                self.buffers[self.route_interventions_to].add(batch.index(rows))
-
-    def add_to(self, name: str, batch: TransitionBatch) -> None:
-        """Store ``batch`` in buffer ``name`` only (e.g. offline demonstrations)."""
-        self.buffers[name].add(batch)
-
-    def counts(self, batch_size: int) -> dict[str, int]:
-        """Rows per buffer for a batch of ``batch_size`` (see the class docstring)."""
-        weights = {k: p for k, p in self.proportions.items() if len(self.buffers[k]) > 0 and p > 0}
-        if not weights:
-            raise ValueError("cannot sample: every buffer with a positive proportion is empty")
-        total = sum(weights.values())
-        exact = {k: batch_size * p / total for k, p in weights.items()}
-        counts = {k: int(v) for k, v in exact.items()}
-        by_remainder = sorted(exact, key=lambda k: exact[k] - counts[k], reverse=True)
-        for k in by_remainder[: batch_size - sum(counts.values())]:
-            counts[k] += 1
-        return counts
-
-    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> TransitionBatch:
-        """``batch_size`` rows, ``counts(batch_size)[k]`` of them from buffer ``k``."""
-        parts = [self.buffers[k].sample(n, generator) for k, n in self.counts(batch_size).items() if n > 0]
-        return concat_batches(parts)
-
-    def state_dict(self) -> dict[str, Any]:
-        """Every buffer's state, by name."""
-        return {k: b.state_dict() for k, b in self.buffers.items()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output."""
-        if set(state) != set(self.buffers):
-            raise KeyError(f"saved buffers {sorted(state)} != {sorted(self.buffers)}")
-        for k, b in self.buffers.items():
-            b.load_state_dict(state[k])
+__all__ = ["MixingSampler", "ReplayBuffer", "concat_batches"]

@@ -126,6 +126,16 @@ class RolloutStorage:
         """Forget the rows (the column assignment is kept); the tensors are reused, not reallocated."""
         self._cursor.zero_()
 
+    def truncate_actor(self, actor_id: int) -> None:
+        """Mark the newest row of each of ``actor_id``'s columns truncated (its actor process died there)."""
+        table = self._columns.get(actor_id)
+        if table is None:
+            return
+        cols = table[table >= 0]
+        cols = cols[self._cursor[cols] > 0]
+        if cols.numel():
+            self.truncated[(self._cursor[cols] - 1).to(self.device), cols.to(self.device)] = True
+
     def _place(self, actor_id: int, env_index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(time, column)`` CPU indices for rows of one actor; rows of one sub-env are in time order."""
         table = self._columns.get(actor_id)

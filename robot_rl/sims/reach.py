@@ -35,6 +35,12 @@ Observation ``state`` (12, float32, about unit range; positions divided by the r
 The last pair magnifies the final centimetres, which the 2 cm success radius is about. The previous
 action is left out: with velocity control it carries no state, and a deterministic policy fed its
 own outputs can settle into a fixed point (zero action) short of the goal.
+
+Parameters for domain randomisation (``get_params``/``set_params``, per world; see
+robot_rl/sims/randomize.py): ``link_length`` ``[N, 2]`` (m), ``action_scale`` ``[N]`` (m per unit
+``ee`` action) and ``joint_step`` ``[N]`` (rad per unit ``joint`` action, and the IK step clip).
+Observations stay normalised by the nominal reach ``link1 + link2``. Goals are drawn for the nominal
+arm, so link lengths scaled below 1 can make the outermost goals unreachable.
 """
 
 from __future__ import annotations
@@ -54,15 +60,17 @@ from robot_rl.specs import ArraySpec, EnvSpec
 FINE_SCALE = 0.05
 
 
-def forward_kinematics(q: torch.Tensor, l1: float, l2: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(elbow, ee)`` positions ``[..., 2]`` for joint angles ``q`` ``[..., 2]``."""
+def forward_kinematics(
+    q: torch.Tensor, l1: float | torch.Tensor, l2: float | torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(elbow, ee)`` positions ``[..., 2]`` for joint angles ``q`` ``[..., 2]`` (lengths: floats or ``[...]``)."""
     q1, q12 = q[..., 0], q[..., 0] + q[..., 1]
     elbow = torch.stack([l1 * torch.cos(q1), l1 * torch.sin(q1)], dim=-1)
     ee = elbow + torch.stack([l2 * torch.cos(q12), l2 * torch.sin(q12)], dim=-1)
     return elbow, ee
 
 
-def jacobian(q: torch.Tensor, l1: float, l2: float) -> torch.Tensor:
+def jacobian(q: torch.Tensor, l1: float | torch.Tensor, l2: float | torch.Tensor) -> torch.Tensor:
     """``d ee / d q``, ``[..., 2, 2]`` (rows x, y; columns q1, q2)."""
     q1, q12 = q[..., 0], q[..., 0] + q[..., 1]
     s1, c1, s12, c12 = torch.sin(q1), torch.cos(q1), torch.sin(q12), torch.cos(q12)
@@ -152,12 +160,44 @@ class ReachTask(TorchTask):
         self.reach = cfg.link1 + cfg.link2
         self.render_extent = 1.1 * self.reach
         self.q = torch.zeros(self.num_envs, 2, device=self.device)
+        n = self.num_envs
+        self.link_length = torch.tensor([[cfg.link1, cfg.link2]], device=self.device).repeat(n, 1)
+        self.action_scale = torch.full((n,), cfg.action_scale, device=self.device)
+        self.joint_step = torch.full((n,), cfg.joint_step, device=self.device)
         self.goal = torch.zeros(self.num_envs, 2, device=self.device)
         self._finish_init()
 
     def end_effector(self) -> torch.Tensor:
         """End-effector positions ``[N, 2]`` (m)."""
-        return forward_kinematics(self.q, self.cfg.link1, self.cfg.link2)[1]
+        return forward_kinematics(self.q, *self._links())[1]
+
+    def _links(self, rows: slice = slice(None)) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.link_length[rows, 0], self.link_length[rows, 1]
+
+    #: The randomisable parameters: name → (attribute, shape after the world axis).
+    PARAMS: ClassVar[dict[str, tuple[str, tuple[int, ...]]]] = {
+        "link_length": ("link_length", (2,)), "action_scale": ("action_scale", ()), "joint_step": ("joint_step", ()),
+    }
+
+    def get_params(self) -> dict[str, torch.Tensor]:
+        """Current per-world parameters (copies): ``link_length`` [N, 2], ``action_scale`` [N], ``joint_step`` [N]."""
+        return {name: getattr(self, attr).clone() for name, (attr, _) in self.PARAMS.items()}
+
+    def set_params(self, name: str, values: torch.Tensor) -> None:
+        """Set parameter ``name`` for all worlds (``values`` ``[N, ...]``); it takes effect from the next step."""
+        if name not in self.PARAMS:
+            raise KeyError(f"reach has no parameter {name!r}; parameters: {', '.join(self.PARAMS)}")
+        attr, shape = self.PARAMS[name]
+        values = torch.as_tensor(values, dtype=torch.float32, device=self.device)
+        if tuple(values.shape) != (self.num_envs, *shape):
+            raise ValueError(f"{name}: expected shape {[self.num_envs, *shape]}, got {list(values.shape)}")
+        if not bool(torch.isfinite(values).all() and (values > 0).all()):
+            raise ValueError(f"{name}: values must be finite and positive")
+        setattr(self, attr, values.clone())
+
+    def observe(self) -> dict[str, torch.Tensor]:
+        """The current observation of every world (the randomisation wrapper refreshes new episodes with it)."""
+        return self._observe()
 
     def _reset_envs(self, mask: torch.Tensor) -> None:
         n, cfg = self.num_envs, self.cfg
@@ -169,7 +209,7 @@ class ReachTask(TorchTask):
         goal = torch.stack([r * torch.cos(phi), r * torch.sin(phi)], dim=-1)
         # No episode starts solved: a goal within 0.1 m of the start is mirrored through the base,
         # which keeps it in the annulus and puts it at least 2 · goal_min_radius - 0.1 m away.
-        ee = forward_kinematics(q, cfg.link1, cfg.link2)[1]
+        ee = forward_kinematics(q, *self._links())[1]
         near = torch.linalg.vector_norm(goal - ee, dim=-1, keepdim=True) < 0.1
         goal = torch.where(near, -goal, goal)
         m = mask.unsqueeze(-1)
@@ -179,19 +219,19 @@ class ReachTask(TorchTask):
     def _apply_action(self, action: torch.Tensor) -> None:
         cfg = self.cfg
         if cfg.control == "joint":
-            self.q = self.q + cfg.joint_step * action
+            self.q = self.q + self.joint_step.unsqueeze(-1) * action
             return
         # Damped least squares: dq = Jᵀ M⁻¹ dx with M = J Jᵀ + λ² I = [[a, b], [b, c]], inverted in
         # closed form (M⁻¹ = [[c, -b], [-b, a]] / (ac - b²)); λ keeps dq finite at singular poses.
-        j = jacobian(self.q, cfg.link1, cfg.link2)
-        dx = cfg.action_scale * action
+        j = jacobian(self.q, *self._links())
+        dx = self.action_scale.unsqueeze(-1) * action
         m = j @ j.transpose(-1, -2)
         a, b, c = m[:, 0, 0] + 0.05**2, m[:, 0, 1], m[:, 1, 1] + 0.05**2
         det = a * c - b * b
         y = torch.stack([c * dx[:, 0] - b * dx[:, 1], a * dx[:, 1] - b * dx[:, 0]], dim=-1) / det.unsqueeze(-1)
         dq = (j.transpose(-1, -2) @ y.unsqueeze(-1)).squeeze(-1)
-        limit = 3 * cfg.joint_step
-        self.q = self.q + dq.clamp(-limit, limit)
+        limit = 3 * self.joint_step.unsqueeze(-1)
+        self.q = self.q + torch.minimum(torch.maximum(dq, -limit), limit)
 
     def _reward_and_status(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         cfg = self.cfg
@@ -211,7 +251,7 @@ class ReachTask(TorchTask):
                                     offset / self.reach, fine], dim=-1)}
 
     def _scene(self, rows: slice) -> list[Shape]:
-        elbow, ee = forward_kinematics(self.q[rows], self.cfg.link1, self.cfg.link2)
+        elbow, ee = forward_kinematics(self.q[rows], *self._links(rows))
         base = torch.zeros_like(elbow)
         # The goal is drawn last so the arm never hides it (pixel observations see it only there).
         return [

@@ -10,6 +10,7 @@ same two protocols so that a run config switches between them by its ``transport
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -34,10 +35,12 @@ class TransportStats:
     transitions_received: int = 0
     send_timeouts: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def reject(self, reason: str) -> None:
-        """Count a rejected message under ``reason``."""
-        self.rejected[reason] = self.rejected.get(reason, 0) + 1
+        """Count a rejected message under ``reason`` (thread-safe: I/O and monitor threads both count)."""
+        with self._lock:
+            self.rejected[reason] = self.rejected.get(reason, 0) + 1
 
 
 @runtime_checkable

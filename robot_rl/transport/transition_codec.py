@@ -69,7 +69,7 @@ def decode_transitions(frames: list[Any], spec: EnvSpec, limits: WireLimits = DE
             continue
         if not name.startswith("extras/") or arr.ndim < 1 or arr.shape[0] != n:
             raise WireError("spec_mismatch", f"unexpected array {name!r}{list(arr.shape)}")
-        extras[name[len("extras/"):]] = torch.from_numpy(arr.copy())
+        extras[name[len("extras/"):]] = torch.from_numpy(arr if arr.flags.writeable else arr.copy())
     for key in spec.observation:
         if arrays[f"obs/{key}"].shape[0] != n or arrays[f"next_obs/{key}"].shape[0] != n:
             raise WireError("spec_mismatch", f"observation {key!r} has a different batch size than action")
@@ -78,8 +78,10 @@ def decode_transitions(frames: list[Any], spec: EnvSpec, limits: WireLimits = DE
         raise WireError("bad_header", "meta.actor_id must be an integer")
 
     def t(name: str) -> torch.Tensor:
-        # The frames are read-only buffers owned by the socket; the copy makes tensors we can keep.
-        return torch.from_numpy(arrays[name].copy())
+        # Frames received from ZeroMQ are writable buffers this message owns: the tensor shares them
+        # (no copy; the storage copies once into the replay). Read-only buffers (bytes) are copied.
+        arr = arrays[name]
+        return torch.from_numpy(arr if arr.flags.writeable else arr.copy())
 
     return TransitionBatch(
         obs={k: t(f"obs/{k}") for k in spec.observation}, action=t("action"), reward=t("reward"),

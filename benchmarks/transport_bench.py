@@ -1,0 +1,385 @@
+"""ZeroMQ transport benchmarks: throughput against raw pyzmq and pickle+lz4, weight broadcast, loop jitter.
+
+    .venv/bin/python benchmarks/transport_bench.py            # everything
+    .venv/bin/python benchmarks/transport_bench.py --only throughput --chunks 200
+
+1. Throughput, one actor process → the learner (this process), tcp://127.0.0.1, for state-only
+   transitions and for image transitions (two 128×128×3 uint8 cameras + state, in obs and next_obs):
+   - ours: ``ZmqActorEndpoint.send`` → ``ZmqLearnerEndpoint.recv`` (header CRC, per-array CRC32,
+     spec and finiteness checks, copy into tensors, acks, in-order delivery);
+   - raw: pyzmq PUSH/PULL moving the same array bytes zero-copy, no checks (the limit; target ≥ 0.8);
+   - raw_crc: raw plus the same per-array checksum computed and verified (the cost of integrity alone);
+   - pickle+lz4: the dict of tensors pickled and lz4-compressed, PUSH/PULL, unpickled on receipt
+     (the best-known real-robot RL stack's wire format; target ours ≥ 3× faster).
+   Images are a smooth gradient plus camera-like noise (σ = 8), so lz4 has something to compress.
+2. Weight broadcast: a 5M-parameter policy published to 4 actor processes; latency from
+   ``publish_weights`` until the last actor holds the tensors, against raw ROUTER→DEALER sends of
+   the same bytes.
+3. Control-loop jitter: a 50 Hz actor (reach task, SAC policy) in this process; period p50/p99/max
+   with no learner traffic vs. with a learner process busy in SAC updates (and publishing weights).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import multiprocessing as mp
+import pickle
+import platform
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+import torch
+import zmq
+
+from robot_rl.transport.codec import CHECKSUM, CHECKSUMS
+
+STATE_DIM, ACTION_DIM = 32, 8
+
+
+def _spec(image: bool) -> Any:
+    from robot_rl.specs import ArraySpec, EnvSpec
+
+    obs = {"state": ArraySpec((STATE_DIM,))}
+    if image:
+        obs["image.front"] = ArraySpec((128, 128, 3), "uint8", 0, 255)
+        obs["image.wrist"] = ArraySpec((128, 128, 3), "uint8", 0, 255)
+    return EnvSpec(obs, ArraySpec((ACTION_DIM,), low=-1.0, high=1.0))
+
+
+def _chunk(image: bool, n: int, seed: int = 0) -> Any:
+    from robot_rl.transition import TransitionBatch
+
+    g = torch.Generator().manual_seed(seed)
+    obs = {"state": torch.randn(n, STATE_DIM, generator=g)}
+    nxt = {"state": torch.randn(n, STATE_DIM, generator=g)}
+    if image:
+        ramp = torch.linspace(0, 200, 128).reshape(1, 1, 128, 1).expand(n, 128, 128, 3)
+        for d in (obs, nxt):
+            for cam in ("image.front", "image.wrist"):
+                d[cam] = (ramp + 8 * torch.randn(n, 128, 128, 3, generator=g)).clamp(0, 255).to(torch.uint8)
+    f = torch.zeros(n, dtype=torch.bool)
+    return TransitionBatch(obs=obs, action=torch.rand(n, ACTION_DIM, generator=g) * 2 - 1,
+                           reward=torch.randn(n, generator=g), terminated=f, truncated=f, next_obs=nxt,
+                           intervened=f, policy_version=torch.zeros(n, dtype=torch.long),
+                           env_index=torch.arange(n))
+
+
+def _arrays(batch: Any) -> dict[str, np.ndarray]:
+    out = {f"obs/{k}": v.numpy() for k, v in batch.obs.items()}
+    out.update({f"next_obs/{k}": v.numpy() for k, v in batch.next_obs.items()})
+    for name in ("action", "reward", "terminated", "truncated", "intervened", "policy_version", "env_index"):
+        out[name] = getattr(batch, name).numpy()
+    return out
+
+
+# ---- 1. throughput -------------------------------------------------------------------------------
+
+
+def _sender(method: str, addr: str, image: bool, rows: int, chunks: int, copy_on_send: bool = True) -> None:
+    torch.set_num_threads(1)
+    batch = _chunk(image, rows)
+    if method == "ours":
+        from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
+
+        ep = ZmqActorEndpoint(addr, 1, _spec(image), ZmqSettings(outbox_size=32 if image else 256,
+                                                                  resend_after_s=30.0, copy_on_send=copy_on_send))
+        ep.connected.wait(30)
+        for _ in range(chunks):
+            ep.send(batch, timeout_s=60)
+        deadline = time.monotonic() + 120
+        while ep.unacked() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        ep.close()
+        return
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.PUSH)
+    sock.setsockopt(zmq.SNDHWM, 32 if image else 256)  # the same window as ours
+    sock.connect(addr)
+    arrays = _arrays(batch)
+    for _ in range(chunks):
+        if method in ("raw", "raw_crc"):
+            bufs = [memoryview(a.reshape(-1).view(np.uint8)) for a in arrays.values()]
+            if method == "raw_crc":  # the same integrity check as ours, nothing else
+                sums = np.array([CHECKSUMS[CHECKSUM](b) for b in bufs], dtype=np.uint32)
+                bufs.append(memoryview(sums.view(np.uint8)))
+            sock.send_multipart(bufs, copy=False)
+        else:  # pickle + lz4 of the dict of tensors, as the peer stack sends
+            import lz4.frame
+
+            payload = {"obs": batch.obs, "next_obs": batch.next_obs, "action": batch.action, "reward": batch.reward,
+                       "terminated": batch.terminated, "truncated": batch.truncated}
+            sock.send(lz4.frame.compress(pickle.dumps(payload)))
+    # Wait until every zero-copy frame is on the wire while the arrays it points into are alive
+    # (returning first lets interpreter shutdown free them under libzmq's feet).
+    sock.setsockopt(zmq.LINGER, 60_000)
+    sock.close()
+    ctx.term()
+    del arrays, batch
+
+
+def _throughput(method: str, image: bool, rows: int, chunks: int, copy_on_send: bool = True) -> tuple[float, float]:
+    """(transitions/s, MB/s of array payload) received by this process."""
+    ctx = mp.get_context("spawn")
+    payload = sum(a.nbytes for a in _arrays(_chunk(image, rows)).values())
+    if method == "ours":
+        from robot_rl.transport.zmq_transport import ZmqLearnerEndpoint, ZmqSettings
+
+        learner = ZmqLearnerEndpoint("tcp://127.0.0.1:0", _spec(image), ZmqSettings(inbox_size=32 if image else 64))
+        proc = ctx.Process(target=_sender, args=(method, learner.address, image, rows, chunks, copy_on_send))
+        proc.start()
+        assert learner.recv(120) is not None
+        t0 = time.perf_counter()
+        for _ in range(chunks - 1):
+            if learner.recv(60) is None:
+                raise RuntimeError("ours: a chunk did not arrive")
+        dt = time.perf_counter() - t0
+        proc.join(120)
+        learner.close()
+    else:
+        sock = zmq.Context.instance().socket(zmq.PULL)
+        sock.setsockopt(zmq.RCVHWM, 32 if image else 64)
+        port = sock.bind_to_random_port("tcp://127.0.0.1")
+        proc = ctx.Process(target=_sender, args=(method, f"tcp://127.0.0.1:{port}", image, rows, chunks))
+        proc.start()
+        unpack = method == "pickle_lz4"
+        if unpack:
+            import lz4.frame
+        sock.recv_multipart(copy=False)
+        t0 = time.perf_counter()
+        check = CHECKSUMS[CHECKSUM]
+        for _ in range(chunks - 1):
+            frames = sock.recv_multipart(copy=False)
+            if unpack:
+                pickle.loads(lz4.frame.decompress(frames[0].buffer))
+            elif method == "raw_crc":
+                sums = np.frombuffer(frames[-1].buffer, dtype=np.uint32)
+                if any(check(f.buffer) != int(c) for f, c in zip(frames[:-1], sums)):
+                    raise RuntimeError("raw_crc: checksum mismatch")
+        dt = time.perf_counter() - t0
+        proc.join(120)
+        sock.close(0)
+    return (chunks - 1) * rows / dt, (chunks - 1) * payload / dt / 1e6
+
+
+def bench_throughput(chunks: int, rounds: int, copy_on_send: bool = True) -> list[str]:
+    """Rows of the throughput table: best of ``rounds`` interleaved runs per method (a shared machine's
+    load comes and goes; interleaving gives each method the same chances)."""
+    lines = ["| transitions | chunk | method | transitions/s | MB/s | ours / method |", "|---|---|---|---|---|---|"]
+    for image, rows, label in ((False, 256, "state only (32-d state, 8-d action)"),
+                               (True, 16, "2 × 128×128×3 cameras + state")):
+        n = chunks if not image else max(chunks // 10, 20)
+        res: dict[str, tuple[float, float]] = {}
+        for _ in range(rounds):
+            for m in ("ours", "raw", "raw_crc", "pickle_lz4"):
+                r = _throughput(m, image, rows, n if m != "pickle_lz4" or image else n // 4, copy_on_send)
+                res[m] = max(res.get(m, r), r)
+        for m, (tps, mbs) in res.items():
+            ratio = res["ours"][0] / tps
+            lines.append(f"| {label} | {rows} | {m} | {tps:,.0f} | {mbs:,.1f} | {ratio:.2f} |")
+        print("\n".join(lines[-4:]), flush=True)
+    return lines
+
+
+# ---- 2. weight broadcast -----------------------------------------------------------------------
+
+
+def _weight_actor(method: str, addr: str, ident: int, versions: int, out: Any) -> None:
+    torch.set_num_threads(1)
+    if method == "ours":
+        from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
+
+        ep = ZmqActorEndpoint(addr, ident, _spec(False), ZmqSettings(heartbeat_s=0.2))
+        ep.connected.wait(60)
+        out.put(("ready", ident, 0.0))
+        for v in range(1, versions + 1):
+            w = ep.wait_weights(v - 1, 120)
+            assert w is not None
+            out.put(("got", w.version, time.time()))
+        ep.close()
+        return
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.connect(addr)
+    sock.send(b"ready")
+    out.put(("ready", ident, 0.0))
+    for _ in range(versions):
+        frames = sock.recv_multipart(copy=False)
+        torch.from_numpy(np.frombuffer(frames[1].buffer, dtype=np.float32).copy())
+        out.put(("got", int(frames[0].bytes), time.time()))
+    sock.close(0)
+
+
+def bench_weights(params: int, actors: int, versions: int) -> list[str]:
+    """Median/max latency to the last of ``actors`` actors, ours vs raw."""
+    ctx = mp.get_context("spawn")
+    weights = {"w": torch.randn(params)}
+    results = {}
+    for method in ("ours", "raw"):
+        out = ctx.Queue()
+        if method == "ours":
+            from robot_rl.transport.base import VersionedWeights
+            from robot_rl.transport.zmq_transport import ZmqLearnerEndpoint, ZmqSettings
+
+            learner = ZmqLearnerEndpoint("tcp://127.0.0.1:0", _spec(False), ZmqSettings(heartbeat_s=0.2))
+            addr = learner.address
+        else:
+            router = zmq.Context.instance().socket(zmq.ROUTER)
+            port = router.bind_to_random_port("tcp://127.0.0.1")
+            addr = f"tcp://127.0.0.1:{port}"
+        procs = [ctx.Process(target=_weight_actor, args=(method, addr, i, versions, out)) for i in range(actors)]
+        for p in procs:
+            p.start()
+        for _ in range(actors):
+            assert out.get(timeout=120)[0] == "ready"
+        idents = [router.recv_multipart()[0] for _ in range(actors)] if method == "raw" else []
+        lat = []
+        for v in range(1, versions + 1):
+            t0 = time.time()
+            if method == "ours":
+                learner.publish_weights(VersionedWeights(v, weights))
+            else:
+                buf = memoryview(weights["w"].numpy().view(np.uint8))
+                for ident in idents:
+                    router.send_multipart([ident, str(v).encode(), buf], copy=False)
+            done = [out.get(timeout=120) for _ in range(actors)]
+            lat.append(max(t for _, _, t in done) - t0)
+            time.sleep(0.3)
+        for p in procs:
+            p.join(60)
+        if method == "ours":
+            learner.close()
+        else:
+            router.close(0)
+        results[method] = (statistics.median(lat), max(lat))
+    mb = params * 4 / 1e6
+    lines = ["| method | median s | max s | ours / method (median) |", "|---|---|---|---|"]
+    for m, (med, mx) in results.items():
+        lines.append(f"| {m} ({params/1e6:.0f}M params = {mb:.0f} MB, {actors} actors) | {med:.3f} | {mx:.3f} | "
+                     f"{results['ours'][0] / med:.2f} |")
+    print("\n".join(lines), flush=True)
+    return lines
+
+
+# ---- 3. control-loop jitter --------------------------------------------------------------------
+
+
+def _busy_learner(addr: str, seconds: float) -> None:
+    from robot_rl.loop.learner import Learner
+    from robot_rl.policies.sac import SACConfig
+    from robot_rl.sims.reach import ReachConfig
+    from robot_rl.transport.zmq_transport import ZmqLearnerEndpoint, ZmqSettings
+
+    # One core's worth: on this 2-core box the learner shares the CPU with the actor (in a real
+    # deployment it runs on its own GPU machine).
+    torch.set_num_threads(1)
+    env = ReachConfig(num_envs=1).make(torch.device("cpu"), 0)
+    algo = SACConfig(learning_starts=64, batch_size=256).build(env.spec, "cpu", 0)
+    ep = ZmqLearnerEndpoint(addr, env.spec, ZmqSettings(ack_after="confirm"))
+    learner = Learner(algo, env.spec, ep, "cpu", num_envs_total=4)
+    learner.publish()
+    t_end = time.monotonic() + seconds
+    while time.monotonic() < t_end:
+        while learner.pump(0.0):
+            pass
+        if learner.owed_updates:
+            learner.update_off_policy(50)
+            learner.publish()
+        else:
+            learner.pump(0.01)
+    ep.close()
+
+
+def _loop_periods(addr: str | None, seconds: float, spill_dir: str = "") -> tuple[list[float], int, int]:
+    from robot_rl.loop.actor import Actor, RateLimiter
+    from robot_rl.policies.sac import SACConfig
+    from robot_rl.sims.reach import ReachConfig
+    from robot_rl.transport.inproc import InprocTransport
+    from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
+
+    env = ReachConfig(num_envs=4).make(torch.device("cpu"), 1)
+    algo = SACConfig().build(env.spec, "cpu", 0)
+    if addr is None:
+        t = InprocTransport(max_queued_batches=10**6)
+        endpoint: Any = t.actor_endpoint(1)
+        from robot_rl.transport.base import VersionedWeights
+
+        t.learner_endpoint().publish_weights(VersionedWeights(1, algo.actor_weights()))
+    else:
+        # A robot's settings: spill rather than block when the learner falls behind.
+        endpoint = ZmqActorEndpoint(addr, 1, env.spec, ZmqSettings(outbox_policy="spill", spill_dir=spill_dir))
+    actor = Actor(env, algo.make_policy(), endpoint)
+    actor.wait_for_weights(-1, 120)
+    rate, ticks = RateLimiter(50.0), []
+    t_end = time.monotonic() + seconds
+    while time.monotonic() < t_end:
+        ticks.append(time.monotonic())
+        actor.sync_weights()
+        actor.step()
+        rate.sleep()
+    ticks.append(time.monotonic())
+    version, spilled = actor.policy_version, 0
+    if addr is not None:
+        spilled = endpoint.spill.spilled
+        endpoint.close()
+    return [b - a for a, b in itertools.pairwise(ticks)], version, spilled
+
+
+def bench_jitter(seconds: float) -> list[str]:
+    """Period statistics of the 50 Hz loop, idle vs next to a busy learner process."""
+    ctx = mp.get_context("spawn")
+    idle, _, _ = _loop_periods(None, seconds)
+    sock = zmq.Context.instance().socket(zmq.ROUTER)
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    sock.close(0)
+    addr = f"tcp://127.0.0.1:{port}"
+    proc = ctx.Process(target=_busy_learner, args=(addr, seconds + 60))
+    proc.start()
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as spill_dir:
+        busy, version, spilled = _loop_periods(addr, seconds, spill_dir)
+    proc.terminate()
+    proc.join(30)
+
+    def q(xs: list[float], p: float) -> float:
+        return float(np.percentile(np.array(xs) * 1000, p))
+
+    lines = ["| 50 Hz actor loop | periods | p50 ms | p99 ms | max ms | mean ms | mean / 20 ms |",
+             "|---|---|---|---|---|---|---|"]
+    for name, xs in (("no learner (in-process queue)", idle),
+                     (f"learner process busy in SAC updates (weights v{version}; {spilled} chunks spilled)", busy)):
+        lines.append(f"| {name} | {len(xs)} | {q(xs, 50):.2f} | {q(xs, 99):.2f} | {max(xs) * 1000:.2f} | "
+                     f"{statistics.mean(xs) * 1000:.2f} | {statistics.mean(xs) / 0.02:.3f} |")
+    print("\n".join(lines), flush=True)
+    return lines
+
+
+def main() -> None:
+    """Run the selected benchmarks and print Markdown tables."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=["throughput", "weights", "jitter"], nargs="*")
+    ap.add_argument("--chunks", type=int, default=2000, help="chunks per throughput run (image runs: a tenth)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved throughput rounds (best is reported)")
+    ap.add_argument("--no-copy-on-send", action="store_true",
+                    help="ours without the sender's defensive copy (transport.copy_on_send=false)")
+    ap.add_argument("--params", type=int, default=5_000_000)
+    ap.add_argument("--actors", type=int, default=4)
+    ap.add_argument("--versions", type=int, default=5)
+    ap.add_argument("--jitter-s", type=float, default=20.0)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    which = args.only or ["throughput", "weights", "jitter"]
+    print(f"machine: {platform.processor() or platform.machine()}, {mp.cpu_count()} CPUs; torch {torch.__version__}, "
+          f"pyzmq {zmq.__version__} (libzmq {zmq.zmq_version()})", flush=True)
+    if "throughput" in which:
+        bench_throughput(args.chunks, args.rounds, not args.no_copy_on_send)
+    if "weights" in which:
+        bench_weights(args.params, args.actors, args.versions)
+    if "jitter" in which:
+        bench_jitter(args.jitter_s)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,295 @@
+"""`robot-rl export`: load a run's deterministic actor, write ONNX or C, and verify what was written.
+
+Verification observations: ``num_random`` random ones (within the spec's bounds, or around the
+normaliser's statistics, some beyond its clip) and ``num_recorded`` recorded from the run's own task
+with the deterministic policy. ONNX is compared with torch through onnxruntime; C is compiled with the
+host compiler and compared with torch (float32: max abs error ≤ :data:`FLOAT32_TOL`; int8: each action
+within :func:`~robot_rl.export.quantize.int8_error_bound` + :data:`FLOAT32_TOL`). With
+``arm-none-eabi-gcc`` on PATH the C is also built for Cortex-M4F and M7 at ``-Os`` and sized.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import yaml
+from torch import nn
+
+from robot_rl.export.c_codegen import VARIANTS, Variant, check_name, generate_c
+from robot_rl.export.graph import MLPGraph, extract_mlp
+from robot_rl.export.onnx_export import check_onnx, export_onnx
+from robot_rl.export.quantize import int8_error_bound
+from robot_rl.export.toolchain import CORTEX_TARGETS, arm_available, build_host_harness, cross_compile, write_sources
+from robot_rl.policies.base import Policy
+from robot_rl.specs import EnvSpec
+
+log = logging.getLogger(__name__)
+
+FLOAT32_TOL = 1e-5
+"""Max abs error of the float32 C (and of ONNX) against torch."""
+
+
+class ExportVerificationError(RuntimeError):
+    """The exported policy does not reproduce the torch policy within tolerance."""
+
+
+@dataclass
+class LoadedActor:
+    """A run's trained actor on the CPU, in eval mode, with what export needs to know about it."""
+
+    policy: Policy
+    spec: EnvSpec
+    run_dir: Path
+    checkpoint: Path
+    cfg: Any
+
+
+def load_actor(run_dir: Path) -> LoadedActor:
+    """The actor of ``run_dir``'s newest verifiable checkpoint (as ``robot-rl eval`` loads it)."""
+    from robot_rl.checkpoint import load_latest
+    from robot_rl.loop.runner import load_run_config
+
+    run_dir = Path(run_dir)
+    cfg = load_run_config(run_dir)
+    state, _meta, path = load_latest(run_dir)
+    spec_file = run_dir / "spec.yaml"
+    if spec_file.is_file():
+        spec = EnvSpec.from_dict(yaml.safe_load(spec_file.read_text()))
+    else:  # older runs: ask the task itself
+        env = cfg.task.make(torch.device("cpu"), cfg.run.seed, num_envs=1)
+        spec = env.spec
+        env.close()
+    algo = cfg.algo.build(spec, torch.device("cpu"), cfg.run.seed)
+    algo.load_state_dict(state["algo"])
+    policy = algo.make_policy().eval()
+    return LoadedActor(policy, spec, run_dir, path, cfg)
+
+
+def random_observations(spec: EnvSpec, policy: nn.Module, n: int, seed: int) -> dict[str, np.ndarray]:
+    """``n`` random observations: bounded keys uniform in their bounds; ``state`` around the normaliser.
+
+    Without bounds, ``state`` is drawn as ``μ + 3σ·z`` (``z ~ N(0, 1)``) from the policy's normaliser
+    (so a few rows exceed its clip), or ``N(0, 2²)`` without one. Images are uniform uint8.
+    """
+    g = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    norm = _normalizer(policy)
+    for key, s in spec.observation.items():
+        shape = (n, *s.shape)
+        if key.startswith("image."):
+            out[key] = g.integers(0, 256, shape, dtype=np.uint8)
+        elif s.low is not None and s.high is not None:
+            out[key] = g.uniform(s.low, s.high, shape).astype(np.float32)
+        elif key == "state" and norm is not None:
+            mean = norm.mean.cpu().numpy()
+            std = torch.sqrt(norm.var + norm.eps).cpu().numpy()
+            out[key] = (mean + 3.0 * std * g.standard_normal(shape)).astype(np.float32)
+        else:
+            out[key] = (2.0 * g.standard_normal(shape)).astype(np.float32)
+    return out
+
+
+def _normalizer(policy: nn.Module) -> Any:
+    from robot_rl.policies.modules.normalizer import RunningNormalizer
+
+    for m in policy.modules():
+        if isinstance(m, RunningNormalizer):
+            return m
+    return None
+
+
+@torch.no_grad()
+def recorded_observations(loaded: LoadedActor, n: int, seed: int, num_envs: int = 16) -> dict[str, np.ndarray]:
+    """``n`` observations visited by the deterministic policy in the run's own task."""
+    env = loaded.cfg.task.make(torch.device("cpu"), seed, num_envs=num_envs)
+    try:
+        obs = env.reset(seed=seed)
+        chunks: list[dict[str, torch.Tensor]] = []
+        for _ in range(-(-n // env.num_envs)):
+            chunks.append({k: v.clone() for k, v in obs.items()})
+            action, _ = loaded.policy.act(obs, deterministic=True)
+            obs = env.step(action).obs
+    finally:
+        env.close()
+    return {k: torch.cat([c[k] for c in chunks])[:n].cpu().numpy() for k in loaded.spec.observation}
+
+
+def _concat(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: np.concatenate([a[k], b[k]]) for k in a}
+
+
+@torch.no_grad()
+def torch_actions(policy: Policy, obs: dict[str, np.ndarray]) -> np.ndarray:
+    """``policy.act(obs, deterministic=True)`` flattened to ``[N, act_dim]`` float32."""
+    action, _ = policy.act({k: torch.from_numpy(v) for k, v in obs.items()}, deterministic=True)
+    return action.reshape(action.shape[0], -1).numpy()
+
+
+@dataclass
+class VariantReport:
+    """One C variant: where it went, how well it matches torch, and its size per Cortex-M target."""
+
+    variant: str
+    files: list[str]
+    max_abs_err: float
+    tolerance: str
+    bound_max: float | None = None
+    """int8: the largest per-action bound over the verification set."""
+    worst_err_over_bound: float | None = None
+    """int8: max over observations/actions of error / bound (≤ 1 means the bound held)."""
+    const_bytes: int = 0
+    workspace_bytes: int = 0
+    targets: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class ExportReport:
+    """Everything the export command checked and measured (also written as ``export.json``)."""
+
+    run_dir: str
+    checkpoint: str
+    format: str
+    out_dir: str
+    num_random: int
+    num_recorded: int
+    onnx: dict[str, Any] | None = None
+    variants: list[VariantReport] = field(default_factory=list)
+    architecture: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON."""
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def describe(graph: MLPGraph) -> str:
+    """``12 -> 64 relu -> 64 relu -> 2`` with the normaliser and output map."""
+    body = " -> ".join(f"{layer.weight.shape[0]}" + (f" {layer.activation}" if layer.activation != "identity"
+                                                      else "") for layer in graph.layers)
+    norm = "normalised " if graph.norm_mean is not None else ""
+    return f"{norm}state {graph.obs_dim} -> {body} -> {graph.output}"
+
+
+def export_run(run_dir: Path, fmt: Literal["onnx", "c"], out_dir: Path, name: str = "policy",
+               variants: tuple[Variant, ...] = VARIANTS, num_random: int = 1000, num_recorded: int = 1000,
+               targets: tuple[str, ...] = tuple(CORTEX_TARGETS), seed: int = 0) -> ExportReport:
+    """Export ``run_dir``'s deterministic actor as ``fmt`` into ``out_dir`` and verify it (see module doc)."""
+    check_name(name)
+    if fmt not in ("onnx", "c"):
+        raise ValueError(f"unknown export format {fmt!r}; valid: onnx, c")
+    loaded = load_actor(run_dir)
+    graph = extract_mlp(loaded.policy) if fmt == "c" else None  # fail fast on a CNN/recurrent actor
+    return export_actor(loaded.policy, loaded.spec, fmt, out_dir, name, variants, num_random, num_recorded,
+                        targets, seed, loaded=loaded, graph=graph)
+
+
+def export_actor(policy: Policy, spec: EnvSpec, fmt: Literal["onnx", "c"], out_dir: Path, name: str = "policy",
+                 variants: tuple[Variant, ...] = VARIANTS, num_random: int = 1000, num_recorded: int = 1000,
+                 targets: tuple[str, ...] = tuple(CORTEX_TARGETS), seed: int = 0,
+                 loaded: LoadedActor | None = None, graph: MLPGraph | None = None) -> ExportReport:
+    """Export an in-memory actor (``loaded`` supplies the task for recorded observations)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    policy = policy.eval()
+    obs = random_observations(spec, policy, num_random, seed)
+    recorded = 0
+    notes: list[str] = []
+    if loaded is not None and num_recorded > 0:
+        try:
+            obs = _concat(obs, recorded_observations(loaded, num_recorded, seed))
+            recorded = num_recorded
+        except ImportError as e:  # the task's simulator is an extra that is not installed here
+            notes.append(f"no recorded observations ({e}); verified on random ones only")
+    report = ExportReport(str(loaded.run_dir) if loaded else "", str(loaded.checkpoint) if loaded else "", fmt,
+                          str(out_dir), num_random, recorded, notes=notes)
+    want = torch_actions(policy, obs)
+    if fmt == "onnx":
+        path = out_dir / f"{name}.onnx"
+        inputs = export_onnx(policy, spec, path)
+        check = check_onnx(path, policy, spec, obs)
+        report.onnx = {"file": str(path), "inputs": inputs, "max_abs_err": check.max_abs_err,
+                       "batch_sizes": list(check.batch_sizes), "tolerance": FLOAT32_TOL}
+        if not check.max_abs_err <= FLOAT32_TOL:
+            raise ExportVerificationError(f"onnxruntime differs from torch by {check.max_abs_err:.3g} "
+                                          f"(> {FLOAT32_TOL:g})")
+    else:
+        graph = graph or extract_mlp(policy)
+        report.architecture = describe(graph)
+        state = obs["state"]
+        for variant in variants:
+            report.variants.append(_export_c_variant(graph, name, variant, state, want, out_dir, targets, report))
+        if not arm_available():
+            report.notes.append("arm-none-eabi-gcc not found: no Cortex-M sizes (apt-get install gcc-arm-none-eabi "
+                                "libnewlib-arm-none-eabi)")
+    (out_dir / "export.json").write_text(json.dumps(report.to_dict(), indent=2))
+    (out_dir / "EXPORT.md").write_text(render_report(report))
+    return report
+
+
+def _export_c_variant(graph: MLPGraph, name: str, variant: Variant, state: np.ndarray, want: np.ndarray,
+                      out_dir: Path, targets: tuple[str, ...], report: ExportReport) -> VariantReport:
+    origin = f"{report.checkpoint or 'in-memory policy'}"
+    src = generate_c(graph, name, variant, origin=origin)
+    h, c = write_sources(src, out_dir / variant)
+    with tempfile.TemporaryDirectory(prefix="robot_rl_export_") as tmp:
+        build = Path(tmp)
+        got = build_host_harness(src, build / "host", graph.obs_dim, graph.act_dim).forward(state)
+        sizes = {t: cross_compile(src, t, build, graph.obs_dim, graph.act_dim).to_dict()
+                 for t in (targets if arm_available() else ())}
+    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    vr = VariantReport(variant, [str(h), str(c)], float(err.max()), "", const_bytes=src.weight_bytes,
+                       workspace_bytes=src.workspace_bytes)
+    if variant == "float32":
+        vr.tolerance = f"max abs err <= {FLOAT32_TOL:g}"
+        if not vr.max_abs_err <= FLOAT32_TOL:
+            raise ExportVerificationError(f"float32 C differs from torch by {vr.max_abs_err:.3g} (> {FLOAT32_TOL:g})")
+    else:
+        bound = int8_error_bound(graph, state)
+        vr.tolerance = "per action <= int8_error_bound + 1e-5"
+        vr.bound_max = float(bound.max())
+        vr.worst_err_over_bound = float((err / (bound + FLOAT32_TOL)).max())
+        over = err > bound + FLOAT32_TOL
+        if over.any():
+            raise ExportVerificationError(f"int8 C exceeds its error bound on {int(over.sum())} actions "
+                                          f"(worst {vr.worst_err_over_bound:.3g}× the bound)")
+    if not np.isfinite(got).all():
+        raise ExportVerificationError(f"{variant} C produced non-finite actions")
+    vr.targets = sizes
+    return vr
+
+
+def render_report(r: ExportReport) -> str:
+    """The human-readable ``EXPORT.md`` written next to the exported files."""
+    lines = [f"# Export of {r.run_dir or 'an in-memory policy'}", "",
+             f"- checkpoint: `{r.checkpoint}`" if r.checkpoint else "- checkpoint: (none)",
+             f"- format: {r.format}",
+             f"- verified on {r.num_random} random + {r.num_recorded} recorded observations"]
+    if r.architecture:
+        lines.append(f"- architecture: {r.architecture}")
+    lines += [f"- note: {n}" for n in r.notes]
+    if r.onnx:
+        lines += ["", f"ONNX `{r.onnx['file']}`, inputs {r.onnx['inputs']}, dynamic batch: onnxruntime vs torch "
+                      f"max abs err {r.onnx['max_abs_err']:.3g} (tolerance {r.onnx['tolerance']:g})."]
+    for v in r.variants:
+        lines += ["", f"## C, {v.variant}", "",
+                  f"- files: {', '.join(f'`{f}`' for f in v.files)}",
+                  f"- host gcc vs torch: max abs err {v.max_abs_err:.3g} ({v.tolerance})"]
+        if v.bound_max is not None:
+            lines.append(f"- int8 bound: largest {v.bound_max:.3g}; worst error/bound {v.worst_err_over_bound:.3g}")
+        lines.append(f"- constant data {v.const_bytes} B, static workspace {v.workspace_bytes} B")
+        if v.targets:
+            lines += ["", "| target (-Os) | flash B (.text+.rodata+.data) | + libm B | RAM B (.data+.bss+stack) "
+                          "| peak stack B |", "| --- | ---: | ---: | ---: | ---: |"]
+            for t, s in v.targets.items():
+                ext = f" (+ frames of {', '.join(s['external_calls'])})" if s["external_calls"] else ""
+                lines.append(f"| {t} | {s['flash']} | {s['libm_flash']} | {s['ram']} | {s['stack']}{ext} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,273 @@
+"""Compilers around the generated C: host build + run for verification, ARM cross builds for sizes.
+
+- :func:`build_host_harness` compiles the policy with a small driver (``-std=c99 -pedantic -Werror``) that
+  reads observations from a binary file and writes actions, or times ``reps`` passes (``--bench``).
+- :func:`cross_compile` builds the policy for a Cortex-M target with ``arm-none-eabi-gcc -Os`` and reports
+  flash and RAM: the policy's own sections (``.text``, ``.rodata``, ``.data``, ``.bss``) plus what linking
+  it into a minimal newlib-nano image adds (libm's ``expf``/``tanhf``…), and the peak stack from GCC's
+  call graph (``-fcallgraph-info=su``).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from robot_rl.export.c_codegen import CSources
+
+HOST_CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic")
+
+#: ``arm-none-eabi-gcc`` flags per target (hard-float ABI; M7 with the single-precision FPv5 FPU).
+CORTEX_TARGETS: dict[str, tuple[str, ...]] = {
+    "cortex-m4f": ("-mcpu=cortex-m4", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard"),
+    "cortex-m7": ("-mcpu=cortex-m7", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard"),
+}
+ARM_GCC = "arm-none-eabi-gcc"
+
+
+class ToolchainError(RuntimeError):
+    """A compiler is missing or rejected the generated code (the message holds its output)."""
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> str:
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ToolchainError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
+    return proc.stdout
+
+
+def host_compiler() -> str:
+    """The host C compiler (``$CC``-free: gcc, then cc, then clang); ToolchainError if none."""
+    for cc in ("gcc", "cc", "clang"):
+        if shutil.which(cc):
+            return cc
+    raise ToolchainError("no host C compiler (gcc, cc or clang) on PATH; install gcc to verify the C export")
+
+
+def write_sources(src: CSources, out_dir: Path) -> tuple[Path, Path]:
+    """Write ``<name>.h`` and ``<name>.c`` into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    h, c = out_dir / f"{src.name}.h", out_dir / f"{src.name}.c"
+    h.write_text(src.header)
+    c.write_text(src.source)
+    return h, c
+
+
+def _harness(name: str) -> str:
+    up = name.upper()
+    return f"""#define _POSIX_C_SOURCE 199309L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "{name}.h"
+
+/* verify: harness obs.bin act.bin N ; bench: harness --bench obs.bin N reps (prints ns per forward) */
+int main(int argc, char **argv)
+{{
+    int bench = argc == 5 && strcmp(argv[1], "--bench") == 0;
+    const char *obs_path = argv[bench ? 2 : 1];
+    long n = atol(argv[3]), k, r, reps = bench ? atol(argv[4]) : 1;
+    float *obs, *act;
+    FILE *f;
+    if (argc != (bench ? 5 : 4)) {{ fprintf(stderr, "bad arguments\\n"); return 2; }}
+    obs = malloc(sizeof(float) * (size_t)(n * {up}_OBS_DIM));
+    act = malloc(sizeof(float) * (size_t)(n * {up}_ACTION_DIM));
+    f = fopen(obs_path, "rb");
+    if (!obs || !act || !f || fread(obs, sizeof(float), (size_t)(n * {up}_OBS_DIM), f)
+        != (size_t)(n * {up}_OBS_DIM)) {{ fprintf(stderr, "cannot read %s\\n", obs_path); return 1; }}
+    fclose(f);
+    if (bench) {{
+        struct timespec t0, t1;
+        double sum = 0.0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (r = 0; r < reps; ++r)
+            for (k = 0; k < n; ++k) {{
+                {name}_forward(obs + k * {up}_OBS_DIM, act);
+                sum += act[0];
+            }}
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        printf("%.3f %g\\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / (double)(n * reps), sum);
+        return 0;
+    }}
+    for (k = 0; k < n; ++k) {{
+        {name}_forward(obs + k * {up}_OBS_DIM, act + k * {up}_ACTION_DIM);
+    }}
+    f = fopen(argv[2], "wb");
+    if (!f || fwrite(act, sizeof(float), (size_t)(n * {up}_ACTION_DIM), f) != (size_t)(n * {up}_ACTION_DIM))
+        return 1;
+    fclose(f);
+    return 0;
+}}
+"""
+
+
+@dataclass
+class HostHarness:
+    """A compiled host driver for one generated policy."""
+
+    exe: Path
+    obs_dim: int
+    act_dim: int
+
+    def forward(self, obs: np.ndarray) -> np.ndarray:
+        """Run the C forward on every row of ``obs`` ``[N, obs_dim]`` → ``[N, act_dim]`` float32."""
+        obs = np.ascontiguousarray(obs, dtype=np.float32).reshape(-1, self.obs_dim)
+        with tempfile.TemporaryDirectory() as tmp:
+            o, a = Path(tmp) / "obs.bin", Path(tmp) / "act.bin"
+            obs.tofile(o)
+            _run([str(self.exe), str(o), str(a), str(len(obs))])
+            return np.fromfile(a, dtype=np.float32).reshape(len(obs), self.act_dim)
+
+    def bench_ns(self, obs: np.ndarray, reps: int) -> float:
+        """Mean nanoseconds per forward over ``reps`` passes through ``obs`` (timed inside C)."""
+        obs = np.ascontiguousarray(obs, dtype=np.float32).reshape(-1, self.obs_dim)
+        with tempfile.TemporaryDirectory() as tmp:
+            o = Path(tmp) / "obs.bin"
+            obs.tofile(o)
+            out = _run([str(self.exe), "--bench", str(o), str(len(obs)), str(reps)])
+        return float(out.split()[0])
+
+
+def build_host_harness(src: CSources, build_dir: Path, obs_dim: int, act_dim: int,
+                       extra_flags: tuple[str, ...] = ()) -> HostHarness:
+    """Compile ``src`` with the verification/benchmark driver in ``build_dir``."""
+    cc = host_compiler()
+    _, c = write_sources(src, build_dir)
+    driver = build_dir / f"{src.name}_harness.c"
+    driver.write_text(_harness(src.name))
+    exe = build_dir / f"{src.name}_harness"
+    _run([cc, *HOST_CFLAGS, *extra_flags, "-I", str(build_dir), "-o", str(exe), str(driver), str(c), "-lm"])
+    return HostHarness(exe, obs_dim, act_dim)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cortex-M cross builds
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TargetSize:
+    """Flash and RAM of one policy on one Cortex-M target (bytes)."""
+
+    target: str
+    text: int
+    rodata: int
+    data: int
+    bss: int
+    stack: int
+    """Peak stack of ``<name>_forward`` over its own call graph (GCC ``-fcallgraph-info=su``)."""
+    libm_flash: int
+    """Flash that linking the policy into a minimal newlib-nano image adds beyond its own sections
+    (``expf``, ``tanhf``, … and their helpers)."""
+    external_calls: list[str] = field(default_factory=list)
+    """Functions outside the policy it calls (libm); their frames are not in ``stack``."""
+
+    @property
+    def flash(self) -> int:
+        """``.text + .rodata + .data`` (initialised data is stored in flash too) of the policy."""
+        return self.text + self.rodata + self.data
+
+    @property
+    def ram(self) -> int:
+        """``.data + .bss + stack``."""
+        return self.data + self.bss + self.stack
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain data, with the derived flash/RAM totals."""
+        return {**asdict(self), "flash": self.flash, "ram": self.ram}
+
+
+def arm_available() -> bool:
+    """Whether ``arm-none-eabi-gcc`` is on PATH (Debian: ``apt-get install gcc-arm-none-eabi``)."""
+    return shutil.which(ARM_GCC) is not None
+
+
+def _section_sizes(obj: Path) -> dict[str, int]:
+    out = _run(["arm-none-eabi-size", "-A", str(obj)])
+    sizes = {"text": 0, "rodata": 0, "data": 0, "bss": 0}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) < 2 or not parts[1].isdigit():
+            continue
+        sec = parts[0]
+        for key in sizes:
+            if sec == f".{key}" or sec.startswith(f".{key}."):
+                sizes[key] += int(parts[1])
+    return sizes
+
+
+_NODE = re.compile(r'node: \{ title: "([^"]+)" label: "([^"]*)"')
+_EDGE = re.compile(r'edge: \{ sourcename: "([^"]+)" targetname: "([^"]+)"')
+
+
+def _peak_stack(ci_text: str, root: str) -> tuple[int, list[str]]:
+    frames: dict[str, int] = {}
+    for title, label in _NODE.findall(ci_text):
+        m = re.search(r"(\d+) bytes", label)
+        if m:
+            frames[title] = int(m.group(1))
+    calls: dict[str, list[str]] = {}
+    for src, dst in _EDGE.findall(ci_text):
+        calls.setdefault(src, []).append(dst)
+    external: set[str] = set()
+
+    def peak(fn: str, seen: frozenset[str]) -> int:
+        if fn not in frames:
+            external.add(fn)
+            return 0
+        if fn in seen:
+            raise ToolchainError(f"recursion through {fn} in the generated code")
+        return frames[fn] + max((peak(c, seen | {fn}) for c in calls.get(fn, [])), default=0)
+
+    return peak(root, frozenset()), sorted(external)
+
+
+_MIN_MAIN = """#include "{name}.h"
+volatile float {name}_io[{obs} + {act}];
+int main(void)
+{{
+#ifdef WITH_POLICY
+    {name}_forward((const float *){name}_io, (float *){name}_io + {obs});
+#endif
+    return 0;
+}}
+"""
+
+
+def cross_compile(src: CSources, target: str, build_dir: Path, obs_dim: int, act_dim: int) -> TargetSize:
+    """Build ``src`` for ``target`` (a key of :data:`CORTEX_TARGETS`) at ``-Os`` and measure it."""
+    if target not in CORTEX_TARGETS:
+        raise ValueError(f"unknown target {target!r}; valid: {', '.join(CORTEX_TARGETS)}")
+    if not arm_available():
+        raise ToolchainError(f"{ARM_GCC} is not on PATH (Debian/Ubuntu: apt-get install gcc-arm-none-eabi "
+                             "libnewlib-arm-none-eabi)")
+    d = build_dir / target
+    _, c = write_sources(src, d)
+    flags = ["-std=c99", "-Os", "-mthumb", *CORTEX_TARGETS[target], "-ffunction-sections", "-fdata-sections",
+             "-Wall", "-Wextra", "-Werror", "-pedantic"]
+    obj = d / f"{src.name}.o"
+    _run([ARM_GCC, *flags, "-fcallgraph-info=su", "-c", str(c), "-o", str(obj)], cwd=d)
+    sizes = _section_sizes(obj)
+    ci = d / f"{src.name}.ci"
+    stack, external = _peak_stack(ci.read_text(), f"{src.name}_forward") if ci.is_file() else (0, [])
+
+    # The flash libm adds: link a minimal image with and without the call, minus the policy's own sections.
+    main = d / "size_main.c"
+    main.write_text(_MIN_MAIN.format(name=src.name, obs=obs_dim, act=act_dim))
+    link = [ARM_GCC, *flags, "--specs=nano.specs", "--specs=nosys.specs", "-Wl,--gc-sections", "-I", str(d)]
+    images = {}
+    for tag, extra in (("with", ["-DWITH_POLICY"]), ("without", [])):
+        elf = d / f"size_{tag}.elf"
+        _run([*link, *extra, "-o", str(elf), str(main), str(c), "-lm"], cwd=d)
+        s = _section_sizes(elf)
+        images[tag] = s["text"] + s["rodata"] + s["data"]
+    own = sizes["text"] + sizes["rodata"] + sizes["data"]
+    libm = max(0, images["with"] - images["without"] - own)
+    return TargetSize(target, sizes["text"], sizes["rodata"], sizes["data"], sizes["bss"], stack, libm, external)

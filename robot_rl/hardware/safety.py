@@ -1,0 +1,312 @@
+"""The safety layer: every action from a policy or a teleop device passes here before the robot.
+
+:class:`SafetyLayer` wraps a :class:`~robot_rl.hardware.robot.Robot` and exposes the same
+``observe()`` / ``send_action()``; :meth:`SafetyLayer.step` also returns an info dict for the learner.
+Checks, in order (each intervention is counted under its reason, logged, and listed in the step's info):
+
+``latched``       the watchdog tripped or the e-stop fired: hold until :meth:`SafetyLayer.rearm`;
+``sensor_stale``  a camera stopped delivering: hold while it is stale;
+``nonfinite``     NaN/±inf anywhere in the action: hold (``np.clip`` would pass NaN through);
+``clamped``       entries outside ``[-1, 1]`` clipped;
+``change_limit``  each entry moves at most ``max_action_change`` from the previous applied action; after a
+                  (re)start the previous action is the one that holds the *measured* state;
+``velocity``      the physical motion per step stays under the linear/angular/joint speed limits;
+``workspace``     on the *measured* pose: a command pushing further out through a face of the box is cut
+                  on that axis, a command back in passes; in joint mode, joint limits the same way and the
+                  Cartesian box through the robot's forward kinematics;
+``watchdog``      no fresh command within ``watchdog_timeout_s``: the watchdog thread holds and latches.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from robot_rl.hardware.estop import EStop, EStopGuard
+from robot_rl.hardware.robot import Robot, RobotState, action_to_target, hold_action, joints_to_action
+from robot_rl.hardware.watchdog import Watchdog
+
+log = logging.getLogger(__name__)
+
+REASONS: tuple[str, ...] = ("latched", "sensor_stale", "nonfinite", "clamped", "change_limit", "velocity",
+                            "workspace", "watchdog", "estop")
+
+
+@dataclass
+class SafetyConfig:
+    """Limits of the safety layer. Defaults suit a tabletop arm at 20 Hz."""
+
+    control_hz: float = 20.0
+    """Control rate the speed limits are converted with (one step = 1/control_hz seconds)."""
+    workspace_low: list[float] = field(default_factory=lambda: [0.15, -0.35, 0.02])
+    """Lower corner of the end-effector box (x, y, z), metres in the robot base frame."""
+    workspace_high: list[float] = field(default_factory=lambda: [0.65, 0.35, 0.55])
+    """Upper corner of the end-effector box (x, y, z), metres."""
+    max_action_change: float = 0.5
+    """Largest change of any action entry between consecutive steps (normalised units)."""
+    max_linear_speed: float = 0.25
+    """End-effector translation speed limit, m/s."""
+    max_angular_speed: float = 1.0
+    """End-effector rotation speed limit, rad/s."""
+    max_joint_speed: float = 1.0
+    """Joint speed limit in joint mode, rad/s per joint."""
+    watchdog_timeout_s: float = 0.2
+    """Hold and latch when no fresh command arrives for this long (0 disables: not for hardware)."""
+    log_interval_s: float = 1.0
+    """Log each reason at most once per interval (counts are always exact)."""
+
+    def __post_init__(self) -> None:
+        lo, hi = np.asarray(self.workspace_low), np.asarray(self.workspace_high)
+        if lo.shape != (3,) or hi.shape != (3,) or not (lo < hi).all():
+            raise ValueError(f"workspace box must be two xyz corners with low < high, got {lo} / {hi}")
+        for name in ("control_hz", "max_action_change", "max_linear_speed", "max_angular_speed",
+                     "max_joint_speed"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive")
+        if self.watchdog_timeout_s < 0:
+            raise ValueError("watchdog_timeout_s must be >= 0")
+
+
+def _box_cut(target: np.ndarray, measured: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    # Never beyond a face, unless already beyond it: then never further out than the measured point.
+    return np.minimum(np.maximum(target, np.minimum(low, measured)), np.maximum(high, measured))
+
+
+class SafetyLayer:
+    """Wraps a robot; use it (not the robot) everywhere. A context manager that connects and arms.
+
+    ``estop``: an :class:`EStop` latch (one is made if not given). ``guard``: an optional running
+    :class:`EStopGuard`; the layer beats its heartbeat on every step and latches when it has tripped.
+    """
+
+    def __init__(self, robot: Robot, config: SafetyConfig | None = None, estop: EStop | None = None,
+                 guard: EStopGuard | None = None) -> None:
+        self.robot = robot
+        self.config = config or SafetyConfig()
+        self.estop = estop or EStop()
+        self.guard = guard
+        self.counts: Counter[str] = Counter()
+        self.steps = 0
+        self._lock = threading.RLock()
+        self._latched: str | None = "not armed"
+        self._prev: np.ndarray | None = None
+        self._last_log: dict[str, float] = {}
+        self._low = np.asarray(self.config.workspace_low, dtype=np.float64)
+        self._high = np.asarray(self.config.workspace_high, dtype=np.float64)
+        self.watchdog = (Watchdog(self.config.watchdog_timeout_s, self._on_watchdog)
+                         if self.config.watchdog_timeout_s > 0 else None)
+        self.estop.on_trigger(self._on_estop)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    @property
+    def features(self) -> Any:
+        """The wrapped robot's declared features."""
+        return self.robot.features
+
+    def connect(self) -> None:
+        """Connect the robot and arm the layer."""
+        self.robot.connect()
+        self.rearm()
+
+    def disconnect(self) -> None:
+        """Hold, disarm the watchdog and disconnect the robot."""
+        if self.watchdog is not None:
+            self.watchdog.disarm()
+        if self.guard is not None:
+            self.guard.pause()
+        with self._lock:
+            self._latched = "disconnected"
+        if self.robot.is_connected:
+            self.robot.disconnect()
+
+    def close(self) -> None:
+        """Disconnect and stop the watchdog thread."""
+        self.disconnect()
+        if self.watchdog is not None:
+            self.watchdog.close()
+
+    def __enter__(self) -> SafetyLayer:
+        self.connect()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def rearm(self) -> None:
+        """Clear a latch (after a watchdog trip or a reset e-stop) and restart from the measured state.
+
+        Refused while the e-stop or the guard is still tripped.
+        """
+        if self.estop.is_set:
+            raise RuntimeError(f"e-stop is set ({self.estop.reason}); reset it before re-arming")
+        if self.guard is not None and self.guard.tripped:
+            raise RuntimeError(f"e-stop guard tripped ({self.guard.reason}); reset it before re-arming")
+        with self._lock:
+            self._latched = None
+            self._prev = None  # the next command's change limit is relative to the measured state
+        if self.watchdog is not None:
+            self.watchdog.arm()
+        log.info("safety layer armed")
+
+    @property
+    def latched(self) -> str | None:
+        """Why the layer is holding until re-armed (None when armed)."""
+        return self._latched
+
+    # ---------------------------------------------------------------- events
+
+    def _event(self, reason: str, events: list[str], detail: str = "") -> None:
+        self.counts[reason] += 1
+        events.append(reason)
+        now = time.monotonic()
+        if now - self._last_log.get(reason, -1e9) >= self.config.log_interval_s:
+            self._last_log[reason] = now
+            log.warning("safety: %s%s (%d so far)", reason, f": {detail}" if detail else "", self.counts[reason])
+
+    def _latch(self, reason: str) -> None:
+        # Called from the watchdog/e-stop threads too: no step lock here, so a step stuck in robot I/O
+        # cannot keep the hold from being sent. Plain attribute writes are atomic under the GIL.
+        self._latched = reason
+        self._prev = None
+        self.counts[reason] += 1
+        try:
+            self.robot.hold()
+        finally:
+            log.error("safety: holding the robot (%s); re-arm to continue", reason)
+
+    def _on_watchdog(self, delay_s: float) -> None:
+        self._latch("watchdog")
+        log.error("watchdog: no command for %.0f ms", delay_s * 1e3)
+
+    def _on_estop(self, reason: str) -> None:
+        self._latch("estop")
+
+    # ---------------------------------------------------------------- the step
+
+    def observe(self) -> dict[str, np.ndarray]:
+        """The robot's observation (holds the robot if a sensor went stale)."""
+        stale = self.robot.stale_sensors()
+        if stale:
+            self.robot.hold()
+        return self.robot.observe()
+
+    def send_action(self, action: np.ndarray) -> np.ndarray:
+        """Check and apply ``action``; return the action actually applied."""
+        return self.step(action)[0]
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        """Check and apply ``action``. Returns ``(applied action, info)``.
+
+        ``info``: ``safety_events`` (reasons that intervened this step), ``safety_held`` (the robot was held
+        instead of following the command), ``safety_counts`` (totals by reason), ``safety_latched``.
+        """
+        with self._lock:
+            self.steps += 1
+            events: list[str] = []
+            if self.guard is not None:
+                self.guard.beat()
+            if self.watchdog is not None:
+                self.watchdog.kick()
+            if self.guard is not None and self.guard.tripped and self._latched != "estop":
+                self._latch("estop")
+                log.error("e-stop guard: %s", self.guard.reason)
+            measured = self.robot.measure()
+            cfg = self.robot.config
+            held = True
+            if self._latched is not None:
+                self._event("latched", events, self._latched)
+                self.robot.hold()
+                applied = hold_action(cfg, measured)
+            elif stale := self.robot.stale_sensors():
+                self._event("sensor_stale", events, ", ".join(stale))
+                self.robot.hold()
+                applied = hold_action(cfg, measured)
+                self._prev = applied
+            else:
+                applied, held = self._filter(np.asarray(action, dtype=np.float64).reshape(-1), measured, events)
+                applied = self.robot.send_action(applied, measured)
+                self._prev = applied.astype(np.float64)
+                if self._latched is not None:  # latched by another thread while we were sending
+                    self.robot.hold()
+                    held = True
+            info = {"safety_events": tuple(events), "safety_held": held, "safety_latched": self._latched,
+                    "safety_counts": dict(self.counts)}
+            return applied.astype(np.float32), info
+
+    def _filter(self, a: np.ndarray, measured: RobotState, events: list[str]) -> tuple[np.ndarray, bool]:
+        cfg = self.robot.config
+        if a.shape != (cfg.action_dim,):
+            raise ValueError(f"action shape {a.shape}, expected ({cfg.action_dim},)")
+        hold = hold_action(cfg, measured).astype(np.float64)
+        if not np.isfinite(a).all():
+            self._event("nonfinite", events, f"{a}")
+            return hold, True
+        clipped = np.clip(a, -1.0, 1.0)
+        if not np.array_equal(clipped, a):
+            self._event("clamped", events, f"max |a| {np.abs(a).max():.3g}")
+        a = clipped
+        ref = self._prev if self._prev is not None else hold
+        step = self.config.max_action_change
+        limited = np.clip(a, ref - step, ref + step)
+        if not np.array_equal(limited, a):
+            self._event("change_limit", events, f"max change {np.abs(a - ref).max():.3g}")
+        a = limited
+        dt = 1.0 / self.config.control_hz
+        target, grip = action_to_target(cfg, a, measured)
+        if cfg.control_mode == "ee_delta":
+            target = self._limit_ee(target, measured, dt, events)
+            delta = target - measured.ee_pose
+            arm = np.concatenate([delta[:3] / cfg.max_step_m, delta[3:6] / cfg.max_step_rad])
+        else:
+            target = self._limit_joints(target, measured, dt, events)
+            arm = joints_to_action(cfg, target).astype(np.float64)
+        return np.append(arm, 2.0 * grip - 1.0), False
+
+    def _limit_ee(self, target: np.ndarray, measured: RobotState, dt: float, events: list[str]) -> np.ndarray:
+        target = target.copy()
+        lin = target[:3] - measured.ee_pose[:3]
+        ang = target[3:6] - measured.ee_pose[3:6]
+        vmax, wmax = self.config.max_linear_speed * dt, self.config.max_angular_speed * dt
+        n_lin, n_ang = float(np.linalg.norm(lin)), float(np.linalg.norm(ang))
+        if n_lin > vmax or n_ang > wmax:
+            self._event("velocity", events, f"{n_lin / dt:.3g} m/s, {n_ang / dt:.3g} rad/s")
+            if n_lin > vmax:  # scale, keeping the direction
+                target[:3] = measured.ee_pose[:3] + lin * (vmax / n_lin)
+            if n_ang > wmax:
+                target[3:6] = measured.ee_pose[3:6] + ang * (wmax / n_ang)
+        cut = _box_cut(target[:3], measured.ee_pose[:3], self._low, self._high)
+        if not np.array_equal(cut, target[:3]):
+            self._event("workspace", events, f"measured {np.round(measured.ee_pose[:3], 3)}")
+            target[:3] = cut
+        return target
+
+    def _limit_joints(self, target: np.ndarray, measured: RobotState, dt: float, events: list[str]) -> np.ndarray:
+        cfg = self.robot.config
+        qmax = self.config.max_joint_speed * dt
+        limited = np.clip(target, measured.joints - qmax, measured.joints + qmax)
+        if not np.array_equal(limited, target):
+            self._event("velocity", events, f"{np.abs(target - measured.joints).max() / dt:.3g} rad/s")
+        target = _box_cut(limited, measured.joints, np.asarray(cfg.joint_low), np.asarray(cfg.joint_high))
+        if not np.array_equal(target, limited):
+            self._event("workspace", events, "joint limit")
+        predicted = self.robot.forward_kinematics(target)
+        if predicted is None:
+            outside = (measured.ee_pose[:3] < self._low) | (measured.ee_pose[:3] > self._high)
+            if outside.any():  # no kinematics: cannot tell which joint motion goes back in, so hold
+                self._event("workspace", events, "outside the box, no forward kinematics: holding")
+                return measured.joints.copy()
+            return target
+        cut = _box_cut(predicted[:3], measured.ee_pose[:3], self._low, self._high)
+        if not np.allclose(cut, predicted[:3], atol=1e-9):
+            self._event("workspace", events, f"predicted {np.round(predicted[:3], 3)} leaves the box")
+            return measured.joints.copy()
+        return target

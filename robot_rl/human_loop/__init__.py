@@ -1,0 +1,1 @@
+"""Humans in the loop: teleop devices and the intervention controller (interventions, success keys)."""

@@ -1,0 +1,102 @@
+"""The teleop device contract.
+
+A device produces timestamped :class:`TeleopReading` s. It is *relative*: ``delta`` is a pose change per
+control step in the units of the ``ee_delta`` action (each entry in ``[-1, 1]``), so a takeover applies
+deltas to wherever the arm is and the arm never jumps. A reading older than the controller's
+``stale_after_s``, or a disconnected device, counts as "not intervening" (see
+:class:`~robot_rl.human_loop.intervention.InterventionController`).
+
+Events a device can emit: ``toggle`` (toggle-mode takeover), ``success``, ``failure``, ``reset``,
+``estop``, ``rewind``, ``correct``.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from robot_rl.registry import Registry
+
+EVENTS: tuple[str, ...] = ("toggle", "success", "failure", "reset", "estop", "rewind", "correct")
+
+
+@dataclass
+class TeleopReading:
+    """One sample of a device.
+
+    ``timestamp`` (:func:`time.monotonic`) is when the device was last heard from; ``delta`` ``[6]`` is
+    ``[dx, dy, dz, droll, dpitch, dyaw]`` in ``[-1, 1]``; ``gripper`` is a target in ``[-1, 1]`` or None
+    (unchanged); ``engage`` is the state of the intervene control; ``events`` are one-shot presses since
+    the previous reading.
+    """
+
+    timestamp: float
+    delta: np.ndarray = field(default_factory=lambda: np.zeros(6))
+    gripper: float | None = None
+    engage: bool = False
+    events: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.delta = np.clip(np.asarray(self.delta, dtype=np.float64).reshape(6), -1.0, 1.0)
+        unknown = set(self.events) - set(EVENTS)
+        if unknown:
+            raise ValueError(f"unknown teleop events {sorted(unknown)}; valid: {', '.join(EVENTS)}")
+
+
+class TeleopDevice(abc.ABC):
+    """A human input device. Readings come from a background thread; :meth:`read` never blocks."""
+
+    name: str = "device"
+    relative: bool = True
+    """Relative devices (keyboard, gamepad, SpaceMouse) send deltas; absolute ones (leader arms) poses."""
+
+    @abc.abstractmethod
+    def connect(self) -> None:
+        """Open the device and start reading."""
+
+    @abc.abstractmethod
+    def disconnect(self) -> None:
+        """Stop reading and close the device."""
+
+    @property
+    @abc.abstractmethod
+    def is_connected(self) -> bool:
+        """Whether the device is open and its reader is alive."""
+
+    @abc.abstractmethod
+    def read(self) -> TeleopReading | None:
+        """The newest reading with the events collected since the last call (None before the first)."""
+
+    @abc.abstractmethod
+    def buttons(self) -> dict[str, str]:
+        """Control → what it does, for `robot-rl devices` and the status line."""
+
+    def __enter__(self) -> TeleopDevice:
+        self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.disconnect()
+
+
+@dataclass
+class TeleopConfig:
+    """Base of device configs (registered in ``TELEOP_DEVICES``)."""
+
+    registry: ClassVar[Registry[type[TeleopConfig]]]
+
+    def make(self) -> TeleopDevice:
+        """Build the (unconnected) device; optional libraries are imported in ``connect``."""
+        raise NotImplementedError
+
+    @classmethod
+    def discover(cls) -> tuple[list[str], str]:
+        """``(connected devices of this kind, note)``; the note says why none, e.g. a missing extra."""
+        return [], ""
+
+
+TELEOP_DEVICES: Registry[type[TeleopConfig]] = Registry("teleop device")
+TeleopConfig.registry = TELEOP_DEVICES

@@ -1,0 +1,44 @@
+"""Discovery for `robot-rl devices`: which teleop devices are connected and what each control does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from robot_rl.human_loop.devices.base import TELEOP_DEVICES
+
+
+@dataclass
+class DeviceListing:
+    """One device kind: what was found, why nothing was, and its controls."""
+
+    kind: str
+    found: list[str]
+    note: str
+    controls: dict[str, str]
+
+
+def list_devices(include_scripted: bool = False) -> list[DeviceListing]:
+    """Probe every registered device kind (optional libraries are tried, never required)."""
+    out = []
+    for kind in TELEOP_DEVICES.names():
+        if kind == "scripted" and not include_scripted:
+            continue
+        cfg_cls = TELEOP_DEVICES.get(kind)
+        found, note = cfg_cls.discover()
+        controls = cfg_cls().make().buttons()
+        out.append(DeviceListing(kind, found, note, controls))
+    return out
+
+
+def format_listing(listings: list[DeviceListing]) -> str:
+    """Plain-text report; says so plainly when no device is connected."""
+    lines = []
+    for item in listings:
+        status = ", ".join(item.found) if item.found else f"not found ({item.note})"
+        lines.append(f"{item.kind}: {status}")
+        for control, meaning in item.controls.items():
+            lines.append(f"    {control:<22} {meaning}")
+    if not any(item.found for item in listings):
+        lines.append("No teleop device is connected. Plug in a gamepad or SpaceMouse, or run from an "
+                     "interactive terminal for the keyboard.")
+    return "\n".join(lines)

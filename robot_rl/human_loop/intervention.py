@@ -1,0 +1,165 @@
+"""Who acts this step: the policy or the human, and what happens when the human's device fails.
+
+:class:`InterventionController` reads the teleop device once per control step and returns the action to
+send (through the safety layer) with an ``intervened`` flag for the transition.
+
+- **Hold** mode (default): the human acts while the device's intervene control is held. **Toggle** mode:
+  a ``toggle`` event (or a press of the intervene control) takes over, the next hands back.
+  :attr:`InterventionController.mode_hint` says which, for the UI.
+- **Bumpless**: devices are relative, their deltas apply to the measured pose (``ee_delta`` actions), so
+  a takeover starts from where the arm is. The gripper keeps its last target until the human changes it.
+- **Device lost**: a reading older than ``stale_after_s`` or a disconnected device is "not intervening".
+  If an intervention was in progress it ends *safely*: the arm holds (zero delta, gripper unchanged) and
+  the policy does not get control back until the device is fresh again and released (or the human
+  engages again). Counted as ``teleop_lost``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from robot_rl.human_loop.devices.base import TeleopDevice
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class InterventionConfig:
+    """How the human takes over."""
+
+    mode: str = "hold"
+    """``hold`` (intervene while the control is held) or ``toggle`` (press to take over, press to hand back)."""
+    stale_after_s: float = 0.2
+    """A device reading older than this counts as 'not intervening'."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("hold", "toggle"):
+            raise ValueError(f"intervention mode {self.mode!r}; valid: hold, toggle")
+        if self.stale_after_s <= 0:
+            raise ValueError("stale_after_s must be positive")
+
+
+@dataclass
+class InterventionStep:
+    """The outcome of one step: the action to send, who produced it, and the events pressed."""
+
+    action: np.ndarray
+    intervened: bool
+    source: str
+    """``policy``, ``human`` or ``hold`` (the device was lost mid-intervention)."""
+    events: tuple[str, ...] = ()
+
+
+@dataclass
+class EpisodeInterventions:
+    """Per-episode intervention statistics (for the logs)."""
+
+    steps: int = 0
+    intervened_steps: int = 0
+    interventions: int = 0
+    lengths: list[int] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        """Fraction of steps under human control."""
+        return self.intervened_steps / self.steps if self.steps else 0.0
+
+
+class InterventionController:
+    """Merges a policy and a teleop device into one ``ee_delta`` action per step."""
+
+    def __init__(self, device: TeleopDevice, config: InterventionConfig | None = None,
+                 control_mode: str = "ee_delta") -> None:
+        if device.relative and control_mode != "ee_delta":
+            raise ValueError("relative teleop devices need the ee_delta control mode (deltas on the measured pose)")
+        self.device = device
+        self.config = config or InterventionConfig()
+        self.counts: Counter[str] = Counter()
+        self.episode = EpisodeInterventions()
+        self._active = False
+        self._toggled = False
+        self._engaged_before = False
+        self._lost = False
+        self._gripper: float | None = None
+        self._run_len = 0
+
+    @property
+    def mode_hint(self) -> str:
+        """What the UI should tell the operator."""
+        if self.config.mode == "hold":
+            return "HOLD the intervene control to take over; release to hand back"
+        return "PRESS the toggle control to take over; press again to hand back"
+
+    @property
+    def active(self) -> bool:
+        """Whether the human is acting."""
+        return self._active
+
+    def step(self, policy_action: np.ndarray) -> InterventionStep:
+        """Decide this step's action from ``policy_action`` ``[7]`` and the device's newest reading."""
+        policy_action = np.asarray(policy_action, dtype=np.float64).reshape(-1)
+        reading = self.device.read() if self.device.is_connected else None
+        fresh = reading is not None and time.monotonic() - reading.timestamp <= self.config.stale_after_s
+        events: tuple[str, ...] = reading.events if (fresh and reading is not None) else ()
+        engaged = False
+        if fresh and reading is not None:
+            pressed = reading.engage and not self._engaged_before
+            self._engaged_before = reading.engage
+            if self.config.mode == "toggle":
+                if "toggle" in events or pressed:
+                    self._toggled = not self._toggled
+                engaged = self._toggled
+            else:
+                engaged = reading.engage
+            if self._lost and (engaged or not reading.engage):
+                self._lost = False
+                log.info("teleop device back")
+        elif self._active or self._lost:
+            if not self._lost:
+                self.counts["teleop_lost"] += 1
+                log.warning("teleop device %s went stale mid-intervention: holding the arm",
+                            "disconnected" if not self.device.is_connected else "stopped updating")
+            self._lost, self._toggled, self._engaged_before = True, False, False
+        if self._lost:
+            self._end_run()
+            return self._out(self._hold(policy_action), False, "hold", events)
+        if engaged and reading is not None:
+            if not self._active:
+                self.counts["interventions"] += 1
+                self.episode.interventions += 1
+            self._active = True
+            self._run_len += 1
+            if reading.gripper is not None:
+                self._gripper = float(reading.gripper)
+            grip = self._gripper if self._gripper is not None else float(policy_action[-1])
+            return self._out(np.append(reading.delta, grip), True, "human", events)
+        self._end_run()
+        self._gripper = float(policy_action[-1])
+        return self._out(policy_action, False, "policy", events)
+
+    def _hold(self, policy_action: np.ndarray) -> np.ndarray:
+        grip = self._gripper if self._gripper is not None else float(policy_action[-1])
+        return np.array([0, 0, 0, 0, 0, 0, grip], dtype=np.float64)
+
+    def _end_run(self) -> None:
+        if self._active:
+            self.episode.lengths.append(self._run_len)
+        self._active, self._run_len = False, 0
+
+    def _out(self, action: np.ndarray, intervened: bool, source: str, events: tuple[str, ...]) -> InterventionStep:
+        self.episode.steps += 1
+        self.episode.intervened_steps += int(intervened)
+        return InterventionStep(action.astype(np.float32), intervened, source, events)
+
+    def reset_episode(self) -> EpisodeInterventions:
+        """Close the episode's statistics and start new ones (an intervention in progress continues)."""
+        if self._active:
+            self.episode.lengths.append(self._run_len)
+            self._run_len = 0
+        done, self.episode = self.episode, EpisodeInterventions()
+        return done

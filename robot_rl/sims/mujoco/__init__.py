@@ -1,0 +1,21 @@
+"""MuJoCo arm tasks (``mujoco/reach``, ``mujoco/push``, ``mujoco/pick_cube``, ``mujoco/peg_insert``).
+
+Importing this package registers the task configs; MuJoCo itself (and JAX for ``backend=mjx``)
+is imported only when a config's ``make`` builds an env. See docs/sims-mujoco.md.
+"""
+
+from robot_rl.sims.mujoco.tasks import (
+    MujocoPegInsertConfig,
+    MujocoPickCubeConfig,
+    MujocoPushConfig,
+    MujocoReachConfig,
+    MujocoTaskConfig,
+)
+
+__all__ = [
+    "MujocoPegInsertConfig",
+    "MujocoPickCubeConfig",
+    "MujocoPushConfig",
+    "MujocoReachConfig",
+    "MujocoTaskConfig",
+]

@@ -1,0 +1,323 @@
+"""The actor's ZeroMQ endpoint: a DEALER socket on its own I/O thread behind bounded queues.
+
+The control loop only ever touches ``send`` (a bounded queue put) and ``poll_weights`` (a read of
+the newest weights); encoding, resending, spilling, heartbeats and reconnects happen on the I/O
+thread. See :mod:`robot_rl.transport.zmq_transport` for the protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import replace
+from typing import Any
+
+import torch
+import zmq
+
+from robot_rl.specs import EnvSpec
+from robot_rl.transition import TransitionBatch
+from robot_rl.transport.base import TransportStats, VersionedWeights
+from robot_rl.transport.codec import WireError, decode, encode
+from robot_rl.transport.spill import SpillStore
+from robot_rl.transport.transition_codec import encode_transitions
+from robot_rl.transport.zmq_common import Waker, ZmqSettings, load_cert
+
+log = logging.getLogger(__name__)
+
+
+def _owned_copy(batch: TransitionBatch) -> TransitionBatch:
+    """The batch in host memory nobody else writes to (from CUDA the device→host copy is that copy)."""
+
+    def own(t: torch.Tensor) -> torch.Tensor:
+        return t.detach().to("cpu", copy=True)
+
+    return replace(batch, obs={k: own(v) for k, v in batch.obs.items()}, action=own(batch.action),
+                   reward=own(batch.reward), terminated=own(batch.terminated), truncated=own(batch.truncated),
+                   next_obs={k: own(v) for k, v in batch.next_obs.items()}, intervened=own(batch.intervened),
+                   policy_version=own(batch.policy_version), env_index=own(batch.env_index),
+                   extras={k: own(v) for k, v in batch.extras.items()})
+
+
+class ZmqActorEndpoint:
+    """Actor side: ``send`` (never blocks on the network), ``poll_weights``/``wait_weights``."""
+
+    def __init__(self, address: str, actor_id: int, spec: EnvSpec, settings: ZmqSettings | None = None) -> None:
+        self.actor_id = actor_id
+        self.spec = spec
+        self.settings = s = settings or ZmqSettings()
+        self.session = uuid.uuid4().hex[:12]
+        self.stats = TransportStats()
+        self._ctx: zmq.Context[Any] = zmq.Context.instance()
+        self._address = address
+        if s.server_public_key:  # fail here, not later inside the I/O thread
+            self._curve_keys()
+        self._outgoing: queue.Queue[TransitionBatch] = queue.Queue(s.outbox_size)
+        # seq → (frames, sent at, sends so far)
+        self._outbox: OrderedDict[int, tuple[list[Any], float, int]] = OrderedDict()
+        self._outbox_lock = threading.Lock()
+        self.spill = SpillStore(s.spill_dir, self.session, s.spill_max_bytes) \
+            if s.outbox_policy == "spill" and s.spill_dir else None
+        self._seq = 0
+        self._weights: VersionedWeights | None = None
+        self._cond = threading.Condition()
+        self.connected = threading.Event()
+        self.handshake_error: str | None = None
+        self.acked = 0
+        self.resent = 0
+        self.bytes_sent = 0
+        #: The newest weight version the learner says it has published (from its heartbeats).
+        self.learner_version = -1
+        self._stop = threading.Event()
+        self._waker = Waker()  # a sent chunk leaves at once, not at the I/O thread's next poll
+        self._thread = threading.Thread(target=self._io_loop, name=f"zmq-actor-{actor_id}-io", daemon=True)
+        self._thread.start()
+
+    # ---- ActorEndpoint ----------------------------------------------------------------------
+
+    def send(self, batch: TransitionBatch, timeout_s: float) -> bool:
+        """Queue ``batch``; ``False`` (counted) if the bounded queue stayed full for ``timeout_s``.
+
+        With ``outbox_policy=block`` the queue fills when ``outbox_size`` chunks are unacknowledged,
+        so this waits for the learner; with ``spill`` the I/O thread moves overflow to disk and this
+        waits only if the I/O thread itself falls behind.
+        """
+        if self.settings.copy_on_send:
+            batch = _owned_copy(batch)
+        try:
+            self._outgoing.put(batch, timeout=timeout_s)
+        except queue.Full:
+            self.stats.send_timeouts += 1
+            return False
+        self.stats.batches_sent += 1
+        self._waker.wake()
+        return True
+
+    def poll_weights(self, newer_than: int) -> VersionedWeights | None:
+        """Newest weights if newer than ``newer_than``; never blocks."""
+        w = self._weights
+        return w if w is not None and w.version > newer_than else None
+
+    def wait_weights(self, newer_than: int, timeout_s: float) -> VersionedWeights | None:
+        """Block up to ``timeout_s`` for weights newer than ``newer_than``."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._weights is not None and self._weights.version > newer_than,
+                                timeout=timeout_s)
+        return self.poll_weights(newer_than)
+
+    def unacked(self) -> int:
+        """Chunks queued, in the outbox or spilled, not yet acknowledged by the learner."""
+        with self._outbox_lock:
+            return len(self._outbox) + self._outgoing.qsize() + (len(self.spill) if self.spill else 0)
+
+    def dropped(self) -> int:
+        """Chunks given up on (spill budget exhausted or spill file unreadable); each was logged."""
+        return self.spill.dropped + self.spill.corrupt if self.spill is not None else 0
+
+    def close(self) -> None:
+        """Say goodbye, stop the I/O thread (unacknowledged chunks are reported, not silently dropped)."""
+        self._stop.set()
+        self._waker.wake()
+        self._thread.join(timeout=5)
+        self._waker.close()
+        left = self.unacked()
+        if left:
+            log.warning("actor %d closing with %d unacknowledged chunks", self.actor_id, left)
+
+    # ---- I/O thread -------------------------------------------------------------------------
+
+    def _floor(self) -> int:
+        """The oldest chunk this actor still holds: everything below was acknowledged or given up on."""
+        with self._outbox_lock:
+            held = [next(iter(self._outbox), self._seq), self._seq]
+        first_spilled = self.spill.first_seq() if self.spill is not None else None
+        if first_spilled is not None:
+            held.append(first_spilled)
+        return min(held)
+
+    def _hello(self) -> list[Any]:
+        return encode("hello", self.session, 0, meta={
+            "actor_id": self.actor_id, "session": self.session, "spec": self.spec.to_dict(),
+            "resume_seq": self._floor()})
+
+    def _curve_keys(self) -> tuple[bytes, bytes, bytes]:
+        s = self.settings
+        if not s.server_public_key or not s.client_secret_key:
+            raise ValueError("CURVE needs server_public_key and client_secret_key (this actor's .key_secret file)")
+        server_public, _ = load_cert(s.server_public_key, "learner's public key")
+        public, secret = load_cert(s.client_secret_key, "actor's secret key")
+        if secret is None:
+            raise ValueError(f"{s.client_secret_key} holds no secret key (use the .key_secret file)")
+        return server_public, public, secret
+
+    def _connect(self) -> zmq.Socket[Any]:
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        if self.settings.server_public_key:
+            server_public, public, secret = self._curve_keys()
+            sock.curve_serverkey = server_public
+            sock.curve_publickey = public
+            sock.curve_secretkey = secret
+        sock.connect(self._address)
+        return sock
+
+    def _intake(self) -> None:
+        """New chunks get a sequence number and go to the outbox (or, when it is full, to the spill)."""
+        s = self.settings
+        while True:
+            room = len(self._outbox) < s.outbox_size and not (self.spill and len(self.spill))
+            if not room and self.spill is None:
+                return  # block: leave them queued; send() waits once the queue is full too
+            try:
+                batch = self._outgoing.get_nowait()
+            except queue.Empty:
+                return
+            batch.actor_id, batch.seq = self.actor_id, self._seq
+            self._seq += 1
+            frames = encode_transitions(batch, self.session)
+            if room:
+                with self._outbox_lock:
+                    self._outbox[batch.seq] = (frames, 0.0, 0)
+            elif self.spill is not None and not self.spill.put(batch.seq, frames):
+                self.stats.reject("spill_full")
+
+    def _refill(self) -> None:
+        while self.spill is not None and len(self.spill) and len(self._outbox) < self.settings.outbox_size:
+            item = self.spill.pop()
+            if item is None:
+                break
+            with self._outbox_lock:
+                self._outbox[item[0]] = (list(item[1]), 0.0, 0)
+
+    def _send_due(self, sock: zmq.Socket[Any], now: float) -> None:
+        # Resends back off (×2 per try, at most ×16): a learner that is only slow to store them, not
+        # losing them, is not flooded with copies of what it already holds.
+        after = self.settings.resend_after_s
+        with self._outbox_lock:
+            due = [(q, f, n) for q, (f, t, n) in self._outbox.items() if now - t >= after * (1 << min(n, 5)) / 2]
+        for q, f, n in due:
+            try:
+                sock.send_multipart(f, flags=zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            with self._outbox_lock:
+                if q in self._outbox:
+                    self._outbox[q] = (f, now, n + 1)
+            self.resent += n > 0
+            self.bytes_sent += sum(memoryview(x).nbytes for x in f)
+
+    def _io_loop(self) -> None:
+        s = self.settings
+        sock = self._connect()
+        learner_session: str | None = None
+        last_heard = last_hello = time.monotonic()
+        sock.send_multipart(self._hello(), flags=zmq.NOBLOCK)
+        last_beat = 0.0
+        goodbye = False
+        poller: zmq.Poller | None = None
+        unanswered = 0
+        while True:
+            if self._stop.is_set():
+                if goodbye or not self.connected.is_set():
+                    break
+                try:  # tell the learner this session ends on purpose (not a crash)
+                    sock.send_multipart(encode("bye", self.session, 0), flags=zmq.NOBLOCK)
+                except zmq.Again:
+                    pass
+                goodbye = True
+            self._intake()
+            self._refill()
+            now = time.monotonic()
+            if self.connected.is_set():
+                self._send_due(sock, now)
+            elif self.handshake_error is None and now - last_hello >= s.resend_after_s:
+                last_hello = now  # the hello or the welcome was lost: ask again
+                unanswered += 1
+                if unanswered % 3 == 0:  # on a fresh connection (ZeroMQ may have given up on a refused one)
+                    sock.close(0)
+                    sock, poller = self._connect(), None
+                try:
+                    sock.send_multipart(self._hello(), flags=zmq.NOBLOCK)
+                except zmq.Again:
+                    pass
+            if now - last_beat >= s.heartbeat_s:
+                last_beat = now
+                version = self._weights.version if self._weights is not None else -1
+                try:
+                    sock.send_multipart(encode("heartbeat", self.session, 0,
+                                               meta={"version": version, "floor": self._floor()}),
+                                        flags=zmq.NOBLOCK)
+                except zmq.Again:
+                    pass
+            if now - last_heard > 3 * s.heartbeat_s and self.connected.is_set():
+                log.warning("actor %d: learner silent for %.1fs; reconnecting", self.actor_id, now - last_heard)
+                self.connected.clear()
+                sock.close(0)
+                sock, poller = self._connect(), None
+                sock.send_multipart(self._hello(), flags=zmq.NOBLOCK)
+                last_heard = last_hello = now
+            if poller is None:
+                poller = zmq.Poller()
+                poller.register(sock, zmq.POLLIN)
+                poller.register(self._waker.fd, zmq.POLLIN)
+            poller.poll(20)
+            self._waker.drain()
+            while True:
+                try:
+                    received = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                last_heard = time.monotonic()
+                try:
+                    msg = decode([f.buffer for f in received], s.limits)
+                except WireError as e:
+                    self.stats.reject(e.reason)
+                    continue
+                learner_session = self._on_message(sock, msg, learner_session)
+        sock.setsockopt(zmq.LINGER, 200 if goodbye else 0)  # let the goodbye leave
+        sock.close()
+
+    def _on_message(self, sock: zmq.Socket[Any], msg: Any, learner_session: str | None) -> str | None:
+        if msg.type == "welcome":
+            if not msg.meta.get("ok"):
+                self.handshake_error = str(msg.meta.get("error"))
+                log.error("actor %d: learner refused the handshake: %s", self.actor_id, self.handshake_error)
+                return learner_session
+            if learner_session is not None and msg.session != learner_session:
+                log.warning("actor %d: learner restarted; resending %d unacknowledged chunks",
+                            self.actor_id, len(self._outbox))
+            with self._outbox_lock:  # resend everything unacknowledged to this (maybe new) learner
+                for q in self._outbox:
+                    self._outbox[q] = (self._outbox[q][0], 0.0, 0)
+            self.connected.set()
+            return msg.session
+        if msg.type == "ack":
+            if msg.session == self.session:
+                with self._outbox_lock:
+                    if self._outbox.pop(msg.seq, None) is not None:
+                        self.acked += 1
+        elif msg.type == "weights":
+            new_version = msg.meta.get("version")
+            if isinstance(new_version, int) and (self._weights is None or new_version > self._weights.version):
+                weights = {k: torch.from_numpy(v.copy()) for k, v in msg.arrays.items()}
+                with self._cond:
+                    self._weights = VersionedWeights(new_version, weights)
+                    self._cond.notify_all()
+                self.learner_version = max(self.learner_version, new_version)
+        elif msg.type == "heartbeat":
+            version = msg.meta.get("version")
+            if learner_session is not None and msg.session != learner_session:
+                # A restarted learner does not know us: say hello again.
+                self.connected.clear()
+                self.learner_version = -1
+                try:
+                    sock.send_multipart(self._hello(), flags=zmq.NOBLOCK)
+                except zmq.Again:
+                    pass
+            elif isinstance(version, int):
+                self.learner_version = max(self.learner_version, version)
+        return learner_session

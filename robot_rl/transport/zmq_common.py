@@ -1,0 +1,162 @@
+"""What both ZeroMQ endpoints share: settings, CURVE key files, the received-sequence window."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from robot_rl.policies.base import Weights
+from robot_rl.transport.codec import WireLimits
+
+OUTBOX_POLICIES = ("block", "spill")
+ACK_AFTER = ("recv", "confirm", "durable")
+
+
+@dataclass
+class ZmqSettings:
+    """Timing, bounds, delivery policies and (optional) CURVE keys of both ends.
+
+    CURVE: the learner needs ``server_secret_key`` (its certificate) and ``allowed_clients_dir`` (the
+    public certificates of actors it accepts); an actor needs ``server_public_key`` and its own
+    ``client_secret_key``. Certificates come from ``robot-rl keys generate``.
+    """
+
+    heartbeat_s: float = 0.5
+    resend_after_s: float = 2.0
+    outbox_size: int = 256
+    inbox_size: int = 64
+    limits: WireLimits = field(default_factory=WireLimits)
+    server_secret_key: str | None = None
+    allowed_clients_dir: str | None = None
+    server_public_key: str | None = None
+    client_secret_key: str | None = None
+    #: Actor: what happens when ``outbox_size`` chunks are unacknowledged. ``block``: ``send`` waits
+    #: (the sampler is paced by the learner); ``spill``: chunks go to checksummed files in
+    #: ``spill_dir`` and are resent from there, so ``send`` never waits.
+    outbox_policy: str = "block"
+    spill_dir: str | None = None
+    #: Bytes the spill directory may hold; chunks beyond are dropped, counted and logged.
+    spill_max_bytes: int = 1 << 30
+    #: Learner: acknowledge a chunk when the learner takes it (``recv``), when the learner says it is
+    #: stored (``confirm``), or only after the checkpoint holding it is on disk (``durable``: the
+    #: learner calls ``flush_acks()`` after committing ``state_dict()`` with the data).
+    ack_after: str = "recv"
+    #: Actor: ``send`` copies the batch to host memory it owns (one copy, on the caller's thread), so an
+    #: env or camera driver that reuses its buffers cannot change a chunk after it was sent (its CRC
+    #: would stop matching and every resend be rejected). Turn off only for envs that return fresh tensors.
+    copy_on_send: bool = True
+
+    def __post_init__(self) -> None:
+        if self.outbox_policy not in OUTBOX_POLICIES:
+            raise ValueError(f"outbox_policy {self.outbox_policy!r}; valid: {list(OUTBOX_POLICIES)}")
+        if self.ack_after not in ACK_AFTER:
+            raise ValueError(f"ack_after {self.ack_after!r}; valid: {list(ACK_AFTER)}")
+        if self.outbox_policy == "spill" and not self.spill_dir:
+            raise ValueError("outbox_policy=spill needs spill_dir (a directory on the actor's disk)")
+        if self.heartbeat_s <= 0 or self.resend_after_s <= 0 or self.outbox_size < 1 or self.inbox_size < 1:
+            raise ValueError("heartbeat_s and resend_after_s must be > 0, outbox_size and inbox_size >= 1")
+
+    @classmethod
+    def from_config(cls, t: Any, **overrides: Any) -> ZmqSettings:
+        """Settings from a :class:`~robot_rl.config.ZmqTransportConfig` (fields it lacks keep defaults)."""
+        names = ("heartbeat_s", "resend_after_s", "outbox_size", "inbox_size", "server_secret_key",
+                 "allowed_clients_dir", "server_public_key", "client_secret_key", "outbox_policy", "spill_dir",
+                 "spill_max_bytes", "copy_on_send")
+        kwargs = {n: getattr(t, n) for n in names if hasattr(t, n)}
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+
+def generate_keys(directory: str, name: str) -> tuple[str, str]:
+    """Write a CURVE keypair ``<name>.key`` (public) and ``<name>.key_secret``; return both paths."""
+    import zmq.auth
+
+    os.makedirs(directory, exist_ok=True)
+    public, secret = zmq.auth.create_certificates(directory, name)
+    os.chmod(secret, 0o600)
+    return str(public), str(secret)
+
+
+def load_cert(path: str, what: str) -> tuple[bytes, bytes | None]:
+    """``(public, secret)`` of a certificate file, or a ValueError that says how to make one."""
+    import zmq.auth
+
+    try:
+        return zmq.auth.load_certificate(path)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot read the {what} at {path}: {e}; make one with `robot-rl keys generate`") from None
+
+
+def weights_arrays(weights: Weights) -> dict[str, np.ndarray]:
+    """CPU numpy views of actor weights, ready for the wire."""
+    return {k: v.detach().cpu().contiguous().numpy() for k, v in weights.items()}
+
+
+class SeqWindow:
+    """The set of sequence numbers received, stored as a floor plus the few above it (bounded memory)."""
+
+    def __init__(self, floor: int = 0, above: set[int] | None = None) -> None:
+        self.floor = floor  # every seq < floor was received
+        self.above: set[int] = set(above or ())
+
+    def __contains__(self, seq: object) -> bool:
+        return isinstance(seq, int) and (seq < self.floor or seq in self.above)
+
+    def add(self, seq: int) -> None:
+        """Record ``seq``."""
+        self.above.add(seq)
+        while self.floor in self.above:
+            self.above.remove(self.floor)
+            self.floor += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for checkpoints."""
+        return {"floor": self.floor, "above": sorted(self.above)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SeqWindow:
+        """Inverse of :meth:`to_dict` (validated: it comes from a file)."""
+        floor, above = d.get("floor"), d.get("above", [])
+        if not isinstance(floor, int) or floor < 0 or not isinstance(above, list) \
+                or not all(isinstance(s, int) and s > floor for s in above):
+            raise ValueError(f"malformed sequence window {d!r}")
+        return cls(floor, set(above))
+
+
+class Waker:
+    """Wakes an I/O thread blocked in ``zmq.Poller.poll`` when another thread queued work for it.
+
+    A non-blocking pipe: any thread may call :meth:`wake` (one ``write``; a full pipe already means
+    "awake"), the I/O thread polls :attr:`fd` next to its socket and calls :meth:`drain`.
+    """
+
+    def __init__(self) -> None:
+        self.fd, self._w = os.pipe()
+        os.set_blocking(self.fd, False)
+        os.set_blocking(self._w, False)
+
+    def wake(self) -> None:
+        """Make the next (or current) poll return at once."""
+        try:
+            os.write(self._w, b"\0")
+        except (BlockingIOError, OSError):
+            pass
+
+    def drain(self) -> None:
+        """Consume pending wake-ups."""
+        try:
+            while os.read(self.fd, 4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def close(self) -> None:
+        """Close both ends."""
+        for fd in (self.fd, self._w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass

@@ -1,0 +1,36 @@
+"""The fixed-rate loop: period statistics and overruns without catch-up bursts."""
+
+import time
+
+import pytest
+
+from robot_rl.hardware.rate import RateLoop
+
+
+def test_loop_holds_its_period():
+    loop = RateLoop(50.0, max_ticks=20)
+    start = time.perf_counter()
+    ticks = list(loop)
+    wall = time.perf_counter() - start
+    stats = loop.stats()
+    assert ticks == list(range(20)) and stats.ticks == 20
+    assert wall == pytest.approx(19 * 0.02, rel=0.25)
+    assert stats.p50_s == pytest.approx(0.02, rel=0.2)  # loose: 2 shared cores
+    assert "50 Hz" in stats.summary()
+
+
+def test_overrun_is_counted_and_not_followed_by_a_burst():
+    loop = RateLoop(20.0, max_ticks=6)
+    for tick in loop:
+        if tick == 2:
+            time.sleep(0.12)  # 2.4 periods
+    stats = loop.stats()
+    assert stats.overruns == 1
+    periods = list(loop.periods)
+    assert periods[2] >= 0.12 and min(periods[3:]) >= 0.04  # no back-to-back catch-up ticks
+    assert stats.max_s >= 0.12
+
+
+def test_rate_outside_range_is_refused():
+    with pytest.raises(ValueError, match="Hz"):
+        RateLoop(0.0)

@@ -1,0 +1,137 @@
+"""Teleop devices and the intervention controller: takeover, toggle, a device freezing mid-intervention."""
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from robot_rl.cli import main
+from robot_rl.human_loop.devices.base import TeleopReading
+from robot_rl.human_loop.devices.keyboard import KeyboardDevice
+from robot_rl.human_loop.devices.scripted import ScriptedDevice
+from robot_rl.human_loop.devices.spacemouse import SpaceMouseDevice, parse_report
+from robot_rl.human_loop.intervention import InterventionConfig, InterventionController
+
+POLICY = np.array([0.2, 0.1, 0, 0, 0, 0, 1.0])
+
+
+def human(engage_steps, delta=(0, 0, -0.5, 0, 0, 0), events=None):
+    events = events or {}
+    return lambda i: TeleopReading(0.0, delta=delta, engage=i in engage_steps, events=events.get(i, ()))
+
+
+def test_hold_to_intervene_is_bumpless_and_counted():
+    dev = ScriptedDevice(human(range(2, 5), events={3: ("success",)}))
+    dev.connect()
+    ctl = InterventionController(dev)
+    out = [ctl.step(POLICY) for _ in range(7)]
+    assert [o.source for o in out] == ["policy"] * 2 + ["human"] * 3 + ["policy"] * 2
+    assert [o.intervened for o in out] == [False, False, True, True, True, False, False]
+    assert np.allclose(out[2].action, [0, 0, -0.5, 0, 0, 0, 1.0])  # a delta: starts where the arm is, gripper kept
+    assert out[3].events == ("success",)
+    ep = ctl.reset_episode()
+    assert ep.interventions == 1 and ep.lengths == [3] and ep.rate == pytest.approx(3 / 7)
+    assert "HOLD" in ctl.mode_hint
+
+
+def test_toggle_mode():
+    events = {1: ("toggle",), 4: ("toggle",)}
+    dev = ScriptedDevice(human(set(), events=events))
+    dev.connect()
+    ctl = InterventionController(dev, InterventionConfig(mode="toggle"))
+    out = [ctl.step(POLICY).intervened for _ in range(6)]
+    assert out == [False, True, True, True, False, False] and "PRESS" in ctl.mode_hint
+
+
+def test_device_freezing_mid_intervention_holds_until_released():
+    dev = ScriptedDevice(human(range(0, 100)))
+    dev.connect()
+    ctl = InterventionController(dev, InterventionConfig(stale_after_s=0.05))
+    assert ctl.step(POLICY).source == "human"
+    dev.freeze()
+    assert ctl.step(POLICY).source == "human"  # still fresh for a moment
+    time.sleep(0.08)
+    for _ in range(3):  # stale: the arm holds; the policy does NOT take over
+        step = ctl.step(POLICY)
+        assert step.source == "hold" and not step.intervened and np.allclose(step.action[:6], 0)
+        assert step.action[6] == 1.0  # gripper kept
+    assert ctl.counts["teleop_lost"] == 1
+    dev.unfreeze()
+    dev.script = human(set())  # back, and released: hand back to the policy
+    assert ctl.step(POLICY).source == "policy"
+
+
+def test_unplugged_device_ends_the_intervention_safely():
+    dev = ScriptedDevice(human(range(0, 100)))
+    dev.connect()
+    ctl = InterventionController(dev)
+    ctl.step(POLICY)
+    dev.unplug()
+    assert ctl.step(POLICY).source == "hold" and ctl.counts["teleop_lost"] == 1
+    dev.connect()  # plugged back in while still held down: the human continues
+    assert ctl.step(POLICY).source == "human"
+
+
+def test_relative_device_needs_ee_delta():
+    with pytest.raises(ValueError, match="ee_delta"):
+        InterventionController(ScriptedDevice(), control_mode="joint")
+
+
+def test_keyboard_through_a_pipe():
+    r, w = os.pipe()
+    kb = KeyboardDevice(fd=r, hold_window_s=0.1)
+    kb.connect()
+    try:
+        os.write(w, b"wwqoG")
+        deadline = time.monotonic() + 2
+        reading = kb.read()
+        events = reading.events
+        while reading.gripper is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+            reading = kb.read()
+            events += reading.events
+        assert reading.engage and reading.delta[0] == 1.0 and reading.delta[5] == 1.0 and reading.gripper == 1.0
+        assert events == ("success",)  # upper case counts too
+        time.sleep(0.15)
+        assert not kb.read().engage  # no repeat arrived within the hold window: released
+        os.close(w)  # terminal gone: the reader stops, so the device is disconnected
+        time.sleep(0.15)
+        assert not kb.is_connected
+    finally:
+        kb.disconnect()
+        os.close(r)
+
+
+def test_keyboard_events_are_delivered_once():
+    kb = KeyboardDevice(keys=None)
+    for ch in "gbn t":
+        kb.press(ch)
+    assert kb.read().events == ("success", "failure", "reset", "estop", "toggle")
+    assert kb.read().events == ()
+
+
+def test_spacemouse_report_parsing():
+    raw, buttons = np.zeros(6), [0, 0]
+    parse_report(bytes([1]) + (350).to_bytes(2, "little", signed=True) + (0).to_bytes(2, "little")
+                 + (-175).to_bytes(2, "little", signed=True), raw, buttons)
+    parse_report(bytes([2, 0, 0, 0, 0]) + (100).to_bytes(2, "little"), raw, buttons)
+    parse_report(bytes([3, 0b10]), raw, buttons)
+    assert list(raw) == [350, 0, -175, 0, 0, 100] and buttons == [0, 1]
+    dev = SpaceMouseDevice()
+    dev._raw, dev._buttons, dev._alive_t = raw, buttons, time.monotonic()
+    reading = dev.read()
+    assert reading.engage and reading.gripper == 1.0
+    assert reading.delta[1] == pytest.approx(1.0) and reading.delta[2] == pytest.approx(0.5)
+
+
+def test_reading_rejects_unknown_events():
+    with pytest.raises(ValueError, match="unknown teleop events"):
+        TeleopReading(0.0, events=("jump",))
+
+
+def test_devices_verb_works_with_nothing_connected(capsys):
+    assert main(["devices", "--scripted"]) == 0
+    out = capsys.readouterr().out
+    assert "keyboard:" in out and "space" in out and "E-STOP" in out and "scripted:" in out
+    assert "spacemouse:" in out and "gamepad:" in out

@@ -1,0 +1,131 @@
+"""Faults on the wire: a proxy that drops, duplicates, reorders and bit-flips; a stalled actor."""
+
+import socket
+import threading
+import time
+
+import pytest
+import torch
+
+from robot_rl.specs import ArraySpec, EnvSpec
+from robot_rl.transition import TransitionBatch
+from robot_rl.transport.base import VersionedWeights
+from robot_rl.transport.fault_proxy import FaultProxy
+from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqLearnerEndpoint, ZmqSettings
+
+SPEC = EnvSpec({"state": ArraySpec((3,))}, ArraySpec((2,), low=-1.0, high=1.0))
+FAST = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3)
+
+
+def _addr() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+
+
+def _batch(tag: int, n: int = 4) -> TransitionBatch:
+    b = torch.zeros(n, dtype=torch.bool)
+    return TransitionBatch(obs={"state": torch.full((n, 3), float(tag))}, action=torch.full((n, 2), tag / 1000),
+                           reward=torch.full((n,), float(tag)), terminated=b, truncated=b,
+                           next_obs={"state": torch.full((n, 3), tag + 0.5)}, intervened=b,
+                           policy_version=torch.zeros(n, dtype=torch.long), env_index=torch.arange(n))
+
+
+def _intact(b: TransitionBatch) -> int:
+    """The chunk's tag if every array is exactly what was sent, else fail."""
+    tag = int(b.reward[0])
+    assert torch.equal(b.reward, torch.full((4,), float(tag)))
+    assert torch.equal(b.obs["state"], torch.full((4, 3), float(tag)))
+    assert torch.equal(b.next_obs["state"], torch.full((4, 3), tag + 0.5))
+    assert torch.equal(b.action, torch.full((4, 2), tag / 1000))
+    assert torch.equal(b.env_index, torch.arange(4))
+    return tag
+
+
+@pytest.mark.timeout(90)
+def test_fault_proxy_nothing_corrupt_or_duplicated_is_stored_and_everything_arrives():
+    back = _addr()
+    learner = ZmqLearnerEndpoint(back, SPEC, FAST)
+    proxy = FaultProxy("tcp://127.0.0.1:0", back, drop=0.1, duplicate=0.1, reorder=0.1, flip=0.1, seed=7)
+    actors = [ZmqActorEndpoint(proxy.front, i, SPEC, FAST) for i in (1, 2)]
+    got: list[TransitionBatch] = []
+    try:
+        n = 60
+        for k in range(n):
+            for i, a in enumerate(actors):
+                assert a.send(_batch(1000 * (i + 1) + k), timeout_s=5.0)
+        deadline = time.monotonic() + 60
+        while len(got) < 2 * n and time.monotonic() < deadline:
+            b = learner.recv(0.05)
+            if b is not None:
+                got.append(b)
+        tags = [_intact(b) for b in got]
+        assert sorted(tags) == sorted(1000 * (i + 1) + k for i in range(2) for k in range(n))  # all, once
+        for aid in (1, 2):  # and in sequence order per actor
+            seqs = [b.seq for b in got if b.actor_id == aid]
+            assert seqs == sorted(seqs) and len(seqs) == n
+        c = proxy.counts
+        assert c.dropped and c.duplicated and c.reordered and c.flipped, c
+        assert learner.stats.rejected.get("duplicate", 0) > 0
+        assert learner.stats.rejected.get("bad_crc", 0) + learner.stats.rejected.get("no_handshake", 0) > 0
+        assert learner.recv(0.5) is None  # nothing extra trickles in afterwards
+    finally:
+        for a in actors:
+            a.close()
+        proxy.close()
+        learner.close()
+
+
+@pytest.mark.timeout(60)
+def test_stalled_actor_pauses_when_stale_and_converges_to_the_newest_weights():
+    from robot_rl.loop.actor import Actor
+    from robot_rl.policies.sac import SACConfig
+    from robot_rl.testing import FakeVecEnv
+
+    env = FakeVecEnv(num_envs=2)
+    algo = SACConfig(actor_hidden=(8,), critic_hidden=(8,)).build(env.spec, "cpu", 0)
+    back = _addr()
+    learner = ZmqLearnerEndpoint(back, env.spec, FAST)
+    proxy = FaultProxy("tcp://127.0.0.1:0", back)
+    endpoint = ZmqActorEndpoint(proxy.front, 1, env.spec, FAST)
+    actor = Actor(env, algo.make_policy(), endpoint, send_timeout_s=20.0, max_staleness=2)
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.is_set():
+            actor.step()
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=run, daemon=True)
+    try:
+        learner.publish_weights(VersionedWeights(1, algo.actor_weights()))
+        actor.wait_for_weights(-1, 10)
+        thread.start()
+        assert _wait_for(lambda: actor.env_steps > 20)
+        proxy.drop_types = {"weights"}  # the link stalls for weights; heartbeats still announce versions
+        for v in range(2, 7):
+            learner.publish_weights(VersionedWeights(v, algo.actor_weights()))
+        assert _wait_for(lambda: actor.stale_pauses == 1)
+        paused_at = actor.env_steps
+        time.sleep(0.5)
+        assert actor.env_steps == paused_at  # not exploring with 5-versions-old weights
+        assert actor.policy_version == 1
+        proxy.drop_types = set()  # the stall ends: the learner resends the newest weights
+        assert _wait_for(lambda: actor.policy_version == 6 and actor.env_steps > paused_at + 20)
+        assert actor.stale_pauses == 1 and actor.stale_s > 0.4
+        assert _wait_for(lambda: learner.peers() == {1: 6})
+    finally:
+        stop.set()
+        thread.join(5)
+        endpoint.close()
+        proxy.close()
+        learner.close()
+
+
+def _wait_for(cond, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False

@@ -1,0 +1,166 @@
+"""Watchdog and e-stop guard: measured stop times after SIGSTOP/SIGKILL of the policy process and a hung GIL."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from robot_rl.hardware.estop import EStopGuard, EStopGuardConfig, WriteTimeStop
+from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
+from robot_rl.hardware.xarm import XArmRobot, XArmRobotConfig
+from robot_rl.human_loop.devices.keyboard import KeyboardDevice
+from robot_rl.testing.fake_xarm import FakeXArmAPI
+
+TIMEOUT_S = 0.1
+SLACK_S = 0.05  # the bound: a hold within timeout + 50 ms of the last command
+
+POLICY = """
+import sys, time
+while True:
+    sys.stdout.write("0.3 0 0 0 0 0 1\\n"); sys.stdout.flush(); time.sleep(0.02)
+"""
+
+
+class TimedHoldRobot(XArmRobot):
+    hold_times: list
+
+    def hold(self):
+        self.hold_times.append(time.monotonic())
+        super().hold()
+
+
+def _relay(proc, layer, last_cmd):
+    for line in proc.stdout:
+        last_cmd[0] = time.monotonic()
+        layer.step(np.array(line.split(), dtype=np.float64))
+
+
+def _run_policy(layer):
+    proc = subprocess.Popen([sys.executable, "-c", POLICY], stdout=subprocess.PIPE, text=True)
+    last_cmd = [0.0]
+    threading.Thread(target=_relay, args=(proc, layer, last_cmd), daemon=True).start()
+    deadline = time.monotonic() + 10
+    while layer.steps < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert layer.steps >= 5, "policy process sent no commands"
+    layer.rearm()  # the watchdog may have tripped while the interpreter started; count from a live stream
+    layer.robot.hold_times.clear()
+    layer.counts.clear()
+    time.sleep(0.1)
+    assert layer.latched is None and not layer.robot.hold_times
+    return proc, last_cmd
+
+
+@pytest.mark.parametrize("sig", [signal.SIGSTOP, signal.SIGKILL])
+def test_watchdog_holds_within_bound_after_policy_process_stops(sig):
+    robot = TimedHoldRobot(XArmRobotConfig(), sdk=FakeXArmAPI)
+    robot.hold_times = []
+    layer = SafetyLayer(robot, SafetyConfig(watchdog_timeout_s=TIMEOUT_S))
+    with layer:
+        proc, last_cmd = _run_policy(layer)
+        os.kill(proc.pid, sig)
+        killed = time.monotonic()
+        time.sleep(TIMEOUT_S + 0.2)
+        assert layer.latched == "watchdog" and layer.counts["watchdog"] == 1
+        delay = layer.watchdog.last_trip_delay_s
+        hold_after_kill = robot.hold_times[0] - killed
+        print(f"{sig.name}: hold {delay * 1e3:.1f} ms after the last command, {hold_after_kill * 1e3:.1f} ms after "
+              f"the signal (timeout {TIMEOUT_S * 1e3:.0f} ms)")
+        assert TIMEOUT_S <= delay <= TIMEOUT_S + SLACK_S
+        assert robot.hold_times[0] - last_cmd[0] <= TIMEOUT_S + SLACK_S
+        assert 0 < hold_after_kill <= TIMEOUT_S + SLACK_S
+        assert robot.arm.state == 4  # the fake controller is stopped
+        if sig == signal.SIGSTOP:  # the policy comes back: the layer stays latched until re-armed
+            os.kill(proc.pid, signal.SIGCONT)
+            steps = layer.steps
+            time.sleep(0.15)
+            assert layer.steps > steps and layer.latched == "watchdog" and layer.counts["latched"] >= 1
+            pose = robot.measure().ee_pose
+            layer.rearm()
+            time.sleep(0.2)
+            assert layer.latched is None and robot.measure().ee_pose[0] > pose[0] + 0.005  # moving again
+        proc.kill()
+        proc.wait()
+
+
+def _hold_the_gil(seconds):
+    # Catastrophic regex backtracking runs in C without releasing the GIL: no Python thread can run meanwhile.
+    n = 20
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        re.match(r"(a+)+$", "a" * n + "b")
+        n += 1
+
+
+def test_guard_process_stops_the_robot_while_this_process_holds_the_gil(tmp_path):
+    stop_file = tmp_path / "stopped"
+    guard = EStopGuard(WriteTimeStop(str(stop_file)),
+                       EStopGuardConfig(heartbeat_timeout_s=TIMEOUT_S))
+    with guard:
+        guard.beat()
+        last_beat = time.monotonic()
+        _hold_the_gil(0.4)
+        assert stop_file.exists(), "guard did not act while the GIL was held"
+        stopped = float(stop_file.read_text())
+        print(f"guard stop {(stopped - last_beat) * 1e3:.1f} ms after the last heartbeat")
+        assert TIMEOUT_S <= stopped - last_beat <= TIMEOUT_S + SLACK_S
+        assert guard.tripped and "heartbeat" in guard.reason
+        guard.reset()
+        assert not guard.tripped
+
+
+def test_guard_reads_the_estop_key_and_forwards_other_keys(tmp_path):
+    import pty
+
+    master, slave = pty.openpty()
+    stop_file = tmp_path / "stopped"
+    guard = EStopGuard(WriteTimeStop(str(stop_file)),
+                       EStopGuardConfig(heartbeat_timeout_s=0, tty=os.ttyname(slave)), forward_keys=True)
+    keyboard = KeyboardDevice(keys=guard.keys)
+    try:
+        guard.start()
+        keyboard.connect()
+        os.write(master, b"w")
+        deadline = time.monotonic() + 5
+        reading = keyboard.read()
+        while not reading.engage and time.monotonic() < deadline:
+            time.sleep(0.02)
+            reading = keyboard.read()
+        assert reading.engage and reading.delta[0] == 1.0 and not guard.tripped
+        os.write(master, b" ")
+        while not guard.tripped and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert guard.tripped and guard.reason == "e-stop key" and stop_file.exists()
+    finally:
+        keyboard.disconnect()
+        guard.close()
+        os.close(master)
+        os.close(slave)
+
+
+def test_guard_trigger_file_latches_the_safety_layer(tmp_path):
+    trigger = tmp_path / "ESTOP"
+    stop_file = tmp_path / "stopped"
+    guard = EStopGuard(WriteTimeStop(str(stop_file)),
+                       EStopGuardConfig(heartbeat_timeout_s=0, trigger_file=str(trigger)))
+    robot = XArmRobot(XArmRobotConfig(), sdk=FakeXArmAPI)
+    with guard, SafetyLayer(robot, SafetyConfig(watchdog_timeout_s=0), guard=guard) as layer:
+        layer.step(np.zeros(7))
+        trigger.touch()
+        deadline = time.monotonic() + 5
+        while not guard.tripped and time.monotonic() < deadline:
+            time.sleep(0.01)
+        _, info = layer.step(np.array([0.5, 0, 0, 0, 0, 0, 0]))
+        assert info["safety_held"] and layer.latched == "estop" and stop_file.exists()
+        with pytest.raises(RuntimeError, match="guard tripped"):
+            layer.rearm()
+        trigger.unlink()
+        guard.reset()
+        layer.rearm()
+        assert not layer.step(np.zeros(7))[1]["safety_held"]
