@@ -227,7 +227,7 @@ def parts(task: str, n: int, steps: int) -> dict[str, float]:
     total = time.process_time() - t0
     us = {k: v / steps * 1e6 for k, v in spent.items()}
     out = {"physics (mj_step2, 7 × mj_step, mj_step1) + mj_jacSite": us.pop("physics", 0.0)}
-    out["readout (np.stack into float32 arrays)"] = us.pop("backend.step", 0.0) - out[next(iter(out))]
+    out["readout (np.concatenate into float32 arrays)"] = us.pop("backend.step", 0.0) - out[next(iter(out))]
     out.update(us)
     out["rest (check_action, bookkeeping, StepResult)"] = total / steps * 1e6 - sum(out.values())
     out["total"] = total / steps * 1e6

@@ -71,6 +71,16 @@ def test_two_actors_deliver_everything_once_and_get_newest_weights():
             assert w is not None and w.version == 3 and torch.equal(w.weights["w"], torch.full((5,), 3.0))
         assert _wait(lambda: learner.peers() == {1: 3, 2: 3})
         assert learner.stats.rejected.get("duplicate", 0) == 0
+        from robot_rl.loop.progress import transport_summary
+
+        m = learner.metrics()
+        assert m["transitions_per_s"] > 0 and m["mb_per_s"] > 0 and m["actors"] == 2.0
+        assert m["weight_lag/actor1"] == 0.0 and m["weight_lag_max"] == 0.0 and m["inbox"] == 0.0
+        learner.publish_weights(VersionedWeights(9, {"w": torch.zeros(5)}))
+        assert set(learner.weight_lag().values()) <= {0, 6}  # 6 until their heartbeats report v9
+        assert _wait(lambda: learner.weight_lag() == {1: 0, 2: 0})
+        line = transport_summary(m)
+        assert "tr/s" in line and "MB/s" in line and "acks pending 0" in line and "lag 1:0,2:0" in line
     finally:
         for a in actors:
             a.close()

@@ -15,8 +15,7 @@ The arm has position servos, so a control is a vector of joint targets.
   angles.
 
 Tasks with ``gripper_action`` take one more number, ``a[-1] ∈ [-1, 1]`` → finger opening from
-closed (−1) to fully open (+1) (``gripper=binary``: fully open for ``a[-1] > 0``, else closed);
-the others hold the task's fixed opening.
+closed (−1) to fully open (+1); the others hold the task's fixed opening.
 """
 
 from __future__ import annotations
@@ -90,9 +89,7 @@ class ArmController:
         else:
             q_target = torch.add(q, action[:, :6], alpha=cfg.joint_scale)
         arm = torch.clamp(q_target, self.low, self.high)
-        if cfg.gripper_action and cfg.gripper == "binary":
-            finger = ((action[:, -1:] > 0) * FINGER_MAX).expand(-1, 2)
-        elif cfg.gripper_action:
+        if cfg.gripper_action:
             finger = ((action[:, -1:] + 1.0) * (0.5 * FINGER_MAX)).expand(-1, 2)
         else:
             finger = self.fixed.expand(action.shape[0], 2)

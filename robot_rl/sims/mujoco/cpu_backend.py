@@ -41,10 +41,10 @@ from robot_rl.sims.mujoco.render import CameraRenderer
 from robot_rl.sims.mujoco.scene import SceneIndex
 
 #: Worlds each worker thread must get before a thread pool is used (``num_threads=0``). A world's
-#: control step (8 × mj_step) costs about 65 µs; on the 2-core machine of
-#: benchmarks/RESULTS_mujoco.md two threads beat one from 4 worlds per thread on (``--threads``
-#: there), below that handing chunks to threads and joining them eats the gain.
-MIN_WORLDS_PER_THREAD = 4
+#: control step (8 × mj_step) costs about 65 µs; on the shared 2-core machine of
+#: benchmarks/RESULTS_mujoco.md two threads beat one in every sweep from 16 worlds on and lost in
+#: some at 4 and 8 (``--threads`` there): handing chunks to threads and joining them eats the gain.
+MIN_WORLDS_PER_THREAD = 8
 
 
 class CpuBackend:

@@ -132,7 +132,7 @@ class MujocoVecEnv(VecEnv):
         """
         action = check_action(action.to(self.device), self.spec, self.num_envs)
         self.backend.step(self.controller(action, self.readout))
-        r = self.backend.readout()
+        r = self.readout = self.backend.readout()
         dense, success = self.cfg.evaluate(self.ix, r)
         reward = dense.float() if self.cfg.reward == "dense" else success.float() - 1.0
         terminated = success

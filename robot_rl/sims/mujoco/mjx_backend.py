@@ -116,12 +116,16 @@ class MjxBackend:
         self._start = jax.jit(jax.vmap(start_one))
         self._load = jax.jit(jax.vmap(load_one))
         self._row: Any = None
+        self._inputs: list[torch.Tensor] = []
         self._rows_np: dict[str, slice] = {}
 
     # ---- torch ⇄ jax ------------------------------------------------------------------------
 
     def _to_jax(self, t: torch.Tensor) -> Any:
         t = t.detach().to(self.device, torch.float32).contiguous()
+        # JAX runs the step asynchronously and may read this memory after we return: keep the
+        # tensor alive until readout() has waited for the result.
+        self._inputs.append(t)
         return self._jax.device_put(self._jax.dlpack.from_dlpack(t), self.jdev)
 
     def step(self, ctrl: torch.Tensor) -> None:
@@ -152,6 +156,9 @@ class MjxBackend:
 
     def readout(self) -> Readout:
         """The current state of all worlds as torch tensors on the env's device (DLPack, no copy)."""
+        # Wait for the (asynchronous) step: DLPack hands torch the buffer, not a promise of it.
+        self._row.block_until_ready()
+        self._inputs.clear()
         flat = torch.from_dlpack(self._row)
         out: dict[str, torch.Tensor] = {}
         start = 0
