@@ -21,6 +21,7 @@ from robot_rl.config import ConfigError, TrainConfig, describe, resolve_train_co
 from robot_rl.data.cli import DataArgs, run_data
 from robot_rl.registry import UnknownNameError
 from robot_rl.replay.durable import DiskFullError
+from robot_rl.rewards.cli import RewardArgs, run_reward
 from robot_rl.specs import SpecMismatchError
 
 
@@ -354,6 +355,7 @@ Verb = (
     | Annotated[ExportArgs, tyro.conf.subcommand("export")]
     | Annotated[DevicesArgs, tyro.conf.subcommand("devices")]
     | Annotated[DataArgs, tyro.conf.subcommand("data")]
+    | Annotated[RewardArgs, tyro.conf.subcommand("reward")]
 )
 
 
@@ -381,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_devices(args)
         if isinstance(args, DataArgs):
             return run_data(args)
+        if isinstance(args, RewardArgs):
+            return run_reward(args)
         return run_config(args)
     except DiskFullError as e:
         print(f"robot-rl: disk full: {e}", file=sys.stderr)

@@ -140,7 +140,7 @@ class EpisodeStore:
             raise StoreError(f"{self.path}: store version {meta['version']} is newer than this toolkit's {VERSION}")
         self.meta: dict[str, Any] = meta
         self.spec = EnvSpec.from_dict(meta["spec"])
-        self.fps = float(meta.get("fps", 0)) or None
+        self.fps = float(meta.get("fps") or 0) or None
         self.task = str(meta.get("task", ""))
         self.entries: list[IndexEntry] = []
         self.torn_lines = 0

@@ -14,6 +14,7 @@ from typing import Any, cast
 import torch
 
 from robot_rl.policies.base import Algorithm, OffPolicyAlgorithm, OnPolicyAlgorithm, ReplayStorage
+from robot_rl.replay.persist import keep_chunk_whole, mark_chunk, primary_buffer
 from robot_rl.specs import EnvSpec, SpecMismatchError
 from robot_rl.transition import TransitionBatch
 from robot_rl.transport.base import LearnerEndpoint, VersionedWeights
@@ -71,7 +72,17 @@ class Learner:
                 log.warning("rejected a batch from actor %d (%s); further rejects of this kind are only "
                             "counted", batch.actor_id, reason)
             return False
+        # With replay on disk, the segment that holds a chunk's rows also records its (session, seq):
+        # a restarted learner rebuilds its de-duplication window from the disk, not from the older
+        # checkpoint, so a resend of a stored chunk whose acknowledgement was lost is dropped.
+        buf = primary_buffer(self.storage)
+        session_of = getattr(self.endpoint, "session_of", None)
+        session = session_of(batch) if buf is not None and session_of is not None else None
+        if buf is not None and session is not None:
+            keep_chunk_whole(buf, len(batch))
         self.storage.add(batch.to(self.device))
+        if buf is not None and session is not None:
+            mark_chunk(buf, session, batch.seq)
         self.transitions += len(batch)
         if isinstance(self.algo, OffPolicyAlgorithm) and len(self.storage) >= self.algo.learning_starts:
             self._owed_updates += self.algo.utd_ratio * len(batch)

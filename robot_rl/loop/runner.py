@@ -41,7 +41,14 @@ from robot_rl.loop.learner import Learner
 from robot_rl.loop.progress import TrainProgress, transport_summary
 from robot_rl.policies.base import Algorithm
 from robot_rl.replay.durable import DiskFullError
-from robot_rl.replay.persist import attach_replay, flush_replay, has_replay_on_disk, replay_sizes
+from robot_rl.replay.persist import (
+    attach_replay,
+    durable_chunks,
+    flush_replay,
+    has_replay_on_disk,
+    primary_buffer,
+    replay_sizes,
+)
 from robot_rl.replay.persist import named_buffers as _named
 from robot_rl.runlog import RunLog
 from robot_rl.sims.randomize import pop_summaries
@@ -195,6 +202,7 @@ class InProcessRunner:
         self.next_eval = cfg.loop.eval_every_env_steps
         if resume:
             self._restore()
+            self._restore_stored_chunks()
         if cfg.loop.demos_path is not None:
             self._load_demos(Path(cfg.loop.demos_path))
         self.learner.publish()
@@ -216,6 +224,7 @@ class InProcessRunner:
         rc = self.cfg.replay
         root = self.run_dir / "replay"
         self.replay_persisted = rc.persist and not self.algo.on_policy
+        self._replay_chunks: dict[str, Any] = {}
         if not self.replay_persisted:
             return
         if not resume and has_replay_on_disk(root):
@@ -226,6 +235,7 @@ class InProcessRunner:
         for name, r in reports.items():
             if r.dropped_segments:
                 log.error("replay %s: %s", name, r.summary())
+        self._replay_chunks = durable_chunks(reports, self.learner.storage)
 
     def _load_demos(self, path: Path) -> None:
         from robot_rl.data.demos import load_demos_into
@@ -238,12 +248,37 @@ class InProcessRunner:
         n = load_demos_into(self.learner.storage, path, self.spec, self.device)
         log.info("loaded %d demo transitions from %s", n, path)
 
+    def _restore_stored_chunks(self) -> None:
+        """Tell the transport which actor chunks the replay on disk holds (newer than the checkpoint's).
+
+        A learner killed after a segment commit but before the next checkpoint has rows on disk whose
+        chunks the checkpoint's windows do not list; the actors resend the ones whose acknowledgement
+        was lost, and these windows make the transport drop them instead of storing them twice.
+        """
+        merge = getattr(self.learner.endpoint, "merge_state_dict", None)
+        if merge is not None and self._replay_chunks:
+            merge({"sessions": self._replay_chunks})
+            log.info("transport: %d actor sessions' stored chunks restored from the replay on disk",
+                     len(self._replay_chunks))
+        buf = primary_buffer(self.learner.storage)
+        if buf is not None and buf.transitions_written > self.learner.transitions:
+            # Counted by what the disk holds: those transitions are never sent again.
+            log.info("replay holds %d transitions committed after the checkpoint's %d; counting them",
+                     buf.transitions_written - self.learner.transitions, self.learner.transitions)
+            self.learner.transitions = buf.transitions_written
+
     def _restore(self) -> None:
+        if not list_checkpoints(self.run_dir):
+            # Killed before its first checkpoint: nothing to restore but the replay (already loaded).
+            log.warning("%s has no checkpoint yet: the networks start fresh; the replay on disk is kept",
+                        self.run_dir)
+            return
         state, meta, path = load_latest(self.run_dir)
         self.algo.load_state_dict(state["algo"])
         # Prove the networks, optimisers and temperature are exactly what was saved (never a fresh init).
         saved = meta.get("algo_digest")
-        if saved is not None and state_digest(self.algo.state_dict()) != saved:
+        digest = state_digest(self.algo.state_dict())
+        if saved is not None and digest != saved:
             raise CheckpointError(f"{path}: the restored algorithm state differs from the one saved; refusing "
                                   "to continue with different weights")
         self.learner.load_counters(state["learner"])
@@ -256,8 +291,9 @@ class InProcessRunner:
         self.best_success = float(meta.get("best_success", 0.0))
         every = self.cfg.loop.eval_every_env_steps
         self.next_eval = (self.learner.transitions // every + 1) * every
-        log.info("resumed from %s at %d env steps, policy version %d, replay %s", path, self.learner.transitions,
-                 self.learner.version, replay_sizes(self.learner.storage))
+        log.info("resumed from %s at %d env steps, %d updates, policy version %d, algo digest %s, replay %s",
+                 path, self.learner.transitions, self.learner.updates, self.learner.version,
+                 digest, replay_sizes(self.learner.storage))
 
     def _report_replay_resume(self, saved: dict[str, Any] | None) -> None:
         if not saved or not getattr(self, "replay_persisted", False):
@@ -386,6 +422,7 @@ class InProcessRunner:
         if disk_full is not None:
             self._stop_on_disk_full(disk_full, wall)
         self.checkpoint(wall)
+        self.learner.confirm_due(force=True)  # the rows are on disk now: acknowledge the last chunks
         if self.last_eval is None or reason != "threshold":
             self.run_eval(wall)
         curve = self.runlog.plot_learning_curve(title)

@@ -51,3 +51,51 @@ def flush_replay(storage: Any) -> dict[str, list[int]]:
 def replay_sizes(storage: Any) -> dict[str, int]:
     """Rows held in memory, by buffer name."""
     return {name: len(buf) for name, buf in named_buffers(storage).items()}
+
+
+def primary_buffer(storage: Any) -> ReplayBuffer | None:
+    """The persisted buffer every received chunk goes to (``online``), or ``None`` without a segment log."""
+    if isinstance(storage, ReplayBuffer):
+        buf: ReplayBuffer | None = storage
+    elif isinstance(storage, MixingSampler):
+        buf = storage.buffers.get(storage.online)
+    else:
+        buf = None
+    return buf if buf is not None and buf._log is not None else None
+
+
+_warned_large_chunk = False
+
+
+def keep_chunk_whole(buf: ReplayBuffer, rows: int) -> None:
+    """Before adding a chunk of ``rows`` rows: commit the pending rows if the chunk would not fit the segment.
+
+    Then the buffer's own size-based commit cannot fall inside the chunk, and a chunk is either
+    wholly in a committed segment or not on disk at all (needed for exact de-duplication after a
+    crash). A chunk larger than a segment must straddle; that is logged once.
+    """
+    global _warned_large_chunk
+    pending = buf.transitions_written - buf._submitted[0]
+    if pending and pending + rows > buf._segment_rows:
+        buf.flush(wait=False)
+    if rows > buf._segment_rows and not _warned_large_chunk:
+        _warned_large_chunk = True
+        log.warning("chunks of %d rows exceed replay.segment_transitions=%d: a chunk straddling two segments "
+                    "may be stored twice if the learner is killed between them", rows, buf._segment_rows)
+
+
+def mark_chunk(buf: ReplayBuffer, session: str, seq: int) -> None:
+    """Record that chunk ``seq`` of actor ``session`` was just added whole to ``buf`` (see SegmentLog.mark)."""
+    assert buf._log is not None
+    buf._log.mark(buf.transitions_written, session, seq)
+
+
+def durable_chunks(reports: dict[str, LoadReport], storage: Any) -> dict[str, dict[str, Any]]:
+    """The chunk windows found on disk in the primary buffer (``{}`` if none), for the transport's dedup."""
+    buf = primary_buffer(storage)
+    if buf is None:
+        return {}
+    for name, b in named_buffers(storage).items():
+        if b is buf and name in reports:
+            return reports[name].chunks
+    return {}

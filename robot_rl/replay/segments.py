@@ -11,6 +11,13 @@ A segment file is ``MAGIC | u32 header length | u32 header CRC32 | header JSON |
 header lists each array (name, dtype, shape, offset) and the payload's CRC32. Every commit is
 temp → fsync → rename → fsync dir (:func:`~robot_rl.replay.durable.commit_file`), then the manifest.
 
+The header also carries ``chunks``: per actor session, the sequence numbers of every chunk whose
+rows are all in this segment or an earlier one (a floor plus the few above it, cumulative), so the
+newest verified segment alone says which chunks the disk holds, even after older segments were
+pruned. A learner restarted after ``kill -9`` rebuilds its de-duplication window from it (see
+:meth:`SegmentLog.mark`): a resend of a chunk that reached the disk but whose acknowledgement was
+lost is dropped, not stored twice.
+
 Opening trusts only the segment files: each is verified, they must chain (``t0``/``o0`` of one =
 ``t1``/``o1`` of the previous), and the first one that fails sets itself and everything after it
 aside in ``damaged/`` with the reason. The manifest is then rewritten from what was loaded, so
@@ -75,6 +82,8 @@ class LoadReport:
     dropped_transitions: int = 0
     """Rows in the set-aside segments, as far as their headers could be read."""
     temp_files_removed: int = 0
+    chunks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Actor chunks wholly on disk: session → ``{"floor", "above"}`` (from the newest verified segment)."""
 
     def summary(self) -> str:
         """One line for logs."""
@@ -89,8 +98,12 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().contiguous().numpy()
 
 
-def encode_segment(t0: int, t1: int, o0: int, o1: int, arrays: dict[str, torch.Tensor]) -> list[bytes | memoryview]:
-    """The bytes of a segment file holding ``arrays`` (row arrays ``[t1-t0, ...]``, slot arrays ``[o1-o0, ...]``)."""
+def encode_segment(t0: int, t1: int, o0: int, o1: int, arrays: dict[str, torch.Tensor],
+                   chunks: dict[str, Any] | None = None) -> list[bytes | memoryview]:
+    """The bytes of a segment file holding ``arrays`` (row arrays ``[t1-t0, ...]``, slot arrays ``[o1-o0, ...]``).
+
+    ``chunks`` (session → ``{"floor", "above"}``) goes into the header, covered by its checksum.
+    """
     specs, payload, offset = [], [], 0
     crc = 0
     for name in sorted(arrays):
@@ -102,7 +115,7 @@ def encode_segment(t0: int, t1: int, o0: int, o1: int, arrays: dict[str, torch.T
         payload.append(buf)
         offset += a.nbytes
     header = json.dumps({"format": FORMAT, "t0": t0, "t1": t1, "o0": o0, "o1": o1, "arrays": specs,
-                         "payload_bytes": offset, "payload_crc": crc}).encode()
+                         "payload_bytes": offset, "payload_crc": crc, "chunks": chunks or {}}).encode()
     return [_PREFIX.pack(MAGIC, len(header), zlib.crc32(header)), header, *payload]
 
 
@@ -142,6 +155,24 @@ def _name(t0: int) -> str:
     return f"seg_{t0:015d}.rrs"
 
 
+_MAX_SESSIONS = 4096  # chunk windows kept per log (oldest sessions forgotten first), as the transport does
+
+
+def _add_seq(windows: dict[str, dict[str, Any]], session: str, seq: int) -> None:
+    """Record ``seq`` in ``windows[session]`` (``{"floor": every seq below is held, "above": [...]}``)."""
+    w = windows.pop(session, None) or {"floor": 0, "above": []}
+    windows[session] = w  # most recently used last
+    if seq >= w["floor"] and seq not in w["above"]:
+        above = set(w["above"]) | {seq}
+        floor = w["floor"]
+        while floor in above:
+            above.remove(floor)
+            floor += 1
+        w["floor"], w["above"] = floor, sorted(above)
+    while len(windows) > _MAX_SESSIONS:
+        windows.pop(next(iter(windows)))
+
+
 class SegmentLog:
     """The segment files of one buffer (see the module docstring)."""
 
@@ -155,6 +186,10 @@ class SegmentLog:
         self._queue: queue.Queue[tuple[Any, ...] | None] = queue.Queue(maxsize=2)
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self.chunks: dict[str, dict[str, Any]] = {}
+        """Chunk windows (session → ``{"floor", "above"}``) of every chunk whose rows are all durable."""
+        self._marks: list[tuple[int, str, int]] = []  # (row end, session, seq), not yet in a submitted segment
+        self._submitted_chunks: dict[str, dict[str, Any]] = {}  # windows up to the last submitted segment
 
     @property
     def durable(self) -> tuple[int, int]:
@@ -162,16 +197,32 @@ class SegmentLog:
         last = self.segments[-1] if self.segments else None
         return (last.t1, last.o1) if last is not None else self._start
 
+    def mark(self, row_end: int, session: str, seq: int) -> None:
+        """Say chunk ``seq`` of actor ``session`` ends before row ``row_end`` (its rows are all added).
+
+        The first segment that reaches ``row_end`` records the chunk in its header; :attr:`chunks`
+        holds it once that segment is committed. The learner never lets a chunk straddle two
+        segments (see :func:`robot_rl.replay.persist.keep_chunk_whole`), so a chunk is either wholly
+        on disk and recorded, or not on disk at all.
+        """
+        self._marks.append((row_end, session, seq))
+
     def submit(self, t0: int, t1: int, o0: int, o1: int, arrays: dict[str, torch.Tensor],
                floors: tuple[int, int]) -> None:
         """Queue one segment (CPU copies) for the writer thread, then prune below ``floors``."""
+        done = [m for m in self._marks if m[0] <= t1]
+        if done:
+            self._marks = [m for m in self._marks if m[0] > t1]
+            for _, session, seq in done:
+                _add_seq(self._submitted_chunks, session, seq)
+        chunks = {s: {"floor": w["floor"], "above": list(w["above"])} for s, w in self._submitted_chunks.items()}
         if self._error is not None:
             self.wait()  # raises it
         if self._thread is None:
             self._thread = threading.Thread(target=self._writer, name=f"replay-writer-{self.directory.name}",
                                             daemon=True)
             self._thread.start()
-        self._queue.put((t0, t1, o0, o1, arrays, floors))
+        self._queue.put((t0, t1, o0, o1, arrays, floors, chunks))
 
     def wait(self) -> None:
         """Block until every submitted segment is committed; re-raise a writer error (e.g. DiskFullError)."""
@@ -195,8 +246,9 @@ class SegmentLog:
                 if item is None:
                     return
                 if self._error is None:  # after a failure, skip until the buffer resubmits
-                    self.commit(*item[:5])
-                    self.prune(*item[5])
+                    t0, t1, o0, o1, arrays, floors, chunks = item
+                    self.commit(t0, t1, o0, o1, arrays, chunks=chunks)
+                    self.prune(*floors)
             except BaseException as e:  # handed to the learner thread by wait()/submit()
                 self._error = e
             finally:
@@ -204,15 +256,21 @@ class SegmentLog:
 
     # ---- writing ----------------------------------------------------------------------------
 
-    def commit(self, t0: int, t1: int, o0: int, o1: int, arrays: dict[str, torch.Tensor]) -> SegmentInfo:
-        """Durably write one segment, then the manifest. Raises DiskFullError when out of space."""
+    def commit(self, t0: int, t1: int, o0: int, o1: int, arrays: dict[str, torch.Tensor],
+               chunks: dict[str, Any] | None = None) -> SegmentInfo:
+        """Durably write one segment, then the manifest. Raises DiskFullError when out of space.
+
+        ``chunks`` is the cumulative chunk window to record (default: the last committed one).
+        """
         if self.segments and (t0, o0) != (self.segments[-1].t1, self.segments[-1].o1):
             raise ValueError(f"segment [{t0}, {t1}) does not continue the log at {self.segments[-1].t1}")
-        chunks = encode_segment(t0, t1, o0, o1, arrays)
+        chunks = self.chunks if chunks is None else chunks
+        blobs = encode_segment(t0, t1, o0, o1, arrays, chunks)
         path = self.directory / _name(t0)
-        commit_file(path, chunks, crash_name="segment")
-        info = SegmentInfo(path, t0, t1, o0, o1, sum(len(c) for c in chunks))
+        commit_file(path, blobs, crash_name="segment")
+        info = SegmentInfo(path, t0, t1, o0, o1, sum(len(c) for c in blobs))
         self.segments.append(info)
+        self.chunks = chunks
         crash_point("segment.before_manifest")
         self.write_manifest()
         return info
@@ -248,6 +306,7 @@ class SegmentLog:
         listed = self._manifest_names()
         files = sorted(self.directory.glob("seg_*.rrs"))
         self.segments = []
+        self.chunks = {}
         bad_from: int | None = None
         for i, path in enumerate(files):
             try:
@@ -257,12 +316,14 @@ class SegmentLog:
                     raise SegmentError(f"{path.name}: starts at row {meta['t0']}, expected {prev.t1} (a segment "
                                        "before it is missing)")
                 self._check_layout(buffer, meta, arrays, path.name)
+                chunks = _valid_chunks(meta.get("chunks"), path.name)
                 buffer.load_segment(meta["t0"], meta["t1"], meta["o0"], meta["o1"], arrays)
             except SegmentError as e:
                 report.dropped_segments.append(str(e))
                 bad_from = i
                 break
             self.segments.append(SegmentInfo(path, meta["t0"], meta["t1"], meta["o0"], meta["o1"], path.stat().st_size))
+            self.chunks = chunks
             report.transitions += meta["t1"] - meta["t0"]
         if bad_from is not None:
             self._set_aside(files[bad_from:], report)
@@ -271,6 +332,9 @@ class SegmentLog:
         if missing:
             report.dropped_segments.append(f"listed in the manifest but missing: {', '.join(missing)}")
         report.segments = len(self.segments)
+        report.chunks = {s: {"floor": w["floor"], "above": list(w["above"])} for s, w in self.chunks.items()}
+        self._submitted_chunks = {s: dict(w) for s, w in report.chunks.items()}
+        self._marks = []
         self._start = (buffer.transitions_written, buffer.slots_written)
         self.write_manifest()
         (log.warning if report.dropped_segments else log.info)("replay %s", report.summary())
@@ -308,6 +372,19 @@ class SegmentLog:
             diff = sorted(set(got.items()) ^ set(expected.items()), key=str)
             raise ValueError(f"{name} does not match this buffer's spec (was the run's spec changed?): "
                              f"differing arrays {diff}")
+
+
+def _valid_chunks(chunks: Any, name: str) -> dict[str, dict[str, Any]]:
+    """The ``chunks`` of a verified header, checked (the checksum passed, but the writer may be older)."""
+    if chunks is None:
+        return {}  # written before chunk windows were recorded
+    ok = isinstance(chunks, dict) and all(
+        isinstance(w, dict) and isinstance(w.get("floor"), int) and w["floor"] >= 0
+        and isinstance(w.get("above"), list) and all(isinstance(q, int) and q > w["floor"] for q in w["above"])
+        for w in chunks.values())
+    if not ok:
+        raise SegmentError(f"{name}: malformed chunk windows in the header")
+    return {str(s): {"floor": w["floor"], "above": list(w["above"])} for s, w in chunks.items()}
 
 
 def open_buffer(buffer: ReplayBuffer, directory: Path | str, segment_transitions: int = 2000,

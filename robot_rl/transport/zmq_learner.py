@@ -105,18 +105,32 @@ class ZmqLearnerEndpoint:
 
     def recv(self, timeout_s: float) -> TransitionBatch | None:
         """The next validated, de-duplicated batch (per actor session in sequence order)."""
-        try:
-            item = self._inbox.get(timeout=timeout_s) if timeout_s > 0 else self._inbox.get_nowait()
-        except queue.Empty:
-            return None
-        peer, session, batch, _ = item
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                left = deadline - time.monotonic()
+                item = self._inbox.get(timeout=left) if left > 0 else self._inbox.get_nowait()
+            except queue.Empty:
+                return None
+            peer, session, batch, _ = item
+            with self._lock:
+                self._in_inbox[session] -= 1
+                # Checked again here: a restarted learner loads its stored windows (checkpoint, replay
+                # on disk) after the socket is bound, so a resend may have slipped in before them.
+                stored = batch.seq in self._stored.get(session, ())
+                durable = stored and (session, batch.seq) not in self._unflushed
+                if not stored:
+                    self._unconfirmed[id(batch)] = (batch, peer, session)
+            if self._inbox.qsize() == self.settings.inbox_size - 1:
+                self._waker.wake()  # it was full: chunks held for room can move in now
+            if not stored:
+                break
+            self.stats.reject("duplicate")
+            if durable:
+                self._acks.put((peer, session, batch.seq))
+                self._waker.wake()
         self.stats.batches_received += 1
         self.stats.transitions_received += len(batch)
-        with self._lock:
-            self._unconfirmed[id(batch)] = (batch, peer, session)
-            self._in_inbox[session] -= 1
-        if self._inbox.qsize() == self.settings.inbox_size - 1:
-            self._waker.wake()  # it was full: chunks held for room can move in now
         if self.settings.ack_after == "recv":
             self.confirm(batch)
         return batch
@@ -139,6 +153,12 @@ class ZmqLearnerEndpoint:
                 return
         self._acks.put((peer, session, batch.seq))
         self._waker.wake()
+
+    def session_of(self, batch: TransitionBatch) -> str | None:
+        """The actor session ``batch`` (from :meth:`recv`, not yet confirmed) came from."""
+        with self._lock:
+            item = self._unconfirmed.get(id(batch))
+        return item[2] if item is not None else None
 
     def flush_acks(self) -> int:
         """Acknowledge every confirmed chunk (``ack_after=durable``); returns how many.
@@ -225,12 +245,43 @@ class ZmqLearnerEndpoint:
         with self._lock:
             self._stored = OrderedDict(windows)
 
+    def merge_state_dict(self, state: dict[str, Any]) -> None:
+        """Add the sequence windows of ``state`` (same form as :meth:`state_dict`) to the ones held.
+
+        A learner with replay on disk calls it with the windows its newest segment recorded: they
+        are newer than the checkpoint's. Malformed input raises ValueError.
+        """
+        sessions = state.get("sessions") if isinstance(state, dict) else None
+        if not isinstance(sessions, dict):
+            raise ValueError("transport state needs a 'sessions' map")
+        windows = {str(s): SeqWindow.from_dict(w) for s, w in sessions.items()}
+        with self._lock:
+            for s, w in windows.items():
+                mine = self._stored.get(s)
+                if mine is None:
+                    self._window(s)
+                    self._stored[s] = w
+                    continue
+                merged = SeqWindow(max(mine.floor, w.floor))
+                for q in sorted(mine.above | w.above):
+                    if q >= merged.floor:
+                        merged.add(q)
+                self._stored[s] = merged
+
     def close(self) -> None:
-        """Stop the I/O thread and close the socket."""
+        """Stop the I/O thread, send the acknowledgements already queued (best effort), close the socket."""
         self._stop.set()
         self._thread.join(timeout=5)
+        sent = 0
+        while not self._thread.is_alive():
+            try:
+                peer, session, seq = self._acks.get_nowait()
+            except queue.Empty:
+                break
+            sent += self._send(peer, encode("ack", session, seq))
         self.monitor.close()
-        self._sock.close(0)
+        # LINGER 0 would discard those last acknowledgements; the actors would wait for them in vain.
+        self._sock.close(1000 if sent else 0)
         self._waker.close()
         if self._auth is not None:
             self._auth.stop()

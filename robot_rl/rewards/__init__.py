@@ -1,0 +1,10 @@
+"""Rewards for the real world: success classifiers, process reward models, composition, relabelling.
+
+- :mod:`~robot_rl.rewards.classifier`: a calibrated binary success classifier (HIL-SERL style);
+- :mod:`~robot_rl.rewards.prm`: a process reward model (VLAC style): progress between two frames;
+- :mod:`~robot_rl.rewards.wrapper`: batched classifier/PRM rewards inside any VecEnv's step;
+- :mod:`~robot_rl.rewards.composer`: sparse + potential shaping + human keys + penalties, relabelling;
+- :mod:`~robot_rl.rewards.schedule`: the graded human-in-the-loop schedule and return-and-explore.
+
+See docs/rewards.md.
+"""

@@ -1,0 +1,257 @@
+"""A binary success classifier on camera frames, with its threshold calibrated for precision.
+
+Training (``robot-rl reward train-classifier DATA --out DIR``): frames of the training episodes
+with their success labels (:mod:`~robot_rl.rewards.data`), a small CNN per camera (or one shared;
+optionally initialised from a local weights file), BCE with the positives up-weighted to balance
+the classes, and DrQ random shifts. Calibration: on held-out *episodes* (never frames of training
+episodes) the threshold is the lowest score whose precision reaches ``target_precision``, which
+maximises recall subject to the precision target: a false success teaches the policy the wrong
+thing, a missed one only slows it down. ``DIR`` gets ``model.pt``, ``meta.json`` (threshold,
+precision, recall, cameras, shapes) and ``pr_curve.png``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from robot_rl.data.episode import Episode
+from robot_rl.rewards.ckpt import load_model_dir, save_model_dir
+from robot_rl.rewards.data import LabelledFrames, LabelRule, camera_keys, labelled_frames, load_episodes, split_episodes
+from robot_rl.rewards.nets import CameraEncoder, random_shift
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ClassifierConfig:
+    """How to train and calibrate a success classifier."""
+
+    cameras: tuple[str, ...] = ()
+    """Cameras to use (``top`` or ``image.top``); empty = every camera in the data."""
+    label: LabelRule = "success"
+    """``success``: per-frame success flags; ``last_k``: the last K frames of successful episodes."""
+    last_k: int = 3
+    """K for ``label=last_k``."""
+    target_precision: float = 0.95
+    """Calibrate the threshold to reach this precision on the held-out episodes."""
+    held_out: float = 0.25
+    """Fraction of episodes kept for calibration (split alike among successes and failures)."""
+    steps: int = 400
+    """Gradient steps."""
+    batch_size: int = 64
+    """Frames per step."""
+    lr: float = 3e-3
+    """Adam learning rate."""
+    features: int = 64
+    """CNN output features per camera."""
+    channels: int = 16
+    """Channels of the first conv layer (then twice that)."""
+    shared_encoder: bool = False
+    """One CNN for every camera (same shapes needed) instead of one per camera."""
+    augment_pad: int = 2
+    """Random-shift augmentation in pixels (0 = off)."""
+    backbone: Path | None = None
+    """Local state-dict file of pretrained CNN weights (see :meth:`CameraEncoder.load_backbone`)."""
+    freeze_backbone: bool = False
+    """Keep the pretrained CNN weights fixed."""
+    seed: int = 0
+    """Seed of the split, the initialisation and the batches."""
+
+
+class SuccessClassifier(nn.Module):
+    """Frames → success probability; ``threshold`` turns it into a decision (calibrated, stored with it)."""
+
+    def __init__(self, image_shapes: dict[str, tuple[int, ...]], features: int = 64, channels: int = 16,
+                 shared: bool = False, threshold: float = 0.5) -> None:
+        super().__init__()
+        self.encoder = CameraEncoder(image_shapes, features, channels, shared=shared)
+        self.head = nn.Sequential(nn.Linear(self.encoder.out_dim, 64), nn.ReLU(), nn.Linear(64, 1))
+        self.threshold = threshold
+        self.meta: dict[str, Any] = {}
+
+    @property
+    def cameras(self) -> list[str]:
+        """The ``image.<cam>`` keys it reads."""
+        return self.encoder.keys
+
+    def logits(self, images: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``[N]`` logits of ``{"image.<cam>": [N, H, W, C]}`` (extra keys are ignored)."""
+        return self.head(self.encoder(images)).squeeze(-1)
+
+    @torch.no_grad()
+    def probability(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``[N]`` success probabilities of a batched observation (shape-checked first)."""
+        self.encoder.check(obs)
+        return torch.sigmoid(self.logits(obs))
+
+    @torch.no_grad()
+    def predict(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``[N]`` bool: probability ≥ the calibrated threshold."""
+        return self.probability(obs) >= self.threshold
+
+    def save(self, out: Path | str) -> Path:
+        """Write the checkpoint directory (weights + meta with the threshold)."""
+        meta = {**self.meta, "threshold": self.threshold, "image_shapes": self.encoder.shapes,
+                "features": self.encoder.features, "shared": self.encoder.shared, "channels": self.encoder.channels}
+        return save_model_dir(out, "success_classifier", self.state_dict(), meta)
+
+    @classmethod
+    def load(cls, path: Path | str) -> SuccessClassifier:
+        """Read a directory written by :meth:`save` (weights with ``weights_only=True``)."""
+        state, meta = load_model_dir(path, "success_classifier")
+        shapes = {k: tuple(v) for k, v in meta["image_shapes"].items()}
+        model = cls(shapes, int(meta["features"]), int(meta["channels"]), bool(meta["shared"]),
+                    float(meta["threshold"]))
+        model.load_state_dict(state)
+        model.meta = meta
+        return model.eval()
+
+
+@dataclass
+class Calibration:
+    """The chosen threshold and what it achieves on the held-out frames."""
+
+    threshold: float
+    precision: float
+    recall: float
+    target_precision: float
+    reached: bool
+    positives: int
+    negatives: int
+    curve: dict[str, list[float]] = field(default_factory=dict)
+
+
+def calibrate(scores: np.ndarray, labels: np.ndarray, target_precision: float) -> Calibration:
+    """The lowest threshold whose precision on ``(scores, labels)`` is ≥ ``target_precision``.
+
+    Precision is not monotone in the threshold, so every candidate (each distinct score) is checked
+    and the one with the highest recall among those meeting the target wins. If none does, the
+    threshold is set above every score (the classifier never fires) and ``reached`` is False.
+    """
+    if not 0.0 < target_precision <= 1.0:
+        raise ValueError(f"target_precision must be in (0, 1], got {target_precision}")
+    labels = labels.astype(bool)
+    order = np.argsort(-scores, kind="stable")
+    s, y = scores[order], labels[order]
+    tp, fp = np.cumsum(y), np.cumsum(~y)
+    # Only the last index of each run of equal scores is a valid cut (a threshold takes ties together).
+    last = np.r_[s[1:] != s[:-1], True]
+    tp, fp, cut = tp[last], fp[last], s[last]
+    precision = tp / np.maximum(tp + fp, 1)
+    recall = tp / max(int(y.sum()), 1)
+    ok = precision >= target_precision
+    curve = {"precision": precision.tolist(), "recall": recall.tolist(), "threshold": cut.tolist()}
+    pos, neg = int(y.sum()), int((~y).sum())
+    if not ok.any():
+        return Calibration(float(np.nextafter(np.float32(s.max()), np.float32(2.0))), 1.0, 0.0,
+                           target_precision, False, pos, neg, curve)
+    best = int(np.flatnonzero(ok)[np.argmax(recall[ok])])
+    return Calibration(float(cut[best]), float(precision[best]), float(recall[best]), target_precision, True,
+                       pos, neg, curve)
+
+
+def plot_pr_curve(cal: Calibration, path: Path | str, title: str = "success classifier") -> Path:
+    """Write the held-out precision–recall curve with the chosen operating point as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 4))
+    ax.plot(cal.curve["recall"], cal.curve["precision"], lw=1.5, label="held-out PR curve")
+    ax.axhline(cal.target_precision, color="grey", ls="--", lw=1, label=f"target precision {cal.target_precision:g}")
+    ax.plot([cal.recall], [cal.precision], "o", color="C3",
+            label=f"threshold {cal.threshold:.3f}: P={cal.precision:.3f} R={cal.recall:.3f}")
+    ax.set(xlabel="recall", ylabel="precision", xlim=(0, 1.02), ylim=(0, 1.02), title=title)
+    ax.legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
+def _batches(frames: LabelledFrames, batch: int, gen: np.random.Generator
+             ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    idx = gen.integers(0, len(frames), batch)
+    return {k: torch.from_numpy(v[idx]) for k, v in frames.images.items()}, torch.from_numpy(frames.label[idx])
+
+
+@torch.no_grad()
+def score_frames(model: SuccessClassifier, frames: LabelledFrames, batch: int = 512) -> np.ndarray:
+    """Success probabilities ``[F]`` of labelled frames."""
+    model.eval()
+    out = [model.probability({k: torch.from_numpy(v[i:i + batch]) for k, v in frames.images.items()})
+           for i in range(0, len(frames), batch)]
+    return torch.cat(out).numpy()
+
+
+@dataclass
+class ClassifierReport:
+    """What :func:`train_classifier` produced."""
+
+    out: Path | None
+    calibration: Calibration
+    train_frames: int
+    held_out_frames: int
+    train_s: float
+    model: SuccessClassifier
+
+    def summary(self) -> str:
+        """One paragraph for the command line."""
+        c = self.calibration
+        status = "reached" if c.reached else "NOT reached (the classifier never fires; add data or lower the target)"
+        return (f"trained on {self.train_frames} frames in {self.train_s:.1f}s; calibrated on {self.held_out_frames} "
+                f"held-out frames ({c.positives} success): threshold {c.threshold:.4f}, precision {c.precision:.3f}, "
+                f"recall {c.recall:.3f}; target precision {c.target_precision:g} {status}"
+                + (f"\nwritten to {self.out} (model.pt, meta.json, pr_curve.png)" if self.out else ""))
+
+
+def train_classifier(source: Path | str | list[Episode], out: Path | str | None = None,
+                     cfg: ClassifierConfig | None = None) -> ClassifierReport:
+    """Train on ``source`` (episode store, LeRobotDataset v3 or episodes), calibrate, and save to ``out``."""
+    cfg = cfg or ClassifierConfig()
+    torch.manual_seed(cfg.seed)
+    episodes, task = load_episodes(source)
+    keys = camera_keys(episodes, cfg.cameras)
+    train_ids, val_ids = split_episodes(episodes, cfg.held_out, cfg.seed)
+    train = labelled_frames([episodes[i] for i in train_ids], keys, cfg.label, cfg.last_k)
+    val = labelled_frames([episodes[i] for i in val_ids], keys, cfg.label, cfg.last_k)
+    shapes = {k: tuple(int(x) for x in train.images[k].shape[1:]) for k in keys}
+    model = SuccessClassifier(shapes, cfg.features, cfg.channels, cfg.shared_encoder)
+    if cfg.backbone is not None:
+        n = model.encoder.load_backbone(cfg.backbone, cfg.freeze_backbone)
+        log.info("loaded %d pretrained tensors from %s", n, cfg.backbone)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=cfg.lr)
+    pos_weight = torch.tensor(float((~train.label).sum()) / max(float(train.label.sum()), 1.0))
+    loss_fn = nn.BCEWithLogitsLoss(pos_weight=pos_weight)
+    gen = np.random.default_rng(cfg.seed)
+    tgen = torch.Generator().manual_seed(cfg.seed)
+    t0 = time.perf_counter()
+    model.train()
+    for _ in range(cfg.steps):
+        images, label = _batches(train, cfg.batch_size, gen)
+        if cfg.augment_pad:
+            images = {k: random_shift(v, cfg.augment_pad, tgen) for k, v in images.items()}
+        loss = loss_fn(model.logits(images), label.float())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    train_s = time.perf_counter() - t0
+    cal = calibrate(score_frames(model, val), val.label, cfg.target_precision)
+    model.threshold = cal.threshold
+    model.meta = {"task": task, "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
+                  "calibration": {k: v for k, v in asdict(cal).items() if k != "curve"},
+                  "train_episodes": len(train_ids), "held_out_episodes": len(val_ids)}
+    model.eval()
+    if out is not None:
+        model.save(out)
+        plot_pr_curve(cal, Path(out) / "pr_curve.png", title=f"success classifier ({task or 'task'})")
+    return ClassifierReport(Path(out) if out is not None else None, cal, len(train), len(val), train_s, model)

@@ -1,0 +1,149 @@
+"""VecEnv wrappers that add learned rewards inside ``step``: one batched forward for all sub-envs.
+
+:class:`RewardWrapper` turns a calibrated success classifier into the (sparse) reward;
+:class:`ProgressShapingWrapper` adds potential-based shaping from a process reward model.
+
+The reward of a step is judged on the observation the step produced: ``info["final_obs"]`` (which
+equals ``obs`` where nothing ended, and is the true last frame where the env auto-reset). Every term
+is returned separately in ``info["reward_terms"]`` and accumulated in :attr:`RewardWrapper.term_sums`
+for logging; ``info["classifier_success"]`` holds the classifier's decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import torch
+
+from robot_rl.envs import StepResult, VecEnv
+from robot_rl.rewards.classifier import SuccessClassifier
+from robot_rl.rewards.composer import shaping
+
+
+class RewardWrapper(VecEnv):
+    """``env`` with its reward replaced by (or added to) a calibrated success classifier's.
+
+    ``mode="replace"``: reward = ``success_reward`` where the classifier fires, else ``fail_reward``
+    (the sparse convention of the MuJoCo tasks: 0 / −1). ``mode="add"``: the env's reward plus
+    ``success_bonus`` where it fires. The classifier runs under ``no_grad`` on the env's device.
+    """
+
+    def __init__(self, env: VecEnv, classifier: SuccessClassifier, mode: Literal["replace", "add"] = "replace",
+                 success_reward: float = 0.0, fail_reward: float = -1.0, success_bonus: float = 1.0) -> None:
+        missing = [k for k in classifier.cameras if k not in env.spec.observation]
+        if missing:
+            raise ValueError(f"the classifier reads {missing}, the env observes {sorted(env.spec.observation)}")
+        for k in classifier.cameras:
+            shape = tuple(env.spec.observation[k].shape)
+            if shape != classifier.encoder.shapes[k]:
+                raise ValueError(f"{k}: the env's frames are {list(shape)}, the classifier was trained on "
+                                 f"{list(classifier.encoder.shapes[k])}")
+        self.env, self.classifier = env, classifier.to(env.device).eval()
+        self.spec, self.num_envs, self.device = env.spec, env.num_envs, env.device
+        self.max_episode_steps = env.max_episode_steps
+        self.mode, self.success_reward, self.fail_reward, self.success_bonus = mode, success_reward, fail_reward, \
+            success_bonus
+        self.term_sums: dict[str, float] = {"env": 0.0, "classifier": 0.0}
+        self.steps = 0
+
+    def reset(self, seed: int | None = None) -> dict[str, torch.Tensor]:
+        """Reset the wrapped env."""
+        return self.env.reset(seed)
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        """Step the env, then score all sub-envs' new frames in one forward pass."""
+        res = self.env.step(action)
+        seen = res.info.get("final_obs", res.obs)
+        fired = self.classifier.predict({k: seen[k] for k in self.classifier.cameras})
+        if self.mode == "replace":
+            term = torch.where(fired, self.success_reward, self.fail_reward).float()
+            reward = term
+        else:
+            term = fired.float() * self.success_bonus
+            reward = res.reward + term
+        info = dict(res.info)
+        info["reward_terms"] = {"env": res.reward, "classifier": term}
+        info["classifier_success"] = fired
+        self.term_sums["env"] += float(res.reward.sum())
+        self.term_sums["classifier"] += float(term.sum())
+        self.steps += self.num_envs
+        return StepResult(res.obs, reward, res.terminated, res.truncated, info)
+
+    def term_means(self) -> dict[str, float]:
+        """Mean of each reward term per transition since construction (for the run log)."""
+        return {k: v / max(self.steps, 1) for k, v in self.term_sums.items()}
+
+    def render(self) -> torch.Tensor | None:
+        """The wrapped env's frame."""
+        return self.env.render()
+
+    def close(self) -> None:
+        """Close the wrapped env."""
+        self.env.close()
+
+
+ProgressModel = Callable[[dict[str, torch.Tensor], dict[str, torch.Tensor], list[str]],
+                         tuple[torch.Tensor, torch.Tensor]]
+"""A PRM: ``(obs_t, obs_k, goals) → (progress delta [N], done probability [N])``."""
+
+
+class ProgressShapingWrapper(VecEnv):
+    """``env`` plus potential-based shaping from a process reward model, one batched forward per step.
+
+    ``Φ(s) = weight · PRM(first frame of the episode, s, goal)`` (``Φ = 0`` at the first frame), and
+    the added term is ``F = γ Φ(s') − Φ(s)`` with ``Φ(s') = 0`` where the step terminated
+    (:func:`~robot_rl.rewards.composer.shaping`), so the optimal policy of the env's reward is
+    unchanged. ``info["reward_terms"]`` holds ``env`` and ``shaping``; ``info["progress"]`` Φ(s').
+    """
+
+    def __init__(self, env: VecEnv, prm: ProgressModel, goal: str, gamma: float = 0.99, weight: float = 1.0,
+                 cameras: list[str] | None = None) -> None:
+        self.env, self.prm, self.goal, self.gamma, self.weight = env, prm, goal, gamma, weight
+        self.spec, self.num_envs, self.device = env.spec, env.num_envs, env.device
+        self.max_episode_steps = env.max_episode_steps
+        self.cameras = cameras or sorted(k for k in env.spec.observation if k.startswith("image."))
+        if not self.cameras:
+            raise ValueError(f"PRM shaping needs camera observations; the env observes {sorted(env.spec.observation)}")
+        self.first: dict[str, torch.Tensor] = {}
+        self.phi = torch.zeros(self.num_envs, device=self.device)
+        self.term_sums: dict[str, float] = {"env": 0.0, "shaping": 0.0}
+        self.steps = 0
+
+    def reset(self, seed: int | None = None) -> dict[str, torch.Tensor]:
+        """Reset the env; every sub-env's first frame is its potential's reference."""
+        obs = self.env.reset(seed)
+        self.first = {k: obs[k].clone() for k in self.cameras}
+        self.phi.zero_()
+        return obs
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        """Step, score ``(first, s')`` for all sub-envs at once, add ``F``."""
+        res = self.env.step(action)
+        seen = res.info.get("final_obs", res.obs)
+        delta, _done = self.prm(self.first, {k: seen[k] for k in self.cameras}, [self.goal] * self.num_envs)
+        phi_next = self.weight * delta.to(self.device).float()
+        term = shaping(self.phi, phi_next, res.terminated, self.gamma)
+        ended = res.terminated | res.truncated
+        for k in self.cameras:  # a new episode's first frame is the auto-reset observation
+            self.first[k] = torch.where(ended.view(-1, *[1] * (res.obs[k].dim() - 1)), res.obs[k], self.first[k])
+        self.phi = torch.where(ended, torch.zeros_like(phi_next), phi_next)
+        info = dict(res.info)
+        info["reward_terms"] = {"env": res.reward, "shaping": term}
+        info["progress"] = phi_next
+        self.term_sums["env"] += float(res.reward.sum())
+        self.term_sums["shaping"] += float(term.sum())
+        self.steps += self.num_envs
+        return StepResult(res.obs, res.reward + term, res.terminated, res.truncated, info)
+
+    def term_means(self) -> dict[str, float]:
+        """Mean of each reward term per transition since construction."""
+        return {k: v / max(self.steps, 1) for k, v in self.term_sums.items()}
+
+    def render(self) -> torch.Tensor | None:
+        """The wrapped env's frame."""
+        return self.env.render()
+
+    def close(self) -> None:
+        """Close the wrapped env."""
+        self.env.close()

@@ -1,0 +1,101 @@
+"""Success classifier: calibration numbers, held-out precision, CLI, checkpoints, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from robot_rl.cli import main
+from robot_rl.data.episode import spec_of
+from robot_rl.data.store import EpisodeStore
+from robot_rl.rewards.classifier import ClassifierConfig, SuccessClassifier, calibrate, score_frames, train_classifier
+from robot_rl.rewards.data import RewardDataError, labelled_frames
+from robot_rl.rewards.demos import reach_pixel_demos
+
+
+def _store(path: Path, episodes: list) -> Path:
+    store = EpisodeStore.create(path, spec_of(episodes[0]), fps=20, task=episodes[0].task)
+    for ep in episodes:
+        store.append(ep)
+    return path
+
+
+def test_calibrate_picks_the_highest_recall_threshold_meeting_the_target() -> None:
+    scores = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4])
+    labels = np.array([1, 1, 0, 1, 1, 0], bool)
+    # Cuts: ≥0.9 P=1 R=.25; ≥0.8 P=1 R=.5; ≥0.7 P=2/3; ≥0.6 P=3/4; ≥0.5 P=4/5 R=1; ≥0.4 P=4/6.
+    cal = calibrate(scores, labels, 0.8)
+    assert (cal.threshold, cal.precision, cal.recall, cal.reached) == (0.5, 0.8, 1.0, True)
+    cal = calibrate(scores, labels, 0.95)
+    assert (cal.threshold, cal.recall) == (0.8, 0.5)
+    never = calibrate(np.array([0.9, 0.1]), np.array([False, True]), 0.9)
+    assert not never.reached and never.threshold > 0.9  # never fires rather than firing falsely
+
+
+def test_cli_trains_calibrates_and_meets_target_precision_on_held_out_episodes(tmp_path: Path) -> None:
+    data = _store(tmp_path / "demos", reach_pixel_demos(40, image_size=32, seed=0))
+    out = tmp_path / "clf"
+    rc = main(["reward", "train-classifier", str(data), "--out", str(out), "--target-precision", "0.9",
+               "--steps", "200"])
+    assert rc == 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["calibration"]["reached"] and meta["calibration"]["precision"] >= 0.9
+    assert (out / "pr_curve.png").stat().st_size > 1000
+    model = SuccessClassifier.load(out)
+    assert model.threshold == meta["threshold"]
+    # Episodes never seen in training or calibration.
+    test = labelled_frames(reach_pixel_demos(30, image_size=32, seed=7), ["image.top"])
+    fired = score_frames(model, test) >= model.threshold
+    assert fired.sum() > 10
+    precision = (fired & test.label).sum() / fired.sum()
+    assert precision >= 0.9, precision
+
+
+def test_multi_camera_shared_and_backbone_round_trip(tmp_path: Path) -> None:
+    eps = reach_pixel_demos(8, image_size=24, wrist_size=16, seed=1)
+    rep = train_classifier(eps, tmp_path / "a", ClassifierConfig(steps=3, features=16, channels=4))
+    assert rep.model.cameras == ["image.top", "image.wrist"]
+    with pytest.raises(ValueError, match="one shape"):
+        train_classifier(eps, None, ClassifierConfig(steps=1, shared_encoder=True))
+    torch.save(rep.model.encoder.state_dict(), tmp_path / "backbone.pt")
+    rep2 = train_classifier(eps, None, ClassifierConfig(steps=0, features=16, channels=4,
+                                                        backbone=tmp_path / "backbone.pt", freeze_backbone=True))
+    for a, b in zip(rep.model.encoder.parameters(), rep2.model.encoder.parameters(), strict=True):
+        assert torch.equal(a, b) and not b.requires_grad
+    obs = {k: torch.from_numpy(v[:5]) for k, v in eps[0].obs.items()}
+    loaded = SuccessClassifier.load(tmp_path / "a")
+    assert torch.equal(loaded.probability(obs), rep.model.probability(obs))
+
+
+def test_bad_input_is_refused_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    eps = reach_pixel_demos(6, image_size=16, seed=2)
+    for ep in eps:
+        ep.success[:] = False
+    data = _store(tmp_path / "unlabelled", eps)
+    rc = main(["reward", "train-classifier", str(data), "--out", str(tmp_path / "x"), "--steps", "1"])
+    assert rc == 2 and "no positive (success) labels" in capsys.readouterr().err
+    with pytest.raises(RewardDataError, match="not in the data"):
+        train_classifier(eps, None, ClassifierConfig(cameras=("wrist",)))
+    model = SuccessClassifier({"image.top": (16, 16, 3)}, features=8, channels=4)
+    with pytest.raises(ValueError, match=r"image.top: frames are \[32, 32, 3\]"):
+        model.probability({"image.top": torch.zeros(2, 32, 32, 3, dtype=torch.uint8)})
+    with pytest.raises(ValueError, match="needs camera"):
+        model.probability({"image.front": torch.zeros(2, 16, 16, 3, dtype=torch.uint8)})
+
+
+def test_frame_labels_follow_the_episode_contract() -> None:
+    from robot_rl.rewards.data import frame_labels
+
+    ep = reach_pixel_demos(1, image_size=8, seed=0, travel=2, hover=2)[0]
+    ep.success[:] = [False, False, True, False]
+    # success[t] describes the state after step t: frame t+1 (final_obs is frame 4).
+    assert frame_labels(ep, True, "success", 3).tolist() == [False, False, False, True, False]
+    # Without final_obs (LeRobot) frame t takes success[t].
+    assert frame_labels(ep, False, "success", 3).tolist() == [False, False, True, False]
+    assert not frame_labels(ep, True, "last_k", 2).any()  # the episode failed at its last step
+    ep.success[-1] = True
+    assert frame_labels(ep, True, "last_k", 2).tolist() == [False, False, False, True, True]
