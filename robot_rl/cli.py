@@ -19,6 +19,7 @@ import tyro
 
 from robot_rl.config import ConfigError, TrainConfig, describe, resolve_train_config, to_dict
 from robot_rl.data.cli import DataArgs, run_data
+from robot_rl.policies.flow.cli import FlowSFTArgs, run_flow_sft
 from robot_rl.registry import UnknownNameError
 from robot_rl.replay.durable import DiskFullError
 from robot_rl.rewards.cli import RewardArgs, run_reward
@@ -356,6 +357,7 @@ Verb = (
     | Annotated[DevicesArgs, tyro.conf.subcommand("devices")]
     | Annotated[DataArgs, tyro.conf.subcommand("data")]
     | Annotated[RewardArgs, tyro.conf.subcommand("reward")]
+    | Annotated[FlowSFTArgs, tyro.conf.subcommand("flow-sft")]
 )
 
 
@@ -385,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_data(args)
         if isinstance(args, RewardArgs):
             return run_reward(args)
+        if isinstance(args, FlowSFTArgs):
+            return run_flow_sft(args)
         return run_config(args)
     except DiskFullError as e:
         print(f"robot-rl: disk full: {e}", file=sys.stderr)

@@ -325,6 +325,7 @@ class TrainConfig:
 
 def ensure_registered() -> None:
     """Import the built-in tasks and algorithms so that their names resolve."""
+    import robot_rl.policies.flow
     import robot_rl.policies.ppo
     import robot_rl.policies.sac
     import robot_rl.sims  # noqa: F401

@@ -1,0 +1,259 @@
+"""Flow-Noise PPO (after pi_RL, arXiv:2510.25889): PPO over action chunks of a flow policy.
+
+A learnable std ``σ_k`` per denoising step turns the sampler into a Gaussian Markov chain
+``x_{k+1} ~ N(μ_k(x_k, s), σ_k²)`` (:class:`~robot_rl.policies.flow.model.FlowVLAPolicy`), so the
+probability of the whole chain, and with it of the chunk ``x_K`` the env executed, is exact::
+
+    log π(x_0..K | s) = log N(x_0; 0, I) + Σ_k log N(x_{k+1}; μ_k(x_k), σ_k²)
+
+Actors store the chain (``extras["chain"]``) and its log-probability; the learner re-scores stored
+chains under the new weights in one batched pass and applies the clipped surrogate with GAE over
+chunk-level steps (the env executes each chunk; see ``lang_reach``'s ``chunk_horizon``).
+
+KL guard. Noise-injection RL drifts without one. Every update adds ``β · KL(π_θ ‖ π_SFT)``, the
+per-step Gaussian KL of the chain summed over steps and evaluated on the stored chain states, to the
+loss, where ``π_SFT`` is a frozen copy of the starting (SFT) policy with the initial σ. ``β`` adapts
+after every update: ×2 when the mean KL exceeds ``1.5 · kl_target``, ÷2 below ``kl_target / 1.5``.
+``kl_ref`` and ``kl_coef`` are logged.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from robot_rl.config import ALGOS, AlgoConfig
+from robot_rl.policies.base import OnPolicyAlgorithm, Weights
+from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy, VLAEncoder
+from robot_rl.policies.modules.mlp import MLP
+from robot_rl.policies.ppo import clipped_surrogate_loss, gaussian_kl, value_loss
+from robot_rl.replay.rollout import RolloutStorage, compute_gae, iter_minibatches
+from robot_rl.specs import EnvSpec, SpecMismatchError
+from robot_rl.transition import Obs
+
+log = logging.getLogger(__name__)
+
+
+@ALGOS.register("flow_ppo")
+@dataclass
+class FlowPPOConfig(AlgoConfig):
+    """PPO over flow-policy action chunks with Flow-Noise log-likelihoods and a KL guard to the SFT policy."""
+
+    policy: FlowVLAConfig = field(default_factory=FlowVLAConfig)
+    """Architecture and sampler (must match the SFT checkpoint's)."""
+    init_from: str | None = None
+    """Run directory of a flow SFT checkpoint (`robot-rl flow-sft --out DIR`) to start from and guard
+    towards; null = a randomly initialised policy (the KL guard then holds it near its start)."""
+    rollout_length: int = 8
+    """Chunk steps collected per sub-env before each update."""
+    num_epochs: int = 4
+    """Passes over the rollout per update."""
+    num_minibatches: int = 4
+    """Minibatches per epoch."""
+    clip: float = 0.2
+    """Surrogate clip ε on the chain probability ratio."""
+    gamma: float = 0.95
+    """Discount per chunk step."""
+    lam: float = 0.95
+    """GAE λ."""
+    actor_lr: float = 3e-5
+    """Adam learning rate of the action expert (and encoder unless frozen)."""
+    sigma_lr: float = 3e-3
+    """Adam learning rate of the Flow-Noise log σ."""
+    critic_lr: float = 1e-3
+    """Adam learning rate of the critic."""
+    value_coef: float = 1.0
+    """Weight of the value loss."""
+    value_clip: float | None = 0.2
+    """Clip of the value update around the rollout's values (null = plain MSE)."""
+    reward_scale: float = 0.02
+    """Rewards are multiplied by this before GAE (chunk rewards sum many steps)."""
+    kl_coef: float = 0.05
+    """Initial weight β of the KL guard to the SFT policy."""
+    kl_target: float = 2.0
+    """Target of the mean chain KL to the SFT policy (nats per chunk) that β adapts to."""
+    max_sigma: float = 0.3
+    """Upper clamp of each σ_k (keeps the exploration noise from swamping the flow)."""
+    freeze_encoder: bool = True
+    """Keep the SFT observation encoder fixed and fine-tune the action expert and σ only."""
+    critic_hidden: tuple[int, ...] = (256, 256)
+    """Hidden widths of the critic head (over its own observation encoder)."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip of the actor and of the critic."""
+
+    def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> FlowPPOAlgorithm:
+        """Build the Flow-Noise PPO learner."""
+        return FlowPPOAlgorithm(self, spec, device, seed)
+
+
+class _Critic(nn.Module):
+    def __init__(self, spec: EnvSpec, cfg: FlowVLAConfig, hidden: tuple[int, ...]) -> None:
+        super().__init__()
+        self.encoder = VLAEncoder(spec, cfg)
+        self.head = MLP(self.encoder.out_dim, hidden, 1, "gelu")
+
+    def forward(self, obs: Obs) -> torch.Tensor:
+        return self.head(self.encoder(obs)).squeeze(-1)
+
+
+def chain_kl(means: torch.Tensor, log_sigma: torch.Tensor, ref_means: torch.Tensor, ref_log_sigma: torch.Tensor
+             ) -> torch.Tensor:
+    """``Σ_k KL(N(μ_k, σ_k²) ‖ N(μ_ref_k, σ_ref_k²))`` over steps and dims → ``[B]`` (means ``[B, K, H, A]``)."""
+    b = means.shape[0]
+    ls = log_sigma.expand_as(means).reshape(b, -1)
+    rls = ref_log_sigma.expand_as(means).reshape(b, -1)
+    return gaussian_kl(means.reshape(b, -1), ls, ref_means.reshape(b, -1), rls)
+
+
+class FlowPPOAlgorithm(OnPolicyAlgorithm):
+    """Learner: flow policy (+ σ), frozen SFT reference, critic; chunk-level PPO with the KL guard."""
+
+    def __init__(self, cfg: FlowPPOConfig, spec: EnvSpec, device: torch.device | str, seed: int) -> None:
+        if len(spec.action.shape) != 2:
+            raise SpecMismatchError("flow_ppo acts in action chunks: the task's action must be [horizon, A] "
+                                    "(e.g. task.chunk_horizon=8 on lang_reach)")
+        self.cfg, self.spec, self.device, self.seed = cfg, spec, torch.device(device), seed
+        self.rollout_length = cfg.rollout_length
+        self._policies_made = 0
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.policy = FlowVLAPolicy(spec, cfg.policy).to(self.device)
+            self.critic = _Critic(spec, cfg.policy, cfg.critic_hidden).to(self.device)
+        if cfg.init_from:
+            from robot_rl.policies.flow.sft import load_flow_policy
+
+            sft, sft_spec = load_flow_policy(cfg.init_from, self.device)
+            if sft.cfg.horizon != cfg.policy.horizon or sft_spec.observation.keys() != spec.observation.keys():
+                raise SpecMismatchError(f"{cfg.init_from}: the SFT policy (horizon {sft.cfg.horizon}, observations "
+                                        f"{sorted(sft_spec.observation)}) does not fit this task/config (horizon "
+                                        f"{cfg.policy.horizon}, observations {sorted(spec.observation)})")
+            weights = {k: v for k, v in sft.state_dict().items() if k != "log_sigma"}
+            missing = self.policy.load_state_dict(weights, strict=False).missing_keys
+            if set(missing) != {"log_sigma"}:
+                raise SpecMismatchError(f"{cfg.init_from}: SFT weights do not fit the policy config "
+                                        f"(missing {missing})")
+            # The critic's encoder starts from the SFT encoder: it already reads images and language.
+            self.critic.encoder.load_state_dict(self.policy.encoder.state_dict())
+        else:
+            log.warning("flow_ppo without algo.init_from: fine-tuning a randomly initialised flow policy")
+        self.reference = copy.deepcopy(self.policy).requires_grad_(False)
+        actor_params = [p for n, p in self.policy.named_parameters()
+                        if n != "log_sigma" and not (cfg.freeze_encoder and n.startswith("encoder."))]
+        if cfg.freeze_encoder:
+            self.policy.encoder.requires_grad_(False)
+        self.actor_opt = torch.optim.Adam([{"params": actor_params, "lr": cfg.actor_lr},
+                                           {"params": [self.policy.log_sigma], "lr": cfg.sigma_lr}])
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
+        self.kl_coef = cfg.kl_coef
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+
+    def make_policy(self) -> FlowVLAPolicy:
+        """An independent actor copy."""
+        self._policies_made += 1
+        policy = FlowVLAPolicy(self.spec, self.cfg.policy).to(self.device)
+        policy.load_actor_weights(self.policy.state_dict())
+        return policy
+
+    def make_storage(self, num_envs: int) -> RolloutStorage:
+        """A ``[rollout_length, num_envs]`` rollout of chunk steps."""
+        return RolloutStorage(self.spec, num_envs, self.cfg.rollout_length, self.device)
+
+    def actor_weights(self) -> Weights:
+        """The whole flow policy (encoder, expert, σ): what actors sample chains with."""
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.policy.state_dict().items()}
+
+    def load_actor_weights(self, weights: Weights) -> None:
+        """Load actor weights (strict)."""
+        self.policy.load_actor_weights(weights)
+
+    @torch.no_grad()
+    def _advantages(self, storage: RolloutStorage) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        t, n = storage.reward.shape
+        flat = {k: v.flatten(0, 1) for k, v in storage.obs.items()}
+        nxt = {k: v.flatten(0, 1) for k, v in storage.next_obs.items()}
+        values = self.critic(flat).view(t, n)
+        next_values = self.critic(nxt).view(t, n)
+        adv, ret = compute_gae(storage.reward * self.cfg.reward_scale, values, next_values, storage.terminated,
+                               storage.done, self.cfg.gamma, self.cfg.lam)
+        return values, adv, ret
+
+    def update(self, batch: RolloutStorage) -> dict[str, float]:
+        """Chunk-level PPO on a full rollout (then cleared); logs the KL to the SFT policy."""
+        storage, c, policy = batch, self.cfg, self.policy
+        if not storage.is_full():
+            raise RuntimeError(f"flow_ppo update needs a full rollout; it holds {len(storage)} rows")
+        if "chain" not in storage.extras:
+            raise KeyError("flow_ppo needs extras['chain'] from FlowVLAPolicy.act (stochastic actions)")
+        values, adv, ret = self._advantages(storage)
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        fields = {f"obs.{k}": v for k, v in storage.obs.items()}
+        fields.update(chain=storage.extras["chain"], old_log_prob=storage.extras["log_prob"], advantage=adv,
+                      ret=ret, old_value=values)
+        ref_log_sigma = self.reference.log_sigma
+        sums = torch.zeros(6, device=self.device)
+        n = 0
+        for mb in iter_minibatches(fields, c.num_minibatches, c.num_epochs, self.generator):
+            obs = {k[4:]: v for k, v in mb.items() if k.startswith("obs.")}
+            chain = mb["chain"]
+            with torch.no_grad():
+                ref_means = self.reference.chain_means(chain, self.reference.encoder(obs))
+            with torch.set_grad_enabled(not c.freeze_encoder):
+                cond = policy.encoder(obs)
+            means = policy.chain_means(chain, cond)
+            log_sigma = policy.log_sigma.clamp(max=math.log(c.max_sigma)).unsqueeze(0)
+            log_prob = FlowVLAPolicy.gaussian_chain_log_prob(chain, means, log_sigma)
+            kl_ref = chain_kl(means, log_sigma, ref_means, ref_log_sigma.unsqueeze(0)).mean()
+            surrogate = clipped_surrogate_loss(log_prob, mb["old_log_prob"], mb["advantage"], c.clip)
+            v_loss = value_loss(self.critic(obs), mb["old_value"], mb["ret"], c.value_clip)
+            loss = surrogate + self.kl_coef * kl_ref + c.value_coef * v_loss
+            self.actor_opt.zero_grad(set_to_none=True)
+            self.critic_opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(policy.parameters(), c.max_grad_norm)
+            nn.utils.clip_grad_norm_(self.critic.parameters(), c.max_grad_norm)
+            self.actor_opt.step()
+            self.critic_opt.step()
+            with torch.no_grad():
+                policy.log_sigma.clamp_(max=math.log(c.max_sigma))
+                log_ratio = log_prob.detach() - mb["old_log_prob"]
+                approx_kl = ((log_ratio.exp() - 1) - log_ratio).mean()
+                clip_frac = ((log_ratio.exp() - 1).abs() > c.clip).float().mean()
+            sums += torch.stack([surrogate.detach(), v_loss.detach(), kl_ref.detach(), approx_kl, clip_frac,
+                                 log_prob.detach().mean()])
+            n += 1
+        storage.clear()
+        surr, v_l, kl_ref_m, approx_kl_m, clip_frac_m, lp = (sums / max(n, 1)).tolist()
+        # The KL guard: β follows the measured drift from the SFT policy.
+        if kl_ref_m > 1.5 * c.kl_target:
+            self.kl_coef = min(self.kl_coef * 2.0, 100.0)
+        elif kl_ref_m < c.kl_target / 1.5:
+            self.kl_coef = max(self.kl_coef / 2.0, 1e-4)
+        return {"surrogate_loss": surr, "value_loss": v_l, "kl_ref": kl_ref_m, "kl_coef": self.kl_coef,
+                "approx_kl": approx_kl_m, "clip_fraction": clip_frac_m, "chain_log_prob": lp,
+                "noise_std": float(policy.log_sigma.detach().exp().mean())}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Policy, frozen reference, critic, both optimisers, β and the shuffle RNG."""
+        return {"policy": self.policy.state_dict(), "reference": self.reference.state_dict(),
+                "critic": self.critic.state_dict(), "actor_opt": self.actor_opt.state_dict(),
+                "critic_opt": self.critic_opt.state_dict(), "kl_coef": self.kl_coef,
+                "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (strict)."""
+        missing = {"policy", "reference", "critic", "actor_opt", "critic_opt", "kl_coef", "generator"} - set(state)
+        if missing:
+            raise KeyError(f"flow_ppo state is missing {sorted(missing)}")
+        self.policy.load_state_dict(state["policy"], strict=True)
+        self.reference.load_state_dict(state["reference"], strict=True)
+        self.critic.load_state_dict(state["critic"], strict=True)
+        self.actor_opt.load_state_dict(state["actor_opt"])
+        self.critic_opt.load_state_dict(state["critic_opt"])
+        self.kl_coef = float(state["kl_coef"])
+        self.generator.set_state(state["generator"].cpu())

@@ -1,0 +1,181 @@
+"""lang_reach task and demonstrator, SFT on recorded demos, and Flow-Noise PPO (SFT → RL) end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from robot_rl.config import ALGOS, ensure_registered, resolve_train_config
+from robot_rl.data.recorder import StoreSink, record_episodes
+from robot_rl.data.store import EpisodeStore
+from robot_rl.policies.flow.model import FlowVLAConfig
+from robot_rl.policies.flow.ppo import FlowPPOConfig
+from robot_rl.policies.flow.sft import FlowSFTConfig, train_sft
+from robot_rl.sims.lang_reach import LangReachConfig, LangReachDemonstrator
+from robot_rl.specs import SpecMismatchError
+
+TINY = dict(hidden=32, expert_layers=2, image_features=8, cnn_channels=4, cnn_layers=2, state_features=8,
+            lang_features=8)
+TINY_OVERRIDES = [f"algo.policy.{k}={v}" for k, v in TINY.items()]
+
+
+def test_demonstrator_solves_every_episode_with_steps_and_with_chunks() -> None:
+    for horizon in (1, 4):
+        env = LangReachConfig(num_envs=16, image_size=16, chunk_horizon=horizon).make("cpu", 0)
+        expert = LangReachDemonstrator(env)
+        obs = env.reset()
+        ended = succeeded = 0
+        for _ in range(40 // horizon):
+            action, _ = expert.act(obs)
+            assert action.shape == (16, *env.spec.action.shape)
+            r = env.step(action)
+            ended += int((r.terminated | r.truncated).sum())
+            succeeded += int(r.info["success"].sum())
+            obs = r.obs
+        assert ended > 16 and succeeded == ended
+    assert obs["language"].dtype == torch.int64 and obs["image.top"].shape == (16, 16, 16, 3)
+
+
+def test_chunk_env_stops_a_sub_env_at_success_within_the_chunk() -> None:
+    env = LangReachConfig(num_envs=2, image_size=16, chunk_horizon=8).make("cpu", 0)
+    env.reset()
+    # Sub-env 0's goal is 10 cm away (two expert steps of 8 cm); sub-env 1 keeps its far goal.
+    env.q[0] = torch.tensor([0.0, torch.pi / 2])  # end-effector at (0.5, 0.5), away from singular poses
+    env.goal[0] = torch.tensor([0.6, 0.5])
+    far = float(torch.linalg.vector_norm(env.goal[1] - env.end_effector()[1]))
+    r = env.step(LangReachDemonstrator(env).act({})[0])
+    assert bool(r.terminated[0]) and 1 <= int(r.info["episode_length"][0]) <= 3
+    assert int(env.episode_length[0]) == 0  # auto-reset: a fresh episode starts there
+    if far > 8 * 0.08 * 2**0.5:
+        assert not bool(r.terminated[1]) and int(env.episode_length[1]) == 8
+
+
+def test_instruction_picks_the_goal_among_the_targets() -> None:
+    env = LangReachConfig(num_envs=64, image_size=16).make("cpu", 3)
+    env.reset()
+    for i in range(64):
+        j = int(env.target_index[i])
+        assert env.instruction(i) == f"reach the {env.colors[j]} target"
+        torch.testing.assert_close(env.goal[i], env.targets[i, j])
+    assert len(set(env.target_index.tolist())) == 3
+
+
+@pytest.fixture(scope="module")
+def sft_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, LangReachConfig]:
+    root = tmp_path_factory.mktemp("flow")
+    task = LangReachConfig(num_envs=8, image_size=16)
+    env = task.make("cpu", 0)
+    store = EpisodeStore.create(root / "demos", env.spec, fps=20.0)
+    record_episodes(env, LangReachDemonstrator(env), StoreSink(store), 12)
+    cfg = FlowSFTConfig(policy=FlowVLAConfig(horizon=4, num_steps=3, **TINY), steps=10, eval_every=5,
+                        eval_episodes=4, eval_num_envs=4, progress=False)
+    result = train_sft(cfg, root / "demos", task, root / "sft")
+    assert [s for s, _ in result.evaluations] == [5, 10]
+    assert result.checkpoint is not None and result.checkpoint.is_dir()
+    assert 0.0 <= result.evaluations[-1][1]["success_rate"] <= 1.0 and result.final_loss == result.final_loss
+    return root, task
+
+
+def test_sft_then_flow_ppo_updates_and_logs_the_kl_guard(sft_run: tuple[Path, LangReachConfig]) -> None:
+    root, _ = sft_run
+    spec = LangReachConfig(num_envs=4, image_size=16, chunk_horizon=4).make("cpu", 0).spec
+    cfg = FlowPPOConfig(policy=FlowVLAConfig(horizon=4, num_steps=3, **TINY), init_from=str(root / "sft"),
+                        rollout_length=3, num_minibatches=2, num_epochs=2, actor_lr=1e-3, kl_target=1e-6)
+    algo = cfg.build(spec, "cpu", 0)
+    env = LangReachConfig(num_envs=4, image_size=16, chunk_horizon=4).make("cpu", 1)
+    policy = algo.make_policy()
+    storage = algo.make_storage(4)
+    from robot_rl.transition import TransitionBatch
+
+    obs = env.reset()
+    kl_coefs = []
+    for _ in range(2):
+        for _ in range(3):
+            action, extras = policy.act(obs)
+            r = env.step(action)
+            storage.add(TransitionBatch(obs=obs, action=action, reward=r.reward, terminated=r.terminated,
+                                        truncated=r.truncated, next_obs=r.info["final_obs"],
+                                        intervened=torch.zeros(4, dtype=torch.bool),
+                                        policy_version=torch.zeros(4, dtype=torch.int64),
+                                        env_index=torch.arange(4), extras=extras))
+            obs = r.obs
+        stats = algo.update(storage)
+        policy.load_actor_weights(algo.actor_weights())
+        kl_coefs.append(stats["kl_coef"])
+        assert all(v == v for v in stats.values())  # finite, not NaN
+    assert stats["kl_ref"] > 0.0  # the policy moved away from the SFT reference, and the guard saw it
+    assert kl_coefs[1] > kl_coefs[0]  # KL above target: the guard tightens
+    state = algo.state_dict()
+    fresh = cfg.build(spec, "cpu", 5)
+    fresh.load_state_dict(state)
+    assert fresh.kl_coef == algo.kl_coef
+
+
+def test_flow_ppo_runs_in_the_training_loop(sft_run: tuple[Path, LangReachConfig], tmp_path: Path) -> None:
+    from robot_rl.loop.runner import train
+
+    root, _ = sft_run
+    assert "flow_ppo" in ALGOS.names()
+    cfg = resolve_train_config("lang_reach", "flow_ppo", overrides=[
+        "task.num_envs=4", "task.image_size=16", "task.chunk_horizon=4", f"algo.init_from={root / 'sft'}",
+        "algo.policy.horizon=4", "algo.policy.num_steps=3", *TINY_OVERRIDES, "algo.rollout_length=2",
+        "algo.num_minibatches=2", "algo.num_epochs=1", "loop.total_env_steps=16", "loop.eval_every_env_steps=8",
+        "loop.eval_episodes=4", "loop.eval_num_envs=4", f"run.root={tmp_path}", "run.name=rl", "run.progress=false"])
+    result = train(cfg)
+    assert result.updates >= 2 and result.last_eval is not None
+    assert (tmp_path / "rl" / "checkpoints" / "latest").is_file()
+
+
+def test_flow_ppo_rejects_a_per_step_task_and_a_mismatched_sft(sft_run: tuple[Path, LangReachConfig]) -> None:
+    root, _ = sft_run
+    step_spec = LangReachConfig(num_envs=2, image_size=16).make("cpu", 0).spec
+    with pytest.raises(SpecMismatchError, match="action chunks"):
+        FlowPPOConfig(policy=FlowVLAConfig(horizon=4, **TINY)).build(step_spec, "cpu", 0)
+    spec8 = LangReachConfig(num_envs=2, image_size=16, chunk_horizon=8).make("cpu", 0).spec
+    with pytest.raises(SpecMismatchError, match="does not fit"):
+        FlowPPOConfig(policy=FlowVLAConfig(horizon=8, num_steps=3, **TINY),
+                      init_from=str(root / "sft")).build(spec8, "cpu", 0)
+
+
+def test_flow_sft_cli_records_trains_and_checkpoints(tmp_path: Path) -> None:
+    from robot_rl.cli import main
+    from robot_rl.policies.flow.sft import load_flow_policy
+
+    tiny = [a for k, v in TINY.items() for a in (f"--sft.policy.{k.replace('_', '-')}", str(v))]
+    argv = ["flow-sft", str(tmp_path / "demos"), "task.image_size=16", "task.num_envs=4", "--record", "4",
+            "--out", str(tmp_path / "sft"), "--sft.steps", "2", "--sft.eval-every", "0", "--sft.eval-episodes", "2",
+            "--sft.eval-num-envs", "2", "--sft.policy.horizon", "2", "--sft.policy.num-steps", "2",
+            "--sft.no-progress", *tiny]
+    assert main(argv) == 0
+    policy, spec = load_flow_policy(tmp_path / "sft")
+    assert policy.cfg.horizon == 2 and "language" in spec.observation
+    assert (tmp_path / "sft" / "results.json").is_file()
+    assert main(["flow-sft", str(tmp_path / "demos"), "algo.lr=1"]) == 2  # only task.* overrides
+
+
+def test_dsrl_noise_to_action_is_deterministic_and_sac_acts_in_noise_space(sft_run: tuple[Path, LangReachConfig]
+                                                                          ) -> None:
+    from robot_rl.policies.flow.dsrl import DSRLConfig
+
+    root, _ = sft_run
+    env = DSRLConfig(num_envs=3, init_from=str(root / "sft")).make("cpu", 0)
+    obs = env.reset()
+    assert env.spec.action.shape == (4, 2) and env.spec.action.high == 2.0
+    assert obs["state"].shape == (3, env.spec.observation["state"].shape[0])
+    raw = env._obs
+    assert raw is not None
+    noise = torch.randn(3, 4, 2, generator=torch.Generator().manual_seed(0))
+    a1, a2 = env.noise_to_action(raw, noise), env.noise_to_action(raw, noise.clone())
+    torch.testing.assert_close(a1, a2, rtol=0, atol=0)
+    assert not torch.equal(a1, env.noise_to_action(raw, -noise))
+    assert float(a1.abs().max()) <= 1.0  # within the base task's action bounds
+    ensure_registered()
+    sac = ALGOS.get("sac")().build(env.spec, "cpu", 0)
+    action, _ = sac.make_policy().act(obs)
+    assert action.shape == (3, 4, 2) and float(action.abs().max()) <= 2.0
+    r = env.step(action)
+    assert r.obs["state"].shape == obs["state"].shape and r.info["final_obs"]["state"].shape == obs["state"].shape
+    with pytest.raises(ValueError, match=r"task\.init_from"):
+        DSRLConfig().make("cpu", 0)
