@@ -6,7 +6,7 @@ Layout::
     DIR/episodes/ep_000007.npz    one episode: numpy arrays, loaded with allow_pickle=False
     DIR/index.jsonl               one line per committed episode: file, sha256, size, frames, ...
 
-Commit order for each episode: write ``.ep_N.npz.tmp``, fsync, rename to ``ep_N.npz``, fsync the
+Commit order for each episode: write ``.tmp-ep_N.npz-<pid>``, fsync, rename to ``ep_N.npz``, fsync the
 directory, then append its index line and fsync the index. The index line is the commit point: a
 crash before it leaves an *orphan* file (reported, ignored, overwritten by the next append); a crash
 inside it leaves a torn last line (reported, ignored, cut off before the next append). Nothing that
@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.data.episode import STEP_FIELDS, Episode
+from robot_rl.replay.durable import commit_file
 from robot_rl.specs import EnvSpec, SpecMismatchError
 
 log = logging.getLogger(__name__)
@@ -40,23 +41,9 @@ class StoreError(RuntimeError):
     """The directory is not a usable episode store, or an episode failed verification."""
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_durable(path: Path, data: bytes) -> None:
-    """Write via a temp file: fsync it, rename, fsync the directory."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    """Write via a temp file: fsync it, rename, fsync the directory (a full disk raises DiskFullError)."""
+    commit_file(path, [data])
 
 
 def is_store(path: Path) -> bool:

@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from robot_rl.replay.durable import commit_file
+
 FORMAT = "robot_rl.reward_model"
 
 
 def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    commit_file(path, [data])  # temp → fsync → rename → fsync dir
 
 
 def save_model_dir(out: Path | str, kind: str, state: dict[str, torch.Tensor], meta: dict[str, Any]) -> Path:
