@@ -15,7 +15,7 @@ import torch
 
 from robot_rl.specs import ArraySpec, EnvSpec
 from robot_rl.transition import TransitionBatch
-from robot_rl.transport.codec import DEFAULT_LIMITS, Message, WireError, WireLimits, decode, encode
+from robot_rl.transport.codec import DEFAULT_LIMITS, Message, SpecPlan, WireError, WireLimits, decode, encode
 
 
 def _row_specs() -> dict[str, tuple[str, bool]]:
@@ -49,32 +49,45 @@ def encode_transitions(batch: TransitionBatch, session: str) -> list[bytes | mem
     return encode("transitions", session, batch.seq, arrays, meta={"actor_id": int(batch.actor_id)})
 
 
-def decode_transitions(frames: list[Any], spec: EnvSpec, limits: WireLimits = DEFAULT_LIMITS) -> TransitionBatch:
-    """Validate frames against ``spec`` and rebuild the batch (CPU tensors); raise WireError otherwise."""
-    msg: Message = decode(frames, limits, specs=transition_specs(spec))
+class TransitionPlan:
+    """What a transitions message for ``spec`` must hold, compiled once (the learner builds it at start)."""
+
+    def __init__(self, spec: EnvSpec) -> None:
+        self.spec = spec
+        specs = transition_specs(spec)
+        for name, (dtype, finite) in _row_specs().items():
+            specs[name] = ArraySpec((), dtype, finite=finite)
+        self.arrays = SpecPlan(specs, batch_dims=1)
+        self.obs_names = tuple((k, f"obs/{k}", f"next_obs/{k}") for k in spec.observation)
+
+
+def decode_transitions(frames: list[Any], spec: EnvSpec, limits: WireLimits = DEFAULT_LIMITS,
+                       plan: TransitionPlan | None = None, header: dict[str, Any] | None = None) -> TransitionBatch:
+    """Validate frames against ``spec`` and rebuild the batch (CPU tensors); raise WireError otherwise.
+
+    ``plan`` (built from the same ``spec``) and ``header`` (:func:`~robot_rl.transport.codec.unpack_header`
+    of ``frames[0]``) save recomputing them per message; every array is checked either way.
+    """
+    if plan is None or plan.spec is not spec:
+        plan = TransitionPlan(spec)
+    msg: Message = decode(frames, limits, specs=plan.arrays, header=header)
     if msg.type != "transitions":
         raise WireError("unknown_type", f"expected transitions, got {msg.type}")
     arrays = msg.arrays
     n = arrays["action"].shape[0]
-    for name, (dtype, finite) in _row_specs().items():
-        arr = arrays.get(name)
-        if arr is None or arr.dtype.name != dtype or arr.shape != (n,):
-            raise WireError("spec_mismatch", f"{name}: expected {dtype}[{n}]")
-        if finite and not bool(np.isfinite(arr).all()):
-            raise WireError("nonfinite", f"{name}: contains NaN or inf")
-    known = set(transition_specs(spec)) | set(_row_specs())
+    expected = plan.arrays.expected
     extras: dict[str, torch.Tensor] = {}
     for name, arr in arrays.items():
-        if name in known:
+        # Every array is a [n, ...] batch: the spec'd ones have rank ≥ 1 already (checked in decode).
+        if name in expected:
+            if arr.shape[0] != n:
+                raise WireError("spec_mismatch", f"{name}: batch of {arr.shape[0]}, action has {n}")
             continue
         if not name.startswith("extras/") or arr.ndim < 1 or arr.shape[0] != n:
             raise WireError("spec_mismatch", f"unexpected array {name!r}{list(arr.shape)}")
         extras[name[len("extras/"):]] = torch.from_numpy(arr if arr.flags.writeable else arr.copy())
-    for key in spec.observation:
-        if arrays[f"obs/{key}"].shape[0] != n or arrays[f"next_obs/{key}"].shape[0] != n:
-            raise WireError("spec_mismatch", f"observation {key!r} has a different batch size than action")
     actor_id = msg.meta.get("actor_id", 0)
-    if not isinstance(actor_id, int):
+    if type(actor_id) is not int:
         raise WireError("bad_header", "meta.actor_id must be an integer")
 
     def t(name: str) -> torch.Tensor:
@@ -84,9 +97,9 @@ def decode_transitions(frames: list[Any], spec: EnvSpec, limits: WireLimits = DE
         return torch.from_numpy(arr if arr.flags.writeable else arr.copy())
 
     return TransitionBatch(
-        obs={k: t(f"obs/{k}") for k in spec.observation}, action=t("action"), reward=t("reward"),
+        obs={k: t(o) for k, o, _ in plan.obs_names}, action=t("action"), reward=t("reward"),
         terminated=t("terminated"), truncated=t("truncated"),
-        next_obs={k: t(f"next_obs/{k}") for k in spec.observation}, intervened=t("intervened"),
+        next_obs={k: t(x) for k, _, x in plan.obs_names}, intervened=t("intervened"),
         policy_version=t("policy_version"), env_index=t("env_index"), extras=extras, actor_id=actor_id,
         seq=msg.seq,
     )

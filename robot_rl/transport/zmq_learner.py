@@ -25,7 +25,7 @@ from robot_rl.transition import TransitionBatch
 from robot_rl.transport.base import TransportStats, VersionedWeights
 from robot_rl.transport.codec import WireError, decode, encode, unpack_header
 from robot_rl.transport.peer_monitor import PeerMonitor
-from robot_rl.transport.transition_codec import decode_transitions
+from robot_rl.transport.transition_codec import TransitionPlan, decode_transitions
 from robot_rl.transport.zmq_common import SeqWindow, Waker, ZmqSettings, load_cert, weights_arrays
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,7 @@ class ZmqLearnerEndpoint:
     def __init__(self, address: str, spec: EnvSpec, settings: ZmqSettings | None = None) -> None:
         self.spec = spec
         self.settings = settings or ZmqSettings()
+        self._plan = TransitionPlan(spec)  # per-array checks compiled once, not per chunk
         self.stats = TransportStats()
         self.session = uuid.uuid4().hex[:12]
         self._auth: Any = None
@@ -411,7 +412,7 @@ class ZmqLearnerEndpoint:
         if header.get("session") == info["session"] and isinstance(seq, int) and self._duplicate(peer, info, seq):
             return  # a resend of a chunk we hold: no need to check its arrays again
         try:
-            batch = decode_transitions(frames, self.spec, self.settings.limits)
+            batch = decode_transitions(frames, self.spec, self.settings.limits, self._plan, header or None)
         except WireError as e:
             self._reject(e.reason, str(e))
             return
