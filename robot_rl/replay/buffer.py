@@ -161,6 +161,16 @@ class ReplayBuffer:
         return self._t
 
     @property
+    def rows_pending(self) -> int:
+        """Rows added but not yet handed to the on-disk log's writer (0 without persistence)."""
+        return self._t - self._submitted[0] if self._log is not None else 0
+
+    @property
+    def segment_rows(self) -> int:
+        """Rows per on-disk segment (0 without persistence)."""
+        return self._segment_rows
+
+    @property
     def slots_written(self) -> int:
         """Observation slots ever written (≈ rows + episode starts)."""
         return self._o

@@ -75,13 +75,13 @@ def keep_chunk_whole(buf: ReplayBuffer, rows: int) -> None:
     crash). A chunk larger than a segment must straddle; that is logged once.
     """
     global _warned_large_chunk
-    pending = buf.transitions_written - buf._submitted[0]
-    if pending and pending + rows > buf._segment_rows:
+    pending = buf.rows_pending
+    if pending and pending + rows > buf.segment_rows:
         buf.flush(wait=False)
-    if rows > buf._segment_rows and not _warned_large_chunk:
+    if rows > buf.segment_rows and not _warned_large_chunk:
         _warned_large_chunk = True
         log.warning("chunks of %d rows exceed replay.segment_transitions=%d: a chunk straddling two segments "
-                    "may be stored twice if the learner is killed between them", rows, buf._segment_rows)
+                    "may be stored twice if the learner is killed between them", rows, buf.segment_rows)
 
 
 def mark_chunk(buf: ReplayBuffer, session: str, seq: int) -> None:

@@ -310,8 +310,8 @@ class ZmqActorEndpoint:
                 self.learner_version = max(self.learner_version, new_version)
         elif msg.type == "heartbeat":
             version = msg.meta.get("version")
-            if learner_session is not None and msg.session != learner_session:
-                # A restarted learner does not know us: say hello again.
+            if msg.meta.get("hello") is True or (learner_session is not None and msg.session != learner_session):
+                # A restarted learner (or one that dropped us after a long silence) does not know us: hello again.
                 self.connected.clear()
                 self.learner_version = -1
                 try:

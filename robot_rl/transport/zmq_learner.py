@@ -57,6 +57,9 @@ class ZmqLearnerEndpoint:
         self.settings = settings or ZmqSettings()
         self._plan = TransitionPlan(spec)  # per-array checks compiled once, not per chunk
         self.stats = TransportStats()
+        #: Messages from well-formed peers this learner instance does not know (asked to hello; not rejects).
+        self.unknown_peer_messages = 0
+        self._asked_hello: dict[bytes, float] = {}
         self.session = uuid.uuid4().hex[:12]
         self._auth: Any = None
         if self.settings.server_secret_key:
@@ -211,6 +214,7 @@ class ZmqLearnerEndpoint:
             "held_ahead": float(sum(len(s.ahead or ()) for s in list(self._sessions.values()))),
             "acks_pending": float(self.acks_pending()), "actors": float(len(lag)),
             "weight_lag_max": float(max(lag.values(), default=0)),
+            "unknown_peer_messages": float(self.unknown_peer_messages),
         }
         out.update({f"rejects/{k}": float(v) for k, v in sorted(self.stats.rejected.items())})
         out.update({f"weight_lag/actor{a}": float(v) for a, v in sorted(lag.items())})
@@ -372,6 +376,20 @@ class ZmqLearnerEndpoint:
                     continue
             self._send(peer, beat)
 
+    def _ask_hello(self, peer: bytes) -> None:
+        """Send an unknown peer a heartbeat that asks it to hello again (at most once per resend interval)."""
+        self.unknown_peer_messages += 1
+        now = time.monotonic()
+        if now - self._asked_hello.get(peer, -1e9) < self.settings.resend_after_s:
+            return
+        self._asked_hello[peer] = now
+        if len(self._asked_hello) > 1024:  # bounded: forget the oldest peers
+            for old in sorted(self._asked_hello, key=self._asked_hello.__getitem__)[:512]:
+                del self._asked_hello[old]
+        with self._lock:
+            version = self._weights.version if self._weights is not None else -1
+        self._send(peer, encode("heartbeat", self.session, 0, meta={"version": version, "hello": True}))
+
     def _handle(self, peer: bytes, frames: list[Any]) -> None:
         try:
             header = unpack_header(frames[0], self.settings.limits) if frames else {}
@@ -390,6 +408,11 @@ class ZmqLearnerEndpoint:
                 self._hello(peer, meta)
                 return
         if info is None:
+            if kind in ("heartbeat", "transitions") and isinstance(header.get("session"), str):
+                # A well-formed peer this learner does not know: it talked to a learner that restarted, or was
+                # dropped after a long silence. Ask it to say hello; its unacked chunks come again after that.
+                self._ask_hello(peer)
+                return
             self._reject("no_handshake", f"{kind if isinstance(kind, str) else 'unreadable'} message before hello")
             return
         info["last_seen"] = time.monotonic()
