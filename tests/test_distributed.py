@@ -54,4 +54,6 @@ def test_learner_and_two_actor_processes(tmp_path: Path, algo: str):
     assert summary["env_steps"] >= budget
     assert summary["gradient_updates"] > 0 and summary["policy_version"] > 1
     # Resends of chunks whose ack was still in flight are dropped by the dedup; nothing else is rejected.
-    assert set(summary["rejected_batches"]) <= {"duplicate"}, summary["rejected_batches"]
+    # Besides duplicates, only a connection that hung up during the ZeroMQ handshake (an actor reconnecting
+    # while a learner dies or starts) may be counted: a socket event, not a message.
+    assert set(summary["rejected_batches"]) <= {"duplicate", "handshake_aborted"}, summary["rejected_batches"]

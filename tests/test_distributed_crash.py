@@ -154,7 +154,9 @@ def test_learner_killed_twice_loses_and_duplicates_nothing(tmp_path: Path) -> No
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["gradient_updates"] > max(int(u) for _, u, _ in resumes) > 0
     assert summary["env_steps"] == sum(produced.values())
-    assert set(summary["rejected_batches"]) <= {"duplicate"}, summary["rejected_batches"]
+    # Besides duplicates, only a connection that hung up during the ZeroMQ handshake (an actor reconnecting
+    # while a learner dies or starts) may be counted: a socket event, not a message.
+    assert set(summary["rejected_batches"]) <= {"duplicate", "handshake_aborted"}, summary["rejected_batches"]
     assert list_checkpoints(run_dir)
 
 

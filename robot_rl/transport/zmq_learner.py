@@ -497,9 +497,16 @@ class ZmqLearnerEndpoint:
         state = self._sessions.get(info["session"])
         if state is None or floor <= state.next_seq:
             return
-        log.warning("actor %d gave up on chunks %d..%d (dropped and counted on the actor); moving on",
-                    info["actor_id"], state.next_seq, floor - 1)
-        self.stats.reject("actor_dropped")
+        # Chunks already in the stored window were acknowledged as duplicates (e.g. resends after a restart
+        # whose window arrived from disk after the hello): the actor let go of them because they are stored.
+        with self._lock:
+            window = self._window(info["session"])
+            span = range(state.next_seq, min(floor, state.next_seq + 65536))  # bounded work per heartbeat
+            missing = [q for q in span if q not in window] or ([floor - 1] if floor > span.stop else [])
+        if missing:
+            log.warning("actor %d gave up on %d chunks in %d..%d (dropped and counted on the actor); moving on",
+                        info["actor_id"], len(missing), missing[0], missing[-1])
+            self.stats.reject("actor_dropped")
         state.next_seq = floor
         if state.ahead:
             state.ahead = {q: v for q, v in state.ahead.items() if q >= floor}
