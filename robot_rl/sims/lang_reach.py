@@ -167,18 +167,7 @@ class LangReachTask(ReachTask):
             success |= succ & alive
             self.episode_length += alive.long()
             alive &= ~succ & (self.episode_length < self.max_episode_steps)
-        terminated = success
-        self.episode_return += reward
-        truncated = (self.episode_length >= self.max_episode_steps) & ~terminated
-        done = terminated | truncated
-        final_obs = self._observe()
-        ep_return = torch.where(done, self.episode_return, torch.zeros_like(self.episode_return))
-        ep_length = torch.where(done, self.episode_length, torch.zeros_like(self.episode_length))
-        self._reset_envs(done)
-        self.episode_return = torch.where(done, torch.zeros_like(self.episode_return), self.episode_return)
-        self.episode_length = torch.where(done, torch.zeros_like(self.episode_length), self.episode_length)
-        info = {"final_obs": final_obs, "success": success, "episode_return": ep_return, "episode_length": ep_length}
-        return StepResult(self._observe(), reward, terminated, truncated, info)
+        return self._finish_step(reward, success, success)  # success terminates
 
     def expert_chunk(self, horizon: int) -> torch.Tensor:
         """The scripted expert's next ``horizon`` actions ``[N, horizon, 2]`` (planned in end-effector space)."""

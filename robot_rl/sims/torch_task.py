@@ -123,8 +123,12 @@ class TorchTask(VecEnv):
         action = check_action(action.to(self.device), self.spec, self.num_envs)
         self._apply_action(action)
         reward, terminated, success = self._reward_and_status()
-        self.episode_return += reward
         self.episode_length += 1
+        return self._finish_step(reward, terminated, success)
+
+    def _finish_step(self, reward: torch.Tensor, terminated: torch.Tensor, success: torch.Tensor) -> StepResult:
+        """Episode bookkeeping and same-step auto-reset, once ``episode_length`` counts this step."""
+        self.episode_return += reward
         truncated = (self.episode_length >= self.max_episode_steps) & ~terminated
         done = terminated | truncated
         final_obs = self._observe()
@@ -133,14 +137,8 @@ class TorchTask(VecEnv):
         self._reset_envs(done)
         self.episode_return = torch.where(done, torch.zeros_like(self.episode_return), self.episode_return)
         self.episode_length = torch.where(done, torch.zeros_like(self.episode_length), self.episode_length)
-        obs = self._observe()
-        info = {
-            "final_obs": final_obs,
-            "success": success,
-            "episode_return": ep_return,
-            "episode_length": ep_length,
-        }
-        return StepResult(obs, reward, terminated, truncated, info)
+        info = {"final_obs": final_obs, "success": success, "episode_return": ep_return, "episode_length": ep_length}
+        return StepResult(self._observe(), reward, terminated, truncated, info)
 
     def render(self) -> torch.Tensor:
         """RGB frame of sub-env 0, uint8 ``[render_size, render_size, 3]``, on the env's device."""
