@@ -3,7 +3,6 @@
 import itertools
 import json
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from transport_helpers import free_tcp_addr, tagged_batch
 
 from robot_rl.specs import ArraySpec, EnvSpec
 from robot_rl.transition import TransitionBatch
@@ -52,20 +52,6 @@ STORE_LEARNER = textwrap.dedent("""
 """)
 
 
-def _addr() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
-
-
-def _batch(tag: int, n: int = 2) -> TransitionBatch:
-    b = torch.zeros(n, dtype=torch.bool)
-    return TransitionBatch(obs={"state": torch.full((n, 3), float(tag))}, action=torch.zeros(n, 2),
-                           reward=torch.full((n,), float(tag)), terminated=b, truncated=b,
-                           next_obs={"state": torch.full((n, 3), float(tag))}, intervened=b,
-                           policy_version=torch.zeros(n, dtype=torch.long), env_index=torch.arange(n))
-
-
 def _records(path: Path) -> list[list[int]]:
     try:
         return json.loads(path.read_text())["records"]
@@ -83,14 +69,14 @@ def _start_learner(script: Path, addr: str, store: Path) -> subprocess.Popen:
 def test_learner_kill9_and_restart_loses_nothing_and_stores_nothing_twice(tmp_path: Path):
     script, store = tmp_path / "learner.py", tmp_path / "store.json"
     script.write_text(STORE_LEARNER)
-    addr = _addr()
+    addr = free_tcp_addr()
     learner = _start_learner(script, addr, store)
     actors = [ZmqActorEndpoint(addr, i, SPEC, FAST) for i in (1, 2)]
     n, killed = 50, False
     try:
         for k in range(n):
             for i, a in enumerate(actors):
-                assert a.send(_batch(1000 * (i + 1) + k), timeout_s=5.0)
+                assert a.send(tagged_batch(1000 * (i + 1) + k), timeout_s=5.0)
             time.sleep(0.01)
             if not killed and len(_records(store)) >= 25:
                 learner.send_signal(signal.SIGKILL)  # mid-stream: chunks in flight, acks unsent
@@ -123,7 +109,7 @@ def test_actor_kill9_keeps_acked_transitions_and_marks_the_cut(tmp_path: Path):
     cfg = apply_overrides(TrainConfig(), dict(o.split("=", 1) for o in ["transport.type=zmq", *overrides]))
     env = cfg.task.make(torch.device("cpu"), 0, num_envs=1)
     algo = cfg.algo.build(env.spec, torch.device("cpu"), 0)
-    addr = _addr()
+    addr = free_tcp_addr()
     learner = ZmqLearnerEndpoint(addr, env.spec, FAST)
     learner.publish_weights(VersionedWeights(1, algo.actor_weights()))
 

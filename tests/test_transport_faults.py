@@ -1,11 +1,11 @@
 """Faults on the wire: a proxy that drops, duplicates, reorders and bit-flips; a stalled actor."""
 
-import socket
 import threading
 import time
 
 import pytest
 import torch
+from transport_helpers import free_tcp_addr, tagged_batch
 
 from robot_rl.specs import ArraySpec, EnvSpec
 from robot_rl.transition import TransitionBatch
@@ -17,18 +17,8 @@ SPEC = EnvSpec({"state": ArraySpec((3,))}, ArraySpec((2,), low=-1.0, high=1.0))
 FAST = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3)
 
 
-def _addr() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
-
-
-def _batch(tag: int, n: int = 4) -> TransitionBatch:
-    b = torch.zeros(n, dtype=torch.bool)
-    return TransitionBatch(obs={"state": torch.full((n, 3), float(tag))}, action=torch.full((n, 2), tag / 1000),
-                           reward=torch.full((n,), float(tag)), terminated=b, truncated=b,
-                           next_obs={"state": torch.full((n, 3), tag + 0.5)}, intervened=b,
-                           policy_version=torch.zeros(n, dtype=torch.long), env_index=torch.arange(n))
+def _batch(tag: int) -> TransitionBatch:
+    return tagged_batch(tag, 4, action=tag / 1000, next_offset=0.5)
 
 
 def _intact(b: TransitionBatch) -> int:
@@ -44,7 +34,7 @@ def _intact(b: TransitionBatch) -> int:
 
 @pytest.mark.timeout(90)
 def test_fault_proxy_nothing_corrupt_or_duplicated_is_stored_and_everything_arrives():
-    back = _addr()
+    back = free_tcp_addr()
     learner = ZmqLearnerEndpoint(back, SPEC, FAST)
     proxy = FaultProxy("tcp://127.0.0.1:0", back, drop=0.1, duplicate=0.1, reorder=0.1, flip=0.1, seed=7)
     actors = [ZmqActorEndpoint(proxy.front, i, SPEC, FAST) for i in (1, 2)]
@@ -84,7 +74,7 @@ def test_stalled_actor_pauses_when_stale_and_converges_to_the_newest_weights():
 
     env = FakeVecEnv(num_envs=2)
     algo = SACConfig(actor_hidden=(8,), critic_hidden=(8,)).build(env.spec, "cpu", 0)
-    back = _addr()
+    back = free_tcp_addr()
     learner = ZmqLearnerEndpoint(back, env.spec, FAST)
     proxy = FaultProxy("tcp://127.0.0.1:0", back)
     endpoint = ZmqActorEndpoint(proxy.front, 1, env.spec, FAST)

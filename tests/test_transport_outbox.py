@@ -2,7 +2,6 @@
 
 import itertools
 import logging
-import socket
 import statistics
 import threading
 import time
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from transport_helpers import drain, free_tcp_addr, tagged_batch, wait_until
 
 from robot_rl.specs import ArraySpec, EnvSpec
 from robot_rl.transition import TransitionBatch
@@ -18,52 +18,24 @@ from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqLearnerEndpoin
 SPEC = EnvSpec({"state": ArraySpec((3,))}, ArraySpec((2,), low=-1.0, high=1.0))
 
 
-def _addr() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
-
-
-def _batch(tag: int, n: int = 2) -> TransitionBatch:
-    b = torch.zeros(n, dtype=torch.bool)
-    return TransitionBatch(obs={"state": torch.full((n, 3), float(tag))}, action=torch.zeros(n, 2),
-                           reward=torch.full((n,), float(tag)), terminated=b, truncated=b,
-                           next_obs={"state": torch.full((n, 3), float(tag))}, intervened=b,
-                           policy_version=torch.zeros(n, dtype=torch.long), env_index=torch.arange(n))
-
-
-def _drain(learner: ZmqLearnerEndpoint, n: int, timeout: float = 20.0) -> list[int]:
-    got, deadline = [], time.monotonic() + timeout
-    while len(got) < n and time.monotonic() < deadline:
-        b = learner.recv(0.05)
-        if b is not None:
-            got.append(int(b.reward[0]))
-    return got
-
-
-def _wait(cond, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False
+def _tags(batches: list[TransitionBatch]) -> list[int]:
+    return [int(b.reward[0]) for b in batches]
 
 
 @pytest.mark.timeout(60)
 def test_block_policy_paces_the_sender_and_loses_nothing():
-    addr = _addr()
+    addr = free_tcp_addr()
     actor = ZmqActorEndpoint(addr, 1, SPEC, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3, outbox_size=4))
     try:
-        accepted = [k for k in range(12) if actor.send(_batch(k), timeout_s=0.1)]
+        accepted = [k for k in range(12) if actor.send(tagged_batch(k), timeout_s=0.1)]
         # No learner: 4 chunks in the outbox plus 4 queued behind it, then send() waits and says so.
         assert accepted == list(range(8)) and actor.stats.send_timeouts == 4
         learner = ZmqLearnerEndpoint(addr, SPEC, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3))
         try:
-            assert _drain(learner, 8) == list(range(8))
-            assert _wait(lambda: actor.unacked() == 0)
-            assert actor.send(_batch(8), timeout_s=0.1)  # room again
-            assert _drain(learner, 1) == [8]
+            assert _tags(drain(learner, 8)) == list(range(8))
+            assert wait_until(lambda: actor.unacked() == 0)
+            assert actor.send(tagged_batch(8), timeout_s=0.1)  # room again
+            assert _tags(drain(learner, 1)) == [8]
         finally:
             learner.close()
     finally:
@@ -72,16 +44,16 @@ def test_block_policy_paces_the_sender_and_loses_nothing():
 
 @pytest.mark.timeout(60)
 def test_spill_policy_never_waits_resends_from_disk_and_counts_every_drop(tmp_path: Path, caplog):
-    addr = _addr()
+    addr = free_tcp_addr()
     spill = tmp_path / "spill"
     settings = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3, outbox_size=4, outbox_policy="spill",
                            spill_dir=str(spill), spill_max_bytes=5 * 1024)
     actor = ZmqActorEndpoint(addr, 1, SPEC, settings)
     try:
         t0 = time.monotonic()
-        assert all(actor.send(_batch(k), timeout_s=0.5) for k in range(30))
+        assert all(actor.send(tagged_batch(k), timeout_s=0.5) for k in range(30))
         assert time.monotonic() - t0 < 2.0 and actor.stats.send_timeouts == 0
-        assert _wait(lambda: actor._outgoing.qsize() == 0)
+        assert wait_until(lambda: actor._outgoing.qsize() == 0)
         files = sorted(spill.glob("*.chunk"))
         # 4 in memory; the rest on disk up to the 5 KiB budget (10 chunks); the overflow dropped, counted, logged.
         assert actor.spill is not None and len(files) == actor.spill.spilled == len(actor.spill)
@@ -96,14 +68,15 @@ def test_spill_policy_never_waits_resends_from_disk_and_counts_every_drop(tmp_pa
         learner = ZmqLearnerEndpoint(addr, SPEC, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3))
         try:
             expected = 4 + len(files) - 1
-            got = _drain(learner, expected)
+            got = _tags(drain(learner, expected))
             assert len(got) == expected and got == sorted(got) and len(set(got)) == expected
-            assert _wait(lambda: actor.unacked() == 0)
+            assert wait_until(lambda: actor.unacked() == 0)
             assert actor.spill.corrupt == 1 and actor.dropped() == dropped_full + 1
             assert not list(spill.glob("*.chunk"))  # resent from disk, then removed
             assert any("unreadable" in r.getMessage() for r in caplog.records)
             assert any("full" in r.getMessage() for r in caplog.records)
-            assert actor.send(_batch(99), timeout_s=0.5) and _drain(learner, 1) == [99]  # the gaps were skipped
+            assert actor.send(tagged_batch(99), timeout_s=0.5)
+            assert _tags(drain(learner, 1)) == [99]  # the gaps were skipped
         finally:
             learner.close()
     finally:
@@ -118,7 +91,7 @@ def test_50hz_actor_keeps_its_period_and_bounded_memory_next_to_a_slow_learner(t
 
     env = FakeVecEnv(num_envs=4)
     algo = SACConfig(actor_hidden=(32, 32), critic_hidden=(32, 32)).build(env.spec, "cpu", 0)
-    addr = _addr()
+    addr = free_tcp_addr()
     learner = ZmqLearnerEndpoint(addr, env.spec, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.5, inbox_size=2))
     endpoint = ZmqActorEndpoint(addr, 1, env.spec, ZmqSettings(
         heartbeat_s=0.1, resend_after_s=0.5, outbox_size=16, outbox_policy="spill", spill_dir=str(tmp_path)))
@@ -162,11 +135,11 @@ def test_50hz_actor_keeps_its_period_and_bounded_memory_next_to_a_slow_learner(t
 
 @pytest.mark.timeout(60)
 def test_a_buffer_reused_by_the_env_after_send_does_not_change_the_chunk():
-    addr = _addr()
+    addr = free_tcp_addr()
     learner = ZmqLearnerEndpoint(addr, SPEC, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3))
     actor = ZmqActorEndpoint(addr, 1, SPEC, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3))
     try:
-        batch = _batch(7)
+        batch = tagged_batch(7)
         assert actor.send(batch, timeout_s=1.0)
         batch.obs["state"].fill_(-1.0)  # a driver writing the next frame into the same buffer
         batch.reward.fill_(-1.0)

@@ -6,9 +6,9 @@ import time
 
 import pytest
 import torch
+from transport_helpers import drain, tagged_batch, wait_until
 
 from robot_rl.specs import ArraySpec, EnvSpec
-from robot_rl.transition import TransitionBatch
 from robot_rl.transport.base import VersionedWeights
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqLearnerEndpoint, ZmqSettings
 
@@ -22,32 +22,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _batch(tag: float, n: int = 4) -> TransitionBatch:
-    b = torch.zeros(n, dtype=torch.bool)
-    return TransitionBatch(obs={"state": torch.full((n, 3), tag)}, action=torch.zeros(n, 2),
-                           reward=torch.full((n,), tag), terminated=b, truncated=b,
-                           next_obs={"state": torch.full((n, 3), tag)}, intervened=b,
-                           policy_version=torch.zeros(n, dtype=torch.long), env_index=torch.arange(n))
-
-
-def _drain(learner, until: int, timeout: float = 20.0) -> list[TransitionBatch]:
-    got, deadline = [], time.monotonic() + timeout
-    while len(got) < until and time.monotonic() < deadline:
-        b = learner.recv(0.05)
-        if b is not None:
-            got.append(b)
-    return got
-
-
-def _wait(cond, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False
-
-
 @pytest.mark.timeout(60)
 def test_two_actors_deliver_everything_once_and_get_newest_weights():
     addr = f"tcp://127.0.0.1:{_free_port()}"
@@ -57,19 +31,19 @@ def test_two_actors_deliver_everything_once_and_get_newest_weights():
         assert all(a.connected.wait(10) for a in actors)
         for k in range(25):
             for a in actors:
-                assert a.send(_batch(float(k)), timeout_s=1.0)
-        got = _drain(learner, 50)
+                assert a.send(tagged_batch(float(k), 4), timeout_s=1.0)
+        got = drain(learner, 50)
         assert len(got) == 50
         keys = {(b.actor_id, b.seq) for b in got}
         assert len(keys) == 50 and {a for a, _ in keys} == {1, 2}
-        assert _wait(lambda: all(a.unacked() == 0 for a in actors))
+        assert wait_until(lambda: all(a.unacked() == 0 for a in actors))
         for v in range(1, 4):
             learner.publish_weights(VersionedWeights(v, {"w": torch.full((5,), float(v))}))
             time.sleep(0.05)
         for a in actors:
             w = a.wait_weights(2, timeout_s=10)
             assert w is not None and w.version == 3 and torch.equal(w.weights["w"], torch.full((5,), 3.0))
-        assert _wait(lambda: learner.peers() == {1: 3, 2: 3})
+        assert wait_until(lambda: learner.peers() == {1: 3, 2: 3})
         assert learner.stats.rejected.get("duplicate", 0) == 0
         from robot_rl.loop.progress import transport_summary
 
@@ -78,7 +52,7 @@ def test_two_actors_deliver_everything_once_and_get_newest_weights():
         assert m["weight_lag/actor1"] == 0.0 and m["weight_lag_max"] == 0.0 and m["inbox"] == 0.0
         learner.publish_weights(VersionedWeights(9, {"w": torch.zeros(5)}))
         assert set(learner.weight_lag().values()) <= {0, 6}  # 6 until their heartbeats report v9
-        assert _wait(lambda: learner.weight_lag() == {1: 0, 2: 0})
+        assert wait_until(lambda: learner.weight_lag() == {1: 0, 2: 0})
         line = transport_summary(m)
         assert "tr/s" in line and "MB/s" in line and "acks pending 0" in line and "lag 1:0,2:0" in line
     finally:
@@ -94,7 +68,7 @@ def test_spec_mismatch_is_refused_at_handshake():
     other = EnvSpec({"state": ArraySpec((4,))}, ArraySpec((2,), low=-1.0, high=1.0))
     actor = ZmqActorEndpoint(addr, 7, other, FAST)
     try:
-        assert _wait(lambda: actor.handshake_error is not None)
+        assert wait_until(lambda: actor.handshake_error is not None)
         assert "observation['state']" in actor.handshake_error
         assert not actor.connected.is_set()
         assert learner.stats.rejected.get("handshake", 0) >= 1
@@ -112,19 +86,19 @@ def test_learner_restart_loses_nothing():
     try:
         assert actor.connected.wait(10)
         for k in range(10):
-            actor.send(_batch(float(k)), 1.0)
-        first = _drain(learner, 10)
-        assert _wait(lambda: actor.unacked() == 0)
+            actor.send(tagged_batch(float(k), 4), 1.0)
+        first = drain(learner, 10)
+        assert wait_until(lambda: actor.unacked() == 0)
         learner.close()
         # The learner is gone: the actor keeps producing into its outbox, nothing blocks.
         for k in range(10, 30):
-            assert actor.send(_batch(float(k)), 1.0)
+            assert actor.send(tagged_batch(float(k), 4), 1.0)
         time.sleep(0.5)
         learner = ZmqLearnerEndpoint(addr, SPEC, FAST)
-        second = _drain(learner, 20, timeout=30)
+        second = drain(learner, 20, timeout=30)
         rewards = sorted(int(b.reward[0]) for b in first + second)
         assert rewards == list(range(30))  # none lost, none twice
-        assert _wait(lambda: actor.unacked() == 0)
+        assert wait_until(lambda: actor.unacked() == 0)
     finally:
         actor.close()
         learner.close()
@@ -154,16 +128,16 @@ def test_garbage_and_pickle_on_the_socket_are_rejected_and_learner_keeps_running
         rng = random.Random(1)
         payload = pickle.dumps(Canary())
         raw.send_multipart([payload])
-        raw.send_multipart(encode_transitions(_batch(1.0), "s"))  # before any hello
+        raw.send_multipart(encode_transitions(tagged_batch(1.0, 4), "s"))  # before any hello
         raw.send_multipart(encode("hello", "s", 0, meta={"actor_id": 9, "session": "raw", "spec": SPEC.to_dict()}))
         time.sleep(0.2)
         for _ in range(300):
             frames = [os.urandom(rng.randrange(1, 100)) for _ in range(rng.randrange(1, 4))]
             raw.send_multipart(frames)
         raw.send_multipart([payload, payload])
-        good = encode_transitions(_batch(5.0), "raw")
+        good = encode_transitions(tagged_batch(5.0, 4), "raw")
         raw.send_multipart(good)
-        got = _drain(learner, 1)
+        got = drain(learner, 1)
         assert len(got) == 1 and float(got[0].reward[0]) == 5.0
         assert sum(learner.stats.rejected.values()) >= 300
         assert not (tmp_path / "canary").exists()
@@ -197,14 +171,14 @@ def test_curve_accepts_allow_listed_keys_only(tmp_path, caplog):
     plaintext = ZmqActorEndpoint(addr, 3, SPEC, FAST)
     try:
         assert alice.connected.wait(10)
-        alice.send(_batch(4.0), 1.0)
-        got = _drain(learner, 1)
+        alice.send(tagged_batch(4.0, 4), 1.0)
+        got = drain(learner, 1)
         assert len(got) == 1 and got[0].actor_id == 1
         # Both are refused inside ZeroMQ; the socket monitor counts each refusal and logs its address.
         # Peers retry every 100 ms. On localhost a plaintext peer's greeting can fail before the
         # monitor reads the descriptor's address (logged as "?"), or the peer hangs up first
         # (handshake_aborted); wait until both peers were refused with their address read.
-        assert _wait(lambda: {r for r, addr in learner.monitor.refused if addr != "?"}
+        assert wait_until(lambda: {r for r, addr in learner.monitor.refused if addr != "?"}
                      & {"refused_protocol", "handshake_aborted"}
                      and any(r == "refused_key" and addr != "?" for r, addr in learner.monitor.refused),
                      timeout=10), learner.monitor.refused
@@ -232,8 +206,8 @@ def test_state_dict_round_trip_drops_resends_of_stored_chunks_and_rejects_bad_st
     try:
         assert actor.connected.wait(10)
         for k in range(5):
-            actor.send(_batch(float(k)), 1.0)
-        assert len(_drain(learner, 5)) == 5
+            actor.send(tagged_batch(float(k), 4), 1.0)
+        assert len(drain(learner, 5)) == 5
         state = learner.state_dict()
         assert state == {"sessions": {actor.session: {"floor": 5, "above": []}}}
         fresh = ZmqLearnerEndpoint(f"tcp://127.0.0.1:{_free_port()}", SPEC, FAST)
