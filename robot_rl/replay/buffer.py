@@ -295,6 +295,33 @@ class ReplayBuffer:
         """``batch_size`` transitions drawn uniformly with replacement."""
         return self.gather(self.sample_indices(batch_size, generator))
 
+    def live_positions(self, start: int = 0, stop: int | None = None) -> torch.Tensor:
+        """Ring positions of the live rows ``start..stop`` counted from the oldest (``[0, len)``)."""
+        stop = len(self) if stop is None else min(stop, len(self))
+        return (torch.arange(start, stop, device=self.device) + self._t_lo) % self.capacity
+
+    def raw_rows(self, pos: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor],
+                                                   torch.Tensor, torch.Tensor]:
+        """One-step ``(obs, next_obs, reward, intervened)`` of the rows at ring positions ``pos``.
+
+        As stored: no n-step return, frame stack or action chunk is applied (what a reward model relabels).
+        """
+        ints = self._ints.index_select(0, pos)
+        ocap = self.obs_capacity
+        obs_slot = ints[:, _INT_FIELDS.index("obs_slot")] % ocap
+        next_slot = ints[:, _INT_FIELDS.index("next_slot")] % ocap
+        obs = {k: v.index_select(0, obs_slot) for k, v in self._obs.items()}
+        nxt = {k: v.index_select(0, next_slot) for k, v in self._obs.items()}
+        return obs, nxt, self._rows["reward"].index_select(0, pos), self._rows["intervened"].index_select(0, pos)
+
+    def rewrite_rewards(self, pos: torch.Tensor, reward: torch.Tensor) -> None:
+        """Overwrite the stored rewards at ring positions ``pos``.
+
+        In memory only: segments already on disk keep the reward they were written with, so relabel
+        again after a resume.
+        """
+        self._rows["reward"].index_copy_(0, pos, reward.to(self._rows["reward"].dtype))
+
     def _frames(self, slots: torch.Tensor) -> dict[str, torch.Tensor]:
         ocap = self.obs_capacity
         # index_select rather than v[pos]: a few times faster for large uint8 images on CPU.

@@ -103,22 +103,16 @@ def relabel_replay(buffer: object, old_term: RewardTerm, new_term: RewardTerm, c
     Reads each row's stored observation and next observation, and rewrites only the reward rows whose
     term changed (see :func:`relabel_batch`); ``keep_intervened`` leaves human-driven rows alone.
     """
-    from robot_rl.replay.buffer import _INT_FIELDS, ReplayBuffer
+    from robot_rl.replay.buffer import ReplayBuffer
 
     if not isinstance(buffer, ReplayBuffer):
         raise TypeError(f"relabel_replay needs a ReplayBuffer, got {type(buffer).__name__}")
-    # Rows are read raw (one step, one frame), whatever n_step / frame_stack the sampler applies.
-    slot_col, next_col = _INT_FIELDS.index("obs_slot"), _INT_FIELDS.index("next_slot")
-    ocap, total = buffer.obs_capacity, 0
-    rows = buffer._rows
+    total = 0
     for lo in range(0, len(buffer), chunk):
-        pos = (torch.arange(lo, min(lo + chunk, len(buffer)), device=buffer.device) + buffer._t_lo) % buffer.capacity
-        ints = buffer._ints.index_select(0, pos)
-        obs = {k: v.index_select(0, ints[:, slot_col] % ocap) for k, v in buffer._obs.items()}
-        nxt = {k: v.index_select(0, ints[:, next_col] % ocap) for k, v in buffer._obs.items()}
-        keep = rows["intervened"].index_select(0, pos) if keep_intervened else None
-        new, changed = relabel_batch(rows["reward"].index_select(0, pos), obs, nxt, old_term, new_term, keep)
-        rows["reward"].index_copy_(0, pos, new)
+        pos = buffer.live_positions(lo, lo + chunk)
+        obs, nxt, reward, intervened = buffer.raw_rows(pos)
+        new, changed = relabel_batch(reward, obs, nxt, old_term, new_term, intervened if keep_intervened else None)
+        buffer.rewrite_rewards(pos, new)
         total += int(changed.sum())
     return total
 
