@@ -22,13 +22,16 @@ switched to chunks of the policy's horizon.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 
 from robot_rl.config import TASKS, TaskConfig, from_dict
 from robot_rl.envs import StepResult, VecEnv
+from robot_rl.policies.flow.lerobot_base import lerobot_policy_type
 from robot_rl.policies.flow.model import FlowVLAPolicy
 from robot_rl.specs import ArraySpec, EnvSpec
 
@@ -41,9 +44,15 @@ class DSRLConfig(TaskConfig):
     presets: ClassVar[dict[str, dict[str, Any]]] = {"sac": {"task.num_envs": 16}}
 
     init_from: str | None = None
-    """Run directory of the flow SFT checkpoint (`robot-rl flow-sft --out DIR`); required."""
+    """The frozen flow policy: a run directory of `robot-rl flow-sft --out DIR`, or a LeRobot pi0 / pi0.5 /
+    SmolVLA checkpoint directory (lerobot's `save_pretrained`; then set `base_task`). Required."""
     noise_bound: float = 2.0
     """Noise actions lie in [−noise_bound, noise_bound] (the flow was trained on N(0, I) noise)."""
+    base_task: str | None = None
+    """With a LeRobot checkpoint: the task id it acts in (its `chunk_horizon` is set to the checkpoint's
+    chunk size); our own SFT checkpoints record their task instead."""
+    instruction: str | None = None
+    """With a LeRobot checkpoint and an env without an instruction table: the language instruction."""
 
     def make(self, device: torch.device | str, seed: int, num_envs: int | None = None) -> LatentNoiseEnv:
         """Load the frozen flow policy and build its task with chunk actions, wrapped."""
@@ -51,6 +60,8 @@ class DSRLConfig(TaskConfig):
 
         if not self.init_from:
             raise ValueError("the dsrl task needs task.init_from=<flow SFT run directory>")
+        if lerobot_policy_type(self.init_from) is not None:
+            return self._make_lerobot(device, seed, num_envs or self.num_envs)
         policy, _ = load_flow_policy(self.init_from, device)
         meta = load_checkpoint_meta(self.init_from)
         if "task" not in meta:
@@ -62,6 +73,24 @@ class DSRLConfig(TaskConfig):
             base.chunk_horizon = policy.cfg.horizon  # type: ignore[attr-defined]
         env = base.make(device, seed, num_envs or self.num_envs)
         return LatentNoiseEnv(env, policy, self.noise_bound)
+
+
+    def _make_lerobot(self, device: torch.device | str, seed: int, num_envs: int) -> LatentNoiseEnv:
+        from robot_rl.config import resolve_task_id
+        from robot_rl.policies.flow.lerobot_base import load_lerobot_flow_policy
+
+        assert self.init_from is not None
+        if not self.base_task:
+            raise ValueError(f"{self.init_from} is a LeRobot checkpoint: set task.base_task=<task id> "
+                             "(the env it acts in)")
+        cls, implied = resolve_task_id(self.base_task)
+        base = from_dict(cls, {**implied, "num_envs": num_envs}, where=f"task.base_task={self.base_task}")
+        chunk = json.loads((Path(self.init_from) / "config.json").read_text()).get("chunk_size")
+        if hasattr(base, "chunk_horizon") and isinstance(chunk, int):
+            base.chunk_horizon = chunk
+        env = base.make(device, seed, num_envs)
+        policy = load_lerobot_flow_policy(self.init_from, env, self.instruction, device)
+        return LatentNoiseEnv(env, policy, self.noise_bound)  # type: ignore[arg-type]
 
 
 class LatentNoiseEnv(VecEnv):
