@@ -1,11 +1,12 @@
-"""Flow-matching VLA on the language task: scripted demos → SFT → Flow-Noise PPO fine-tuning.
+"""Flow-matching VLA on the language task: scripted demos → SFT → RL fine-tuning (Flow-Noise PPO or Hi-ORS).
 
-    .venv/bin/python examples/flow_sft.py [--demos 200] [--sft-steps 2000] [--rl-iters 10]
+    .venv/bin/python examples/flow_sft.py [--demos 200] [--sft-steps 2000] [--rl-iters 10] [--algo hiors]
 
 1. records scripted-demonstrator episodes of ``lang_reach`` ("reach the red target") into an episode store;
 2. trains a FlowVLAPolicy (camera CNN + language encoder + proprioception → action chunks) on them by
    flow matching, evaluating in simulation and writing checkpoints;
-3. fine-tunes it with ``flow_ppo`` in the ordinary training loop, with the KL guard to the SFT policy.
+3. fine-tunes it in the ordinary training loop: ``flow_ppo`` (with the KL guard to the SFT policy) or
+   ``hiors`` (rejection sampling + reward-weighted flow matching, mixing the demos back in).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def main() -> None:
     p.add_argument("--demos", type=int, default=200)
     p.add_argument("--sft-steps", type=int, default=2000)
     p.add_argument("--rl-iters", type=int, default=10)
+    p.add_argument("--algo", choices=["flow_ppo", "hiors"], default="flow_ppo")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="flow_sft-"))
@@ -49,13 +51,14 @@ def main() -> None:
         print(f"SFT step {step}: success {stats['success_rate']:.0%}")
 
     rollout, envs = 4, 32
-    cfg = resolve_train_config("lang_reach", "flow_ppo", overrides=[
+    extra = [f"algo.demos={out / 'demos'}"] if args.algo == "hiors" else []
+    cfg = resolve_train_config("lang_reach", args.algo, overrides=[*extra,
         "task.image_size=48", f"task.num_envs={envs}", "task.chunk_horizon=8", f"algo.init_from={out / 'sft'}",
         f"algo.rollout_length={rollout}", f"loop.total_env_steps={args.rl_iters * rollout * envs}",
         f"loop.eval_every_env_steps={rollout * envs * 5}", "loop.eval_episodes=50", "loop.eval_num_envs=25",
-        f"run.root={out}", "run.name=flow_ppo"])
+        f"run.root={out}", f"run.name={args.algo}"])
     result = train(cfg)
-    print(f"flow_ppo: {result.updates} updates, last evaluation {result.last_eval}; run in {result.run_dir}")
+    print(f"{args.algo}: {result.updates} updates, last evaluation {result.last_eval}; run in {result.run_dir}")
 
 
 if __name__ == "__main__":

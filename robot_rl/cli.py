@@ -19,6 +19,8 @@ import tyro
 
 from robot_rl.config import ConfigError, TrainConfig, describe, resolve_train_config, to_dict
 from robot_rl.data.cli import DataArgs, run_data
+from robot_rl.human_loop.cli import DeployArgs, run_deploy
+from robot_rl.human_loop.record_cli import RecordArgs, run_record
 from robot_rl.policies.flow.cli import FlowSFTArgs, run_flow_sft
 from robot_rl.registry import UnknownNameError
 from robot_rl.replay.durable import DiskFullError
@@ -38,7 +40,8 @@ class TrainArgs:
     """
 
     overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
-    """Dotted config overrides `section.key=value` (sections: task, algo, loop, replay, transport, run)."""
+    """Dotted config overrides `section.key=value` (sections: task, algo, loop, replay, transport, run,
+    cotrain); `--section.key VALUE` flags work too, e.g. `--cotrain.real-dataset PATH --cotrain.weight 0.1`."""
     task: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
     """Task id: a name (reach, push, pendulum, reach_pixels, mujoco/reach, ...) or `<backend>/<id>`
     (gymnasium/Pendulum-v1, maniskill/PickCube-v1, isaacgym/cartpole); `robot-rl tasks` lists them."""
@@ -358,12 +361,48 @@ Verb = (
     | Annotated[DataArgs, tyro.conf.subcommand("data")]
     | Annotated[RewardArgs, tyro.conf.subcommand("reward")]
     | Annotated[FlowSFTArgs, tyro.conf.subcommand("flow-sft")]
+    | Annotated[DeployArgs, tyro.conf.subcommand("deploy")]
+    | Annotated[RecordArgs, tyro.conf.subcommand("record")]
 )
+
+
+#: Verbs that take config overrides, and the sections a `--section.key VALUE` flag may name.
+_OVERRIDE_VERBS = ("train", "learner", "actor", "config")
+_CONFIG_SECTIONS = ("task", "algo", "loop", "transport", "run", "replay", "cotrain")
+
+
+def dotted_flags(argv: list[str]) -> list[str]:
+    """Rewrite config flags as overrides: ``--cotrain.real-dataset PATH`` → ``cotrain.real_dataset=PATH``.
+
+    ``--section.key=VALUE`` works too; dashes in the key become underscores.
+    """
+    if not argv or argv[0] not in _OVERRIDE_VERBS:
+        return list(argv)
+    out, overrides, i = [argv[0]], [], 1
+    while i < len(argv):
+        arg = argv[i]
+        head = arg[2:].split("=", 1)[0] if arg.startswith("--") else ""
+        section, _, key = head.partition(".")
+        if section in _CONFIG_SECTIONS and key:
+            if "=" in arg:
+                value = arg.split("=", 1)[1]
+            elif i + 1 < len(argv):
+                i += 1
+                value = argv[i]
+            else:
+                out.append(arg)  # no value: let the parser report it
+                break
+            overrides.append(f"{section}.{key.replace('-', '_')}={value}")
+        else:
+            out.append(arg)
+        i += 1
+    return out + overrides  # positional overrides go last, after every option
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `robot-rl` console script."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    argv = dotted_flags(sys.argv[1:] if argv is None else list(argv))
     args = tyro.cli(Verb, args=argv, prog="robot-rl",  # type: ignore[call-overload]
                     description="Reinforcement learning for robots: train, evaluate, inspect configs.")
     try:
@@ -389,6 +428,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_reward(args)
         if isinstance(args, FlowSFTArgs):
             return run_flow_sft(args)
+        if isinstance(args, DeployArgs):
+            return run_deploy(args)
+        if isinstance(args, RecordArgs):
+            return run_record(args)
         return run_config(args)
     except DiskFullError as e:
         print(f"robot-rl: disk full: {e}", file=sys.stderr)

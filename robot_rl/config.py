@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, Union
 
 import yaml
 
+from robot_rl.cotrain.config import CotrainConfig
 from robot_rl.registry import Registry, UnknownNameError
+from robot_rl.rewards.hil_config import HILConfig
 
 if TYPE_CHECKING:
     import torch
@@ -258,6 +260,14 @@ class LoopConfig:
     """Demonstrations loaded into the learner's demo buffer at the start (an episode store from `robot-rl
     data import|record`, or a LeRobotDataset v3 directory); needs a demo buffer, e.g. SAC with
     ``algo.demo_ratio=0.5``. On resume they are loaded only if the demo buffer came back empty."""
+    demos_correction_weight: int = 1
+    """Times each demo row labelled *correction* by rewind-and-correct recording (`robot-rl record`,
+    docs/recording.md) is loaded; > 1 weights recovery behaviour up."""
+    demos_rewind_weight: int = 1
+    """Times each demo row labelled *rewind* is loaded (0 leaves the rewinds out)."""
+    hil: HILConfig | None = None
+    """Graded human-in-the-loop schedule (offline demos → return-and-explore → human-guided; docs/rewards.md);
+    null = ordinary training."""
 
 
 @dataclass
@@ -316,6 +326,8 @@ class TrainConfig:
     transport: TransportConfig = field(default_factory=InprocTransportConfig)
     run: RunConfig = field(default_factory=RunConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
+    cotrain: CotrainConfig = field(default_factory=CotrainConfig)
+    """Sim–real co-training (RL-Co; docs/cotraining.md): on when ``cotrain.real_dataset`` is set."""
 
 
 # --------------------------------------------------------------------------------------------

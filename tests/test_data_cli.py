@@ -207,3 +207,29 @@ def test_demos_path_fills_the_demo_buffer(tmp_path):
                                                           "algo.demo_ratio=0.5", "task.image=true"])
     with pytest.raises(SpecMismatchError, match=r"image\.front"):
         InProcessRunner(cfg)
+
+
+def test_rac_labelled_demos_are_weighted_by_the_loop_config(tmp_path):
+    import dataclasses
+
+    from robot_rl.data.episode import SEGMENT_CORRECTION, SEGMENT_REWIND
+    from robot_rl.loop.runner import InProcessRunner
+
+    src, _ = _record(tmp_path / "plain", episodes=2, image=False)
+    labelled = EpisodeStore.create(tmp_path / "demos", src.spec, fps=10, task="fake")
+    segments = []
+    for ep in src:
+        seg = np.zeros(len(ep.action), dtype=np.int8)
+        seg[1:3], seg[3:5] = SEGMENT_REWIND, SEGMENT_CORRECTION
+        segments.append(seg)
+        labelled.append(dataclasses.replace(ep, segment=seg))
+    base = ["run.progress=false", "loop.success_threshold=null", "algo.demo_ratio=0.5", "algo.actor_hidden=[16,16]",
+            "algo.critic_hidden=[16,16]", f"loop.demos_path={tmp_path / 'demos'}", f"run.root={tmp_path}"]
+    rows = {}
+    for name, extra in (("plain", []), ("weighted", ["loop.demos_correction_weight=3", "loop.demos_rewind_weight=0"])):
+        runner = InProcessRunner(resolve_train_config("fake", "sac", overrides=[*base, f"run.name={name}", *extra]))
+        rows[name] = len(runner.learner.storage.buffers["demos"])
+        logging.getLogger("robot_rl").removeHandler(runner._log_handler)
+    seg = np.concatenate(segments)
+    assert rows["plain"] == len(seg)
+    assert rows["weighted"] == int((seg == 0).sum() + 3 * (seg == SEGMENT_CORRECTION).sum())

@@ -179,3 +179,11 @@ def test_dsrl_noise_to_action_is_deterministic_and_sac_acts_in_noise_space(sft_r
     assert r.obs["state"].shape == obs["state"].shape and r.info["final_obs"]["state"].shape == obs["state"].shape
     with pytest.raises(ValueError, match=r"task\.init_from"):
         DSRLConfig().make("cpu", 0)
+
+
+def test_dsrl_sac_preset_keeps_the_noise_near_the_flows_training_distribution() -> None:
+    # SAC's defaults collapsed DSRL in the benchmark (benchmarks/RESULTS_flow.md); the preset carries the fix.
+    cfg = resolve_train_config("dsrl", "sac", overrides=["task.init_from=runs/x"])
+    assert cfg.task.noise_bound == 1.5  # type: ignore[attr-defined]
+    assert cfg.algo.init_temperature == 0.01 and cfg.algo.target_entropy == -32.0  # type: ignore[attr-defined]
+    assert resolve_train_config("dsrl", "sac", overrides=["algo.init_temperature=0.5"]).algo.init_temperature == 0.5  # type: ignore[attr-defined]

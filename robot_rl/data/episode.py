@@ -8,7 +8,9 @@ applied, and what the env answered. Shapes exclude nothing but the time axis:
   step ``T-1``), or absent when the source does not have it (LeRobot datasets store ``T`` frames);
 - ``action``: ``[T, *action_shape]`` float32, the action actually applied (the human's when
   ``intervened``);
-- ``reward`` ``[T]`` float32; ``terminated``, ``truncated``, ``intervened``, ``success`` ``[T]`` bool.
+- ``reward`` ``[T]`` float32; ``terminated``, ``truncated``, ``intervened``, ``success`` ``[T]`` bool;
+- ``segment`` ``[T]`` int8 or absent: the rewind-and-correct label of each step
+  (:data:`SEGMENT_NONE`, :data:`SEGMENT_REWIND`, :data:`SEGMENT_CORRECTION`), set by `robot-rl record`.
 
 An episode ends where ``terminated | truncated`` is set at its last step; one cut off by the end of
 a recording may end with neither.
@@ -28,6 +30,9 @@ from robot_rl.transition import TransitionBatch
 STEP_FIELDS = ("action", "reward", "terminated", "truncated", "intervened", "success")
 _BOOL_FIELDS = ("terminated", "truncated", "intervened", "success")
 
+SEGMENT_NONE, SEGMENT_REWIND, SEGMENT_CORRECTION = 0, 1, 2
+SEGMENT_NAMES: dict[int, str] = {SEGMENT_NONE: "none", SEGMENT_REWIND: "rewind", SEGMENT_CORRECTION: "correction"}
+
 
 @dataclass
 class Episode:
@@ -43,6 +48,8 @@ class Episode:
     final_obs: dict[str, np.ndarray] | None = None
     task: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    segment: np.ndarray | None = None
+    """Rewind-and-correct label per step ``[T]`` int8 (0 none, 1 rewind, 2 correction), or None."""
 
     def __len__(self) -> int:
         return int(self.reward.shape[0])
@@ -72,6 +79,11 @@ class Episode:
         for key, arr in self.obs.items():
             if arr.shape[0] != n:
                 raise SpecMismatchError(f"obs[{key!r}] has {arr.shape[0]} steps, reward has {n}")
+        if self.segment is not None:
+            if self.segment.shape != (n,):
+                raise SpecMismatchError(f"segment has shape {list(self.segment.shape)}, expected [{n}]")
+            if not np.isin(self.segment, list(SEGMENT_NAMES)).all():
+                raise SpecMismatchError(f"segment labels must be in {sorted(SEGMENT_NAMES)}")
         if self.final_obs is not None and set(self.final_obs) != set(self.obs):
             raise SpecMismatchError(f"final_obs keys {sorted(self.final_obs)} != obs keys {sorted(self.obs)}")
         if spec is None:
@@ -115,6 +127,8 @@ def to_transitions(episodes: list[Episode], device: torch.device | str = "cpu") 
     missing the last step is kept only if it terminated (its successor is never bootstrapped from, so
     ``obs[T-1]`` stands in); otherwise it is dropped. Steps with NaN/inf are dropped as well.
     Returns ``(batch, dropped_steps)``. ``env_index`` numbers the episodes; ``policy_version`` is -1.
+    When any episode has rewind-and-correct labels, ``extras["segment"]`` holds them per row (int8; 0
+    for episodes without labels).
     """
     if not episodes:
         raise ValueError("no episodes to convert")
@@ -138,6 +152,8 @@ def to_transitions(episodes: list[Episode], device: torch.device | str = "cpu") 
         keep &= np.isfinite(ep.reward) & np.isfinite(ep.action.reshape(n, -1)).all(axis=1)
         for f in STEP_FIELDS:
             rows[f].append(getattr(ep, f))
+        rows.setdefault("segment", []).append(ep.segment.astype(np.int8) if ep.segment is not None
+                                              else np.zeros(n, dtype=np.int8))
         rows["env_index"].append(np.full(n, i, dtype=np.int64))
         rows.setdefault("_keep", []).append(keep)
         dropped += int((~keep).sum())
@@ -146,12 +162,14 @@ def to_transitions(episodes: list[Episode], device: torch.device | str = "cpu") 
     def cat(parts: list[np.ndarray]) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(np.concatenate(parts)))[keep_all].to(device)
 
+    labelled = any(ep.segment is not None for ep in episodes)
+    segment = rows.pop("segment")
     r = {f: cat(v) for f, v in rows.items()}
     batch = TransitionBatch(
         obs={k: cat(v) for k, v in obs_parts.items()}, next_obs={k: cat(v) for k, v in next_parts.items()},
         action=r["action"].float(), reward=r["reward"].float(), terminated=r["terminated"].bool(),
         truncated=r["truncated"].bool(), intervened=r["intervened"].bool(),
         policy_version=torch.full((int(keep_all.sum()),), -1, dtype=torch.int64, device=device),
-        env_index=r["env_index"].long(),
+        env_index=r["env_index"].long(), extras={"segment": cat(segment)} if labelled else {},
     )
     return batch, dropped

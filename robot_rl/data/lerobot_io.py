@@ -12,6 +12,7 @@ Feature mapping (LeRobot key → toolkit):
 ``next.done`` / ``next.truncated``     terminated = done ∧ ¬truncated, truncated
 ``next.success``                       success (False when absent)
 ``complementary_info.is_intervention``  intervened (False when absent)
+``complementary_info.rac_segment``      segment: rewind-and-correct label, int64 0/1/2 (absent: None)
 =====================================  ==========================================================
 
 Writing uses LeRobot's own ``LeRobotDataset.create`` / ``add_frame`` / ``save_episode`` /
@@ -28,6 +29,7 @@ observation, so the last step of an imported episode has no ``final_obs``.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import math
 from collections.abc import Iterable, Iterator
@@ -45,6 +47,7 @@ STATE_KEYS = ("observation.state", "observation.environment_state")
 IMAGE_PREFIX = "observation.images."
 REWARD, DONE, TRUNCATED, SUCCESS = "next.reward", "next.done", "next.truncated", "next.success"
 INTERVENTION = "complementary_info.is_intervention"
+SEGMENT = "complementary_info.rac_segment"
 _INTERVENTION_ALIASES = (INTERVENTION, "intervened", "next.intervened", "complementary_info.intervened")
 _BOOKKEEPING = ("timestamp", "frame_index", "episode_index", "index", "task_index")
 
@@ -203,6 +206,7 @@ class LeRobotReader:
             success=_flag(cols, (SUCCESS,), n), final_obs=None,
             task=tasks.get(int(task_idx), "") if task_idx is not None else "",
             meta={"lerobot_episode_index": int(meta_row["episode_index"])},
+            segment=np.asarray(cols[SEGMENT]).reshape(n, -1)[:, 0].astype(np.int8) if SEGMENT in cols else None,
         )
 
     def _decode_image(self, value: Any) -> np.ndarray:
@@ -269,8 +273,11 @@ def read_lerobot(root: Path | str) -> list[Episode]:
 # --------------------------------------------------------------------------------------------
 
 
-def lerobot_features(spec: EnvSpec, use_videos: bool = False) -> dict[str, dict[str, Any]]:
-    """The LeRobot ``features`` dict for episodes of ``spec`` (inverse of the module's mapping)."""
+def lerobot_features(spec: EnvSpec, use_videos: bool = False, rac_segments: bool = False) -> dict[str, dict[str, Any]]:
+    """The LeRobot ``features`` dict for episodes of ``spec`` (inverse of the module's mapping).
+
+    ``rac_segments`` adds the per-step rewind-and-correct label column.
+    """
     features: dict[str, dict[str, Any]] = {}
     for key, s in spec.observation.items():
         if key == "state":
@@ -285,6 +292,8 @@ def lerobot_features(spec: EnvSpec, use_videos: bool = False) -> dict[str, dict[
     for name, dtype in ((REWARD, "float32"), (DONE, "bool"), (TRUNCATED, "bool"), (SUCCESS, "bool"),
                         (INTERVENTION, "bool")):
         features[name] = {"dtype": dtype, "shape": (1,), "names": None}
+    if rac_segments:
+        features[SEGMENT] = {"dtype": "int64", "shape": (1,), "names": None}
     return features
 
 
@@ -292,12 +301,13 @@ class LeRobotWriter:
     """Writes episodes into a new LeRobotDataset v3 at ``root`` (an episode sink for the recorder).
 
     Call :meth:`close` (or use it as a context manager): LeRobot writes the parquet footers and
-    metadata only in ``finalize``.
+    metadata only in ``finalize``. ``rac_segments`` adds the rewind-and-correct label column
+    (``complementary_info.rac_segment``; 0 for episodes without labels).
     """
 
     def __init__(self, root: Path | str, spec: EnvSpec, fps: float, repo_id: str = "local/robot_rl",
                  task: str = "", use_videos: bool = False, robot_type: str | None = None,
-                 vcodec: str = "libsvtav1") -> None:
+                 vcodec: str = "libsvtav1", rac_segments: bool = False) -> None:
         lerobot_dataset = _require("lerobot.datasets.lerobot_dataset")
         self.root = Path(root)
         if self.root.exists() and any(self.root.iterdir()):
@@ -308,8 +318,9 @@ class LeRobotWriter:
             raise ValueError(f"LeRobot datasets need a whole-number fps > 0, got {fps}")
         self.spec = spec
         self.task = task or "robot_rl"
+        self.rac_segments = rac_segments
         self.dataset = lerobot_dataset.LeRobotDataset.create(
-            repo_id=repo_id, fps=round(fps), features=lerobot_features(spec, use_videos), root=self.root,
+            repo_id=repo_id, fps=round(fps), features=lerobot_features(spec, use_videos, rac_segments), root=self.root,
             robot_type=robot_type, use_videos=use_videos, vcodec=vcodec)
         self.episodes = 0
         self.frames = 0
@@ -329,6 +340,8 @@ class LeRobotWriter:
             frame[TRUNCATED] = np.array([ep.truncated[t]])
             frame[SUCCESS] = np.array([ep.success[t]])
             frame[INTERVENTION] = np.array([ep.intervened[t]])
+            if self.rac_segments:
+                frame[SEGMENT] = np.array([ep.segment[t] if ep.segment is not None else 0], dtype=np.int64)
             frame["task"] = ep.task or self.task
             self.dataset.add_frame(frame)
         self.dataset.save_episode()
@@ -353,9 +366,13 @@ def write_lerobot(episodes: Iterable[Episode], spec: EnvSpec, root: Path | str, 
     """Write ``episodes`` as a new LeRobotDataset v3 at ``root``; returns ``(episodes, frames)``.
 
     ``kwargs`` go to :class:`LeRobotWriter` (``repo_id``, ``task``, ``use_videos``, ``robot_type``,
-    ``vcodec``).
+    ``vcodec``, ``rac_segments``). Without ``rac_segments`` the RaC label column is written when the
+    first episode carries labels.
     """
+    it = iter(episodes)
+    first = next(it, None)
+    kwargs.setdefault("rac_segments", first is not None and first.segment is not None)
     with LeRobotWriter(root, spec, fps, **kwargs) as writer:
-        for ep in episodes:
+        for ep in itertools.chain([first] if first is not None else [], it):
             writer.write(ep)
     return writer.episodes, writer.frames

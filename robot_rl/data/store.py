@@ -63,6 +63,8 @@ def encode_episode(ep: Episode) -> bytes:
     if ep.final_obs is not None:
         arrays.update({f"final:{k}": v for k, v in ep.final_obs.items()})
     arrays.update({f: getattr(ep, f) for f in STEP_FIELDS})
+    if ep.segment is not None:
+        arrays["segment"] = ep.segment.astype(np.int8)
     buf = io.BytesIO()
     np.savez(buf, **arrays)  # type: ignore[arg-type]
     return buf.getvalue()
@@ -77,7 +79,7 @@ def decode_episode(data: bytes, task: str = "", meta: dict[str, Any] | None = No
         raise StoreError(f"episode file lacks {missing}")
     obs = {k[4:]: v for k, v in arrays.items() if k.startswith("obs:")}
     final = {k[6:]: v for k, v in arrays.items() if k.startswith("final:")} or None
-    return Episode(obs=obs, final_obs=final, task=task, meta=dict(meta or {}),
+    return Episode(obs=obs, final_obs=final, task=task, meta=dict(meta or {}), segment=arrays.get("segment"),
                    **{f: arrays[f] for f in STEP_FIELDS})
 
 

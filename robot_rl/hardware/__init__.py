@@ -17,6 +17,8 @@ _EXPORTS = {
     "WeightGate": "weight_check", "WeightCheckConfig": "weight_check", "check_policy_update": "weight_check",
     "OpenCVCamera": "camera", "CameraConfig": "camera", "CameraStaleError": "camera",
     "XArmRobot": "xarm", "XArmRobotConfig": "xarm",
+    "SimulatedArm": "sim_arm", "SimulatedArmConfig": "sim_arm", "PickIntervener": "sim_arm",
+    "LeRobotRobot": "lerobot_robot", "LeRobotRobotConfig": "lerobot_robot",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,1 +1,1 @@
-"""Humans in the loop: teleop devices and the intervention controller (interventions, success keys)."""
+"""Humans in the loop: teleop devices, the intervention controller, `robot-rl deploy` and the HIL-SERL learner."""

@@ -147,7 +147,7 @@ class InterventionController:
         return np.array([0, 0, 0, 0, 0, 0, grip], dtype=np.float64)
 
     def _end_run(self) -> None:
-        if self._active:
+        if self._active and self._run_len:  # a run already closed by reset_episode is not counted twice
             self.episode.lengths.append(self._run_len)
         self._active, self._run_len = False, 0
 

@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -54,6 +55,8 @@ class Actor:
         self.max_staleness = max_staleness
         self.stale_pauses = 0
         self.stale_s = 0.0
+        #: Optional :class:`~robot_rl.rewards.schedule.HILController`: teleop takeover, demo-state resets.
+        self.hil: Any = None
         self.episodes = EpisodeStats()
         n = env.num_envs
         self._obs = env.reset(seed=seed)
@@ -125,6 +128,9 @@ class Actor:
                     if v.is_floating_point() else v for k, v in obs.items()}
         action, extras = self.policy.act(safe_obs)
         action = torch.where(self._bcast(self._quarantined, action), torch.zeros_like(action), action)
+        intervened = torch.zeros(n, dtype=torch.bool, device=env.device)
+        if self.hil is not None:
+            action, intervened = self.hil.act(obs, action)
         result = env.step(action)
         done = result.terminated | result.truncated
         final_obs = result.info.get("final_obs", result.obs)
@@ -132,7 +138,7 @@ class Actor:
         batch = TransitionBatch(
             obs=obs, action=action, reward=result.reward.to(torch.float32),
             terminated=result.terminated, truncated=result.truncated, next_obs=next_obs,
-            intervened=torch.zeros(n, dtype=torch.bool, device=env.device),
+            intervened=intervened,
             policy_version=torch.full((n,), self.policy_version, dtype=torch.int64, device=env.device),
             env_index=self._env_index, extras=extras,
         )
@@ -149,7 +155,7 @@ class Actor:
         # Sub-envs with a non-finite fresh observation stay quarantined until they finish an episode.
         self._quarantined = (self._quarantined & ~done) | ~finite_obs_rows(result.obs, n) | (
             ~torch.isfinite(result.reward) & ~done)
-        self._obs = result.obs
+        self._obs = result.obs if self.hil is None else self.hil.after_step(result)
         self.env_steps += n
         to_send = batch if bad == 0 else batch.index(good)
         if len(to_send):

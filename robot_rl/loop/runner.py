@@ -195,6 +195,13 @@ class InProcessRunner:
             endpoint = self.transport.learner_endpoint()
         self.learner = Learner(self.algo, self.spec, endpoint, self.device, num_envs_total)
         self._attach_replay(resume)
+        self.cotrain: Any = None
+        if cfg.cotrain.enabled:  # sim–real co-training: stage-1 SFT, then the aux-loss hook on the algorithm
+            from robot_rl.cotrain.extension import CoTraining
+
+            learner = self.learner
+            self.cotrain = CoTraining(cfg.cotrain, self.algo, self.spec, self.device, seed,
+                                      lambda: learner.updates, self.run_dir, resume)
         self.wall_offset = 0.0
         self.discarded_rollouts = 0
         self.last_eval: EvalResult | None = None
@@ -213,6 +220,8 @@ class InProcessRunner:
                   send_timeout_s=cfg.loop.max_wait_s, stop=self._stop) for i, env in enumerate(self.envs)]
         for a in self.actors:
             a.sync_weights()
+        if cfg.loop.hil is not None:
+            self._attach_hil(cfg.loop.hil)
         self.eval_policy = self.algo.make_policy()
         self.runlog = RunLog(self.run_dir)
         self._thread_errors: list[BaseException] = []
@@ -238,14 +247,18 @@ class InProcessRunner:
         self._replay_chunks = durable_chunks(reports, self.learner.storage)
 
     def _load_demos(self, path: Path) -> None:
-        from robot_rl.data.demos import load_demos_into
+        from robot_rl.data.demos import RaCWeights, load_demos_into
 
         demos = getattr(self.learner.storage, "buffers", {}).get("demos")
         if demos is not None and len(demos) > 0:
             # A resumed run reloads its demo buffer from the replay segments; loading again would double it.
             log.info("demo buffer already holds %d transitions; not loading %s again", len(demos), path)
             return
-        n = load_demos_into(self.learner.storage, path, self.spec, self.device)
+        loop = self.cfg.loop
+        rac = None
+        if (loop.demos_correction_weight, loop.demos_rewind_weight) != (1, 1):
+            rac = RaCWeights(correction_weight=loop.demos_correction_weight, rewind_weight=loop.demos_rewind_weight)
+        n = load_demos_into(self.learner.storage, path, self.spec, self.device, rac=rac)
         log.info("loaded %d demo transitions from %s", n, path)
 
     def _restore_stored_chunks(self) -> None:
@@ -368,6 +381,10 @@ class InProcessRunner:
                     ev = self.run_eval(0.0)
                     progress.print(f"eval @ 0 steps (untrained): success {ev.success_rate:.0%}, "
                                    f"return {ev.mean_return:.2f}")
+                if cfg.loop.hil is not None and self.learner.updates == 0:
+                    from robot_rl.rewards.schedule import run_offline_phase
+
+                    run_offline_phase(self.learner, cfg.loop.hil.offline_updates)
                 for th in threads:
                     th.start()
                 while self.learner.transitions < cfg.loop.total_env_steps:
@@ -444,6 +461,9 @@ class InProcessRunner:
         logging.getLogger("robot_rl").removeHandler(self._log_handler)
         for env in [*self.envs, self.eval_env]:
             env.close()
+        for a in self.actors:
+            if a.hil is not None:
+                a.hil.close()
         if self.zmq_endpoint is not None:
             self.zmq_endpoint.close()
         return result
@@ -465,6 +485,18 @@ class InProcessRunner:
         raise DiskFullError(error.errno, f"training stopped: the disk is full ({error}). Actors were stopped "
                                          f"and hold; {where}. Free space, then `robot-rl train --resume "
                                          f"{self.run_dir}`.") from error
+
+    def _attach_hil(self, hil: Any) -> None:
+        """One schedule controller per actor; the teleop device (one human) drives actor 0's sub-env 0."""
+        from robot_rl.rewards.schedule import HILController, demo_buffer
+
+        if self.algo.on_policy or self.remote:
+            raise ConfigError("loop.hil runs with an off-policy algorithm in `robot-rl train` (e.g. algo=sac)")
+        if hil.offline_updates > 0:
+            demo_buffer(self.learner)  # fail now, not after the actors started
+        for i, a in enumerate(self.actors):
+            a.hil = HILController(hil, a.env, lambda: self.learner.transitions,
+                                  hil.make_device() if i == 0 else None, seed=self.cfg.run.seed + i)
 
     def _actor_thread(self, actor: Actor) -> None:
         try:
@@ -527,6 +559,8 @@ class InProcessRunner:
             m["return"] = float(np.mean(ep_returns))
             m["success"] = float(np.mean(ep_success))
         m.update({k: float(v) for k, v in self.learner.last_stats.items()})
+        if self.cotrain is not None:
+            m.update(self.cotrain.metrics(self.learner.transitions, self.learner.updates))
         return m
 
     @staticmethod

@@ -12,6 +12,7 @@ rebuilt, so actors pick up new versions without stopping.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
@@ -65,6 +66,13 @@ class Algorithm(abc.ABC):
     #: On-policy algorithms need whole rollouts made by the current weights; the loop then
     #: collects ``rollout_length`` steps, updates, and only then lets actors continue.
     on_policy: ClassVar[bool] = False
+    #: Extension hook (co-training, robot_rl/cotrain): called once per gradient step of the actor with the
+    #: algorithm; returns an extra, already weighted loss to add to the actor's loss, or None.
+    aux_hook: Callable[[Algorithm], torch.Tensor | None] | None = None
+
+    def aux_loss(self) -> torch.Tensor | None:
+        """The attached extension's extra actor loss for this gradient step (``None``: nothing to add)."""
+        return None if self.aux_hook is None else self.aux_hook(self)
 
     @abc.abstractmethod
     def make_policy(self) -> Policy:

@@ -343,6 +343,9 @@ class PPOAlgorithm(OnPolicyAlgorithm):
             v_loss = value_loss(value, mb["old_value"], mb["return"], value_clip)
             # L = L_clip + c_v·L_V − c_H·H  (each term's formula is on its helper above).
             loss = surrogate + c.value_coef * v_loss - c.entropy_coef * entropy
+            aux = self.aux_loss()  # an extension's term, e.g. co-training's λ·BC loss on real demos
+            if aux is not None:
+                loss = loss + aux
 
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()

@@ -403,7 +403,8 @@ class SACAlgorithm(OffPolicyAlgorithm):
         with autocast:
             actor_loss, log_prob = self._actor_loss(features, noise[1], alpha)
         self.actor_optim.zero_grad(set_to_none=True)
-        actor_loss.backward()
+        aux = self.aux_loss()  # an extension's term, e.g. co-training's λ·BC loss on real demos
+        (actor_loss if aux is None else actor_loss + aux).backward()
 
         # Temperature: L_α = −mean_b [log α · (log π(ã|s) + H̄)], so ∂L/∂log α = −(mean_b log π + H̄):
         # α grows while the entropy −log π is below the target H̄ and shrinks above it. The gradient is

@@ -1,4 +1,4 @@
-"""`robot-rl reward train-classifier|train-prm`: train reward models from recorded episodes."""
+"""`robot-rl reward train-classifier|train-prm|serve`: train reward models, serve them to actors over ZeroMQ."""
 
 from __future__ import annotations
 
@@ -58,26 +58,52 @@ class TrainPRMArgs:
     """Seed."""
 
 
+@dataclass
+class ServeArgs:
+    """Serve a trained classifier or PRM to actors over ZeroMQ, batched across them (docs/rewards.md).
+
+    Actors use it with `robot_rl.rewards.wrapper.remote_reward_wrapper(env, ADDRESS)`. Runs until Ctrl-C.
+    """
+
+    model: Path
+    """Checkpoint directory from train-classifier or train-prm."""
+    bind: str = "tcp://127.0.0.1:5600"
+    """Address to bind (127.0.0.1 unless the actors are on other machines)."""
+    max_batch: int = 512
+    """Most rows (frames or frame pairs) in one forward pass."""
+    batch_wait_ms: float = 2.0
+    """After a request arrives, wait this long for other actors' requests to batch with it."""
+    on_unseen: Literal["error", "zero"] = "error"
+    """PRM: an instruction it never saw is an error reply, or scored as no progress."""
+    torch_threads: int = 0
+    """Torch intra-op threads (0: torch's default)."""
+    duration_s: float = 0.0
+    """Stop after this many seconds (0: until Ctrl-C)."""
+
+
 RewardVerb = Union[
     Annotated[TrainClassifierArgs, tyro.conf.subcommand("train-classifier")],
     Annotated[TrainPRMArgs, tyro.conf.subcommand("train-prm")],
+    Annotated[ServeArgs, tyro.conf.subcommand("serve")],
 ]
 
 
 @dataclass
 class RewardArgs:
-    """Reward models: a calibrated success classifier and a process reward model. See docs/rewards.md."""
+    """Reward models: a calibrated success classifier, a process reward model, a reward server. See docs/rewards.md."""
 
     action: tyro.conf.OmitSubcommandPrefixes[RewardVerb]  # type: ignore[valid-type]
     """What to do."""
 
 
 def run_reward(args: RewardArgs) -> int:
-    """The `reward` verb: 0 on success, 2 on bad data."""
+    """The `reward` verb: 0 on success, 2 on bad data or a model that cannot be served."""
     from robot_rl.data.store import StoreError
     from robot_rl.rewards.data import RewardDataError
 
     a = args.action
+    if isinstance(a, ServeArgs):
+        return _serve(a)
     try:
         if isinstance(a, TrainClassifierArgs):
             from robot_rl.rewards.classifier import ClassifierConfig, train_classifier
@@ -96,3 +122,37 @@ def run_reward(args: RewardArgs) -> int:
     except (RewardDataError, StoreError, ImportError) as e:
         print(f"robot-rl reward: error: {e}", file=sys.stderr)
         return 2
+
+
+def _serve(a: ServeArgs) -> int:
+    import threading
+
+    import torch
+
+    from robot_rl.rewards.service import RewardServer, load_reward_model
+
+    if a.torch_threads > 0:
+        torch.set_num_threads(a.torch_threads)
+    try:
+        model = load_reward_model(a.model, a.on_unseen)
+        server = RewardServer(model, a.bind, a.max_batch, a.batch_wait_ms / 1000)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"robot-rl reward serve: error: {e}", file=sys.stderr)
+        return 2
+    print(f"serving {server.kind} from {a.model} at {server.address} (inputs: "
+          f"{', '.join(f'{k} {v[0]}' for k, v in server.welcome_meta()['inputs'].items())})", flush=True)
+    stop = threading.Event()
+    if a.duration_s > 0:
+        timer = threading.Timer(a.duration_s, stop.set)
+        timer.daemon = True
+        timer.start()
+    try:
+        server.serve(stop)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        st = server.stats
+        print(f"served {st.requests} requests ({st.rows} rows) in {st.batches} batches; "
+              f"rejected {dict(st.errors) or 0}", flush=True)
+        server.close()
+    return 0

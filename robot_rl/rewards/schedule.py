@@ -14,58 +14,22 @@ Three phases, in order, each lasting a number of env steps:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 
-from robot_rl.envs import VecEnv
+from robot_rl.envs import StepResult, VecEnv
+from robot_rl.rewards.hil_config import PHASES, HILConfig, HILPhase, HILSchedule
+
+__all__ = ["PHASES", "HILConfig", "HILController", "HILPhase", "HILSchedule", "ReturnAndExplore", "StateRestorable",
+           "demo_buffer", "run_offline_phase"]
+
+if TYPE_CHECKING:
+    from robot_rl.human_loop.devices.base import TeleopDevice
 
 log = logging.getLogger(__name__)
-
-PHASES = ("offline", "return_and_explore", "human_guided")
-
-
-@dataclass
-class HILPhase:
-    """One phase of the schedule."""
-
-    name: str
-    """``offline``, ``return_and_explore`` or ``human_guided``."""
-    env_steps: int
-    """How long the phase lasts (env transitions; for ``offline``, learner updates)."""
-    reset_to_demo_prob: float = 0.0
-    """``return_and_explore``: probability that a finished sub-env restarts from a demo state."""
-    late_bias: float = 0.0
-    """0 = demo states drawn uniformly; 1 = only from the last half of each demo."""
-    human_keys: bool = False
-    """Whether success/failure keys from a human are read in this phase."""
-
-    def __post_init__(self) -> None:
-        if self.name not in PHASES:
-            raise ValueError(f"unknown HIL phase {self.name!r}; phases: {', '.join(PHASES)}")
-        if self.env_steps < 0 or not 0.0 <= self.reset_to_demo_prob <= 1.0 or not 0.0 <= self.late_bias <= 1.0:
-            raise ValueError(f"phase {self.name}: env_steps >= 0 and probabilities in [0, 1] needed")
-
-
-@dataclass
-class HILSchedule:
-    """The graded schedule: the phases in order (defaults follow VLAC's offline → return → human)."""
-
-    phases: list[HILPhase] = field(default_factory=lambda: [
-        HILPhase("offline", 5_000),
-        HILPhase("return_and_explore", 20_000, reset_to_demo_prob=0.5, late_bias=0.5),
-        HILPhase("human_guided", 50_000, human_keys=True),
-    ])
-
-    def phase_at(self, step: int) -> HILPhase:
-        """The phase in force after ``step`` env steps (the last phase continues forever)."""
-        for p in self.phases:
-            if step < p.env_steps:
-                return p
-            step -= p.env_steps
-        return self.phases[-1]
-
 
 @runtime_checkable
 class StateRestorable(Protocol):
@@ -105,6 +69,14 @@ class ReturnAndExplore:
             self.states.append(state[r].clone())
             self.progress.append(float(p))
 
+    def add_states(self, states: list[torch.Tensor]) -> None:
+        """Store the states of one successful demonstrated episode, in order (progress = t / length)."""
+        if not self.supported:
+            return
+        for t, st in enumerate(states):
+            self.states.append(st.clone())
+            self.progress.append(t / max(len(states), 1))
+
     def reset_rows(self, rows: torch.Tensor) -> dict[str, torch.Tensor] | None:
         """Put sub-envs ``rows`` into demo states; returns the new observation of all sub-envs.
 
@@ -125,3 +97,130 @@ class ReturnAndExplore:
             if isinstance(counter, torch.Tensor):
                 counter[rows.to(counter.device)] = 0
         return self.env._observe(self.env.readout)  # type: ignore[attr-defined, no-any-return]
+
+
+# ---- the schedule in the training loop ---------------------------------------------------------
+
+def demo_buffer(learner: Any) -> Any:
+    """The learner's non-empty demo buffer, or a ``ValueError`` saying how to give it one."""
+    demos = getattr(learner.storage, "buffers", {}).get("demos")
+    if demos is None or len(demos) == 0:
+        raise ValueError("loop.hil: the offline phase trains on demos; set loop.demos_path and give the "
+                         "algorithm a demo buffer (e.g. algo.demo_ratio=0.5), or loop.hil.offline_updates=0")
+    return demos
+
+
+def run_offline_phase(learner: Any, updates: int) -> int:
+    """The offline phase: ``updates`` gradient updates on batches drawn from the demo buffer only."""
+    if updates == 0:
+        return 0
+    demos = demo_buffer(learner)
+    for _ in range(updates):
+        learner.last_stats = learner.algo.update(demos.sample(learner.algo.batch_size))
+        learner.updates += 1
+    learner.publish()
+    log.info("HIL phase offline: %d updates on %d demo transitions", updates, len(demos))
+    return updates
+
+
+class HILController:
+    """One actor's side of the schedule: the phase clock, teleop takeover of sub-env 0, demo resets.
+
+    The actor calls :meth:`act` between the policy and ``env.step`` and :meth:`after_step` after it.
+    ``clock()`` gives the env steps of the whole run (all actors), so every actor changes phase together.
+    """
+
+    def __init__(self, cfg: HILConfig, env: VecEnv, clock: Callable[[], int], device: TeleopDevice | None = None,
+                 seed: int = 0) -> None:
+        self.cfg, self.env, self.clock = cfg, env, clock
+        self.schedule = cfg.schedule()
+        self.phase = "return_and_explore" if cfg.return_steps else "human_guided"
+        self.returns = ReturnAndExplore(env, cfg.late_bias, seed)
+        self.gen = torch.Generator().manual_seed(seed)
+        self.device_obj: TeleopDevice | None = None
+        self.intervention: Any = None
+        self.intervened_steps = 0
+        self.demo_resets = 0
+        self._run: list[torch.Tensor] = []
+        self._last_intervened = False
+        self.action_dim = int(env.spec.action.shape[-1])
+        if device is not None:
+            self.attach_device(device)
+
+    def attach_device(self, device: TeleopDevice) -> None:
+        """Use ``device`` for takeovers of sub-env 0 (connects it)."""
+        from robot_rl.human_loop.intervention import InterventionConfig, InterventionController
+
+        if self.action_dim not in (3, 4, 6, 7):
+            raise ValueError(f"teleop takeover needs end-effector delta actions of 3, 4, 6 or 7 numbers; "
+                             f"this env's actions have {self.action_dim}")
+        device.connect()
+        self.device_obj = device
+        self.intervention = InterventionController(device, InterventionConfig(mode=self.cfg.intervention_mode))
+
+    def _update_phase(self) -> None:
+        phase = self.schedule.phase_at(self.cfg.offline_updates + self.clock()).name
+        if phase != self.phase:
+            log.info("HIL phase %s -> %s at %d env steps (%d demo resets, %d intervened steps so far)",
+                     self.phase, phase, self.clock(), self.demo_resets, self.intervened_steps)
+            self.phase = phase
+
+    def act(self, obs: dict[str, torch.Tensor], action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The action to step with and the ``intervened`` flags ``[N]``."""
+        self._update_phase()
+        intervened = torch.zeros(action.shape[0], dtype=torch.bool, device=action.device)
+        self._last_intervened = False
+        if self.intervention is None:
+            return action, intervened
+        a0 = action[0].detach().cpu().numpy().astype(np.float64)
+        grip = float(a0[-1]) if self.action_dim in (4, 7) else 0.0
+        full = np.zeros(7)
+        full[:min(self.action_dim, 6)] = a0[:min(self.action_dim, 6)]
+        full[6] = grip
+        out = self.intervention.step(full)
+        if not out.intervened:
+            return action, intervened
+        human = out.action
+        mapped = {3: human[:3], 4: np.r_[human[:3], human[6]], 6: human[:6], 7: human}[self.action_dim]
+        action = action.clone()
+        action[0] = torch.as_tensor(mapped, dtype=action.dtype, device=action.device)
+        intervened[0] = True
+        self.intervened_steps += 1
+        self._last_intervened = True
+        return action, intervened
+
+    def after_step(self, result: StepResult) -> dict[str, torch.Tensor]:
+        """The observation to act on next: ``result.obs``, with return-and-explore rows put in demo states."""
+        done = result.terminated | result.truncated
+        if self._last_intervened or self._run:
+            self._collect_demo_states(result, bool(done[0]))
+        if self.phase != "return_and_explore" or not bool(done.any()):
+            return result.obs
+        pick = done & (torch.rand(done.shape[0], generator=self.gen) < self.cfg.reset_to_demo_prob).to(done.device)
+        rows = pick.nonzero().flatten()
+        obs = self.returns.reset_rows(rows)
+        if obs is None:
+            return result.obs
+        self.demo_resets += len(rows)
+        return obs
+
+    def _collect_demo_states(self, result: StepResult, done0: bool) -> None:
+        if not self.returns.supported:
+            return
+        if not done0:
+            if self._last_intervened:
+                self._run.append(self.env.get_state()[0].clone())  # type: ignore[attr-defined]
+            else:
+                self._run = []  # the human let go: not a whole demonstration
+            return
+        success = result.info.get("success")
+        if self._run and success is not None and bool(success[0]):
+            self.returns.add_states(self._run)
+            log.debug("HIL: a demonstrated episode added %d start states (%d in the pool)", len(self._run),
+                     len(self.returns.states))
+        self._run = []
+
+    def close(self) -> None:
+        """Disconnect the device."""
+        if self.device_obj is not None:
+            self.device_obj.disconnect()

@@ -12,7 +12,7 @@ for logging; ``info["classifier_success"]`` holds the classifier's decision.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 import torch
 
@@ -21,25 +21,49 @@ from robot_rl.rewards.classifier import SuccessClassifier
 from robot_rl.rewards.composer import shaping
 
 
+class SuccessModel(Protocol):
+    """What :class:`RewardWrapper` needs.
+
+    A local :class:`SuccessClassifier` or a served one (:class:`~robot_rl.rewards.service.RemoteClassifier`).
+    """
+
+    @property
+    def cameras(self) -> list[str]:
+        """The ``image.<cam>`` keys it reads."""
+
+    def predict(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``[N]`` bool success decisions."""
+
+
+def _input_shapes(model: Any) -> dict[str, tuple[int, ...]]:
+    if isinstance(model, SuccessClassifier):
+        return dict(model.encoder.shapes)
+    return dict(model.input_shapes())
+
+
 class RewardWrapper(VecEnv):
     """``env`` with its reward replaced by (or added to) a calibrated success classifier's.
 
     ``mode="replace"``: reward = ``success_reward`` where the classifier fires, else ``fail_reward``
     (the sparse convention of the MuJoCo tasks: 0 / −1). ``mode="add"``: the env's reward plus
-    ``success_bonus`` where it fires. The classifier runs under ``no_grad`` on the env's device.
+    ``success_bonus`` where it fires. A local classifier runs under ``no_grad`` on the env's device; a
+    :class:`~robot_rl.rewards.service.RemoteClassifier` asks a reward server (see :func:`remote_reward_wrapper`).
     """
 
-    def __init__(self, env: VecEnv, classifier: SuccessClassifier, mode: Literal["replace", "add"] = "replace",
+    def __init__(self, env: VecEnv, classifier: SuccessModel, mode: Literal["replace", "add"] = "replace",
                  success_reward: float = 0.0, fail_reward: float = -1.0, success_bonus: float = 1.0) -> None:
         missing = [k for k in classifier.cameras if k not in env.spec.observation]
         if missing:
             raise ValueError(f"the classifier reads {missing}, the env observes {sorted(env.spec.observation)}")
+        shapes = _input_shapes(classifier)
         for k in classifier.cameras:
             shape = tuple(env.spec.observation[k].shape)
-            if shape != classifier.encoder.shapes[k]:
+            if shape != tuple(shapes[k]):
                 raise ValueError(f"{k}: the env's frames are {list(shape)}, the classifier was trained on "
-                                 f"{list(classifier.encoder.shapes[k])}")
-        self.env, self.classifier = env, classifier.to(env.device).eval()
+                                 f"{list(shapes[k])}")
+        if isinstance(classifier, torch.nn.Module):
+            classifier = classifier.to(env.device).eval()
+        self.env, self.classifier = env, classifier
         self.spec, self.num_envs, self.device = env.spec, env.num_envs, env.device
         self.max_episode_steps = env.max_episode_steps
         self.mode, self.success_reward, self.fail_reward, self.success_bonus = mode, success_reward, fail_reward, \
@@ -95,6 +119,8 @@ class ProgressShapingWrapper(VecEnv):
     the added term is ``F = γ Φ(s') − Φ(s)`` with ``Φ(s') = 0`` where the step terminated
     (:func:`~robot_rl.rewards.composer.shaping`), so the optimal policy of the env's reward is
     unchanged. ``info["reward_terms"]`` holds ``env`` and ``shaping``; ``info["progress"]`` Φ(s').
+    A PRM that returns NaN for a row (a served PRM whose reply missed its deadline) leaves that
+    sub-env's potential where it was (shaping ≈ 0 for the step).
     """
 
     def __init__(self, env: VecEnv, prm: ProgressModel, goal: str, gamma: float = 0.99, weight: float = 1.0,
@@ -122,7 +148,8 @@ class ProgressShapingWrapper(VecEnv):
         res = self.env.step(action)
         seen = res.info.get("final_obs", res.obs)
         delta, _done = self.prm(self.first, {k: seen[k] for k in self.cameras}, [self.goal] * self.num_envs)
-        phi_next = self.weight * delta.to(self.device).float()
+        delta = delta.to(self.device).float()
+        phi_next = torch.where(torch.isnan(delta), self.phi, self.weight * delta)
         term = shaping(self.phi, phi_next, res.terminated, self.gamma)
         ended = res.terminated | res.truncated
         for k in self.cameras:  # a new episode's first frame is the auto-reset observation
@@ -147,3 +174,28 @@ class ProgressShapingWrapper(VecEnv):
     def close(self) -> None:
         """Close the wrapped env."""
         self.env.close()
+
+
+def remote_reward_wrapper(env: VecEnv, address: str, goal: str = "", max_wait_s: float = 0.05,
+                          connect_timeout_s: float = 5.0, **kwargs: Any) -> VecEnv:
+    """``env`` with its reward from a reward server at ``address`` (``robot-rl reward serve``).
+
+    Asks the server what it serves (deadline ``connect_timeout_s``; ``Unavailable`` if nobody
+    answers): a success classifier gives a :class:`RewardWrapper`, a PRM a
+    :class:`ProgressShapingWrapper` (``goal`` required). ``kwargs`` go to that wrapper. Each step
+    waits at most ``max_wait_s`` for its reply (see :mod:`robot_rl.rewards.service`).
+    """
+    from robot_rl.rewards.service import RemoteClassifier, RemotePRM, RewardClient
+
+    client = RewardClient(address, timeout_s=connect_timeout_s)
+    try:
+        kind = client.describe(connect_timeout_s)["kind"]
+        if kind == "success_classifier":
+            return RewardWrapper(env, RemoteClassifier(client, max_wait_s), **kwargs)
+        if not goal:
+            raise ValueError("a served PRM needs the task's language goal: remote_reward_wrapper(..., goal=...)")
+        prm = RemotePRM(client, max_wait_s)
+        return ProgressShapingWrapper(env, prm, goal, cameras=prm.cameras, **kwargs)
+    except BaseException:
+        client.close()
+        raise

@@ -43,7 +43,8 @@ COLORS: dict[str, tuple[int, int, int]] = {"red": (225, 30, 30), "green": (30, 1
 class LangReachConfig(ReachConfig):
     """Reach the target the instruction names, among coloured targets seen by a top camera."""
 
-    presets: ClassVar[dict[str, dict[str, Any]]] = {"flow_ppo": {"task.num_envs": 64, "task.chunk_horizon": 8}}
+    presets: ClassVar[dict[str, dict[str, Any]]] = {"flow_ppo": {"task.num_envs": 64, "task.chunk_horizon": 8},
+                                                     "hiors": {"task.num_envs": 64, "task.chunk_horizon": 8}}
 
     max_episode_steps: int = 40
     """Primitive steps before an episode is truncated."""

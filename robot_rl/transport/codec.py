@@ -90,10 +90,14 @@ class Message:
 
 
 def encode(msg_type: str, session: str, seq: int, arrays: dict[str, np.ndarray] | None = None,
-           meta: dict[str, Any] | None = None) -> list[bytes | memoryview]:
-    """Frames for a message; arrays are sent as contiguous little-endian buffers without copies where possible."""
-    if msg_type not in MESSAGE_TYPES:
-        raise ValueError(f"unknown message type {msg_type!r}; valid: {sorted(MESSAGE_TYPES)}")
+           meta: dict[str, Any] | None = None, *, types: frozenset[str] = MESSAGE_TYPES) -> list[bytes | memoryview]:
+    """Frames for a message; arrays are sent as contiguous little-endian buffers without copies where possible.
+
+    ``types``: the message types of the protocol speaking (the transport's by default; the reward
+    service has its own set on the same format).
+    """
+    if msg_type not in types:
+        raise ValueError(f"unknown message type {msg_type!r}; valid: {sorted(types)}")
     entries: list[list[Any]] = []
     frames: list[bytes | memoryview] = []
     checksum = CHECKSUMS[CHECKSUM]
@@ -167,7 +171,7 @@ class SpecPlan:
 
 def decode(frames: list[bytes] | list[memoryview] | list[Any], limits: WireLimits = DEFAULT_LIMITS,
            specs: dict[str, ArraySpec] | SpecPlan | None = None, batch_dims: int = 1,
-           header: dict[str, Any] | None = None) -> Message:
+           header: dict[str, Any] | None = None, *, types: frozenset[str] = MESSAGE_TYPES) -> Message:
     """Validate and decode frames; raise :class:`WireError` for anything wrong.
 
     With ``specs`` (or a :class:`SpecPlan` compiled from them), every array named there must be
@@ -184,7 +188,7 @@ def decode(frames: list[bytes] | list[memoryview] | list[Any], limits: WireLimit
     if version != SCHEMA_VERSION:
         raise WireError("bad_version", f"schema version {version!r}, this peer speaks {SCHEMA_VERSION}")
     msg_type, session, seq = header.get("type"), header.get("session"), header.get("seq")
-    if msg_type not in MESSAGE_TYPES:
+    if msg_type not in types:
         raise WireError("unknown_type", f"message type {msg_type!r}")
     if not isinstance(session, str) or not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
         raise WireError("bad_header", "session must be a string and seq a non-negative integer")

@@ -1,6 +1,9 @@
-"""Teleop devices: keyboard, gamepad (pygame), SpaceMouse (hidapi), scripted. Registered in ``TELEOP_DEVICES``."""
+"""Teleop devices: keyboard, gamepad (pygame), SpaceMouse (hidapi), leader arms (lerobot), scripted.
 
-from robot_rl.human_loop.devices import gamepad, keyboard, scripted, spacemouse  # noqa: F401 - registration
+Registered in ``TELEOP_DEVICES``.
+"""
+
+from robot_rl.human_loop.devices import gamepad, keyboard, leader_arm, scripted, spacemouse  # noqa: F401 - registration
 from robot_rl.human_loop.devices.base import TELEOP_DEVICES, TeleopConfig, TeleopDevice, TeleopReading
 from robot_rl.human_loop.devices.keyboard import KeyboardDevice
 from robot_rl.human_loop.devices.scripted import ScriptedDevice

@@ -39,6 +39,6 @@ def format_listing(listings: list[DeviceListing]) -> str:
         for control, meaning in item.controls.items():
             lines.append(f"    {control:<22} {meaning}")
     if not any(item.found for item in listings):
-        lines.append("No teleop device is connected. Plug in a gamepad or SpaceMouse, or run from an "
+        lines.append("No teleop device is connected. Plug in a gamepad, SpaceMouse or leader arm, or run from an "
                      "interactive terminal for the keyboard.")
     return "\n".join(lines)

@@ -1,12 +1,14 @@
 """Flow-matching vision-language-action policies: the model, chunk execution, SFT and RL fine-tuning.
 
-See docs/flow-vla.md. Importing this package registers ``flow_ppo`` in ``robot_rl.config.ALGOS`` and the ``dsrl`` task.
+See docs/flow-vla.md. Importing this package registers ``flow_ppo`` and ``hiors`` in ``robot_rl.config.ALGOS``
+and the ``dsrl`` task.
 """
 
 from robot_rl.policies.flow.chunking import ChunkExecutor, ChunkExecutorConfig
 from robot_rl.policies.flow.dsrl import DSRLConfig, LatentNoiseEnv
+from robot_rl.policies.flow.hiors import HiORSAlgorithm, HiORSConfig
 from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy
 from robot_rl.policies.flow.ppo import FlowPPOAlgorithm, FlowPPOConfig
 
 __all__ = ["ChunkExecutor", "ChunkExecutorConfig", "DSRLConfig", "FlowPPOAlgorithm", "FlowPPOConfig", "FlowVLAConfig",
-           "FlowVLAPolicy", "LatentNoiseEnv"]
+           "FlowVLAPolicy", "HiORSAlgorithm", "HiORSConfig", "LatentNoiseEnv"]

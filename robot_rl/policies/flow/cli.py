@@ -32,7 +32,8 @@ class FlowSFTArgs:
     out: Path = Path("runs/flow-sft")
     """Run directory for checkpoints and results.json."""
     record: int = 0
-    """First record this many scripted-demonstrator episodes into DEMOS (lang_reach; skipped if DEMOS exists)."""
+    """First record this many scripted-demonstrator episodes into DEMOS (lang_reach, lang_push; skipped if DEMOS
+    exists)."""
     sft: FlowSFTConfig = field(default_factory=FlowSFTConfig)
     """Policy, optimisation and evaluation settings."""
 
@@ -49,11 +50,19 @@ def run_flow_sft(args: FlowSFTArgs) -> int:
     if args.record and not args.demos.exists():
         from robot_rl.data.recorder import StoreSink, record_episodes
         from robot_rl.data.store import EpisodeStore
-        from robot_rl.sims.lang_reach import LangReachDemonstrator
+        from robot_rl.sims.lang_push import LangPushDemonstrator, LangPushTask
+        from robot_rl.sims.lang_reach import LangReachDemonstrator, LangReachTask
 
         env = task.make(args.sft.device, args.sft.seed + 1000)
+        demonstrator: LangPushDemonstrator | LangReachDemonstrator
+        if isinstance(env, LangPushTask):
+            demonstrator = LangPushDemonstrator(env)
+        elif isinstance(env, LangReachTask):
+            demonstrator = LangReachDemonstrator(env)
+        else:
+            raise ConfigError(f"--record has scripted demonstrators for lang_reach and lang_push, not {args.task}")
         store = EpisodeStore.create(args.demos, env.spec, fps=20.0)
-        rec = record_episodes(env, LangReachDemonstrator(env), StoreSink(store), args.record)
+        rec = record_episodes(env, demonstrator, StoreSink(store), args.record)
         print(f"recorded {rec.episodes} scripted episodes ({rec.frames} frames, {rec.successes} successes) "
               f"into {args.demos}", file=sys.stderr)
     from robot_rl.policies.flow.sft import train_sft

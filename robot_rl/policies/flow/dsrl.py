@@ -41,7 +41,12 @@ from robot_rl.specs import ArraySpec, EnvSpec
 class DSRLConfig(TaskConfig):
     """SAC-ready view of a flow SFT policy's task: actions are the flow's initial noise (DSRL)."""
 
-    presets: ClassVar[dict[str, dict[str, Any]]] = {"sac": {"task.num_envs": 16}}
+    #: SAC's defaults (α₀ = 1, target entropy −|A|) spread the noise towards uniform on the whole box, out
+    #: of the N(0, I) the flow was trained on, and success collapsed (0.49 → 0.14, benchmarks/RESULTS_flow.md);
+    #: a small α₀, a lower entropy target (−2 per dim for the default H = 8, A = 2) and a tighter bound lift it.
+    presets: ClassVar[dict[str, dict[str, Any]]] = {"sac": {
+        "task.num_envs": 16, "task.noise_bound": 1.5, "algo.init_temperature": 0.01, "algo.target_entropy": -32.0,
+        "algo.gamma": 0.95, "algo.learning_starts": 2000}}
 
     init_from: str | None = None
     """The frozen flow policy: a run directory of `robot-rl flow-sft --out DIR`, or a LeRobot pi0 / pi0.5 /

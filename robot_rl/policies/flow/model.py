@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from robot_rl.policies.base import Policy
+from robot_rl.policies.flow.backbone import ResNetCameras, load_backbone_weights
 from robot_rl.policies.modules.cnn import MultiCameraEncoder
 from robot_rl.policies.modules.mlp import MLP
 from robot_rl.specs import EnvSpec, SpecMismatchError
@@ -59,9 +60,16 @@ class FlowVLAConfig:
     """Channels of each camera's conv layers."""
     cnn_layers: int = 3
     """Conv layers per camera."""
-    camera_encoder: Literal["spatial_softmax", "conv"] = "spatial_softmax"
+    camera_encoder: Literal["spatial_softmax", "conv", "resnet18"] = "spatial_softmax"
     """``spatial_softmax``: conv maps → expected (x, y) per channel (keypoints, Levine et al. 2016), which
-    localises objects from few demos; ``conv``: the DrQ-style encoder of ``policies/modules/cnn.py``."""
+    localises objects from few demos; ``conv``: the DrQ-style encoder of ``policies/modules/cnn.py``;
+    ``resnet18``: torchvision's ResNet-18 trunk (``backbone.py``), usually with ``pretrained_path``."""
+    pretrained_path: str | None = None
+    """Local weights file (``torch.save``'d state dict) loaded into every camera's backbone when the policy is
+    built: ``resnet18`` → the ResNet-18 trunk (``fc.*`` ignored), ``spatial_softmax`` → its conv stack.
+    Nothing is downloaded; a missing file or mismatched keys is an error."""
+    freeze_backbone: bool = False
+    """Keep the pretrained backbone's weights (and BatchNorm statistics) fixed during training."""
     state_features: int = 64
     """Features of the ``state`` MLP."""
     lang_features: int = 64
@@ -79,8 +87,11 @@ class FlowVLAConfig:
             raise ValueError(f"horizon and num_steps must be >= 1, got {self.horizon}, {self.num_steps}")
         if self.integrator not in ("euler", "midpoint"):
             raise ValueError(f"integrator must be 'euler' or 'midpoint', got {self.integrator!r}")
-        if self.camera_encoder not in ("spatial_softmax", "conv"):
-            raise ValueError(f"camera_encoder must be 'spatial_softmax' or 'conv', got {self.camera_encoder!r}")
+        if self.camera_encoder not in ("spatial_softmax", "conv", "resnet18"):
+            raise ValueError(f"camera_encoder must be 'spatial_softmax', 'conv' or 'resnet18', got "
+                             f"{self.camera_encoder!r}")
+        if self.pretrained_path and self.camera_encoder == "conv":
+            raise ValueError("pretrained_path needs camera_encoder 'resnet18' or 'spatial_softmax'")
         if self.expert not in ("mlp", "transformer"):
             raise ValueError(f"expert must be 'mlp' or 'transformer', got {self.expert!r}")
         if self.init_noise_std <= 0:
@@ -182,14 +193,24 @@ class VLAEncoder(nn.Module):
         self.has_language = "language" in spec.observation
         self.has_state = "state" in spec.observation
         dim = 0
-        self.cameras: MultiCameraEncoder | SpatialSoftmaxCameras | None = None
+        self.cameras: MultiCameraEncoder | SpatialSoftmaxCameras | ResNetCameras | None = None
+        self.freeze_backbone = cfg.freeze_backbone
         if self.image_keys:
             shapes = {k: spec.observation[k].shape for k in self.image_keys}
             if cfg.camera_encoder == "conv":
                 self.cameras = MultiCameraEncoder(shapes, cfg.image_features, cfg.cnn_channels, cfg.cnn_layers)
+            elif cfg.camera_encoder == "resnet18":
+                self.cameras = ResNetCameras(shapes, cfg.image_features)
             else:
                 self.cameras = SpatialSoftmaxCameras(shapes, cfg.image_features, cfg.cnn_channels, cfg.cnn_layers)
             dim += self.cameras.out_dim
+            if cfg.pretrained_path:
+                for backbone in self.backbones():
+                    load_backbone_weights(backbone, cfg.pretrained_path)
+            if cfg.freeze_backbone:
+                for backbone in self.backbones():
+                    backbone.requires_grad_(False)
+                self.train(self.training)  # frozen backbones run in eval mode from the start
         self.language: LanguageEncoder | None = None
         if self.has_language:
             length = spec.observation["language"].shape[0]
@@ -205,6 +226,22 @@ class VLAEncoder(nn.Module):
         if dim == 0:
             raise SpecMismatchError("FlowVLAPolicy needs at least one of image.<camera>, language, state")
         self.out_dim = dim
+
+    def backbones(self) -> list[nn.Module]:
+        """Each camera's backbone (what ``pretrained_path`` loads): ResNet trunks or spatial-softmax conv stacks."""
+        if isinstance(self.cameras, ResNetCameras):
+            return [cam.get_submodule("backbone") for cam in self.cameras.cameras.values()]
+        if isinstance(self.cameras, SpatialSoftmaxCameras):
+            return [cam.get_submodule("convs") for cam in self.cameras.cameras.values()]
+        return []
+
+    def train(self, mode: bool = True) -> VLAEncoder:
+        """As ``nn.Module.train``, but a frozen backbone stays in eval mode (fixed BatchNorm statistics)."""
+        super().train(mode)
+        if self.freeze_backbone:
+            for backbone in self.backbones():
+                backbone.eval()
+        return self
 
     def forward(self, obs: Obs) -> torch.Tensor:
         """``[N, out_dim]``; a missing observation key is a :class:`SpecMismatchError` naming it."""
@@ -276,6 +313,15 @@ class FlowVLAPolicy(Policy):
         self.expert = ActionExpert(cfg, self.action_dim, self.encoder.out_dim)
         self.log_sigma = nn.Parameter(torch.full((cfg.num_steps, cfg.horizon, self.action_dim),
                                                  math.log(cfg.init_noise_std)))
+        self.generator: torch.Generator | None = None
+
+    def reseed(self, seed: int) -> None:
+        """Draw this policy's sampling noise from its own generator seeded ``seed``: same seed → same chunks.
+
+        Without it, ``act`` uses torch's global RNG (shared with everything else in the process).
+        """
+        device = next(self.parameters()).device
+        self.generator = torch.Generator(device=device).manual_seed(int(seed))
 
     # ---- flow matching -----------------------------------------------------------------------
 
@@ -384,5 +430,5 @@ class FlowVLAPolicy(Policy):
                 ref = next(iter(self.parameters()))
                 x0 = torch.zeros(n, self.cfg.horizon, self.action_dim, device=ref.device)
                 return self._bound(self.sample(cond_obs, x0=x0)), {}
-            chain, log_prob = self.sample_chain(obs)
+            chain, log_prob = self.sample_chain(obs, self.generator)
         return self._bound(chain[:, -1]), {"chain": chain, "log_prob": log_prob}

@@ -15,6 +15,15 @@ per-step Gaussian KL of the chain summed over steps and evaluated on the stored 
 loss, where ``π_SFT`` is a frozen copy of the starting (SFT) policy with the initial σ. ``β`` adapts
 after every update: ×2 when the mean KL exceeds ``1.5 · kl_target``, ÷2 below ``kl_target / 1.5``.
 ``kl_ref`` and ``kl_coef`` are logged.
+
+Ratio level (``ratio``). The exact chain log-probability sums ``K·H·A`` Gaussian terms (1,600 for
+K = 10, H = 8, A = 2) with a small σ, so a tiny change of the step means moves the chain ratio by
+orders of magnitude: almost every sample is clipped after the first minibatch and the policy cannot
+move (measured: clip fraction ≈ 0.9, no lift). ``ratio="element"`` (default) clips one ratio per
+denoising step and chunk element, ``exp(log N(x_{k+1,j}; μ_{k,j}, σ_{k,j}²) − old)``, sharing the
+chunk's advantage (token-level PPO, as pi_RL/RLinf do per action token); ``"step"`` one ratio per
+denoising step; ``"chain"`` the exact chain ratio. The old per-element log-probabilities are
+re-scored from the stored chains at the start of the update, under the weights that sampled them.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ import copy
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -57,7 +66,9 @@ class FlowPPOConfig(AlgoConfig):
     num_minibatches: int = 4
     """Minibatches per epoch."""
     clip: float = 0.2
-    """Surrogate clip ε on the chain probability ratio."""
+    """Surrogate clip ε on the probability ratio."""
+    ratio: Literal["element", "step", "chain"] = "element"
+    """Ratio level: per denoising step and chunk element, per denoising step, or the whole chain."""
     gamma: float = 0.95
     """Discount per chunk step."""
     lam: float = 0.95
@@ -100,6 +111,24 @@ class _Critic(nn.Module):
 
     def forward(self, obs: Obs) -> torch.Tensor:
         return self.head(self.encoder(obs)).squeeze(-1)
+
+
+def element_log_probs(chain: torch.Tensor, means: torch.Tensor, log_sigma: torch.Tensor, level: str
+                      ) -> torch.Tensor:
+    """Log-densities of the chain's steps at ``level``.
+
+    ``element`` → ``[B, K·H·A]``, ``step`` → ``[B, K]``, ``chain`` → ``[B, 1]``; the ``x_0`` term is
+    left out (it does not depend on the weights).
+    """
+    z = (chain[:, 1:] - means) * torch.exp(-log_sigma)
+    lp = (-0.5 * z.square() - log_sigma - 0.5 * math.log(2.0 * math.pi)).flatten(2)  # [B, K, H·A]
+    if level == "element":
+        return lp.flatten(1)
+    if level == "step":
+        return lp.sum(-1)
+    if level == "chain":
+        return lp.flatten(1).sum(-1, keepdim=True)
+    raise ValueError(f"ratio must be 'element', 'step' or 'chain', got {level!r}")
 
 
 def chain_kl(means: torch.Tensor, log_sigma: torch.Tensor, ref_means: torch.Tensor, ref_log_sigma: torch.Tensor
@@ -158,6 +187,8 @@ class FlowPPOAlgorithm(OnPolicyAlgorithm):
         self._policies_made += 1
         policy = FlowVLAPolicy(self.spec, self.cfg.policy).to(self.device)
         policy.load_actor_weights(self.policy.state_dict())
+        # Each actor copy samples from its own seeded generator: the same run seed gives the same rollouts.
+        policy.reseed(self.seed * 1000 + self._policies_made)
         return policy
 
     def make_storage(self, num_envs: int) -> RolloutStorage:
@@ -183,6 +214,16 @@ class FlowPPOAlgorithm(OnPolicyAlgorithm):
                                storage.done, self.cfg.gamma, self.cfg.lam)
         return values, adv, ret
 
+    @torch.no_grad()
+    def _old_log_probs(self, storage: RolloutStorage) -> torch.Tensor:
+        """The stored chains' log-densities at ``cfg.ratio`` level under the current (acting) weights."""
+        t, n = storage.reward.shape
+        chain = storage.extras["chain"].flatten(0, 1)
+        obs = {k: v.flatten(0, 1) for k, v in storage.obs.items()}
+        log_sigma = self.policy.log_sigma.clamp(max=math.log(self.cfg.max_sigma)).unsqueeze(0)
+        means = self.policy.chain_means(chain, self.policy.encoder(obs))
+        return element_log_probs(chain, means, log_sigma, self.cfg.ratio).view(t, n, -1)
+
     def update(self, batch: RolloutStorage) -> dict[str, float]:
         """Chunk-level PPO on a full rollout (then cleared); logs the KL to the SFT policy."""
         storage, c, policy = batch, self.cfg, self.policy
@@ -193,7 +234,7 @@ class FlowPPOAlgorithm(OnPolicyAlgorithm):
         values, adv, ret = self._advantages(storage)
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         fields = {f"obs.{k}": v for k, v in storage.obs.items()}
-        fields.update(chain=storage.extras["chain"], old_log_prob=storage.extras["log_prob"], advantage=adv,
+        fields.update(chain=storage.extras["chain"], old_log_prob=self._old_log_probs(storage), advantage=adv,
                       ret=ret, old_value=values)
         ref_log_sigma = self.reference.log_sigma
         sums = torch.zeros(6, device=self.device)
@@ -207,11 +248,14 @@ class FlowPPOAlgorithm(OnPolicyAlgorithm):
                 cond = policy.encoder(obs)
             means = policy.chain_means(chain, cond)
             log_sigma = policy.log_sigma.clamp(max=math.log(c.max_sigma)).unsqueeze(0)
-            log_prob = FlowVLAPolicy.gaussian_chain_log_prob(chain, means, log_sigma)
+            log_prob = element_log_probs(chain, means, log_sigma, c.ratio)
             kl_ref = chain_kl(means, log_sigma, ref_means, ref_log_sigma.unsqueeze(0)).mean()
-            surrogate = clipped_surrogate_loss(log_prob, mb["old_log_prob"], mb["advantage"], c.clip)
+            surrogate = clipped_surrogate_loss(log_prob, mb["old_log_prob"], mb["advantage"].unsqueeze(-1), c.clip)
             v_loss = value_loss(self.critic(obs), mb["old_value"], mb["ret"], c.value_clip)
             loss = surrogate + self.kl_coef * kl_ref + c.value_coef * v_loss
+            aux = self.aux_loss()  # an extension's term, e.g. co-training's λ·flow-matching loss on real demos
+            if aux is not None:
+                loss = loss + aux
             self.actor_opt.zero_grad(set_to_none=True)
             self.critic_opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -225,7 +269,7 @@ class FlowPPOAlgorithm(OnPolicyAlgorithm):
                 approx_kl = ((log_ratio.exp() - 1) - log_ratio).mean()
                 clip_frac = ((log_ratio.exp() - 1).abs() > c.clip).float().mean()
             sums += torch.stack([surrogate.detach(), v_loss.detach(), kl_ref.detach(), approx_kl, clip_frac,
-                                 log_prob.detach().mean()])
+                                 log_prob.detach().sum(-1).mean()])
             n += 1
         storage.clear()
         surr, v_l, kl_ref_m, approx_kl_m, clip_frac_m, lp = (sums / max(n, 1)).tolist()

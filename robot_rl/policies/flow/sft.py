@@ -180,7 +180,9 @@ def load_flow_policy(run_dir: Path | str, device: torch.device | str = "cpu") ->
     if meta.get("kind") != "flow_vla":
         raise ValueError(f"{path} is not a flow-VLA checkpoint (kind {meta.get('kind')!r})")
     spec = EnvSpec.from_dict(meta["spec"])
-    policy = FlowVLAPolicy(spec, FlowVLAConfig(**meta["flow_config"])).to(device)
+    # The checkpoint holds the backbone weights: do not read (or require) the original pretrained file.
+    cfg = FlowVLAConfig(**{**meta["flow_config"], "pretrained_path": None})
+    policy = FlowVLAPolicy(spec, cfg).to(device)
     policy.load_state_dict(state["policy"], strict=True)
     return policy, spec
 

@@ -1,0 +1,185 @@
+"""`robot-rl deploy`: options and the entry function (also callable from Python and tests)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import tyro
+
+from robot_rl.config import ConfigError, apply_overrides, from_dict, load_yaml, parse_override
+
+log = logging.getLogger(__name__)
+
+TELEOP_CHOICES = ("keyboard", "gamepad", "spacemouse", "scripted", "pick_intervener")
+
+
+@dataclass
+class DeployArgs:
+    """Run a policy on a robot with a human ready to take over; evaluate it or learn online (HIL-SERL).
+
+    `--role actor` (default) drives the robot: `--mode eval --run-dir runs/X` scores the run's newest
+    checkpoint for `--episodes`; `--mode learn` acts for a learner and sends every step (with who acted)
+    to it. `--role learner` is that learner: it listens on transport.address, mixes interventions and
+    demos 50/50 with the online data, and writes checkpoints to `--run-dir`. Config keys are set as
+    `section.key=value` (sections: robot, safety, intervention, algo, transport), e.g.
+    `robot.type=sim_arm robot.latency_s=0.02 safety.control_hz=20 intervention.mode=toggle`.
+    """
+
+    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
+    """Dotted config overrides (robot.*, safety.*, intervention.*, algo.*, transport.*)."""
+    role: Literal["actor", "learner"] = "actor"
+    """actor: drive the robot; learner: train on what actors send."""
+    mode: Literal["eval", "learn"] = "eval"
+    """Actor: eval (score the checkpoint) or learn (act for a learner over ZeroMQ)."""
+    config: Path | None = None
+    """A YAML file with any of the sections; command-line overrides win."""
+    run_dir: Path | None = None
+    """eval: the run to deploy; learn: optional starting weights; learner: where checkpoints go."""
+    teleop: Literal["keyboard", "gamepad", "spacemouse", "scripted", "pick_intervener"] = "keyboard"
+    """The intervention device (pick_intervener: a scripted human for the simulated arm's pick task)."""
+    episodes: int = 10
+    """Episodes to run (0: until Ctrl-C)."""
+    max_episode_steps: int = 60
+    """Steps before an episode is cut."""
+    connect: str | None = None
+    """The learner's address (actor, mode learn) or the address to bind (learner); default transport.address."""
+    demos: Path | None = None
+    """Learner: demonstrations to preload into the demo buffer (written by the example or save_demos)."""
+    episode_log: Path | None = None
+    """Actor: append one JSON line per episode (success, steps, intervention rate and lengths) here."""
+    max_s: float | None = None
+    """Learner: stop after this many seconds (default: until Ctrl-C)."""
+    no_status: bool = False
+    """Do not draw the live status line."""
+    estop_guard: bool = False
+    """Actor: run the e-stop guard process (holds the robot through its own connection when this process
+    stops beating for 0.3 s, or when --estop-file appears); needs a robot with an emergency-stop command
+    (sim_arm, xarm)."""
+    estop_file: Path | None = None
+    """Actor, with --estop-guard: `touch` this file from any shell to stop the robot."""
+
+
+def resolve_deploy_config(args: DeployArgs) -> Any:
+    """The :class:`~robot_rl.human_loop.deploy.DeployConfig` of ``args`` (YAML file, then overrides)."""
+    import robot_rl.hardware.xarm  # noqa: F401 - registers robot.type=xarm
+    from robot_rl.human_loop.deploy import DeployConfig
+
+    data = load_yaml(args.config) if args.config is not None else {}
+    top = {"mode": args.mode, "episodes": args.episodes, "max_episode_steps": args.max_episode_steps,
+           "status": not args.no_status}
+    cfg = from_dict(DeployConfig, {**top, **data}, where="deploy config")
+    overrides = dict(parse_override(o) for o in args.overrides)
+    if args.connect:
+        overrides["transport.address"] = args.connect
+    return apply_overrides(cfg, overrides)
+
+
+def make_teleop(name: str, robot: Any) -> Any:
+    """The teleop device called ``name`` for ``robot`` (``pick_intervener`` needs the simulated arm)."""
+    from robot_rl.human_loop.devices.base import TELEOP_DEVICES
+    from robot_rl.human_loop.devices.scripted import ScriptedDevice
+
+    if name == "pick_intervener":
+        from robot_rl.hardware.sim_arm import PickIntervener, SimulatedArm
+
+        if not isinstance(robot, SimulatedArm):
+            raise ConfigError("teleop pick_intervener scripts the simulated arm's pick task: use robot.type=sim_arm")
+        return ScriptedDevice(PickIntervener(robot))
+    return TELEOP_DEVICES.get(name)().make()
+
+
+def start_estop_guard(robot: Any, trigger_file: Path | None) -> Any:
+    """Connect ``robot`` and start an :class:`~robot_rl.hardware.estop.EStopGuard` with its stop command."""
+    from robot_rl.hardware.estop import EStopGuard, EStopGuardConfig
+    from robot_rl.hardware.xarm import XArmEmergencyStop, XArmRobot
+
+    robot.connect()  # the simulator's address (the guard's own connection) exists once it runs
+    if isinstance(robot, XArmRobot):
+        command: Any = XArmEmergencyStop(robot.config.ip)
+    elif hasattr(robot, "emergency_stop_command"):
+        command = robot.emergency_stop_command()
+    else:
+        raise ConfigError(f"{type(robot).__name__} has no emergency-stop command for the guard process")
+    cfg = EStopGuardConfig(trigger_file=str(trigger_file) if trigger_file else None)
+    return EStopGuard(command, cfg).start()
+
+
+def _write_episode_log(path: Path, report: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        for e in report.episodes:
+            f.write(json.dumps({**asdict(e), "intervention_rate": e.intervention_rate}) + "\n")
+
+
+def run_learner_role(args: DeployArgs, cfg: Any) -> int:
+    """`deploy --role learner`."""
+    from robot_rl.human_loop.hil_learner import HILLearner, load_demos
+
+    if args.run_dir is None:
+        raise ConfigError("--role learner needs --run-dir (where checkpoints go)")
+    demos = load_demos(args.demos) if args.demos is not None else None
+    learner = HILLearner(cfg, args.run_dir, demos=demos, address=args.connect)
+    print(f"HIL learner listening on {learner.address} (run directory {args.run_dir}, "
+          f"{learner.stats.demos} demos)", flush=True)
+    stop = threading.Event()
+    try:
+        stats = learner.serve(stop, max_s=args.max_s)
+    except KeyboardInterrupt:
+        stats = learner.stats
+    finally:
+        learner.close()
+    print(f"stopped after {stats.transitions} transitions ({stats.intervened_received} intervened), "
+          f"{stats.updates} updates, weights v{stats.version}; {stats.intervened_sampled}/{stats.rows_sampled} "
+          f"sampled rows were interventions", flush=True)
+    return 0
+
+
+def run_deploy(args: DeployArgs) -> int:
+    """The `deploy` verb."""
+    from robot_rl.hardware.safety import SafetyLayer
+    from robot_rl.human_loop.deploy import Deployer, load_run_policy
+    from robot_rl.human_loop.status import StatusLine
+    from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
+
+    cfg = resolve_deploy_config(args)
+    if args.role == "learner":
+        return run_learner_role(args, cfg)
+    if cfg.mode == "eval" and args.run_dir is None:
+        raise ConfigError("--mode eval needs --run-dir (the run whose checkpoint to deploy)")
+    robot = cfg.robot.make()
+    spec = robot.features
+    if args.run_dir is not None:
+        policy, version = load_run_policy(args.run_dir, spec)
+    else:
+        policy, version = cfg.algo.build(spec, "cpu", cfg.seed).make_policy(), 0
+    device = make_teleop(args.teleop, robot)
+    endpoint = None
+    guard = start_estop_guard(robot, args.estop_file) if args.estop_guard else None
+    with SafetyLayer(robot, cfg.safety, guard=guard) as safety:
+        if cfg.mode == "learn":
+            endpoint = ZmqActorEndpoint(cfg.transport.address, cfg.actor_id, spec,
+                                        ZmqSettings.from_config(cfg.transport))
+        try:
+            with device:
+                deployer = Deployer(cfg, safety, device, policy, endpoint=endpoint,
+                                    policy_version=version if cfg.mode == "eval" else 0,
+                                    status=StatusLine(enabled=cfg.status))
+                print(f"deploy ({cfg.mode}): {deployer.controller.mode_hint}", flush=True)
+                report = deployer.run()
+        finally:
+            if endpoint is not None:
+                endpoint.close()
+            if guard is not None:
+                guard.close()
+    if args.episode_log is not None:
+        _write_episode_log(args.episode_log, report)
+    rates = [e.intervention_rate for e in report.episodes]
+    print(f"{len(report.episodes)} episodes: success {report.success_rate:.0%}, mean intervention rate "
+          f"{(sum(rates) / len(rates) if rates else 0.0):.0%}, policy v{report.policy_version}; "
+          f"{report.rate.summary()}; safety events {report.safety_counts or 'none'}", flush=True)
+    return 0

@@ -1,0 +1,444 @@
+"""`robot-rl deploy`: a policy on a robot, a human with a teleop device, and optionally a learner.
+
+One control loop at a fixed rate (:class:`~robot_rl.hardware.rate.RateLoop`). Each tick:
+
+1. observe (through the :class:`~robot_rl.hardware.safety.SafetyLayer`) and, on robots that know their
+   task (:class:`TaskRobot`, e.g. the ``SimulatedArm``), read success and reward;
+2. the policy proposes an action; the :class:`~robot_rl.human_loop.intervention.InterventionController`
+   lets the human take over (hold-to-intervene by default, or toggle) without the arm jumping;
+3. the previous step's transition is completed with this observation and labelled: *success* when the
+   task says so **or the human pressed success** (labelled when it happens), *failure* / *reset* keys
+   end the episode (truncated), and so does ``max_episode_steps``;
+4. the action goes through the safety layer (its events are counted and shown) to the robot.
+
+``mode="eval"`` scores ``episodes`` episodes. ``mode="learn"`` makes the loop an actor: transitions (with
+``intervened`` per step and the policy version) go to a learner over ZeroMQ in small chunks, never
+blocking the loop, and newer weights are picked up between ticks after a check on recorded observations
+(:class:`~robot_rl.hardware.weight_check.WeightGate`). The learner stores intervened rows in both of its
+buffers and samples them 50/50 (:mod:`robot_rl.human_loop.hil_learner`).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+import yaml
+
+from robot_rl.config import AlgoConfig, ZmqTransportConfig
+from robot_rl.hardware.rate import RateLoop
+from robot_rl.hardware.robot import RobotConfig
+from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
+from robot_rl.hardware.sim_arm import SimulatedArmConfig
+from robot_rl.hardware.weight_check import WeightCheckConfig, WeightGate
+from robot_rl.human_loop.devices.base import TeleopDevice
+from robot_rl.human_loop.intervention import InterventionConfig, InterventionController
+from robot_rl.human_loop.status import StatusLine
+from robot_rl.policies.base import Policy
+from robot_rl.specs import EnvSpec
+from robot_rl.transition import TransitionBatch
+
+log = logging.getLogger(__name__)
+
+
+def _default_algo() -> AlgoConfig:
+    from robot_rl.policies.sac import SACConfig
+
+    # HIL-SERL / RLPD: half of every batch from the demo + intervention buffer, a small warm-up.
+    return SACConfig(demo_ratio=0.5, learning_starts=200, batch_size=128, critic_layer_norm=True,
+                     gamma=0.95, buffer_size=200_000, demo_buffer_size=50_000)
+
+
+@dataclass
+class DeployConfig:
+    """Everything a deploy run (actor side) and its HIL learner share."""
+
+    robot: RobotConfig = field(default_factory=SimulatedArmConfig)
+    """The robot (``robot.type``: sim_arm, xarm, ...)."""
+    safety: SafetyConfig = field(default_factory=SafetyConfig)
+    """Limits of the safety layer; ``safety.control_hz`` is the loop rate."""
+    intervention: InterventionConfig = field(default_factory=InterventionConfig)
+    """How the human takes over (``hold`` or ``toggle``)."""
+    algo: AlgoConfig = field(default_factory=_default_algo)
+    """The learner's algorithm (the actor builds its policy from it)."""
+    transport: ZmqTransportConfig = field(default_factory=ZmqTransportConfig)
+    """Where the learner listens (``mode=learn``)."""
+    mode: str = "eval"
+    """``eval`` (score ``episodes`` episodes) or ``learn`` (act for a learner, send transitions)."""
+    episodes: int = 10
+    """Episodes to run (0: until Ctrl-C)."""
+    max_episode_steps: int = 60
+    """Steps before an episode is cut (truncated)."""
+    actor_id: int = 0
+    """This actor's id at the learner."""
+    send_every: int = 8
+    """Ship transitions in chunks of this many steps (and at every episode end)."""
+    weight_max_deviation: float = 2.0
+    """New weights are refused if any action on the recorded observations moves more than this from the
+    acting policy's (2.0 = only finite, in-bounds actions are required: learning from scratch changes a lot)."""
+    deterministic: bool | None = None
+    """Act with the policy's mean (default: in eval mode) or sample (default: in learn mode)."""
+    reward_source: str = "robot"
+    """``robot``: success and reward from a robot that knows its task (:class:`TaskRobot`), and the
+    success key; ``keys``: only the human's success key labels success (reward 1 on it, else 0)."""
+    rearm_on_reset: bool = True
+    """Re-arm a tripped watchdog when a new episode starts (an e-stop always needs a manual reset)."""
+    max_wait_s: float = 60.0
+    """Deadline for the learner's first weights."""
+    seed: int = 0
+    """Seed of the policy's sampling and of task resets."""
+    status: bool = True
+    """Show the live status line in the terminal."""
+
+    def __post_init__(self) -> None:
+        if self.reward_source not in ("robot", "keys"):
+            raise ValueError(f"reward_source {self.reward_source!r}; valid: robot, keys")
+        if self.mode not in ("eval", "learn"):
+            raise ValueError(f"mode {self.mode!r}; valid: eval, learn")
+        if self.max_episode_steps < 1 or self.send_every < 1 or self.episodes < 0:
+            raise ValueError("max_episode_steps and send_every must be >= 1, episodes >= 0")
+        if self.robot.control_mode != "ee_delta":
+            raise ValueError("deploy needs robot.control_mode=ee_delta (teleop deltas apply to the measured pose)")
+
+
+def robot_spec(cfg: RobotConfig) -> EnvSpec:
+    """The spec a robot with ``cfg`` declares (what learner and actor agree on), without connecting."""
+    return cfg.make().features
+
+
+def load_run_policy(run_dir: Path, spec: EnvSpec, device: str = "cpu") -> tuple[Policy, int]:
+    """The acting policy of a run directory's newest checkpoint, and its weight version.
+
+    The run's recorded spec must match the robot's ``spec`` (a policy trained on other cameras or another
+    state layout is refused with the differences listed).
+    """
+    from robot_rl.checkpoint import load_latest
+    from robot_rl.config import ConfigError, from_dict, load_yaml
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.yaml").is_file():
+        raise FileNotFoundError(f"{run_dir} is not a run directory (no config.yaml)")
+    data = load_yaml(run_dir / "config.yaml")
+    if "algo" not in data:
+        raise ConfigError(f"{run_dir}/config.yaml has no algo section")
+    algo_cfg = from_dict(AlgoConfig, data["algo"], where="algo")
+    if (run_dir / "spec.yaml").is_file():
+        EnvSpec.from_dict(yaml.safe_load((run_dir / "spec.yaml").read_text())).assert_compatible(spec, "the robot")
+    state, meta, path = load_latest(run_dir)
+    algo = algo_cfg.build(spec, device, 0)
+    if "actor_weights" in state:
+        algo.load_actor_weights(state["actor_weights"])
+    else:
+        algo.load_state_dict(state["algo"])
+    log.info("deploy: acting with %s (policy v%s)", path, meta.get("policy_version"))
+    return algo.make_policy(), int(meta.get("policy_version", 0))
+
+
+@runtime_checkable
+class TaskRobot(Protocol):
+    """A robot that knows its task (simulators; cells with a success sensor)."""
+
+    def reset_task(self, seed: int | None = None) -> None:
+        """Start a new episode."""
+
+    def task_status(self) -> Any:
+        """An object with ``success`` (bool) and ``reward`` (float) for the current state."""
+
+
+@dataclass
+class EpisodeRecord:
+    """One finished episode."""
+
+    success: bool
+    steps: int
+    ret: float
+    intervened_steps: int
+    interventions: int
+    intervention_lengths: list[int]
+    end: str
+    """``success``, ``failure`` (key), ``reset`` (key), ``time_limit`` or ``safety`` (latched)."""
+    wall_s: float
+    policy_version: int
+
+    @property
+    def intervention_rate(self) -> float:
+        """Fraction of the episode's steps under human control."""
+        return self.intervened_steps / self.steps if self.steps else 0.0
+
+
+@dataclass
+class DeployReport:
+    """What a deploy run did."""
+
+    episodes: list[EpisodeRecord]
+    steps: int
+    policy_version: int
+    safety_counts: dict[str, int]
+    rate: Any
+    weights_accepted: int
+    weights_rejected: int
+    chunks_sent: int
+    dropped_chunks: int
+
+    @property
+    def success_rate(self) -> float:
+        """Successful episodes / episodes."""
+        return sum(e.success for e in self.episodes) / len(self.episodes) if self.episodes else 0.0
+
+
+def policy_act_fn(policy: Policy, deterministic: bool = True) -> Any:
+    """``{key: np [N, ...]}`` → ``np [N, A]`` with ``policy`` (for the weight gate)."""
+
+    @torch.no_grad()
+    def act(obs: dict[str, np.ndarray]) -> np.ndarray:
+        a, _ = policy.act({k: torch.as_tensor(v) for k, v in obs.items()}, deterministic=deterministic)
+        return a.numpy()
+
+    return act
+
+
+def intervention_runs(flags: list[bool]) -> list[int]:
+    """Lengths of the runs of consecutive intervened steps (one per intervention)."""
+    runs: list[int] = []
+    for prev, cur in zip([False, *flags], flags):
+        if cur:
+            if prev:
+                runs[-1] += 1
+            else:
+                runs.append(1)
+    return runs
+
+
+def rows_to_batch(rows: list[dict[str, Any]]) -> TransitionBatch:
+    """Stack recorded transition rows (numpy, no batch dimension) into one :class:`TransitionBatch`."""
+
+    def stack(key: str) -> dict[str, torch.Tensor]:
+        return {k: torch.as_tensor(np.stack([r[key][k] for r in rows])) for k in rows[0][key]}
+
+    extras = {k: torch.cat([r["extras"][k] for r in rows]) for k in rows[0]["extras"]}
+    return TransitionBatch(
+        obs=stack("obs"), action=torch.as_tensor(np.stack([r["action"] for r in rows])),
+        reward=torch.tensor([r["reward"] for r in rows], dtype=torch.float32),
+        terminated=torch.tensor([r["terminated"] for r in rows]),
+        truncated=torch.tensor([r["truncated"] for r in rows]), next_obs=stack("next_obs"),
+        intervened=torch.tensor([r["intervened"] for r in rows]),
+        policy_version=torch.tensor([r["version"] for r in rows], dtype=torch.int64),
+        env_index=torch.zeros(len(rows), dtype=torch.int64), extras=extras)
+
+
+class Deployer:
+    """The deploy control loop (see the module docstring). ``endpoint`` is given in learn mode."""
+
+    def __init__(self, cfg: DeployConfig, safety: SafetyLayer, device: TeleopDevice, policy: Policy,
+                 endpoint: Any = None, policy_version: int = 0, stop: threading.Event | None = None,
+                 status: StatusLine | None = None) -> None:
+        if cfg.mode == "learn" and endpoint is None:
+            raise ValueError("mode=learn needs a learner endpoint")
+        self.cfg = cfg
+        self.safety = safety
+        self.robot = safety.robot
+        self.device = device
+        self.policy = policy
+        self.endpoint = endpoint
+        self.version = policy_version
+        self.stop = stop or threading.Event()
+        self.controller = InterventionController(device, cfg.intervention, self.robot.control_mode)
+        self.rate = RateLoop(cfg.safety.control_hz)
+        self.deterministic = cfg.deterministic if cfg.deterministic is not None else cfg.mode == "eval"
+        self.recorded: deque[dict[str, np.ndarray]] = deque(maxlen=64)
+        self.gate = WeightGate({}, WeightCheckConfig(max_deviation=cfg.weight_max_deviation))
+        self.gate.current, self.gate.version = policy_act_fn(policy), policy_version
+        self.status = status or StatusLine(enabled=False)
+        self.episodes: list[EpisodeRecord] = []
+        self.steps = 0
+        self.chunks_sent = 0
+        self.dropped_chunks = 0
+        self._rows: list[dict[str, Any]] = []
+        self.last_source = "policy"
+        self.collected: list[dict[str, Any]] | None = None
+        """Set to a list to keep every transition here too (e.g. to record demonstrations in eval mode)."""
+
+    # ---- weights --------------------------------------------------------------------------------
+
+    def _recorded_batch(self) -> dict[str, np.ndarray]:
+        return {k: np.stack([o[k] for o in self.recorded]) for k in self.recorded[0]} if self.recorded else {}
+
+    def offer_weights(self, weights: Any, version: int) -> bool:
+        """Check new weights on recorded observations; act with them if they pass."""
+        candidate = copy.deepcopy(self.policy)
+        try:
+            candidate.load_actor_weights(weights)
+        except (RuntimeError, KeyError, ValueError) as e:  # wrong shapes or keys: never reaches the robot
+            self.gate.counts["rejected"] += 1
+            log.warning("weights v%d do not load into the acting policy (%s); keeping v%d", version, e, self.version)
+            return False
+        self.gate.observations = self._recorded_batch()
+        if not self.gate.offer(policy_act_fn(candidate), version).ok:
+            return False
+        self.policy, self.version = candidate, version
+        return True
+
+    def sync_weights(self) -> None:
+        """Pick up the learner's newest weights, if any (never blocks)."""
+        if self.endpoint is None:
+            return
+        new = self.endpoint.poll_weights(self.version)
+        if new is not None and new.version > (self.gate.version or -1):
+            if not self.offer_weights(new.weights, new.version):
+                self.gate.version = new.version  # refused: do not re-check the same version every tick
+
+    def wait_first_weights(self) -> None:
+        """Learn mode: block (up to ``max_wait_s``) for the learner's weights before the robot moves."""
+        new = self.endpoint.wait_weights(-1, self.cfg.max_wait_s)
+        if new is None:
+            raise TimeoutError(f"no weights from the learner at {self.cfg.transport.address} within "
+                               f"{self.cfg.max_wait_s:.0f}s; is `robot-rl deploy --role learner` running?")
+        self.recorded.append(self.safety.observe())
+        self.gate.current = None
+        if not self.offer_weights(new.weights, new.version):
+            raise RuntimeError(f"the learner's first weights v{new.version} failed the check on a recorded "
+                               "observation (non-finite or out-of-bounds actions)")
+
+    # ---- transitions ----------------------------------------------------------------------------
+
+    def _act(self, obs: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, torch.Tensor]]:
+        with torch.no_grad():
+            t_obs = {k: torch.as_tensor(v).unsqueeze(0) for k, v in obs.items()}
+            a, extras = self.policy.act(t_obs, deterministic=self.deterministic)
+        return a[0].numpy(), {k: v[:1] for k, v in extras.items()}
+
+    def _record(self, row: dict[str, Any]) -> None:
+        if self.cfg.mode != "learn" and self.collected is None:
+            return
+        self._rows.append(row)
+        if len(self._rows) >= self.cfg.send_every or row["terminated"] or row["truncated"]:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send the collected rows as one chunk (a full outbox drops it, counted; the loop never waits)."""
+        if not self._rows:
+            return
+        rows, self._rows = self._rows, []
+        if self.collected is not None:
+            self.collected.extend(rows)
+        if self.endpoint is None:
+            return
+        batch = rows_to_batch(rows)
+        if self.endpoint.send(batch, 0.0):
+            self.chunks_sent += 1
+        else:
+            self.dropped_chunks += 1
+            log.warning("deploy: the transport's outbox is full; %d transitions dropped", len(rows))
+
+    # ---- the loop -------------------------------------------------------------------------------
+
+    def _start_episode(self, index: int) -> dict[str, np.ndarray]:
+        if isinstance(self.robot, TaskRobot):
+            self.robot.reset_task(self.cfg.seed * 100_003 + index)
+        # A new episode is a restart: the change limit starts again from the measured state. A latch (watchdog
+        # during a long reset) is cleared only with rearm_on_reset; an e-stop never here.
+        if not self.safety.estop.is_set and (self.safety.latched is None or self.cfg.rearm_on_reset):
+            self.safety.rearm()
+        obs = self.safety.observe()
+        self.recorded.append(obs)
+        return obs
+
+    def run_episode(self, index: int) -> EpisodeRecord:
+        """One episode, from reset to success, a key, the time limit or a safety latch."""
+        t0 = time.monotonic()
+        obs = self._start_episode(index)
+        pending: dict[str, Any] | None = None
+        ret, end, success, t = 0.0, "time_limit", False, 0
+        flags: list[bool] = []  # who acted, per step sent to the robot
+        task = self.robot if isinstance(self.robot, TaskRobot) and self.cfg.reward_source == "robot" else None
+        while not self.stop.is_set():
+            self.rate.wait()
+            if t > 0:
+                obs = self.safety.observe()
+            status = task.task_status() if task is not None else None
+            self.sync_weights()
+            policy_action, extras = self._act(obs)
+            step = self.controller.step(policy_action)
+            self.last_source = step.source
+            if "estop" in step.events:
+                self.safety.estop.trigger("teleop e-stop key")
+            success = bool(status is not None and status.success) or "success" in step.events
+            if success:
+                end = "success"
+            elif "failure" in step.events:
+                end = "failure"
+            elif "reset" in step.events:
+                end = "reset"
+            elif self.safety.latched is not None:
+                end = "safety"
+            done = success or end in ("failure", "reset", "safety") or t == self.cfg.max_episode_steps
+            if pending is not None:
+                reward = float(status.reward) if status is not None else float(success)
+                ret += reward
+                self._record({**pending, "next_obs": obs, "reward": reward, "terminated": success,
+                              "truncated": done and not success})
+            if done:
+                break
+            applied, info = self.safety.step(step.action)
+            self.status.safety(info["safety_events"])
+            pending = {"obs": obs, "action": applied, "intervened": step.intervened, "version": self.version,
+                       "extras": extras}
+            flags.append(step.intervened)
+            t += 1
+            self.steps += 1
+            self._show(index, t)
+        self.flush()
+        self.safety.robot.hold()
+        self.controller.reset_episode()
+        lengths = intervention_runs(flags)
+        record = EpisodeRecord(success, t, ret, sum(flags), len(lengths), lengths, end, time.monotonic() - t0,
+                               self.version)
+        self.episodes.append(record)
+        log.info("episode %d: %s after %d steps, return %.2f, intervention rate %.0f%% (%d interventions, "
+                 "lengths %s), policy v%d", index, end, t, ret, 100 * record.intervention_rate,
+                 record.interventions, record.intervention_lengths, self.version)
+        return record
+
+    def _show(self, episode: int, step: int) -> None:
+        if not self.status.enabled:
+            return
+        stats = self.rate.stats()
+        done = self.episodes
+        self.status.update(version=self.version, source=self.last_source, mode_hint=self.cfg.intervention.mode,
+                           period_ms=stats.p50_s * 1e3, p99_ms=stats.p99_s * 1e3, target_ms=stats.target_period_s * 1e3,
+                           successes=sum(e.success for e in done), episodes=len(done), episode=episode, step=step,
+                           safety_counts=dict(self.safety.counts))
+
+    def run(self) -> DeployReport:
+        """Run the configured number of episodes (or until ``stop``); always leaves the robot held."""
+        if self.cfg.mode == "learn" and self.version <= 0:
+            self.wait_first_weights()
+        i = 0
+        try:
+            with self.status:
+                while not self.stop.is_set() and (self.cfg.episodes == 0 or i < self.cfg.episodes):
+                    self.run_episode(i)
+                    i += 1
+        except KeyboardInterrupt:
+            log.warning("deploy interrupted")
+        finally:
+            self.safety.robot.hold()
+            if self.safety.watchdog is not None:  # held on purpose: nothing will command it until re-armed
+                self.safety.watchdog.disarm()
+            if self.safety.guard is not None:
+                self.safety.guard.pause()
+        return self.report()
+
+    def report(self) -> DeployReport:
+        """The run so far."""
+        return DeployReport(list(self.episodes), self.steps, self.version, dict(self.safety.counts),
+                            self.rate.stats(), self.gate.counts["accepted"], self.gate.counts["rejected"],
+                            self.chunks_sent, self.dropped_chunks)

@@ -1,0 +1,150 @@
+"""The HIL-SERL learner: the other end of `robot-rl deploy --mode learn`.
+
+It listens on ZeroMQ with the robot's declared spec (so an actor on another robot is refused at connect
+time), stores every received row in the ``online`` buffer and the intervened rows also in the
+``demos`` buffer (which starts with the offline demonstrations), samples every batch 50/50 from the two
+(:class:`~robot_rl.replay.mixing.MixingSampler`, RLPD), updates at the algorithm's UTD ratio and
+publishes versioned actor weights. Checkpoints (``actor_weights`` included) go to the run directory,
+which `robot-rl deploy --mode eval --run-dir` can then score.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from robot_rl.checkpoint import save_checkpoint
+from robot_rl.config import save_yaml
+from robot_rl.human_loop.deploy import DeployConfig, robot_spec
+from robot_rl.loop.learner import Learner
+from robot_rl.replay.mixing import MixingSampler
+from robot_rl.transition import TransitionBatch
+from robot_rl.transport.zmq_transport import ZmqLearnerEndpoint, ZmqSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class HILLearnerStats:
+    """Counters for logs and tests."""
+
+    transitions: int = 0
+    intervened_received: int = 0
+    updates: int = 0
+    version: int = 0
+    rows_sampled: int = 0
+    intervened_sampled: int = 0
+    demos: int = 0
+
+
+def save_demos(batch: TransitionBatch, path: Path) -> None:
+    """Write demonstrations as a plain dict of tensors (loaded with ``weights_only=True``)."""
+    data = {"obs": batch.obs, "next_obs": batch.next_obs, "action": batch.action, "reward": batch.reward,
+            "terminated": batch.terminated, "truncated": batch.truncated, "intervened": batch.intervened,
+            "policy_version": batch.policy_version, "env_index": batch.env_index}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    torch.save(data, path)
+
+
+def load_demos(path: Path) -> TransitionBatch:
+    """Read :func:`save_demos` output (never unpickles code)."""
+    d = torch.load(path, weights_only=True)
+    return TransitionBatch(obs=d["obs"], action=d["action"], reward=d["reward"], terminated=d["terminated"],
+                           truncated=d["truncated"], next_obs=d["next_obs"], intervened=d["intervened"],
+                           policy_version=d["policy_version"], env_index=d["env_index"])
+
+
+class HILLearner:
+    """Learner + ZeroMQ endpoint + run directory for one deploy run."""
+
+    def __init__(self, cfg: DeployConfig, run_dir: Path, demos: TransitionBatch | None = None,
+                 address: str | None = None, device: str = "cpu", publish_every: int = 20,
+                 checkpoint_every_s: float = 60.0) -> None:
+        self.cfg = cfg
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.spec = robot_spec(cfg.robot)
+        save_yaml(cfg, self.run_dir / "config.yaml")
+        (self.run_dir / "spec.yaml").write_text(yaml.safe_dump(self.spec.to_dict()))
+        torch.manual_seed(cfg.seed)
+        self.algo = cfg.algo.build(self.spec, device, cfg.seed)
+        settings = ZmqSettings.from_config(cfg.transport, ack_after="confirm")
+        self.endpoint = ZmqLearnerEndpoint(address or cfg.transport.address, self.spec, settings)
+        self.learner = Learner(self.algo, self.spec, self.endpoint, device, num_envs_total=1)
+        self.stats = HILLearnerStats()
+        storage = self.learner.storage
+        if isinstance(storage, MixingSampler):
+            storage.sample = self._counting(storage.sample)  # type: ignore[method-assign]
+            if demos is not None and len(demos):
+                storage.add_to("demos", demos.to(device))
+                self.stats.demos = len(demos)
+        elif demos is not None:
+            log.warning("algo has no demo buffer (demo_ratio=0): %d demonstrations go to the online buffer",
+                        len(demos))
+            storage.add(demos.to(device))
+        self.publish_every = publish_every
+        self.checkpoint_every_s = checkpoint_every_s
+        self._last_ckpt = time.monotonic()
+        self._since_publish = 0
+        self.stats.version = self.learner.publish()
+
+    @property
+    def address(self) -> str:
+        """The bound address (with the real port when bound to port 0)."""
+        return str(self.endpoint.address)
+
+    def _counting(self, sample: Any) -> Any:
+        def counted(batch_size: int, generator: torch.Generator | None = None) -> TransitionBatch:
+            batch = sample(batch_size, generator)
+            self.stats.rows_sampled += len(batch)
+            self.stats.intervened_sampled += int(batch.intervened.sum())
+            return batch
+
+        return counted
+
+    def step(self, recv_timeout_s: float = 0.02, max_updates: int = 4) -> None:
+        """Ingest what arrived, run owed updates (at most ``max_updates``), publish and checkpoint when due."""
+        while self.learner.pump(recv_timeout_s):
+            recv_timeout_s = 0.0
+        self.stats.transitions = self.learner.transitions
+        storage = self.learner.storage
+        if isinstance(storage, MixingSampler):  # intervened rows are copied there by MixingSampler.add
+            self.stats.intervened_received = len(storage.buffers["demos"]) - self.stats.demos
+        done = self.learner.update_off_policy(max_updates)
+        self._since_publish += done
+        self.stats.updates = self.learner.updates
+        if self._since_publish >= self.publish_every:
+            self._since_publish = 0
+            self.stats.version = self.learner.publish()
+        if time.monotonic() - self._last_ckpt >= self.checkpoint_every_s:
+            self.checkpoint()
+
+    def checkpoint(self) -> Path:
+        """Save the algorithm and the actor weights (what `deploy --mode eval` loads)."""
+        self._last_ckpt = time.monotonic()
+        state = {"algo": self.algo.state_dict(), "actor_weights": self.algo.actor_weights(),
+                 "learner": self.learner.counters()}
+        meta = {"env_steps": self.learner.transitions, "updates": self.learner.updates,
+                "policy_version": self.learner.version, "intervened_sampled": self.stats.intervened_sampled}
+        return save_checkpoint(self.run_dir, self.learner.transitions, state, meta)
+
+    def serve(self, stop: threading.Event, max_s: float | None = None) -> HILLearnerStats:
+        """Learn until ``stop`` is set (or ``max_s``); checkpoint on the way out."""
+        t0 = time.monotonic()
+        try:
+            while not stop.is_set() and (max_s is None or time.monotonic() - t0 < max_s):
+                self.step()
+        finally:
+            self.checkpoint()
+        return self.stats
+
+    def close(self) -> None:
+        """Close the endpoint."""
+        self.endpoint.close()

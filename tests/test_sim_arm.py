@@ -1,0 +1,165 @@
+"""SimulatedArm: the Robot contract over a separate MuJoCo process at real-time pace."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mujoco")
+pytest.importorskip("msgpack")
+
+from robot_rl.hardware.robot import NotConnectedError, RobotError
+from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
+from robot_rl.hardware.sim_arm import SimulatedArm, SimulatedArmConfig, pick_expert_action
+from robot_rl.hardware.sim_arm_server import pack_array, unpack_array
+
+
+def _connect(cfg: SimulatedArmConfig) -> SimulatedArm:
+    arm = cfg.make()
+    try:
+        arm.connect()
+    except RobotError as e:
+        pytest.skip(f"simulated arm could not start here: {e}")
+    return arm
+
+
+@pytest.fixture(scope="module")
+def arm():
+    a = _connect(SimulatedArmConfig(cameras={"front": (32, 40), "wrist": (24, 24)}, seed=3))
+    yield a
+    a.disconnect()
+
+
+def test_features_declared_before_connect_and_matched_by_observe(arm):
+    cfg = SimulatedArmConfig(cameras={"front": (32, 40), "wrist": (24, 24)})
+    spec = cfg.make().features  # no process needed
+    assert spec.observation["state"].shape == (16,)  # 6 joints, pose 6, gripper, cube xyz
+    assert spec.observation["image.front"].shape == (32, 40, 3)
+    assert spec.action.shape == (7,)
+    obs = arm.observe()
+    assert set(obs) == set(spec.observation)
+    for k, s in spec.observation.items():
+        assert obs[k].shape == s.shape and str(obs[k].dtype) == s.dtype, k
+    with pytest.raises(NotConnectedError):
+        cfg.make().observe()
+
+
+def test_send_action_returns_applied_and_rejects_nonfinite(arm):
+    arm.reset_task(seed=1)
+    applied = arm.send_action(np.array([3.0, 0, 0, 0, 0, 0, 1.0], np.float32))
+    np.testing.assert_allclose(applied, [1, 0, 0, 0, 0, 0, 1])
+    with pytest.raises(ValueError, match="non-finite"):
+        arm.send_action(np.array([np.nan, 0, 0, 0, 0, 0, 1.0], np.float32))
+
+
+def test_physics_runs_at_wall_clock_pace(arm):
+    s0, t0 = arm.sim_stats()["sim_time"], time.monotonic()
+    time.sleep(0.6)
+    s1, t1 = arm.sim_stats()["sim_time"], time.monotonic()
+    ratio = (s1 - s0) / (t1 - t0)
+    assert 0.8 < ratio < 1.2, f"simulated {s1 - s0:.3f}s in {t1 - t0:.3f}s of wall clock"
+
+
+def test_cameras_show_the_scene_and_change_when_the_arm_moves(arm):
+    arm.reset_task(seed=2)
+    before = arm.observe()
+    for _ in range(8):
+        arm.send_action(np.array([0, 0, -1.0, 0, 0, 0, 1.0], np.float32))
+        time.sleep(0.05)
+    after = arm.observe()
+    for k in ("image.front", "image.wrist"):
+        assert before[k].std() > 5.0, f"{k} is flat"
+        assert np.abs(after[k].astype(int) - before[k].astype(int)).mean() > 0.5, f"{k} did not change"
+    assert after["state"][8] < before["state"][8] - 0.03  # grip site went down
+
+
+def test_reset_places_the_cube_randomly_and_the_pick_task_can_succeed(arm):
+    cubes = []
+    for seed in (10, 11, 12):
+        arm.reset_task(seed=seed)
+        cubes.append(arm.observe()["state"][13:16])
+    assert np.ptp(np.array(cubes)[:, :2], axis=0).max() > 0.005
+    assert np.abs(arm.observe()["state"][9:12]).max() < 0.3  # orientation relative to home: no ±π wrap
+    assert not arm.task_status().success
+    for _ in range(60):
+        obs = arm.observe()
+        arm.send_action(pick_expert_action(obs, arm.config))
+        time.sleep(0.03)
+        if arm.task_status().success:
+            break
+    status = arm.task_status()
+    assert status.success and status.info["lifted_m"] >= arm.config.lift_height
+
+
+def test_estop_guard_holds_the_arm_through_its_own_connection(arm, tmp_path):
+    from robot_rl.hardware.estop import EStopGuard, EStopGuardConfig
+
+    trigger = tmp_path / "stop"
+    guard = EStopGuard(arm.emergency_stop_command(),
+                       EStopGuardConfig(trigger_file=str(trigger), heartbeat_timeout_s=0)).start()
+    safety = SafetyLayer(arm, SafetyConfig(watchdog_timeout_s=0), guard=guard)
+    try:
+        arm.reset_task(seed=4)
+        safety.rearm()
+        down = np.array([0, 0, -1.0, 0, 0, 0, 1.0], np.float32)
+        assert not safety.step(down)[1]["safety_held"]
+        trigger.touch()
+        deadline = time.monotonic() + 5.0
+        while not guard.tripped and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert guard.tripped and "file" in guard.reason
+        _, info = safety.step(down)
+        assert info["safety_latched"] == "estop" and info["safety_held"]
+    finally:
+        guard.close()
+
+
+@pytest.fixture(scope="module")
+def slow_arm():
+    a = _connect(SimulatedArmConfig(cameras={}, latency_s=0.05, request_timeout_s=0.3))
+    yield a
+    a.disconnect()
+
+
+def round_trip(a: SimulatedArm) -> float:
+    t = time.perf_counter()
+    for _ in range(5):
+        a.measure()
+    return (time.perf_counter() - t) / 5
+
+
+def test_latency_delays_every_request(arm, slow_arm):
+    base, delayed = round_trip(arm), round_trip(slow_arm)
+    assert 0.045 <= delayed - base < 0.1, f"{base * 1e3:.1f} ms vs {delayed * 1e3:.1f} ms"
+
+
+def test_killed_simulator_gives_a_clear_error_and_the_safety_layer_holds(slow_arm):
+    safety = SafetyLayer(slow_arm, SafetyConfig(watchdog_timeout_s=0.15))
+    safety.rearm()
+    try:
+        safety.step(np.array([0, 0, 0, 0, 0, 0, 1.0], np.float32))
+        assert slow_arm.process is not None
+        os.kill(slow_arm.process.pid, signal.SIGKILL)
+        slow_arm.process.wait(timeout=5)
+        with pytest.raises(RobotError, match="exited with code -9"):
+            safety.step(np.array([0, 0, 0, 0, 0, 0, 1.0], np.float32))
+        deadline = time.monotonic() + 1.0
+        while safety.latched is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert safety.latched == "watchdog"  # no fresh command reached the arm: held and latched
+        assert not slow_arm.is_connected
+    finally:
+        safety.close()
+
+
+def test_wire_arrays_are_checked():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(unpack_array(pack_array(a)), a)
+    with pytest.raises(ValueError, match="dtype"):
+        unpack_array({"dtype": "object", "shape": [1], "data": b"x"})
+    with pytest.raises(ValueError, match="does not fit"):
+        unpack_array({"dtype": "float32", "shape": [4], "data": b"\0" * 8})
