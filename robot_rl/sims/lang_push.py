@@ -28,12 +28,12 @@ from typing import Any, ClassVar
 import torch
 
 from robot_rl.config import TASKS, TaskConfig
-from robot_rl.envs import StepResult, check_action
+from robot_rl.envs import StepResult
+from robot_rl.sims.chunked import ChunkDemonstrator, execute_chunk
 from robot_rl.sims.lang_tokenizer import HashTokenizer
 from robot_rl.sims.render2d import Disc, Shape
 from robot_rl.sims.torch_task import TorchTask
 from robot_rl.specs import ArraySpec, EnvSpec
-from robot_rl.transition import Obs
 
 #: Block colours by name (RGB).
 BLOCK_COLORS: dict[str, tuple[int, int, int]] = {"red": (225, 30, 30), "blue": (30, 70, 235)}
@@ -228,21 +228,13 @@ class LangPushTask(TorchTask):
         As ``lang_reach``: rewards add up over the executed actions, and a sub-env stops executing its
         chunk at the step it succeeds or runs out of time (a zero action leaves the scene unchanged).
         """
-        action = check_action(action.to(self.device), self.spec, self.num_envs)
-        chunk = action if action.dim() == 3 else action.unsqueeze(1)
-        reward = torch.zeros(self.num_envs, device=self.device)
-        success = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        alive = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
-        for k in range(self.execute_steps if action.dim() == 3 else 1):
-            last = self.last_action
-            self._apply_action(chunk[:, k] * alive.unsqueeze(-1))
-            self.last_action = torch.where(alive.unsqueeze(-1), self.last_action, last)
-            r, _, succ = self._reward_and_status()
-            reward += torch.where(alive, r, torch.zeros_like(r))
-            success |= succ & alive
-            self.episode_length += alive.long()
-            alive &= ~succ & (self.episode_length < self.max_episode_steps)
-        return self._finish_step(reward, success, success)
+        return execute_chunk(self, action, self.execute_steps, self._apply_while_alive)
+
+    def _apply_while_alive(self, action: torch.Tensor, alive: torch.Tensor) -> None:
+        # A zero action leaves the scene unchanged; the last action (observed) is kept as well.
+        last = self.last_action
+        self._apply_action(action * alive.unsqueeze(-1))
+        self.last_action = torch.where(alive.unsqueeze(-1), self.last_action, last)
 
     def expert_chunk(self, horizon: int) -> torch.Tensor:
         """The scripted expert's next ``horizon`` actions ``[N, horizon, 2]``, planned on a copy of the scene."""
@@ -275,19 +267,8 @@ class LangPushTask(TorchTask):
         return (target_step / cfg.action_scale).clamp(-1.0, 1.0)
 
 
-class LangPushDemonstrator:
+class LangPushDemonstrator(ChunkDemonstrator):
     """Scripted expert for :class:`LangPushTask` (privileged block positions); ``act`` matches the action spec."""
 
-    def __init__(self, env: Any) -> None:
-        inner = env
-        while not isinstance(inner, LangPushTask) and hasattr(inner, "env"):
-            inner = inner.env
-        if not isinstance(inner, LangPushTask):
-            raise TypeError(f"LangPushDemonstrator needs a lang_push env, got {type(env).__name__}")
-        self.env = inner
-
-    def act(self, obs: Obs, deterministic: bool = True) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """``(action, {})``: one step ``[N, 2]`` or a chunk ``[N, H, 2]``."""
-        shape = self.env.spec.action.shape
-        chunk = self.env.expert_chunk(shape[0] if len(shape) == 2 else 1)
-        return (chunk if len(shape) == 2 else chunk[:, 0]), {}
+    task_type = LangPushTask
+    task_id = "lang_push"

@@ -27,12 +27,12 @@ from typing import Any, ClassVar
 import torch
 
 from robot_rl.config import TASKS
-from robot_rl.envs import StepResult, check_action
+from robot_rl.envs import StepResult
+from robot_rl.sims.chunked import ChunkDemonstrator, execute_chunk
 from robot_rl.sims.lang_tokenizer import HashTokenizer
 from robot_rl.sims.reach import ReachConfig, ReachTask, forward_kinematics
 from robot_rl.sims.render2d import Capsule, Disc, Shape
 from robot_rl.specs import ArraySpec, EnvSpec
-from robot_rl.transition import Obs
 
 #: Target colours by name (RGB), in the order targets are assigned.
 COLORS: dict[str, tuple[int, int, int]] = {"red": (225, 30, 30), "green": (30, 170, 50), "blue": (30, 70, 235)}
@@ -155,20 +155,9 @@ class LangReachTask(ReachTask):
         Auto-reset as in :meth:`TorchTask.step`; rewards are summed over the executed actions, and a
         sub-env stops executing its chunk at the step it succeeds or runs out of time.
         """
-        action = check_action(action.to(self.device), self.spec, self.num_envs)
-        chunk = action if action.dim() == 3 else action.unsqueeze(1)
-        reward = torch.zeros(self.num_envs, device=self.device)
-        success = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        alive = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
-        for k in range(self.execute_steps if action.dim() == 3 else 1):
-            # With ee control a zero action is a no-op, so finished sub-envs simply stand still.
-            self._apply_action(chunk[:, k] * alive.unsqueeze(-1))
-            r, _, succ = self._reward_and_status()
-            reward += torch.where(alive, r, torch.zeros_like(r))
-            success |= succ & alive
-            self.episode_length += alive.long()
-            alive &= ~succ & (self.episode_length < self.max_episode_steps)
-        return self._finish_step(reward, success, success)  # success terminates
+        # With ee control a zero action is a no-op, so finished sub-envs simply stand still.
+        return execute_chunk(self, action, self.execute_steps,
+                             lambda a, alive: self._apply_action(a * alive.unsqueeze(-1)))
 
     def expert_chunk(self, horizon: int) -> torch.Tensor:
         """The scripted expert's next ``horizon`` actions ``[N, horizon, 2]`` (planned in end-effector space)."""
@@ -181,27 +170,8 @@ class LangReachTask(ReachTask):
         return torch.stack(actions, dim=1)
 
 
-class LangReachDemonstrator:
-    """Scripted expert for :class:`LangReachTask`: ``act(obs)`` returns what the env's action spec asks for.
+class LangReachDemonstrator(ChunkDemonstrator):
+    """Scripted expert for :class:`LangReachTask` (privileged goal); ``act`` matches the action spec."""
 
-    It reads the env's privileged goal, not the observation; use it to record demos
-    (:func:`robot_rl.data.recorder.record_episodes`).
-    """
-
-    def __init__(self, env: Any) -> None:
-        inner = env
-        while not isinstance(inner, LangReachTask) and hasattr(inner, "env"):
-            inner = inner.env
-        if not isinstance(inner, LangReachTask):
-            raise TypeError(f"LangReachDemonstrator needs a lang_reach env, got {type(env).__name__}")
-        self.env = inner
-
-    def act(self, obs: Obs, deterministic: bool = True) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """``(action, {})``: one step ``[N, 2]`` or a chunk ``[N, H, 2]``, matching the env's spec."""
-        shape = self.env.spec.action.shape
-        chunk = self.expert_chunk(shape[0] if len(shape) == 2 else 1)
-        return (chunk if len(shape) == 2 else chunk[:, 0]), {}
-
-    def expert_chunk(self, horizon: int) -> torch.Tensor:
-        """``[N, horizon, 2]`` expert actions from the current state."""
-        return self.env.expert_chunk(horizon)
+    task_type = LangReachTask
+    task_id = "lang_reach"

@@ -35,8 +35,8 @@ import torch
 from torch import nn
 
 from robot_rl.config import ALGOS, AlgoConfig
-from robot_rl.policies.base import OnPolicyAlgorithm, Weights
 from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy
+from robot_rl.policies.flow.onpolicy import FlowOnPolicyAlgorithm
 from robot_rl.replay.rollout import RolloutStorage
 from robot_rl.specs import EnvSpec, SpecMismatchError
 from robot_rl.transition import Obs
@@ -148,7 +148,7 @@ class AcceptedBuffer:
         return {k: v[idx] for k, v in self.obs.items()}, self.action[idx], self.weight[idx]
 
 
-class HiORSAlgorithm(OnPolicyAlgorithm):
+class HiORSAlgorithm(FlowOnPolicyAlgorithm):
     """Learner: flow policy, open episodes per sub-env, the accepted-row buffer and AdamW."""
 
     def __init__(self, cfg: HiORSConfig, spec: EnvSpec, device: torch.device | str, seed: int) -> None:
@@ -188,26 +188,6 @@ class HiORSAlgorithm(OnPolicyAlgorithm):
             from robot_rl.policies.flow.sft import chunk_dataset
 
             self.demo_data = chunk_dataset(read_episodes(cfg.demos)[0], spec, cfg.policy.horizon)
-
-    def make_policy(self) -> FlowVLAPolicy:
-        """An independent actor copy (samples chunks stochastically when ``deterministic=False``)."""
-        self._policies_made += 1
-        policy = FlowVLAPolicy(self.spec, self.cfg.policy).to(self.device)
-        policy.load_actor_weights(self.policy.state_dict())
-        policy.reseed(self.seed * 1000 + self._policies_made)  # same run seed → same rollouts
-        return policy
-
-    def make_storage(self, num_envs: int) -> RolloutStorage:
-        """A ``[rollout_length, num_envs]`` rollout of chunk steps."""
-        return RolloutStorage(self.spec, num_envs, self.cfg.rollout_length, self.device)
-
-    def actor_weights(self) -> Weights:
-        """The whole flow policy."""
-        return {k: v.detach().to("cpu", copy=True) for k, v in self.policy.state_dict().items()}
-
-    def load_actor_weights(self, weights: Weights) -> None:
-        """Load actor weights (strict)."""
-        self.policy.load_actor_weights(weights)
 
     # ---- rejection sampling -------------------------------------------------------------------
 

@@ -38,8 +38,8 @@ import torch
 from torch import nn
 
 from robot_rl.config import ALGOS, AlgoConfig
-from robot_rl.policies.base import OnPolicyAlgorithm, Weights
 from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy, VLAEncoder
+from robot_rl.policies.flow.onpolicy import FlowOnPolicyAlgorithm
 from robot_rl.policies.modules.mlp import MLP
 from robot_rl.policies.ppo import clipped_surrogate_loss, gaussian_kl, value_loss
 from robot_rl.replay.rollout import RolloutStorage, compute_gae, iter_minibatches
@@ -140,7 +140,7 @@ def chain_kl(means: torch.Tensor, log_sigma: torch.Tensor, ref_means: torch.Tens
     return gaussian_kl(means.reshape(b, -1), ls, ref_means.reshape(b, -1), rls)
 
 
-class FlowPPOAlgorithm(OnPolicyAlgorithm):
+class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
     """Learner: flow policy (+ σ), frozen SFT reference, critic; chunk-level PPO with the KL guard."""
 
     def __init__(self, cfg: FlowPPOConfig, spec: EnvSpec, device: torch.device | str, seed: int) -> None:
@@ -181,27 +181,6 @@ class FlowPPOAlgorithm(OnPolicyAlgorithm):
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.kl_coef = cfg.kl_coef
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
-
-    def make_policy(self) -> FlowVLAPolicy:
-        """An independent actor copy."""
-        self._policies_made += 1
-        policy = FlowVLAPolicy(self.spec, self.cfg.policy).to(self.device)
-        policy.load_actor_weights(self.policy.state_dict())
-        # Each actor copy samples from its own seeded generator: the same run seed gives the same rollouts.
-        policy.reseed(self.seed * 1000 + self._policies_made)
-        return policy
-
-    def make_storage(self, num_envs: int) -> RolloutStorage:
-        """A ``[rollout_length, num_envs]`` rollout of chunk steps."""
-        return RolloutStorage(self.spec, num_envs, self.cfg.rollout_length, self.device)
-
-    def actor_weights(self) -> Weights:
-        """The whole flow policy (encoder, expert, σ): what actors sample chains with."""
-        return {k: v.detach().to("cpu", copy=True) for k, v in self.policy.state_dict().items()}
-
-    def load_actor_weights(self, weights: Weights) -> None:
-        """Load actor weights (strict)."""
-        self.policy.load_actor_weights(weights)
 
     @torch.no_grad()
     def _advantages(self, storage: RolloutStorage) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

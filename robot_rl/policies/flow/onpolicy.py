@@ -1,0 +1,52 @@
+"""What the on-policy flow learners (``flow_ppo``, ``hiors``) share on the actor side.
+
+Both train one :class:`~robot_rl.policies.flow.model.FlowVLAPolicy` on rollouts of chunk steps and
+hand actors the whole policy; only their updates differ.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from robot_rl.policies.base import OnPolicyAlgorithm, Weights
+from robot_rl.policies.flow.model import FlowVLAPolicy
+from robot_rl.replay.rollout import RolloutStorage
+from robot_rl.specs import EnvSpec
+
+
+class FlowOnPolicyAlgorithm(OnPolicyAlgorithm):
+    """Actor copies, rollout storage and actor weights of an on-policy flow learner.
+
+    Subclasses set ``cfg`` (with ``policy`` and ``rollout_length``), ``spec``, ``device``, ``seed`` and
+    ``policy``, and ``_policies_made = 0``.
+    """
+
+    cfg: Any
+    spec: EnvSpec
+    device: torch.device
+    seed: int
+    policy: FlowVLAPolicy
+    _policies_made: int
+
+    def make_policy(self) -> FlowVLAPolicy:
+        """An independent actor copy (samples chunks stochastically when ``deterministic=False``)."""
+        self._policies_made += 1
+        policy = FlowVLAPolicy(self.spec, self.cfg.policy).to(self.device)
+        policy.load_actor_weights(self.policy.state_dict())
+        # Each actor copy samples from its own seeded generator: the same run seed gives the same rollouts.
+        policy.reseed(self.seed * 1000 + self._policies_made)
+        return policy
+
+    def make_storage(self, num_envs: int) -> RolloutStorage:
+        """A ``[rollout_length, num_envs]`` rollout of chunk steps."""
+        return RolloutStorage(self.spec, num_envs, self.cfg.rollout_length, self.device)
+
+    def actor_weights(self) -> Weights:
+        """The whole flow policy (encoder, expert, σ): what actors sample chunks with."""
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.policy.state_dict().items()}
+
+    def load_actor_weights(self, weights: Weights) -> None:
+        """Load actor weights (strict)."""
+        self.policy.load_actor_weights(weights)
