@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import yaml
 
-from robot_rl.checkpoint import CheckpointError, list_checkpoints, load_latest, save_checkpoint, state_digest
+from robot_rl.checkpoint import list_checkpoints
 from robot_rl.config import (
     ConfigError,
     InprocTransportConfig,
@@ -38,18 +38,15 @@ from robot_rl.envs import VecEnv
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.evaluate import EvalResult, evaluate
 from robot_rl.loop.learner import Learner
+from robot_rl.loop.learner_state import (
+    attach_run_replay,
+    restore_learner,
+    restore_stored_chunks,
+    save_learner_checkpoint,
+)
 from robot_rl.loop.progress import TrainProgress, transport_summary
 from robot_rl.policies.base import Algorithm
 from robot_rl.replay.durable import DiskFullError
-from robot_rl.replay.persist import (
-    attach_replay,
-    durable_chunks,
-    flush_replay,
-    has_replay_on_disk,
-    primary_buffer,
-    replay_sizes,
-)
-from robot_rl.replay.persist import named_buffers as _named
 from robot_rl.runlog import RunLog
 from robot_rl.sims.randomize import pop_summaries
 from robot_rl.transport.inproc import InprocTransport
@@ -80,31 +77,6 @@ def resolve_device(name: str) -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"run.device={name!r} but CUDA is not available; use run.device=cpu")
     return dev
-
-
-def rng_state() -> dict[str, Any]:
-    """Every global RNG's state as tensors (loadable with ``weights_only=True``)."""
-    version, mt, gauss = random.getstate()
-    _, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
-    return {"torch": torch.get_rng_state(),
-            "python": {"version": version, "mt": torch.tensor(mt, dtype=torch.int64), "gauss": gauss},
-            "numpy": {"keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)), "pos": int(pos),
-                      "has_gauss": int(has_gauss), "cached": float(cached)},
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore :func:`rng_state` (keys missing from older checkpoints are skipped)."""
-    torch.set_rng_state(state["torch"])
-    if "python" in state:
-        p = state["python"]
-        random.setstate((p["version"], tuple(int(x) for x in p["mt"].tolist()), p["gauss"]))
-    if "numpy" in state:
-        n = state["numpy"]
-        np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached"]))
-    cuda = state.get("cuda") or []
-    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(cuda)
 
 
 def seed_everything(seed: int) -> None:
@@ -230,21 +202,8 @@ class InProcessRunner:
 
     def _attach_replay(self, resume: bool) -> None:
         """Back the replay by segment files in ``<run>/replay/`` and, on resume, reload them."""
-        rc = self.cfg.replay
-        root = self.run_dir / "replay"
-        self.replay_persisted = rc.persist and not self.algo.on_policy
-        self._replay_chunks: dict[str, Any] = {}
-        if not self.replay_persisted:
-            return
-        if not resume and has_replay_on_disk(root):
-            raise ConfigError(f"{root} already holds replay data; continue the run with "
-                              f"`robot-rl train --resume {self.run_dir}` or pick another run.name")
-        reports = attach_replay(self.learner.storage, root, rc.segment_transitions, rc.flush_every_s,
-                                rc.delete_evicted)
-        for name, r in reports.items():
-            if r.dropped_segments:
-                log.error("replay %s: %s", name, r.summary())
-        self._replay_chunks = durable_chunks(reports, self.learner.storage)
+        self.replay_persisted, self._replay_chunks = attach_run_replay(
+            self.learner, self.algo, self.run_dir, self.cfg.replay, resume, f"robot-rl train --resume {self.run_dir}")
 
     def _load_demos(self, path: Path) -> None:
         from robot_rl.data.demos import RaCWeights, load_demos_into
@@ -262,83 +221,25 @@ class InProcessRunner:
         log.info("loaded %d demo transitions from %s", n, path)
 
     def _restore_stored_chunks(self) -> None:
-        """Tell the transport which actor chunks the replay on disk holds (newer than the checkpoint's).
-
-        A learner killed after a segment commit but before the next checkpoint has rows on disk whose
-        chunks the checkpoint's windows do not list; the actors resend the ones whose acknowledgement
-        was lost, and these windows make the transport drop them instead of storing them twice.
-        """
-        merge = getattr(self.learner.endpoint, "merge_state_dict", None)
-        if merge is not None and self._replay_chunks:
-            merge({"sessions": self._replay_chunks})
-            log.info("transport: %d actor sessions' stored chunks restored from the replay on disk",
-                     len(self._replay_chunks))
-        buf = primary_buffer(self.learner.storage)
-        if buf is not None and buf.transitions_written > self.learner.transitions:
-            # Counted by what the disk holds: those transitions are never sent again.
-            log.info("replay holds %d transitions committed after the checkpoint's %d; counting them",
-                     buf.transitions_written - self.learner.transitions, self.learner.transitions)
-            self.learner.transitions = buf.transitions_written
+        restore_stored_chunks(self.learner, self._replay_chunks)
 
     def _restore(self) -> None:
-        if not list_checkpoints(self.run_dir):
-            # Killed before its first checkpoint: nothing to restore but the replay (already loaded).
-            log.warning("%s has no checkpoint yet: the networks start fresh; the replay on disk is kept",
-                        self.run_dir)
+        restored = restore_learner(self.run_dir, self.algo, self.learner, self.replay_persisted)
+        if restored is None:
             return
-        state, meta, path = load_latest(self.run_dir)
-        self.algo.load_state_dict(state["algo"])
-        # Prove the networks, optimisers and temperature are exactly what was saved (never a fresh init).
-        saved = meta.get("algo_digest")
-        digest = state_digest(self.algo.state_dict())
-        if saved is not None and digest != saved:
-            raise CheckpointError(f"{path}: the restored algorithm state differs from the one saved; refusing "
-                                  "to continue with different weights")
-        self.learner.load_counters(state["learner"])
-        set_rng_state(state["rng"])
-        load_transport = getattr(self.learner.endpoint, "load_state_dict", None)
-        if state.get("transport") is not None and load_transport is not None:
-            load_transport(state["transport"])
-        self._report_replay_resume(state.get("replay"))
+        _, meta = restored
         self.wall_offset = float(meta.get("wall_s", 0.0))
         self.best_success = float(meta.get("best_success", 0.0))
         every = self.cfg.loop.eval_every_env_steps
         self.next_eval = (self.learner.transitions // every + 1) * every
-        log.info("resumed from %s at %d env steps, %d updates, policy version %d, algo digest %s, replay %s",
-                 path, self.learner.transitions, self.learner.updates, self.learner.version,
-                 digest, replay_sizes(self.learner.storage))
-
-    def _report_replay_resume(self, saved: dict[str, Any] | None) -> None:
-        if not saved or not getattr(self, "replay_persisted", False):
-            if self.algo.on_policy is False and self.learner.transitions and not len(self.learner.storage):
-                log.warning("replay was not persisted; the buffer refills from empty")
-            return
-        now = {name: buf.watermark[0] for name, buf in _named(self.learner.storage).items()}
-        for name, rows in saved.get("watermark", {}).items():
-            have = now.get(name, 0)
-            if have < rows[0]:
-                log.error("replay %s: the checkpoint saw %d transitions committed, the disk holds %d "
-                          "(segments were lost or damaged)", name, rows[0], have)
-            elif have > rows[0]:
-                log.info("replay %s: %d transitions committed after the checkpoint are kept", name, have - rows[0])
 
     def checkpoint(self, wall_s: float) -> Path:
         """Commit the replay's pending rows, then a checkpoint of everything a resume needs.
 
         Raises :class:`DiskFullError` when the disk is full (the previous checkpoint stays intact).
         """
-        watermark = flush_replay(self.learner.storage) if getattr(self, "replay_persisted", False) else {}
-        algo_state = self.algo.state_dict()
-        transport_state = getattr(self.learner.endpoint, "state_dict", None)
-        state = {"algo": algo_state, "learner": self.learner.counters(),
-                 "actor_weights": self.algo.actor_weights(), "rng": rng_state(),
-                 "replay": {"watermark": watermark, "sizes": replay_sizes(self.learner.storage)},
-                 "transport": transport_state() if transport_state is not None else None}
-        meta = {"env_steps": self.learner.transitions, "updates": self.learner.updates,
-                "policy_version": self.learner.version, "wall_s": wall_s, "best_success": self.best_success,
-                "algo_digest": state_digest(algo_state), "replay_watermark": watermark,
-                "time": datetime.now().isoformat(timespec="seconds")}
-        return save_checkpoint(self.run_dir, self.learner.transitions, state, meta)
+        return save_learner_checkpoint(self.run_dir, self.algo, self.learner, self.replay_persisted,
+                                       {"wall_s": wall_s, "best_success": self.best_success})
 
     # ---- evaluation -------------------------------------------------------------------------
 
