@@ -31,7 +31,7 @@ class DeployArgs:
     """
 
     overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
-    """Dotted config overrides (robot.*, safety.*, intervention.*, algo.*, transport.*)."""
+    """Dotted config overrides (robot.*, safety.*, intervention.*, algo.*, transport.*, replay.*)."""
     role: Literal["actor", "learner"] = "actor"
     """actor: drive the robot; learner: train on what actors send."""
     mode: Literal["eval", "learn"] = "eval"
@@ -54,6 +54,8 @@ class DeployArgs:
     """Actor: append one JSON line per episode (success, steps, intervention rate and lengths) here."""
     max_s: float | None = None
     """Learner: stop after this many seconds (default: until Ctrl-C)."""
+    resume: bool = False
+    """Learner: continue the run in --run-dir: reload its replay from disk and its newest checkpoint."""
     no_status: bool = False
     """Do not draw the live status line."""
     estop_guard: bool = False
@@ -123,7 +125,7 @@ def run_learner_role(args: DeployArgs, cfg: Any) -> int:
     if args.run_dir is None:
         raise ConfigError("--role learner needs --run-dir (where checkpoints go)")
     demos = load_demos(args.demos) if args.demos is not None else None
-    learner = HILLearner(cfg, args.run_dir, demos=demos, address=args.connect)
+    learner = HILLearner(cfg, args.run_dir, demos=demos, address=args.connect, resume=args.resume)
     print(f"HIL learner listening on {learner.address} (run directory {args.run_dir}, "
           f"{learner.stats.demos} demos)", flush=True)
     stop = threading.Event()

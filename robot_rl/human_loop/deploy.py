@@ -33,7 +33,7 @@ import numpy as np
 import torch
 import yaml
 
-from robot_rl.config import AlgoConfig, ZmqTransportConfig
+from robot_rl.config import AlgoConfig, ReplayConfig, ZmqTransportConfig
 from robot_rl.hardware.rate import RateLoop
 from robot_rl.hardware.robot import RobotConfig
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
@@ -71,6 +71,8 @@ class DeployConfig:
     """The learner's algorithm (the actor builds its policy from it)."""
     transport: ZmqTransportConfig = field(default_factory=ZmqTransportConfig)
     """Where the learner listens (``mode=learn``)."""
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
+    """The HIL learner's replay on disk (``replay.persist``, segment size): crash-safe by default."""
     mode: str = "eval"
     """``eval`` (score ``episodes`` episodes) or ``learn`` (act for a learner, send transitions)."""
     episodes: int = 10

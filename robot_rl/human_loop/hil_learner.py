@@ -6,6 +6,12 @@ time), stores every received row in the ``online`` buffer and the intervened row
 (:class:`~robot_rl.replay.mixing.MixingSampler`, RLPD), updates at the algorithm's UTD ratio and
 publishes versioned actor weights. Checkpoints (``actor_weights`` included) go to the run directory,
 which `robot-rl deploy --mode eval --run-dir` can then score.
+
+Crash-safe like `robot-rl learner` (:mod:`robot_rl.loop.learner_state`): with ``replay.persist`` (the
+default) both buffers are backed by segments in ``<run>/replay/`` and a chunk is acknowledged to the
+robot only once its rows are on disk, so hours of robot time survive a kill -9 of the learner;
+``resume=True`` (`--resume`) reloads the replay and the newest checkpoint, and resends of chunks the
+disk already holds are dropped, not stored twice.
 """
 
 from __future__ import annotations
@@ -20,10 +26,16 @@ from typing import Any
 import torch
 import yaml
 
-from robot_rl.checkpoint import save_checkpoint
-from robot_rl.config import save_yaml
+from robot_rl.checkpoint import list_checkpoints
+from robot_rl.config import ConfigError, save_yaml
 from robot_rl.human_loop.deploy import DeployConfig, robot_spec
 from robot_rl.loop.learner import Learner
+from robot_rl.loop.learner_state import (
+    attach_run_replay,
+    restore_learner,
+    restore_stored_chunks,
+    save_learner_checkpoint,
+)
 from robot_rl.replay.mixing import MixingSampler
 from robot_rl.transition import TransitionBatch
 from robot_rl.transport.zmq_transport import ZmqLearnerEndpoint, ZmqSettings
@@ -66,9 +78,12 @@ class HILLearner:
 
     def __init__(self, cfg: DeployConfig, run_dir: Path, demos: TransitionBatch | None = None,
                  address: str | None = None, device: str = "cpu", publish_every: int = 20,
-                 checkpoint_every_s: float = 60.0) -> None:
+                 checkpoint_every_s: float = 60.0, resume: bool = False) -> None:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
+        if not resume and list_checkpoints(self.run_dir):
+            raise ConfigError(f"{self.run_dir} holds checkpoints of an earlier run: continue it with "
+                              "`robot-rl deploy --role learner --resume` or pick another --run-dir")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.spec = robot_spec(cfg.robot)
         save_yaml(cfg, self.run_dir / "config.yaml")
@@ -79,12 +94,21 @@ class HILLearner:
         self.endpoint = ZmqLearnerEndpoint(address or cfg.transport.address, self.spec, settings)
         self.learner = Learner(self.algo, self.spec, self.endpoint, device, num_envs_total=1)
         self.stats = HILLearnerStats()
+        self.persisted, chunks = attach_run_replay(self.learner, self.algo, self.run_dir, cfg.replay, resume,
+                                                   "robot-rl deploy --role learner --resume")
+        if resume:
+            restore_learner(self.run_dir, self.algo, self.learner, self.persisted)
+            restore_stored_chunks(self.learner, chunks)
         storage = self.learner.storage
         if isinstance(storage, MixingSampler):
             storage.sample = self._counting(storage.sample)  # type: ignore[method-assign]
-            if demos is not None and len(demos):
+            held = len(storage.buffers["demos"])
+            if held:  # a resumed run's demo buffer came back from disk: loading the demos again would double it
+                log.info("demo buffer already holds %d transitions (demos and interventions); not loading "
+                         "the demos again", held)
+            elif demos is not None and len(demos):
                 storage.add_to("demos", demos.to(device))
-                self.stats.demos = len(demos)
+            self.stats.demos = len(storage.buffers["demos"])
         elif demos is not None:
             log.warning("algo has no demo buffer (demo_ratio=0): %d demonstrations go to the online buffer",
                         len(demos))
@@ -127,13 +151,10 @@ class HILLearner:
             self.checkpoint()
 
     def checkpoint(self) -> Path:
-        """Save the algorithm and the actor weights (what `deploy --mode eval` loads)."""
+        """Commit the replay, then save what a resume needs (and the actor weights `deploy --mode eval` loads)."""
         self._last_ckpt = time.monotonic()
-        state = {"algo": self.algo.state_dict(), "actor_weights": self.algo.actor_weights(),
-                 "learner": self.learner.counters()}
-        meta = {"env_steps": self.learner.transitions, "updates": self.learner.updates,
-                "policy_version": self.learner.version, "intervened_sampled": self.stats.intervened_sampled}
-        return save_checkpoint(self.run_dir, self.learner.transitions, state, meta)
+        return save_learner_checkpoint(self.run_dir, self.algo, self.learner, self.persisted,
+                                       {"intervened_sampled": self.stats.intervened_sampled})
 
     def serve(self, stop: threading.Event, max_s: float | None = None) -> HILLearnerStats:
         """Learn until ``stop`` is set (or ``max_s``); checkpoint on the way out."""
