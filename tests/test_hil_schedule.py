@@ -121,3 +121,32 @@ def test_offline_phase_without_demos_is_a_clear_error(tmp_path: Path) -> None:
         InProcessRunner(cfg)
     with pytest.raises(ValueError, match="reset_to_demo_prob"):
         HILConfig(reset_to_demo_prob=2.0)
+
+
+def test_human_keys_label_sub_env_0_reward_on_the_step_in_the_human_guided_phase() -> None:
+    env = MujocoReachConfig(num_envs=2).make("cpu", 0)
+    steps = {"n": 0}
+    cfg = HILConfig(offline_updates=0, return_steps=40, human_success_reward=2.0, human_failure_reward=-3.0)
+    events = {1: ("success",), 3: ("failure",)}  # device reads 1 and 3 (0-based): one key each
+    hil = HILController(cfg, env, lambda: steps["n"], ScriptedDevice(
+        lambda i: TeleopReading(0.0, np.zeros(6), engage=False, events=events.get(i, ()))))
+    obs = env.reset(seed=0)
+    bonus = []
+    for _ in range(4):  # return-and-explore: keys are not read there
+        action, _ = hil.act(obs, torch.zeros(2, 3))
+        result = env.step(action)
+        bonus.append((hil.reward(result.reward) - result.reward).tolist())
+        obs = hil.after_step(result)
+    assert bonus == [[0.0, 0.0]] * 4 and hil.human_successes == hil.human_failures == 0
+    steps["n"] = 40  # the human-guided phase from here on
+    hil.attach_device(ScriptedDevice(lambda i: TeleopReading(0.0, np.zeros(6), engage=False,
+                                                             events=events.get(i, ()))))
+    bonus = []
+    for _ in range(5):
+        action, _ = hil.act(obs, torch.zeros(2, 3))
+        result = env.step(action)
+        bonus.append((hil.reward(result.reward) - result.reward).tolist())
+        obs = hil.after_step(result)
+    np.testing.assert_allclose(bonus, [[0, 0], [2, 0], [0, 0], [-3, 0], [0, 0]], atol=1e-5)  # float32 rewards
+    assert hil.human_successes == 1 and hil.human_failures == 1
+    env.close()

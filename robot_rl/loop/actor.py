@@ -135,8 +135,9 @@ class Actor:
         done = result.terminated | result.truncated
         final_obs = result.info.get("final_obs", result.obs)
         next_obs = {k: torch.where(self._bcast(done, v), final_obs[k], v) for k, v in result.obs.items()}
+        reward = result.reward if self.hil is None else self.hil.reward(result.reward)
         batch = TransitionBatch(
-            obs=obs, action=action, reward=result.reward.to(torch.float32),
+            obs=obs, action=action, reward=reward.to(torch.float32),
             terminated=result.terminated, truncated=result.truncated, next_obs=next_obs,
             intervened=intervened,
             policy_version=torch.full((n,), self.policy_version, dtype=torch.int64, device=env.device),

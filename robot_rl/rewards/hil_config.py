@@ -77,7 +77,11 @@ class HILConfig:
     late_bias: float = 0.5
     """0 = demo states drawn uniformly; 1 = only from the later half of each demo."""
     device: str | None = None
-    """Teleop device (``robot-rl teleop list``: keyboard, gamepad, spacemouse, leader_arm, scripted)."""
+    """Teleop device (``robot-rl devices`` lists them: keyboard, gamepad, spacemouse, leader_arm, scripted)."""
+    human_success_reward: float = 1.0
+    """Human-guided phase: added to sub-env 0's reward on the step the human presses the success key."""
+    human_failure_reward: float = -1.0
+    """Human-guided phase: added to sub-env 0's reward on the step the human presses the failure key."""
     intervention_mode: str = "hold"
     """``hold`` (act while the intervene control is held) or ``toggle``."""
 

@@ -135,12 +135,16 @@ class HILController:
         self.cfg, self.env, self.clock = cfg, env, clock
         self.schedule = cfg.schedule()
         self.phase = "return_and_explore" if cfg.return_steps else "human_guided"
+        self._keys_on = False
         self.returns = ReturnAndExplore(env, cfg.late_bias, seed)
         self.gen = torch.Generator().manual_seed(seed)
         self.device_obj: TeleopDevice | None = None
         self.intervention: Any = None
         self.intervened_steps = 0
         self.demo_resets = 0
+        self.human_successes = 0
+        self.human_failures = 0
+        self._key = 0  # this step's human label of sub-env 0: +1 success key, −1 failure key
         self._run: list[torch.Tensor] = []
         self._last_intervened = False
         self.action_dim = int(env.spec.action.shape[-1])
@@ -159,7 +163,9 @@ class HILController:
         self.intervention = InterventionController(device, InterventionConfig(mode=self.cfg.intervention_mode))
 
     def _update_phase(self) -> None:
-        phase = self.schedule.phase_at(self.cfg.offline_updates + self.clock()).name
+        current = self.schedule.phase_at(self.cfg.offline_updates + self.clock())
+        self._keys_on = current.human_keys
+        phase = current.name
         if phase != self.phase:
             log.info("HIL phase %s -> %s at %d env steps (%d demo resets, %d intervened steps so far)",
                      self.phase, phase, self.clock(), self.demo_resets, self.intervened_steps)
@@ -170,6 +176,7 @@ class HILController:
         self._update_phase()
         intervened = torch.zeros(action.shape[0], dtype=torch.bool, device=action.device)
         self._last_intervened = False
+        self._key = 0
         if self.intervention is None:
             return action, intervened
         a0 = action[0].detach().cpu().numpy().astype(np.float64)
@@ -178,6 +185,8 @@ class HILController:
         full[:min(self.action_dim, 6)] = a0[:min(self.action_dim, 6)]
         full[6] = grip
         out = self.intervention.step(full)
+        if self._keys_on and ("success" in out.events or "failure" in out.events):
+            self._key = 1 if "success" in out.events else -1
         if not out.intervened:
             return action, intervened
         human = out.action
@@ -188,6 +197,24 @@ class HILController:
         self.intervened_steps += 1
         self._last_intervened = True
         return action, intervened
+
+    def reward(self, reward: torch.Tensor) -> torch.Tensor:
+        """The env's reward with this step's human key on sub-env 0 (human-guided phase) added.
+
+        A success key adds ``human_success_reward``, a failure key ``human_failure_reward``: success is
+        labelled on the step it is seen, not only at the episode's end.
+        """
+        if self._key == 0:
+            return reward
+        if self._key > 0:
+            self.human_successes += 1
+        else:
+            self.human_failures += 1
+        bonus = self.cfg.human_success_reward if self._key > 0 else self.cfg.human_failure_reward
+        reward = reward.clone()
+        reward[0] += bonus
+        self._key = 0
+        return reward
 
     def after_step(self, result: StepResult) -> dict[str, torch.Tensor]:
         """The observation to act on next: ``result.obs``, with return-and-explore rows put in demo states."""
