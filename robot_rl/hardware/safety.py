@@ -151,11 +151,14 @@ class SafetyLayer:
         if self.guard is not None and self.guard.tripped:
             raise RuntimeError(f"e-stop guard tripped ({self.guard.reason}); reset it before re-arming")
         with self._lock:
-            self._latched = None
+            was, self._latched = self._latched, None
             self._prev = None  # the next command's change limit is relative to the measured state
         if self.watchdog is not None:
             self.watchdog.arm()
-        log.info("safety layer armed")
+        if was is None:  # re-armed while armed (e.g. at every episode start): nothing to report
+            log.debug("safety layer re-armed")
+        else:
+            log.info("safety layer armed" if was == "not armed" else f"safety layer re-armed (was holding: {was})")
 
     @property
     def latched(self) -> str | None:
