@@ -44,7 +44,7 @@ def _frames(n: int, seed: int = 0) -> np.ndarray:
 
 
 @contextmanager
-def serving(model: torch.nn.Module, bind: str = "tcp://127.0.0.1:*", **kw: float) -> Iterator[RewardServer]:
+def serving(model: torch.nn.Module, bind: str = "tcp://127.0.0.1:*", **kw: object) -> Iterator[RewardServer]:
     server = RewardServer(model, bind, **kw)  # type: ignore[arg-type]
     stop = threading.Event()
     th = threading.Thread(target=server.serve, args=(stop,), kwargs={"poll_s": 0.01}, daemon=True)
@@ -223,3 +223,27 @@ def test_cli_serve_answers_then_stops(tmp_path: Path) -> None:
     th.join(timeout=10)
     assert rc == [0] and out["probability"].shape == (2,)
     assert main(["reward", "serve", "--model", str(tmp_path / "nothing")]) == 2
+
+
+def test_curve_serves_only_actors_holding_an_allowed_key(tmp_path: Path) -> None:
+    from robot_rl.transport.zmq_common import generate_keys
+
+    server_pub, server_sec = generate_keys(str(tmp_path / "server"), "reward")
+    _, actor_sec = generate_keys(str(tmp_path / "actors"), "actor1")
+    _, stranger_sec = generate_keys(str(tmp_path / "strangers"), "stranger")
+    model = _classifier()
+    x = _frames(3)
+    with serving(model, secret_key=server_sec, allowed_clients_dir=str(tmp_path / "actors")) as server:
+        client = RewardClient(server.address, timeout_s=5, server_public_key=server_pub, client_secret_key=actor_sec)
+        out = client.request({"image.top": x})
+        client.close()
+        local = model.probability({"image.top": torch.from_numpy(x)}).numpy()
+        np.testing.assert_allclose(out["probability"], local, rtol=1e-6, atol=1e-7)
+        # A key the server does not list, or no CURVE at all, gets no answer (the handshake is refused).
+        for kw in ({"server_public_key": server_pub, "client_secret_key": stranger_sec}, {}):
+            other = RewardClient(server.address, timeout_s=0.5, **kw)
+            with pytest.raises(Unavailable):
+                other.describe(0.5)
+            other.close()
+    with pytest.raises(ValueError, match="client_secret_key"):
+        RewardClient("tcp://127.0.0.1:1", server_public_key=server_pub)

@@ -79,6 +79,11 @@ class ServeArgs:
     """Torch intra-op threads (0: torch's default)."""
     duration_s: float = 0.0
     """Stop after this many seconds (0: until Ctrl-C)."""
+    secret_key: Path | None = None
+    """CURVE: this server's secret key file (`robot-rl keys --name reward`); with --allowed-clients-dir only
+    actors holding one of those keys are served, encrypted."""
+    allowed_clients_dir: Path | None = None
+    """CURVE: the directory of the actors' public key files (.key)."""
 
 
 RewardVerb = Union[
@@ -135,7 +140,9 @@ def _serve(a: ServeArgs) -> int:
         torch.set_num_threads(a.torch_threads)
     try:
         model = load_reward_model(a.model, a.on_unseen)
-        server = RewardServer(model, a.bind, a.max_batch, a.batch_wait_ms / 1000)
+        server = RewardServer(model, a.bind, a.max_batch, a.batch_wait_ms / 1000,
+                              secret_key=str(a.secret_key) if a.secret_key else None,
+                              allowed_clients_dir=str(a.allowed_clients_dir) if a.allowed_clients_dir else None)
     except (OSError, ValueError, KeyError) as e:
         print(f"robot-rl reward serve: error: {e}", file=sys.stderr)
         return 2

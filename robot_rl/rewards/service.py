@@ -57,6 +57,7 @@ from robot_rl.transport.codec import (
     encode,
     unpack_header,
 )
+from robot_rl.transport.zmq_common import curve_client, curve_client_keys, curve_server, curve_server_context
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,13 @@ class RewardServer:
     """Serves one reward model on a ROUTER socket; run :meth:`serve` in a thread or the main loop."""
 
     def __init__(self, model: torch.nn.Module, bind: str = "tcp://127.0.0.1:5600", max_batch: int = 512,
-                 batch_wait_s: float = 0.002, limits: WireLimits = DEFAULT_LIMITS) -> None:
+                 batch_wait_s: float = 0.002, limits: WireLimits = DEFAULT_LIMITS, secret_key: str | None = None,
+                 allowed_clients_dir: str | None = None) -> None:
+        """Bind ``bind``; with ``secret_key`` and ``allowed_clients_dir``, over CURVE.
+
+        ``secret_key`` is this server's ``.key_secret`` file (`robot-rl keys`), ``allowed_clients_dir`` the
+        public keys of the actors to serve: traffic is encrypted and only those actors are answered.
+        """
         import zmq
 
         from robot_rl.rewards.classifier import SuccessClassifier
@@ -139,10 +146,13 @@ class RewardServer:
         self.plan = SpecPlan(specs)
         self.max_batch, self.batch_wait_s, self.limits = max_batch, batch_wait_s, limits
         self.stats = ServerStats()
-        self.ctx = zmq.Context()
+        self.ctx, self._auth = curve_server_context(secret_key, allowed_clients_dir, "actors")
+        if self._auth is None:
+            self.ctx = zmq.Context()  # its own context: closing the server never touches the actors' sockets
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        curve_server(self.sock, secret_key, "reward server's secret key")
         self.sock.bind(bind)
         self.address = str(self.sock.getsockopt_string(zmq.LAST_ENDPOINT))
         self._stop = threading.Event()
@@ -265,6 +275,8 @@ class RewardServer:
     def close(self) -> None:
         """Close the socket (after :meth:`serve` returned)."""
         self.sock.close(0)
+        if self._auth is not None:
+            self._auth.stop()
         self.ctx.term()
 
 
@@ -278,7 +290,12 @@ class RewardClient:
     """Pipelined requests to a :class:`RewardServer`; every wait has a deadline. Use from one thread."""
 
     def __init__(self, address: str, timeout_s: float = 5.0, limits: WireLimits = DEFAULT_LIMITS,
-                 max_kept: int = 1024) -> None:
+                 max_kept: int = 1024, server_public_key: str | None = None,
+                 client_secret_key: str | None = None) -> None:
+        """Connect to ``address``; with ``server_public_key`` and ``client_secret_key``, over CURVE.
+
+        ``server_public_key`` is the server's ``.key`` file, ``client_secret_key`` this actor's ``.key_secret``.
+        """
         import zmq
 
         self.address, self.timeout_s, self.limits, self.max_kept = address, timeout_s, limits, max_kept
@@ -286,6 +303,7 @@ class RewardClient:
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        curve_client(self.sock, curve_client_keys(server_public_key, client_secret_key, "reward server", "actor"))
         self.sock.setsockopt(zmq.IMMEDIATE, 1)  # no queueing towards a server that is not connected
         self.sock.setsockopt(zmq.RECONNECT_IVL, 50)
         self.sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)

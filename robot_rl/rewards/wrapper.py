@@ -177,7 +177,8 @@ class ProgressShapingWrapper(VecEnv):
 
 
 def remote_reward_wrapper(env: VecEnv, address: str, goal: str = "", max_wait_s: float = 0.05,
-                          connect_timeout_s: float = 5.0, **kwargs: Any) -> VecEnv:
+                          connect_timeout_s: float = 5.0, server_public_key: str | None = None,
+                          client_secret_key: str | None = None, **kwargs: Any) -> VecEnv:
     """``env`` with its reward from a reward server at ``address`` (``robot-rl reward serve``).
 
     Asks the server what it serves (deadline ``connect_timeout_s``; ``Unavailable`` if nobody
@@ -187,7 +188,8 @@ def remote_reward_wrapper(env: VecEnv, address: str, goal: str = "", max_wait_s:
     """
     from robot_rl.rewards.service import RemoteClassifier, RemotePRM, RewardClient
 
-    client = RewardClient(address, timeout_s=connect_timeout_s)
+    client = RewardClient(address, timeout_s=connect_timeout_s, server_public_key=server_public_key,
+                          client_secret_key=client_secret_key)
     try:
         kind = client.describe(connect_timeout_s)["kind"]
         if kind == "success_classifier":

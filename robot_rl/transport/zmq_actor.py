@@ -25,7 +25,7 @@ from robot_rl.transport.base import TransportStats, VersionedWeights
 from robot_rl.transport.codec import WireError, decode, encode
 from robot_rl.transport.spill import SpillStore
 from robot_rl.transport.transition_codec import encode_transitions
-from robot_rl.transport.zmq_common import Waker, ZmqSettings, load_cert
+from robot_rl.transport.zmq_common import Waker, ZmqSettings, curve_client, curve_client_keys
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,8 @@ class ZmqActorEndpoint:
         self.stats = TransportStats()
         self._ctx: zmq.Context[Any] = zmq.Context.instance()
         self._address = address
-        if s.server_public_key:  # fail here, not later inside the I/O thread
-            self._curve_keys()
+        # Read the key files here, so a bad one fails now, not later inside the I/O thread.
+        self._curve = curve_client_keys(s.server_public_key, s.client_secret_key, "learner", "actor")
         self._outgoing: queue.Queue[TransitionBatch] = queue.Queue(s.outbox_size)
         # seq → (frames, sent at, sends so far)
         self._outbox: OrderedDict[int, tuple[list[Any], float, int]] = OrderedDict()
@@ -144,24 +144,10 @@ class ZmqActorEndpoint:
             "actor_id": self.actor_id, "session": self.session, "spec": self.spec.to_dict(),
             "resume_seq": self._floor()})
 
-    def _curve_keys(self) -> tuple[bytes, bytes, bytes]:
-        s = self.settings
-        if not s.server_public_key or not s.client_secret_key:
-            raise ValueError("CURVE needs server_public_key and client_secret_key (this actor's .key_secret file)")
-        server_public, _ = load_cert(s.server_public_key, "learner's public key")
-        public, secret = load_cert(s.client_secret_key, "actor's secret key")
-        if secret is None:
-            raise ValueError(f"{s.client_secret_key} holds no secret key (use the .key_secret file)")
-        return server_public, public, secret
-
     def _connect(self) -> zmq.Socket[Any]:
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
-        if self.settings.server_public_key:
-            server_public, public, secret = self._curve_keys()
-            sock.curve_serverkey = server_public
-            sock.curve_publickey = public
-            sock.curve_secretkey = secret
+        curve_client(sock, self._curve)
         sock.connect(self._address)
         return sock
 

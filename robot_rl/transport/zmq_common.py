@@ -90,6 +90,64 @@ def load_cert(path: str, what: str) -> tuple[bytes, bytes | None]:
         raise ValueError(f"cannot read the {what} at {path}: {e}; make one with `robot-rl keys generate`") from None
 
 
+def curve_server_context(secret_key: str | None, allowed_clients_dir: str | None, who: str) -> tuple[Any, Any]:
+    """``(context, authenticator)`` for a CURVE server, or the shared context and None without keys.
+
+    The authenticator applies to every socket of its context, so a server with keys gets a private one.
+    """
+    import logging
+
+    import zmq
+
+    if not secret_key:
+        return zmq.Context.instance(), None
+    from zmq.auth.thread import ThreadAuthenticator
+
+    if not allowed_clients_dir:
+        raise ValueError(f"CURVE needs allowed_clients_dir: the public keys of the {who} to accept")
+    ctx: zmq.Context[Any] = zmq.Context()
+    auth = ThreadAuthenticator(ctx, log=logging.getLogger("robot_rl.transport.auth"))
+    auth.start()
+    auth.configure_curve(domain="*", location=allowed_clients_dir)
+    return ctx, auth
+
+
+def curve_server(sock: Any, secret_key: str | None, what: str) -> None:
+    """Make ``sock`` (before bind) a CURVE server with the certificate at ``secret_key``; no-op without one."""
+    if not secret_key:
+        return
+    public, secret = load_cert(secret_key, what)
+    if secret is None:
+        raise ValueError(f"{secret_key} holds no secret key (use the .key_secret file)")
+    sock.curve_publickey = public
+    sock.curve_secretkey = secret
+    sock.curve_server = True
+
+
+def curve_client_keys(server_public_key: str | None, client_secret_key: str | None, server: str,
+                      client: str) -> tuple[bytes, bytes, bytes] | None:
+    """``(server public, client public, client secret)`` from key files, None without a server key.
+
+    Read once, up front, so a missing or wrong file fails where it is configured; ``server`` / ``client``
+    name the two ends in errors.
+    """
+    if not server_public_key:
+        return None
+    if not client_secret_key:
+        raise ValueError(f"CURVE needs server_public_key and client_secret_key (this {client}'s .key_secret file)")
+    server_public, _ = load_cert(server_public_key, f"{server}'s public key")
+    public, secret = load_cert(client_secret_key, f"{client}'s secret key")
+    if secret is None:
+        raise ValueError(f"{client_secret_key} holds no secret key (use the .key_secret file)")
+    return server_public, public, secret
+
+
+def curve_client(sock: Any, keys: tuple[bytes, bytes, bytes] | None) -> None:
+    """Make ``sock`` (before connect) a CURVE client with :func:`curve_client_keys`; no-op for None."""
+    if keys is not None:
+        sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = keys
+
+
 def weights_arrays(weights: Weights) -> dict[str, np.ndarray]:
     """CPU numpy views of actor weights, ready for the wire."""
     return {k: v.detach().cpu().contiguous().numpy() for k, v in weights.items()}

@@ -26,7 +26,14 @@ from robot_rl.transport.base import TransportStats, VersionedWeights
 from robot_rl.transport.codec import WireError, decode, encode, unpack_header
 from robot_rl.transport.peer_monitor import PeerMonitor
 from robot_rl.transport.transition_codec import TransitionPlan, decode_transitions
-from robot_rl.transport.zmq_common import SeqWindow, Waker, ZmqSettings, load_cert, weights_arrays
+from robot_rl.transport.zmq_common import (
+    SeqWindow,
+    Waker,
+    ZmqSettings,
+    curve_server,
+    curve_server_context,
+    weights_arrays,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,28 +68,11 @@ class ZmqLearnerEndpoint:
         self.unknown_peer_messages = 0
         self._asked_hello: dict[bytes, float] = {}
         self.session = uuid.uuid4().hex[:12]
-        self._auth: Any = None
-        if self.settings.server_secret_key:
-            # A private context: the authenticator applies to every socket of its context.
-            from zmq.auth.thread import ThreadAuthenticator
-
-            if not self.settings.allowed_clients_dir:
-                raise ValueError("CURVE needs allowed_clients_dir: the public keys of the actors to accept")
-            self._ctx: zmq.Context[Any] = zmq.Context()
-            self._auth = ThreadAuthenticator(self._ctx, log=logging.getLogger("robot_rl.transport.auth"))
-            self._auth.start()
-            self._auth.configure_curve(domain="*", location=self.settings.allowed_clients_dir)
-        else:
-            self._ctx = zmq.Context.instance()
+        self._ctx, self._auth = curve_server_context(self.settings.server_secret_key,
+                                                     self.settings.allowed_clients_dir, "actors")
         self._sock = self._ctx.socket(zmq.ROUTER)
         self._sock.setsockopt(zmq.LINGER, 0)
-        if self.settings.server_secret_key:
-            public, secret = load_cert(self.settings.server_secret_key, "learner's secret key")
-            if secret is None:
-                raise ValueError(f"{self.settings.server_secret_key} holds no secret key (use the .key_secret file)")
-            self._sock.curve_publickey = public
-            self._sock.curve_secretkey = secret
-            self._sock.curve_server = True
+        curve_server(self._sock, self.settings.server_secret_key, "learner's secret key")
         self.monitor = PeerMonitor(self._sock, self.stats)
         self._sock.bind(address)
         self.address = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
