@@ -281,3 +281,16 @@ def test_status_line_shows_who_acts_segment_success_and_safety(tmp_path: Path) -
         final = rec.status_line()
     assert "idle" in final and "discarded 1" in final  # max_ticks ended the session mid-episode
     assert "human" in lines[0] and "safety events" in lines[0] and "success -" in lines[0]
+
+
+def test_recorded_demos_preload_the_deploy_learner(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What `robot-rl record` writes is what `robot-rl deploy --role learner --demos` reads."""
+    from robot_rl.cli import main
+
+    args = _args(tmp_path, overrides=(*_args(tmp_path).overrides, "record.auto_start=true"))
+    assert run_record(args, robot=_robot(), device=_script({6: ("success",)})) == 0
+    (ep,) = list(EpisodeStore(tmp_path / "out"))
+    code = main(["deploy", "--role", "learner", "--run-dir", str(tmp_path / "run"), "--demos", str(tmp_path / "out"),
+                 "--connect", "tcp://127.0.0.1:*", "--max-s", "0.5", "robot.type=xarm"])
+    assert code == 0
+    assert f"{len(ep)} demos" in capsys.readouterr().out

@@ -49,7 +49,8 @@ class DeployArgs:
     connect: str | None = None
     """The learner's address (actor, mode learn) or the address to bind (learner); default transport.address."""
     demos: Path | None = None
-    """Learner: demonstrations to preload into the demo buffer (written by the example or save_demos)."""
+    """Learner: demonstrations to preload into the demo buffer: an episode store or LeRobotDataset v3 (what
+    `robot-rl record` writes), recorded on a robot with this config's features."""
     episode_log: Path | None = None
     """Actor: append one JSON line per episode (success, steps, intervention rate and lengths) here."""
     max_s: float | None = None
@@ -120,11 +121,13 @@ def _write_episode_log(path: Path, report: Any) -> None:
 
 def run_learner_role(args: DeployArgs, cfg: Any) -> int:
     """`deploy --role learner`."""
-    from robot_rl.human_loop.hil_learner import HILLearner, load_demos
+    from robot_rl.data.demos import load_demos
+    from robot_rl.human_loop.deploy import robot_spec
+    from robot_rl.human_loop.hil_learner import HILLearner
 
     if args.run_dir is None:
         raise ConfigError("--role learner needs --run-dir (where checkpoints go)")
-    demos = load_demos(args.demos) if args.demos is not None else None
+    demos = load_demos(args.demos, robot_spec(cfg.robot)) if args.demos is not None else None
     learner = HILLearner(cfg, args.run_dir, demos=demos, address=args.connect, resume=args.resume)
     print(f"HIL learner listening on {learner.address} (run directory {args.run_dir}, "
           f"{learner.stats.demos} demos)", flush=True)

@@ -56,23 +56,6 @@ class HILLearnerStats:
     demos: int = 0
 
 
-def save_demos(batch: TransitionBatch, path: Path) -> None:
-    """Write demonstrations as a plain dict of tensors (loaded with ``weights_only=True``)."""
-    data = {"obs": batch.obs, "next_obs": batch.next_obs, "action": batch.action, "reward": batch.reward,
-            "terminated": batch.terminated, "truncated": batch.truncated, "intervened": batch.intervened,
-            "policy_version": batch.policy_version, "env_index": batch.env_index}
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    torch.save(data, path)
-
-
-def load_demos(path: Path) -> TransitionBatch:
-    """Read :func:`save_demos` output (never unpickles code)."""
-    d = torch.load(path, weights_only=True)
-    return TransitionBatch(obs=d["obs"], action=d["action"], reward=d["reward"], terminated=d["terminated"],
-                           truncated=d["truncated"], next_obs=d["next_obs"], intervened=d["intervened"],
-                           policy_version=d["policy_version"], env_index=d["env_index"])
-
-
 class HILLearner:
     """Learner + ZeroMQ endpoint + run directory for one deploy run."""
 
