@@ -108,3 +108,49 @@ def test_deploy_verb_evaluates_the_learned_run(tmp_path):
 
     (episode,) = [json.loads(line) for line in log.read_text().splitlines()]
     assert episode["intervened_steps"] > 0 and episode["policy_version"] == 1
+
+
+def test_deploy_labels_success_with_a_classifier_local_or_served(tmp_path):
+    """HIL-SERL's reward on hardware: a calibrated classifier on the cameras, loaded or served."""
+    import torch
+
+    from robot_rl.rewards.classifier import SuccessClassifier
+    from robot_rl.rewards.service import RewardServer
+
+    torch.manual_seed(0)
+    always = SuccessClassifier({"image.front": (32, 32, 3)}, features=8, channels=4, threshold=0.0).eval()
+    never = SuccessClassifier({"image.front": (32, 32, 3)}, features=8, channels=4, threshold=1.0).eval()
+    server = RewardServer(never, "tcp://127.0.0.1:*")
+    stop = threading.Event()
+    serving = threading.Thread(target=server.serve, args=(stop,), kwargs={"poll_s": 0.01}, daemon=True)
+    serving.start()
+    ends = {}
+    try:
+        for name, source in (("local", str(always.save(tmp_path / "clf"))), ("served", server.address)):
+            cfg = DeployConfig(robot=SimulatedArmConfig(cameras={"front": (32, 32)}),
+                               safety=SafetyConfig(control_hz=20.0), episodes=1, max_episode_steps=4,
+                               reward_source="classifier", classifier=source, classifier_max_wait_s=1.0,
+                               status=False)
+            arm = cfg.robot.make()
+            safety = SafetyLayer(arm, cfg.safety)
+            try:
+                safety.connect()
+            except RobotError as e:
+                pytest.skip(f"simulated arm could not start here: {e}")
+            try:
+                policy = SACConfig(actor_hidden=(16,), critic_hidden=(16,)).build(arm.features, "cpu", 0).make_policy()
+                report = Deployer(cfg, safety, ScriptedDevice(), policy).run()
+            finally:
+                safety.close()
+                if arm.is_connected:
+                    arm.disconnect()
+            ends[name] = [(e.end, e.success) for e in report.episodes]
+    finally:
+        stop.set()
+        serving.join(timeout=5)
+        server.close()
+    assert ends["local"] == [("success", True)]  # threshold 0: the first frame already counts as success
+    assert ends["served"] == [("time_limit", False)]  # threshold 1: never, from the server's own threshold
+    assert server.stats.requests >= 4
+    with pytest.raises(ValueError, match="classifier="):
+        DeployConfig(reward_source="classifier")

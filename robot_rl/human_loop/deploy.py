@@ -90,7 +90,13 @@ class DeployConfig:
     """Act with the policy's mean (default: in eval mode) or sample (default: in learn mode)."""
     reward_source: str = "robot"
     """``robot``: success and reward from a robot that knows its task (:class:`TaskRobot`), and the
-    success key; ``keys``: only the human's success key labels success (reward 1 on it, else 0)."""
+    success key; ``keys``: only the human's success key labels success (reward 1 on it, else 0);
+    ``classifier``: a calibrated success classifier on the cameras (``classifier``), or the key."""
+    classifier: str | None = None
+    """``reward_source=classifier``: a checkpoint directory from `robot-rl reward train-classifier`, or the
+    ``tcp://`` address of `robot-rl reward serve` (never waited on longer than ``classifier_max_wait_s``)."""
+    classifier_max_wait_s: float = 0.02
+    """A served classifier's deadline per step; a late answer counts as no success (and is counted)."""
     rearm_on_reset: bool = True
     """Re-arm a tripped watchdog when a new episode starts (an e-stop always needs a manual reset)."""
     max_wait_s: float = 60.0
@@ -101,8 +107,10 @@ class DeployConfig:
     """Show the live status line in the terminal."""
 
     def __post_init__(self) -> None:
-        if self.reward_source not in ("robot", "keys"):
-            raise ValueError(f"reward_source {self.reward_source!r}; valid: robot, keys")
+        if self.reward_source not in ("robot", "keys", "classifier"):
+            raise ValueError(f"reward_source {self.reward_source!r}; valid: robot, keys, classifier")
+        if self.reward_source == "classifier" and not self.classifier:
+            raise ValueError("reward_source=classifier needs classifier=<checkpoint directory or tcp:// address>")
         if self.mode not in ("eval", "learn"):
             raise ValueError(f"mode {self.mode!r}; valid: eval, learn")
         if self.max_episode_steps < 1 or self.send_every < 1 or self.episodes < 0:
@@ -196,6 +204,35 @@ class DeployReport:
         return sum(e.success for e in self.episodes) / len(self.episodes) if self.episodes else 0.0
 
 
+def success_judge(cfg: DeployConfig) -> Any:
+    """``obs → bool`` from the configured success classifier (local or served), or None.
+
+    One observation per control step, batch of one: the local model costs well under a millisecond on a
+    CPU (benchmarks/RESULTS_rewards.md); a served one is waited on at most ``classifier_max_wait_s``.
+    """
+    if cfg.reward_source != "classifier" or not cfg.classifier:
+        return None
+    model: Any
+    if cfg.classifier.startswith(("tcp://", "ipc://")):
+        from robot_rl.rewards.service import RemoteClassifier, RewardClient
+
+        model = RemoteClassifier(RewardClient(cfg.classifier), max_wait_s=cfg.classifier_max_wait_s)
+    else:
+        from robot_rl.rewards.classifier import SuccessClassifier
+
+        model = SuccessClassifier.load(cfg.classifier)
+    cameras = sorted(model.encoder.shapes) if hasattr(model, "encoder") else list(model.cameras)
+
+    def judge(obs: dict[str, np.ndarray]) -> bool:
+        missing = [c for c in cameras if c not in obs]
+        if missing:
+            raise ValueError(f"the success classifier reads {missing}, which the robot does not observe "
+                             f"(it has {sorted(obs)}); set robot.cameras")
+        return bool(model.predict({c: torch.as_tensor(obs[c])[None] for c in cameras})[0])
+
+    return judge
+
+
 def policy_act_fn(policy: Policy, deterministic: bool = True) -> Any:
     """``{key: np [N, ...]}`` → ``np [N, A]`` with ``policy`` (for the weight gate)."""
 
@@ -267,6 +304,7 @@ class Deployer:
         self.last_source = "policy"
         self.collected: list[dict[str, Any]] | None = None
         """Set to a list to keep every transition here too (e.g. to record demonstrations in eval mode)."""
+        self.judge = success_judge(cfg)
 
     # ---- weights --------------------------------------------------------------------------------
 
@@ -372,7 +410,8 @@ class Deployer:
             self.last_source = step.source
             if "estop" in step.events:
                 self.safety.estop.trigger("teleop e-stop key")
-            success = bool(status is not None and status.success) or "success" in step.events
+            success = (bool(status is not None and status.success) or "success" in step.events
+                       or (self.judge is not None and self.judge(obs)))
             if success:
                 end = "success"
             elif "failure" in step.events:
