@@ -36,7 +36,7 @@ from torch import nn
 
 from robot_rl.config import ALGOS, AlgoConfig
 from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy
-from robot_rl.policies.flow.onpolicy import FlowOnPolicyAlgorithm
+from robot_rl.policies.flow.onpolicy import FlowOnPolicyAlgorithm, load_sft_into
 from robot_rl.replay.rollout import RolloutStorage
 from robot_rl.specs import EnvSpec, SpecMismatchError
 from robot_rl.transition import Obs
@@ -91,22 +91,6 @@ class HiORSConfig(AlgoConfig):
     def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> HiORSAlgorithm:
         """Build the Hi-ORS learner."""
         return HiORSAlgorithm(self, spec, device, seed)
-
-
-def load_sft_into(policy: FlowVLAPolicy, run_dir: str, spec: EnvSpec, device: torch.device) -> None:
-    """Load the SFT checkpoint of ``run_dir`` into ``policy`` (all but ``log_sigma``); mismatches are errors."""
-    from robot_rl.policies.flow.sft import load_flow_policy
-
-    sft, sft_spec = load_flow_policy(run_dir, device)
-    if sft.cfg.horizon != policy.cfg.horizon or sft_spec.observation.keys() != spec.observation.keys():
-        raise SpecMismatchError(f"{run_dir}: the SFT policy (horizon {sft.cfg.horizon}, observations "
-                                f"{sorted(sft_spec.observation)}) does not fit this task/config (horizon "
-                                f"{policy.cfg.horizon}, observations {sorted(spec.observation)})")
-    weights = {k: v for k, v in sft.state_dict().items() if k != "log_sigma"}
-    result = policy.load_state_dict(weights, strict=False)
-    if set(result.missing_keys) != {"log_sigma"} or result.unexpected_keys:
-        raise SpecMismatchError(f"{run_dir}: SFT weights do not fit the policy config (missing "
-                                f"{result.missing_keys}, unexpected {result.unexpected_keys})")
 
 
 class AcceptedBuffer:

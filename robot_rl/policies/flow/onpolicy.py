@@ -1,7 +1,7 @@
 """What the on-policy flow learners (``flow_ppo``, ``hiors``) share on the actor side.
 
-Both train one :class:`~robot_rl.policies.flow.model.FlowVLAPolicy` on rollouts of chunk steps and
-hand actors the whole policy; only their updates differ.
+Both train one :class:`~robot_rl.policies.flow.model.FlowVLAPolicy` on rollouts of chunk steps, start it
+from an SFT checkpoint (:func:`load_sft_into`) and hand actors the whole policy; only their updates differ.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 from robot_rl.policies.base import OnPolicyAlgorithm, Weights
 from robot_rl.policies.flow.model import FlowVLAPolicy
 from robot_rl.replay.rollout import RolloutStorage
-from robot_rl.specs import EnvSpec
+from robot_rl.specs import EnvSpec, SpecMismatchError
 
 
 class FlowOnPolicyAlgorithm(OnPolicyAlgorithm):
@@ -50,3 +50,19 @@ class FlowOnPolicyAlgorithm(OnPolicyAlgorithm):
     def load_actor_weights(self, weights: Weights) -> None:
         """Load actor weights (strict)."""
         self.policy.load_actor_weights(weights)
+
+
+def load_sft_into(policy: FlowVLAPolicy, run_dir: str, spec: EnvSpec, device: torch.device) -> None:
+    """Load the SFT checkpoint of ``run_dir`` into ``policy`` (all but ``log_sigma``); mismatches are errors."""
+    from robot_rl.policies.flow.sft import load_flow_policy
+
+    sft, sft_spec = load_flow_policy(run_dir, device)
+    if sft.cfg.horizon != policy.cfg.horizon or sft_spec.observation.keys() != spec.observation.keys():
+        raise SpecMismatchError(f"{run_dir}: the SFT policy (horizon {sft.cfg.horizon}, observations "
+                                f"{sorted(sft_spec.observation)}) does not fit this task/config (horizon "
+                                f"{policy.cfg.horizon}, observations {sorted(spec.observation)})")
+    weights = {k: v for k, v in sft.state_dict().items() if k != "log_sigma"}
+    result = policy.load_state_dict(weights, strict=False)
+    if set(result.missing_keys) != {"log_sigma"} or result.unexpected_keys:
+        raise SpecMismatchError(f"{run_dir}: SFT weights do not fit the policy config (missing "
+                                f"{result.missing_keys}, unexpected {result.unexpected_keys})")

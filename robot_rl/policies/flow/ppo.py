@@ -39,7 +39,7 @@ from torch import nn
 
 from robot_rl.config import ALGOS, AlgoConfig
 from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy, VLAEncoder
-from robot_rl.policies.flow.onpolicy import FlowOnPolicyAlgorithm
+from robot_rl.policies.flow.onpolicy import FlowOnPolicyAlgorithm, load_sft_into
 from robot_rl.policies.modules.mlp import MLP
 from robot_rl.policies.ppo import clipped_surrogate_loss, gaussian_kl, value_loss
 from robot_rl.replay.rollout import RolloutStorage, compute_gae, iter_minibatches
@@ -155,18 +155,7 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
             self.policy = FlowVLAPolicy(spec, cfg.policy).to(self.device)
             self.critic = _Critic(spec, cfg.policy, cfg.critic_hidden).to(self.device)
         if cfg.init_from:
-            from robot_rl.policies.flow.sft import load_flow_policy
-
-            sft, sft_spec = load_flow_policy(cfg.init_from, self.device)
-            if sft.cfg.horizon != cfg.policy.horizon or sft_spec.observation.keys() != spec.observation.keys():
-                raise SpecMismatchError(f"{cfg.init_from}: the SFT policy (horizon {sft.cfg.horizon}, observations "
-                                        f"{sorted(sft_spec.observation)}) does not fit this task/config (horizon "
-                                        f"{cfg.policy.horizon}, observations {sorted(spec.observation)})")
-            weights = {k: v for k, v in sft.state_dict().items() if k != "log_sigma"}
-            missing = self.policy.load_state_dict(weights, strict=False).missing_keys
-            if set(missing) != {"log_sigma"}:
-                raise SpecMismatchError(f"{cfg.init_from}: SFT weights do not fit the policy config "
-                                        f"(missing {missing})")
+            load_sft_into(self.policy, cfg.init_from, spec, self.device)
             # The critic's encoder starts from the SFT encoder: it already reads images and language.
             self.critic.encoder.load_state_dict(self.policy.encoder.state_dict())
         else:
