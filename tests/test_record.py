@@ -294,3 +294,17 @@ def test_recorded_demos_preload_the_deploy_learner(tmp_path: Path, capsys: pytes
                  "--connect", "tcp://127.0.0.1:*", "--max-s", "0.5", "robot.type=xarm"])
     assert code == 0
     assert f"{len(ep)} demos" in capsys.readouterr().out
+
+
+def test_deploy_learner_weights_rac_labelled_demos(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from robot_rl.cli import main
+
+    events = {0: ("reset",), 2: ("rewind",), 4: ("correct",), 7: ("correct",), 9: ("reset",)}
+    store, _ = _record(tmp_path, events, episodes=1, max_ticks=50)
+    (ep,) = list(store)
+    assert np.bincount(ep.segment, minlength=3).tolist() == [4, 2, 3]
+    code = main(["deploy", "--role", "learner", "--run-dir", str(tmp_path / "run"), "--demos", str(tmp_path / "demos"),
+                 "--connect", "tcp://127.0.0.1:*", "--max-s", "0.3", "robot.type=xarm",
+                 "demos_correction_weight=3", "demos_rewind_weight=0"])
+    assert code == 0
+    assert f"{4 + 0 * 2 + 3 * 3} demos" in capsys.readouterr().out  # corrections thrice, rewinds left out

@@ -121,13 +121,16 @@ def _write_episode_log(path: Path, report: Any) -> None:
 
 def run_learner_role(args: DeployArgs, cfg: Any) -> int:
     """`deploy --role learner`."""
-    from robot_rl.data.demos import load_demos
+    from robot_rl.data.demos import RaCWeights, load_demos
     from robot_rl.human_loop.deploy import robot_spec
     from robot_rl.human_loop.hil_learner import HILLearner
 
     if args.run_dir is None:
         raise ConfigError("--role learner needs --run-dir (where checkpoints go)")
-    demos = load_demos(args.demos, robot_spec(cfg.robot)) if args.demos is not None else None
+    rac = None
+    if (cfg.demos_correction_weight, cfg.demos_rewind_weight) != (1, 1):
+        rac = RaCWeights(correction_weight=cfg.demos_correction_weight, rewind_weight=cfg.demos_rewind_weight)
+    demos = load_demos(args.demos, robot_spec(cfg.robot), rac=rac) if args.demos is not None else None
     learner = HILLearner(cfg, args.run_dir, demos=demos, address=args.connect, resume=args.resume)
     print(f"HIL learner listening on {learner.address} (run directory {args.run_dir}, "
           f"{learner.stats.demos} demos)", flush=True)

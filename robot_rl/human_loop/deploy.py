@@ -73,6 +73,11 @@ class DeployConfig:
     """Where the learner listens (``mode=learn``)."""
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     """The HIL learner's replay on disk (``replay.persist``, segment size): crash-safe by default."""
+    demos_correction_weight: int = 1
+    """Learner ``--demos``: times each row labelled *correction* (rewind-and-correct, `robot-rl record`) is
+    loaded; > 1 weights recovery behaviour up."""
+    demos_rewind_weight: int = 1
+    """Learner ``--demos``: times each row labelled *rewind* is loaded (0 leaves the rewinds out)."""
     mode: str = "eval"
     """``eval`` (score ``episodes`` episodes) or ``learn`` (act for a learner, send transitions)."""
     episodes: int = 10
