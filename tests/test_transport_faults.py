@@ -5,7 +5,7 @@ import time
 
 import pytest
 import torch
-from transport_helpers import free_tcp_addr, tagged_batch
+from transport_helpers import free_tcp_addr, tagged_batch, wait_until
 
 from robot_rl.specs import ArraySpec, EnvSpec
 from robot_rl.transition import TransitionBatch
@@ -91,31 +91,22 @@ def test_stalled_actor_pauses_when_stale_and_converges_to_the_newest_weights():
         learner.publish_weights(VersionedWeights(1, algo.actor_weights()))
         actor.wait_for_weights(-1, 10)
         thread.start()
-        assert _wait_for(lambda: actor.env_steps > 20)
+        assert wait_until(lambda: actor.env_steps > 20)
         proxy.drop_types = {"weights"}  # the link stalls for weights; heartbeats still announce versions
         for v in range(2, 7):
             learner.publish_weights(VersionedWeights(v, algo.actor_weights()))
-        assert _wait_for(lambda: actor.stale_pauses == 1)
+        assert wait_until(lambda: actor.stale_pauses == 1)
         paused_at = actor.env_steps
         time.sleep(0.5)
         assert actor.env_steps == paused_at  # not exploring with 5-versions-old weights
         assert actor.policy_version == 1
         proxy.drop_types = set()  # the stall ends: the learner resends the newest weights
-        assert _wait_for(lambda: actor.policy_version == 6 and actor.env_steps > paused_at + 20)
+        assert wait_until(lambda: actor.policy_version == 6 and actor.env_steps > paused_at + 20)
         assert actor.stale_pauses == 1 and actor.stale_s > 0.4
-        assert _wait_for(lambda: learner.peers() == {1: 6})
+        assert wait_until(lambda: learner.peers() == {1: 6})
     finally:
         stop.set()
         thread.join(5)
         endpoint.close()
         proxy.close()
         learner.close()
-
-
-def _wait_for(cond, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False

@@ -41,7 +41,35 @@ def _input_shapes(model: Any) -> dict[str, tuple[int, ...]]:
     return dict(model.input_shapes())
 
 
-class RewardWrapper(VecEnv):
+class _TermsWrapper(VecEnv):
+    """What both reward wrappers share: the wrapped env's spec and size, and per-term reward sums."""
+
+    def __init__(self, env: VecEnv, terms: tuple[str, ...]) -> None:
+        self.env = env
+        self.spec, self.num_envs, self.device = env.spec, env.num_envs, env.device
+        self.max_episode_steps = env.max_episode_steps
+        self.term_sums: dict[str, float] = dict.fromkeys(terms, 0.0)
+        self.steps = 0
+
+    def _count(self, **terms: torch.Tensor) -> None:
+        for name, value in terms.items():
+            self.term_sums[name] += float(value.sum())
+        self.steps += self.num_envs
+
+    def term_means(self) -> dict[str, float]:
+        """Mean of each reward term per transition since construction (for the run log)."""
+        return {k: v / max(self.steps, 1) for k, v in self.term_sums.items()}
+
+    def render(self) -> torch.Tensor | None:
+        """The wrapped env's frame."""
+        return self.env.render()
+
+    def close(self) -> None:
+        """Close the wrapped env."""
+        self.env.close()
+
+
+class RewardWrapper(_TermsWrapper):
     """``env`` with its reward replaced by (or added to) a calibrated success classifier's.
 
     ``mode="replace"``: reward = ``success_reward`` where the classifier fires, else ``fail_reward``
@@ -63,13 +91,10 @@ class RewardWrapper(VecEnv):
                                  f"{list(shapes[k])}")
         if isinstance(classifier, torch.nn.Module):
             classifier = classifier.to(env.device).eval()
-        self.env, self.classifier = env, classifier
-        self.spec, self.num_envs, self.device = env.spec, env.num_envs, env.device
-        self.max_episode_steps = env.max_episode_steps
+        super().__init__(env, ("env", "classifier"))
+        self.classifier = classifier
         self.mode, self.success_reward, self.fail_reward, self.success_bonus = mode, success_reward, fail_reward, \
             success_bonus
-        self.term_sums: dict[str, float] = {"env": 0.0, "classifier": 0.0}
-        self.steps = 0
 
     def reset(self, seed: int | None = None) -> dict[str, torch.Tensor]:
         """Reset the wrapped env."""
@@ -89,22 +114,8 @@ class RewardWrapper(VecEnv):
         info = dict(res.info)
         info["reward_terms"] = {"env": res.reward, "classifier": term}
         info["classifier_success"] = fired
-        self.term_sums["env"] += float(res.reward.sum())
-        self.term_sums["classifier"] += float(term.sum())
-        self.steps += self.num_envs
+        self._count(env=res.reward, classifier=term)
         return StepResult(res.obs, reward, res.terminated, res.truncated, info)
-
-    def term_means(self) -> dict[str, float]:
-        """Mean of each reward term per transition since construction (for the run log)."""
-        return {k: v / max(self.steps, 1) for k, v in self.term_sums.items()}
-
-    def render(self) -> torch.Tensor | None:
-        """The wrapped env's frame."""
-        return self.env.render()
-
-    def close(self) -> None:
-        """Close the wrapped env."""
-        self.env.close()
 
 
 ProgressModel = Callable[[dict[str, torch.Tensor], dict[str, torch.Tensor], list[str]],
@@ -112,7 +123,7 @@ ProgressModel = Callable[[dict[str, torch.Tensor], dict[str, torch.Tensor], list
 """A PRM: ``(obs_t, obs_k, goals) → (progress delta [N], done probability [N])``."""
 
 
-class ProgressShapingWrapper(VecEnv):
+class ProgressShapingWrapper(_TermsWrapper):
     """``env`` plus potential-based shaping from a process reward model, one batched forward per step.
 
     ``Φ(s) = weight · PRM(first frame of the episode, s, goal)`` (``Φ = 0`` at the first frame), and
@@ -125,16 +136,13 @@ class ProgressShapingWrapper(VecEnv):
 
     def __init__(self, env: VecEnv, prm: ProgressModel, goal: str, gamma: float = 0.99, weight: float = 1.0,
                  cameras: list[str] | None = None) -> None:
-        self.env, self.prm, self.goal, self.gamma, self.weight = env, prm, goal, gamma, weight
-        self.spec, self.num_envs, self.device = env.spec, env.num_envs, env.device
-        self.max_episode_steps = env.max_episode_steps
+        super().__init__(env, ("env", "shaping"))
+        self.prm, self.goal, self.gamma, self.weight = prm, goal, gamma, weight
         self.cameras = cameras or sorted(k for k in env.spec.observation if k.startswith("image."))
         if not self.cameras:
             raise ValueError(f"PRM shaping needs camera observations; the env observes {sorted(env.spec.observation)}")
         self.first: dict[str, torch.Tensor] = {}
         self.phi = torch.zeros(self.num_envs, device=self.device)
-        self.term_sums: dict[str, float] = {"env": 0.0, "shaping": 0.0}
-        self.steps = 0
 
     def reset(self, seed: int | None = None) -> dict[str, torch.Tensor]:
         """Reset the env; every sub-env's first frame is its potential's reference."""
@@ -158,22 +166,8 @@ class ProgressShapingWrapper(VecEnv):
         info = dict(res.info)
         info["reward_terms"] = {"env": res.reward, "shaping": term}
         info["progress"] = phi_next
-        self.term_sums["env"] += float(res.reward.sum())
-        self.term_sums["shaping"] += float(term.sum())
-        self.steps += self.num_envs
+        self._count(env=res.reward, shaping=term)
         return StepResult(res.obs, res.reward + term, res.terminated, res.truncated, info)
-
-    def term_means(self) -> dict[str, float]:
-        """Mean of each reward term per transition since construction."""
-        return {k: v / max(self.steps, 1) for k, v in self.term_sums.items()}
-
-    def render(self) -> torch.Tensor | None:
-        """The wrapped env's frame."""
-        return self.env.render()
-
-    def close(self) -> None:
-        """Close the wrapped env."""
-        self.env.close()
 
 
 def remote_reward_wrapper(env: VecEnv, address: str, goal: str = "", max_wait_s: float = 0.05,
