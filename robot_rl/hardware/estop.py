@@ -5,8 +5,10 @@ Two layers, because one Python process cannot protect itself from its own hang:
 - :class:`EStop` is a latch inside the control process. Anything may trigger it (the keyboard teleop's
   e-stop key, ``SIGUSR1``, a file appearing); the safety layer holds the robot at once from the
   triggering thread and refuses commands until :meth:`EStop.reset` and a re-arm.
-- :class:`EStopGuard` is a separate process (own interpreter, own GIL). It reads the e-stop key from the
-  terminal itself, watches a trigger file, and watches a heartbeat that the control loop writes into
+- :class:`EStopGuard` is a separate process (own interpreter, own GIL). It reads the e-stop key
+  (:data:`ESTOP_KEYS`) from the terminal itself and forwards every other key to the keyboard teleop, so
+  one process reads the terminal and the key works while the control process hangs. It watches a trigger
+  file, and watches a heartbeat that the control loop writes into
   shared memory on every command. When the key is pressed, the file appears, the heartbeat is older than
   ``heartbeat_timeout_s`` or the parent process dies, it calls ``stop_command`` (a picklable callable that
   stops the robot through its own connection, e.g. :class:`~robot_rl.hardware.xarm.XArmEmergencyStop`),
@@ -36,6 +38,21 @@ from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+ESTOP_KEYS = " "
+"""The keys that stop the robot (the space bar): the guard's and the keyboard teleop's, defined once here."""
+
+
+def open_terminal(path: str) -> int:
+    """A read-only, non-blocking descriptor of the terminal ``path`` (the caller closes it).
+
+    Raises ``OSError`` if ``path`` cannot be opened, ``ValueError`` if it is not a terminal.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    if not os.isatty(fd):
+        os.close(fd)
+        raise ValueError(f"{path} is not a terminal")
+    return fd
 
 
 class EStop:
@@ -92,8 +109,8 @@ class EStopGuardConfig:
     """Stop when this file exists (``touch`` it from any shell)."""
     tty: str | None = None
     """Terminal to read the e-stop key from (``/dev/tty`` for the controlling terminal; None = no key)."""
-    estop_keys: str = " "
-    """Keys that stop the robot (default: space bar)."""
+    estop_keys: str = ESTOP_KEYS
+    """Keys that stop the robot (default: the space bar, as the keyboard teleop's e-stop key)."""
     poll_s: float = 0.005
     """How often the guard checks the heartbeat and the file."""
 
@@ -101,10 +118,17 @@ class EStopGuardConfig:
 def _guard_main(cfg: EStopGuardConfig, heartbeat: Any, tripped: Any, reason: Any, stop_command: Callable[[], Any],
                 parent_pid: int, quit_flag: Any, keys_out: Any, ready: Any) -> None:
     # Runs in the guard process: keep it small, no torch, no robot_rl imports beyond this module.
+    # Ctrl-C in the terminal reaches the whole process group; the guard keeps guarding while the control
+    # process shuts down, and quits when told (quit_flag) or when that process is gone.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     fd = None
     old_attrs = None
     if cfg.tty:
-        fd = os.open(cfg.tty, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            fd = open_terminal(cfg.tty)
+        except (OSError, ValueError) as e:
+            reason.value = f"cannot read {cfg.tty}: {e}".encode()[:63]
+            return
         try:
             old_attrs = termios.tcgetattr(fd)
             tty.setcbreak(fd)
@@ -125,16 +149,17 @@ def _guard_main(cfg: EStopGuardConfig, heartbeat: Any, tripped: Any, reason: Any
     try:
         while not quit_flag.value:
             if fd is not None:
-                ready, _, _ = select.select([fd], [], [], cfg.poll_s)
-                if ready:
+                readable, _, _ = select.select([fd], [], [], cfg.poll_s)
+                if readable:
                     try:
                         data = os.read(fd, 64)
                     except BlockingIOError:
                         data = b""
-                    if any(chr(b) in cfg.estop_keys for b in data):
+                    others = bytes(b for b in data if chr(b) not in cfg.estop_keys)
+                    if len(others) < len(data):
                         trip("e-stop key")
-                    elif data and keys_out is not None:
-                        keys_out.put(data)
+                    if others and keys_out is not None:
+                        keys_out.put(others)
             else:
                 time.sleep(cfg.poll_s)
             hb = heartbeat.value
@@ -171,7 +196,10 @@ class EStopGuard:
     """The guard process (see the module docstring). Use as a context manager around the control loop.
 
     ``stop_command`` runs in the guard process, so it must be picklable (a top-level function or an
-    instance of a top-level class) and open its own connection to the robot.
+    instance of a top-level class) and open its own connection to the robot. With ``config.tty`` the guard
+    puts that terminal in cbreak mode; :meth:`close` restores it even if the guard had to be killed.
+    ``forward_keys``: put every other key read from the terminal on :attr:`keys` (for the keyboard teleop:
+    ``KeyboardDevice(QueueKeys(guard.keys))``), so that nothing else reads the terminal.
     """
 
     def __init__(self, stop_command: Callable[[], Any], config: EStopGuardConfig | None = None,
@@ -185,20 +213,34 @@ class EStopGuard:
         self._ready = ctx.RawValue("i", 0)
         self.keys: Any = ctx.Queue() if forward_keys else None
         """Other key presses the guard read from the terminal (bytes), for the keyboard teleop device."""
+        self._tty_attrs: Any = None
         self._proc = ctx.Process(target=_guard_main, name="robot-estop-guard", daemon=True,
                                  args=(self.config, self._heartbeat, self._tripped, self._reason, stop_command,
                                        os.getpid(), self._quit, self.keys, self._ready))
 
     def start(self, timeout_s: float = 20.0) -> EStopGuard:
-        """Start the guard process and return once it is guarding (a fresh interpreter takes a moment)."""
+        """Start the guard process and return once it is guarding (a fresh interpreter takes a moment).
+
+        Raises ``OSError`` / ``ValueError`` if ``config.tty`` cannot be opened or is not a terminal (checked
+        here, before the process starts), ``RuntimeError`` if the process does not come up.
+        """
         if self.config.trigger_file and Path(self.config.trigger_file).exists():
             raise RuntimeError(f"e-stop trigger file {self.config.trigger_file} exists; remove it first")
+        if self.config.tty:
+            fd = open_terminal(self.config.tty)
+            try:
+                self._tty_attrs = termios.tcgetattr(fd)
+            except termios.error:
+                self._tty_attrs = None
+            finally:
+                os.close(fd)
         self._proc.start()
         deadline = time.monotonic() + timeout_s
         while not self._ready.value:
             if not self._proc.is_alive() or time.monotonic() > deadline:
+                why = self.reason or f"exit code {self._proc.exitcode}"
                 self.close()
-                raise RuntimeError(f"e-stop guard process did not start (exit code {self._proc.exitcode})")
+                raise RuntimeError(f"e-stop guard process did not start ({why})")
             time.sleep(0.005)
         return self
 
@@ -239,6 +281,24 @@ class EStopGuard:
             self._proc.join(timeout=2.0)
             if self._proc.is_alive():
                 self._proc.kill()
+                self._proc.join(timeout=2.0)
+        if self._tty_attrs is not None and self.config.tty:
+            self._restore_terminal(self.config.tty, self._tty_attrs)
+            self._tty_attrs = None
+
+    @staticmethod
+    def _restore_terminal(path: str, attrs: Any) -> None:
+        # The guard restores the terminal itself when it quits; this covers a guard that was killed.
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        except OSError:
+            return
+        try:
+            termios.tcsetattr(fd, termios.TCSADRAIN, attrs)
+        except termios.error:
+            pass
+        finally:
+            os.close(fd)
 
     def __enter__(self) -> EStopGuard:
         return self.start()

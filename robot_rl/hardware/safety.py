@@ -165,6 +165,18 @@ class SafetyLayer:
         """Why the layer is holding until re-armed (None when armed)."""
         return self._latched
 
+    @property
+    def estop_reason(self) -> str | None:
+        """Why the e-stop fired, in words (``"e-stop key (guard)"``); None while it has not.
+
+        Covers the in-process latch and the guard process; either needs a manual reset before :meth:`rearm`.
+        """
+        if self.estop.is_set:
+            return self.estop.reason or "estop"
+        if self.guard is not None and self.guard.tripped:
+            return f"{self.guard.reason or 'tripped'} (guard)"
+        return None
+
     # ---------------------------------------------------------------- events
 
     def _event(self, reason: str, events: list[str], detail: str = "") -> None:
@@ -221,7 +233,7 @@ class SafetyLayer:
                 self.watchdog.kick()
             if self.guard is not None and self.guard.tripped and self._latched != "estop":
                 self._latch("estop")
-                log.error("e-stop guard: %s", self.guard.reason)
+                log.error("e-stop: %s", self.estop_reason)
             measured = self.robot.measure()
             cfg = self.robot.config
             held = True

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -60,11 +62,16 @@ class DeployArgs:
     no_status: bool = False
     """Do not draw the live status line."""
     estop_guard: bool = False
-    """Actor: run the e-stop guard process (holds the robot through its own connection when this process
-    stops beating for 0.3 s, or when --estop-file appears); needs a robot with an emergency-stop command
-    (sim_arm, xarm)."""
+    """Actor: run the e-stop guard process (holds the robot through its own connection when the e-stop key
+    is pressed, when this process stops beating for 0.3 s, or when --estop-file appears); needs a robot with
+    an emergency-stop command (sim_arm, xarm)."""
     estop_file: Path | None = None
     """Actor, with --estop-guard: `touch` this file from any shell to stop the robot."""
+    estop_tty: str = "auto"
+    """Actor, with --estop-guard: the terminal whose e-stop key (space) the guard process reads, so the key
+    stops the robot even while this process hangs; the keyboard teleop then gets its other keys from the
+    guard. auto: /dev/tty when stdin is a terminal; off: the guard reads no key (the keyboard device reads
+    the terminal, and its space bar latches in this process only); or a terminal's path."""
 
 
 def resolve_deploy_config(args: DeployArgs) -> Any:
@@ -82,11 +89,19 @@ def resolve_deploy_config(args: DeployArgs) -> Any:
     return apply_overrides(cfg, overrides)
 
 
-def make_teleop(name: str, robot: Any) -> Any:
-    """The teleop device called ``name`` for ``robot`` (``pick_intervener`` needs the simulated arm)."""
+def make_teleop(name: str, robot: Any, keys: Any = None) -> Any:
+    """The teleop device called ``name`` for ``robot`` (``pick_intervener`` needs the simulated arm).
+
+    ``keys``: the keyboard's :class:`~robot_rl.human_loop.devices.keyboard.KeySource` (default: the terminal).
+    """
     from robot_rl.human_loop.devices.base import TELEOP_DEVICES
+    from robot_rl.human_loop.devices.keyboard import KeyboardConfig
     from robot_rl.human_loop.devices.scripted import ScriptedDevice
 
+    if keys is not None:
+        if name != "keyboard":
+            raise ConfigError(f"a key source is for the keyboard teleop, not {name}")
+        return KeyboardConfig().make(keys)
     if name == "pick_intervener":
         from robot_rl.hardware.sim_arm import PickIntervener, SimulatedArm
 
@@ -96,8 +111,40 @@ def make_teleop(name: str, robot: Any) -> Any:
     return TELEOP_DEVICES.get(name)().make()
 
 
-def start_estop_guard(robot: Any, trigger_file: Path | None) -> Any:
-    """Connect ``robot`` and start an :class:`~robot_rl.hardware.estop.EStopGuard` with its stop command."""
+def resolve_estop_tty(args: DeployArgs, stdin_is_tty: bool | None = None) -> str | None:
+    """The terminal the e-stop guard reads its key from (None: none), checked; a ConfigError says what to do.
+
+    ``stdin_is_tty`` overrides ``sys.stdin.isatty()`` for ``--estop-tty auto``.
+    """
+    from robot_rl.hardware.estop import open_terminal
+
+    value = args.estop_tty
+    if value == "off" or (value == "auto" and not args.estop_guard):
+        return None
+    if not args.estop_guard:
+        raise ConfigError(f"--estop-tty {value} is read by the e-stop guard process: add --estop-guard")
+    if value == "auto":
+        if not (sys.stdin.isatty() if stdin_is_tty is None else stdin_is_tty):
+            return None  # no operator at a terminal (a service, a test): the key has nowhere to come from
+        value = "/dev/tty"
+    fix = ("give the terminal the operator types in (run `tty` there to see its path), or --estop-tty off "
+           "to leave the key to the keyboard device (then it cannot stop the robot while this process hangs)")
+    try:
+        os.close(open_terminal(value))
+    except ValueError:
+        raise ConfigError(f"--estop-tty {value} is not a terminal: {fix}") from None
+    except OSError as e:
+        raise ConfigError(f"--estop-tty {value} cannot be opened ({e.strerror or e}): {fix}") from None
+    return value
+
+
+def start_estop_guard(robot: Any, trigger_file: Path | None, tty: str | None = None,
+                      forward_keys: bool = False) -> Any:
+    """Connect ``robot`` and start an :class:`~robot_rl.hardware.estop.EStopGuard` with its stop command.
+
+    ``tty``: the terminal the guard reads the e-stop key from; ``forward_keys``: put the other keys on
+    ``guard.keys`` for the keyboard teleop (see :func:`guard_key_source`).
+    """
     from robot_rl.hardware.estop import EStopGuard, EStopGuardConfig
     from robot_rl.hardware.xarm import XArmEmergencyStop, XArmRobot
 
@@ -108,8 +155,19 @@ def start_estop_guard(robot: Any, trigger_file: Path | None) -> Any:
         command = robot.emergency_stop_command()
     else:
         raise ConfigError(f"{type(robot).__name__} has no emergency-stop command for the guard process")
-    cfg = EStopGuardConfig(trigger_file=str(trigger_file) if trigger_file else None)
-    return EStopGuard(command, cfg).start()
+    cfg = EStopGuardConfig(trigger_file=str(trigger_file) if trigger_file else None, tty=tty)
+    guard = EStopGuard(command, cfg, forward_keys=forward_keys and tty is not None)
+    try:
+        return guard.start()
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"the e-stop guard cannot read {tty}: {e}; pass --estop-tty off or another terminal") from e
+
+
+def guard_key_source(guard: Any) -> Any:
+    """The keyboard's key source fed by ``guard`` (its forwarded keys; ends when the guard process dies)."""
+    from robot_rl.human_loop.devices.keyboard import QueueKeys
+
+    return QueueKeys(guard.keys, alive=lambda: guard.alive)
 
 
 def _write_episode_log(path: Path, report: Any) -> None:
@@ -159,35 +217,44 @@ def run_deploy(args: DeployArgs) -> int:
         return run_learner_role(args, cfg)
     if cfg.mode == "eval" and args.run_dir is None:
         raise ConfigError("--mode eval needs --run-dir (the run whose checkpoint to deploy)")
+    estop_tty = resolve_estop_tty(args)
     robot = cfg.robot.make()
     spec = robot.features
     if args.run_dir is not None:
         policy, version = load_run_policy(args.run_dir, spec)
     else:
         policy, version = cfg.algo.build(spec, "cpu", cfg.seed).make_policy(), 0
-    device = make_teleop(args.teleop, robot)
     endpoint = None
-    guard = start_estop_guard(robot, args.estop_file) if args.estop_guard else None
-    with SafetyLayer(robot, cfg.safety, guard=guard) as safety:
-        if cfg.mode == "learn":
-            endpoint = ZmqActorEndpoint(cfg.transport.address, cfg.actor_id, spec,
-                                        ZmqSettings.from_config(cfg.transport))
-        try:
-            with device:
-                deployer = Deployer(cfg, safety, device, policy, endpoint=endpoint,
-                                    policy_version=version if cfg.mode == "eval" else 0,
-                                    status=StatusLine(enabled=cfg.status))
-                print(f"deploy ({cfg.mode}): {deployer.controller.mode_hint}", flush=True)
-                report = deployer.run()
-        finally:
-            if endpoint is not None:
-                endpoint.close()
-            if guard is not None:
-                guard.close()
+    # With a terminal, the guard is its only reader: the keyboard teleop takes the guard's forwarded keys.
+    guard = (start_estop_guard(robot, args.estop_file, tty=estop_tty, forward_keys=args.teleop == "keyboard")
+             if args.estop_guard else None)
+    try:
+        keys = guard_key_source(guard) if guard is not None and guard.keys is not None else None
+        device = make_teleop(args.teleop, robot, keys=keys)
+        if estop_tty is not None:
+            print(f"e-stop: the guard process reads the space bar from {estop_tty}", flush=True)
+        with SafetyLayer(robot, cfg.safety, guard=guard) as safety:
+            if cfg.mode == "learn":
+                endpoint = ZmqActorEndpoint(cfg.transport.address, cfg.actor_id, spec,
+                                            ZmqSettings.from_config(cfg.transport))
+            try:
+                with device:
+                    deployer = Deployer(cfg, safety, device, policy, endpoint=endpoint,
+                                        policy_version=version if cfg.mode == "eval" else 0,
+                                        status=StatusLine(enabled=cfg.status))
+                    print(f"deploy ({cfg.mode}): {deployer.controller.mode_hint}", flush=True)
+                    report = deployer.run()
+            finally:
+                if endpoint is not None:
+                    endpoint.close()
+    finally:
+        if guard is not None:
+            guard.close()
     if args.episode_log is not None:
         _write_episode_log(args.episode_log, report)
     rates = [e.intervention_rate for e in report.episodes]
+    estop = f"; E-STOP: {safety.estop_reason}" if safety.estop_reason else ""
     print(f"{len(report.episodes)} episodes: success {report.success_rate:.0%}, mean intervention rate "
           f"{(sum(rates) / len(rates) if rates else 0.0):.0%}, policy v{report.policy_version}; "
-          f"{report.rate.summary()}; safety events {report.safety_counts or 'none'}", flush=True)
+          f"{report.rate.summary()}; safety events {report.safety_counts or 'none'}{estop}", flush=True)
     return 0

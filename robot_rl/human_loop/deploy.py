@@ -390,7 +390,7 @@ class Deployer:
             self.robot.reset_task(self.cfg.seed * 100_003 + index)
         # A new episode is a restart: the change limit starts again from the measured state. A latch (watchdog
         # during a long reset) is cleared only with rearm_on_reset; an e-stop never here.
-        if not self.safety.estop.is_set and (self.safety.latched is None or self.cfg.rearm_on_reset):
+        if self.safety.estop_reason is None and (self.safety.latched is None or self.cfg.rearm_on_reset):
             self.safety.rearm()
         obs = self.safety.observe()
         self.recorded.append(obs)
@@ -461,7 +461,7 @@ class Deployer:
         self.status.update(version=self.version, source=self.last_source, mode_hint=self.cfg.intervention.mode,
                            period_ms=stats.p50_s * 1e3, p99_ms=stats.p99_s * 1e3, target_ms=stats.target_period_s * 1e3,
                            successes=sum(e.success for e in done), episodes=len(done), episode=episode, step=step,
-                           safety_counts=dict(self.safety.counts))
+                           safety_counts=dict(self.safety.counts), estop=self.safety.estop_reason)
 
     def run(self) -> DeployReport:
         """Run the configured number of episodes (or until ``stop``); always leaves the robot held."""

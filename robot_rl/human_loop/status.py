@@ -3,6 +3,8 @@
 ``v12 | POLICY acting (hold: HOLD to take over) | period 50.1 ms (p99 52.3, target 50.0) | success 4/10
 (40%) | ep 11 step 23 | safety clamped 3, change_limit 1 (last: clamped)``
 
+After an e-stop it starts with why, e.g. ``E-STOP: e-stop key (guard) | v12 | ...``.
+
 Drawn with ``rich`` (a :class:`rich.live.Live` on stderr, 4 refreshes a second) when enabled; the text
 itself comes from :meth:`StatusLine.text`, so tests and logs get the same words.
 """
@@ -20,7 +22,7 @@ class StatusLine:
         self.enabled = enabled
         self.values: dict[str, Any] = {"version": 0, "source": "policy", "mode_hint": "hold", "period_ms": 0.0,
                                        "p99_ms": 0.0, "target_ms": 0.0, "successes": 0, "episodes": 0,
-                                       "episode": 0, "step": 0, "safety_counts": {}}
+                                       "episode": 0, "step": 0, "safety_counts": {}, "estop": None}
         self.last_safety: tuple[str, ...] = ()
         self._live: Any = None
 
@@ -45,7 +47,8 @@ class StatusLine:
         counts = {k: n for k, n in sorted(v["safety_counts"].items()) if n}
         safety = ", ".join(f"{k} {n}" for k, n in counts.items()) or "none"
         last = f" (last: {', '.join(self.last_safety)})" if self.last_safety else ""
-        return (f"v{v['version']} | {who} ({v['mode_hint']}: {hint}) | period {v['period_ms']:.1f} ms "
+        estop = f"E-STOP: {v['estop']} | " if v["estop"] else ""
+        return (f"{estop}v{v['version']} | {who} ({v['mode_hint']}: {hint}) | period {v['period_ms']:.1f} ms "
                 f"(p99 {v['p99_ms']:.1f}, target {v['target_ms']:.1f}) | success {v['successes']}/{v['episodes']} "
                 f"({rate}) | ep {v['episode']} step {v['step']} | safety {safety}{last}")
 
@@ -53,6 +56,8 @@ class StatusLine:
         from rich.text import Text
 
         style = {"human": "bold yellow", "hold": "bold red"}.get(self.values["source"], "bold green")
+        if self.values["estop"]:
+            style = "bold white on red"
         return Text(self.text(), style=style, overflow="ellipsis", no_wrap=True)
 
     def __enter__(self) -> StatusLine:
