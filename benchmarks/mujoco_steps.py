@@ -91,7 +91,7 @@ class Raw:
             mujoco.mj_forward(self.model, d)
         # The env's own mujoco.Renderer: one OpenGL context for both sides (osmesa contexts of the
         # same size differ by 10-20 % in speed on this machine, more than the wrapper costs).
-        self.renderer = env._camera.renderer if pixels else None
+        self.renderer = env._cameras[f"image.{camera}"].renderer if pixels else None
         self.image = np.empty((size, size, 3), np.uint8)
         self.camera = camera
         self.t = 0

@@ -94,3 +94,50 @@ def check_action(action: torch.Tensor, spec: EnvSpec, num_envs: int) -> torch.Te
     if low is not None or high is not None:
         action = action.clamp(min=low, max=high)
     return action
+
+
+class SelectObservation(VecEnv):
+    """``env`` showing only the observation keys ``keep`` (in ``obs`` and ``info["final_obs"]``).
+
+    For asymmetric setups: a reward model reads a camera that the policy should not see (wrap the
+    reward model's wrapper in this one), or a policy trained on state beside an env that renders.
+    Every other part of the step (reward, termination, the rest of ``info``) passes through unchanged.
+    """
+
+    def __init__(self, env: VecEnv, keep: list[str] | tuple[str, ...]) -> None:
+        missing = [k for k in keep if k not in env.spec.observation]
+        if missing or not keep:
+            raise ValueError(f"cannot keep {missing or 'no keys'}: the env observes {sorted(env.spec.observation)}")
+        self.env, self.keep = env, tuple(keep)
+        self.spec = EnvSpec(observation={k: env.spec.observation[k] for k in self.keep}, action=env.spec.action,
+                            extras=dict(env.spec.extras))
+        self.num_envs, self.device, self.max_episode_steps = env.num_envs, env.device, env.max_episode_steps
+
+    def _select(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {k: obs[k] for k in self.keep}
+
+    def reset(self, seed: int | None = None) -> dict[str, torch.Tensor]:
+        """Reset the wrapped env; the kept keys of its first observation."""
+        return self._select(self.env.reset(seed))
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        """Step the wrapped env; drop the other keys from ``obs`` and ``final_obs``."""
+        res = self.env.step(action)
+        info = dict(res.info)
+        if "final_obs" in info:
+            info["final_obs"] = self._select(info["final_obs"])
+        return StepResult(self._select(res.obs), res.reward, res.terminated, res.truncated, info)
+
+    def render(self) -> torch.Tensor | None:
+        """The wrapped env's frame."""
+        return self.env.render()
+
+    def close(self) -> None:
+        """Close the wrapped env."""
+        self.env.close()
+
+    def __getattr__(self, name: str) -> Any:
+        # Domain-randomisation and state APIs of the wrapped env stay reachable.
+        if name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)

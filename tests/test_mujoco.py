@@ -229,8 +229,77 @@ def test_pixels_are_non_constant_images_of_declared_shape():
     env.close()
 
 
+def test_closing_one_pixel_env_leaves_another_envs_frames_intact():
+    # mujoco.Renderer.close frees GL objects in the *current* context; ours makes its own current first.
+    cfg = TASKS.get("mujoco/pick_cube")(num_envs=2, obs="pixels", image_size=32)
+    first = _gl_or_skip(cfg)
+    first.reset(0)
+    second = cfg.make("cpu", 0)
+    before = second.reset(0)["image.front"].clone()
+    first.close()
+    assert torch.equal(second.reset(0)["image.front"], before)
+    second.close()
+
+
+def test_state_pixels_gives_the_full_state_and_a_camera_and_select_drops_the_camera():
+    from robot_rl.envs import SelectObservation
+
+    env = _gl_or_skip(TASKS.get("mujoco/pick_cube")(num_envs=2, obs="state_pixels", image_size=32,
+                                                    max_episode_steps=2))
+    state_env = TASKS.get("mujoco/pick_cube")(num_envs=2, max_episode_steps=2).make("cpu", 0)
+    assert env.spec.observation["state"] == state_env.spec.observation["state"]
+    obs, ref = env.reset(3), state_env.reset(3)
+    assert torch.equal(obs["state"], ref["state"]) and obs["image.front"].shape == (2, 32, 32, 3)
+    policy_view = SelectObservation(env, ["state"])
+    assert list(policy_view.spec.observation) == ["state"]
+    policy_view.reset(3)
+    for _ in range(2):
+        res = policy_view.step(torch.zeros(2, 4))
+        want = state_env.step(torch.zeros(2, 4))
+    assert set(res.obs) == {"state"} and set(res.info["final_obs"]) == {"state"}
+    assert res.truncated.all()
+    assert torch.equal(res.info["final_obs"]["state"], want.info["final_obs"]["state"])
+    assert policy_view.get_params().keys() == env.get_params().keys()  # the wrapped env's API passes through
+    with pytest.raises(ValueError, match="cannot keep"):
+        SelectObservation(env, ["image.top"])
+    policy_view.close()
+
+
+def test_scripted_pick_demonstrator_solves_pick_cube():
+    from robot_rl.sims.mujoco.pick_expert import ScriptedPickDemonstrator
+
+    env = TASKS.get("mujoco/pick_cube")(num_envs=8, max_episode_steps=40, action_scale=0.05).make("cpu", 0)
+    expert = ScriptedPickDemonstrator()
+    obs, ended, wins = env.reset(0), torch.zeros(8, dtype=torch.bool), torch.zeros(8, dtype=torch.bool)
+    for _ in range(40):
+        res = env.step(expert.act(obs)[0])
+        wins |= res.terminated & ~ended
+        ended |= res.terminated | res.truncated
+        obs = res.obs
+    assert ended.all() and wins.all()
+    with pytest.raises(ValueError, match="pick_cube state"):
+        expert.act({"state": torch.zeros(1, 25)})
+
+
+def test_terminate_on_success_off_keeps_a_succeeding_episode_going_to_the_time_limit():
+    from robot_rl.sims.mujoco.pick_expert import ScriptedPickDemonstrator
+
+    env = TASKS.get("mujoco/pick_cube")(num_envs=4, max_episode_steps=30, action_scale=0.05,
+                                        terminate_on_success=False).make("cpu", 0)
+    expert, obs, succeeded = ScriptedPickDemonstrator(), env.reset(0), torch.zeros(4, dtype=torch.bool)
+    for t in range(30):
+        res = env.step(expert.act(obs)[0])
+        assert not res.terminated.any()
+        assert bool(res.truncated.all()) == (t == 29)
+        succeeded |= res.info["success"]
+        obs = res.obs
+    assert succeeded.all() and res.info["success"].any()  # held at the goal to the end
+
+
 def test_bad_config_is_rejected():
     with pytest.raises(ValueError, match="camera"):
-        MujocoReachConfig(camera="side").make("cpu", 0)
+        MujocoReachConfig(camera="back").make("cpu", 0)
+    with pytest.raises(ValueError, match="repeat"):
+        MujocoReachConfig(obs="pixels", extra_cameras=("front",)).make("cpu", 0)
     with pytest.raises(ValueError, match="start_noise"):
         TASKS.get("mujoco/peg_insert")(start_noise=0.1).make("cpu", 0)

@@ -56,7 +56,7 @@ class MujocoVecEnv(VecEnv):
         self.device = torch.device(device)
         self.max_episode_steps = int(cfg.max_episode_steps)
         self.seed = int(seed)
-        if cfg.obs == "pixels":
+        if cfg.obs != "state":
             choose_gl(self.device.type)
         import_mujoco()
         model, ix = build_model(cfg.objects, cfg.timestep)
@@ -77,15 +77,16 @@ class MujocoVecEnv(VecEnv):
         self._arm_v = index_or_slice(ix.arm_dof, self.device)
         self._fingers = index_or_slice(ix.finger_qpos, self.device)
         self._grip = ix.site["grip"]
-        self._camera: CameraRenderer | None = None
+        self._cameras: dict[str, CameraRenderer] = {}
         self._video: CameraRenderer | None = None
         obs: dict[str, ArraySpec]
-        if cfg.obs == "state":
-            obs = {"state": ArraySpec((cfg.state_dim(),), "float32")}
-        else:
-            obs = {f"image.{cfg.camera}": ArraySpec((cfg.image_size, cfg.image_size, 3), "uint8", 0, 255),
-                   "state": ArraySpec((ARM_STATE_DIM,), "float32")}
-            self._camera = CameraRenderer(model, cfg.camera, cfg.image_size, cfg.image_size)
+        state_dim = ARM_STATE_DIM if cfg.obs == "pixels" else cfg.state_dim()
+        obs = {"state": ArraySpec((state_dim,), "float32")}
+        if cfg.obs != "state":
+            image = ArraySpec((cfg.image_size, cfg.image_size, 3), "uint8", 0, 255)
+            names = (cfg.camera, *cfg.extra_cameras)
+            obs = {**{f"image.{c}": image for c in names}, **obs}
+            self._cameras = {f"image.{c}": CameraRenderer(model, c, cfg.image_size, cfg.image_size) for c in names}
         self.spec = EnvSpec(observation=obs, action=ArraySpec((action_dim(cfg),), "float32", -1.0, 1.0),
                             extras={"task": TASKS.name_of(cfg), "backend": cfg.backend})
         self.generator = torch.Generator(device=self.device)
@@ -101,16 +102,21 @@ class MujocoVecEnv(VecEnv):
         return torch.cat([r.qpos[:, self._arm_q], r.qvel[:, self._arm_v] * 0.1, opening,
                           r.site_pos[:, self._grip]], dim=-1)
 
-    def _images(self, r: Readout, rows: np.ndarray | None = None) -> torch.Tensor:
-        assert self._camera is not None
+    def _images(self, r: Readout, rows: np.ndarray | None = None) -> dict[str, torch.Tensor]:
         ids = np.arange(self.num_envs) if rows is None else rows
-        return torch.from_numpy(self.backend.images(self._camera, ids, r)).to(self.device)
+        return {key: torch.from_numpy(self.backend.images(cam, ids, r)).to(self.device)
+                for key, cam in self._cameras.items()}
+
+    def _state(self, r: Readout) -> torch.Tensor:
+        arm = self._arm_state(r)
+        if self.cfg.obs == "pixels":
+            return arm
+        return torch.cat([arm, self.cfg.task_obs(self.ix, r)], dim=-1)
 
     def _observe(self, r: Readout) -> dict[str, torch.Tensor]:
-        arm = self._arm_state(r)
         if self.cfg.obs == "state":
-            return {"state": torch.cat([arm, self.cfg.task_obs(self.ix, r)], dim=-1)}
-        return {f"image.{self.cfg.camera}": self._images(r), "state": arm}
+            return {"state": self._state(r)}
+        return {**self._images(r), "state": self._state(r)}
 
     # ---- VecEnv -----------------------------------------------------------------------------
 
@@ -135,7 +141,7 @@ class MujocoVecEnv(VecEnv):
         r = self.readout = self.backend.readout()
         dense, success = self.cfg.evaluate(self.ix, r)
         reward = dense.float() if self.cfg.reward == "dense" else success.float() - 1.0
-        terminated = success
+        terminated = success if self.cfg.terminate_on_success else torch.zeros_like(success)
         self.episode_return += reward
         self.episode_length += 1
         truncated = (self.episode_length >= self.max_episode_steps) & ~terminated
@@ -161,10 +167,13 @@ class MujocoVecEnv(VecEnv):
         if self.cfg.obs == "state":
             return self._observe(self.readout)
         # Only reset worlds changed: re-render just those rows.
-        key = f"image.{self.cfg.camera}"
-        images = final_obs[key].clone()
-        images[torch.from_numpy(ended).to(self.device)] = self._images(self.readout, ended)
-        return {key: images, "state": self._arm_state(self.readout)}
+        rows = torch.from_numpy(ended).to(self.device)
+        obs = {}
+        for key, fresh in self._images(self.readout, ended).items():
+            obs[key] = final_obs[key].clone()
+            obs[key][rows] = fresh
+        obs["state"] = self._state(self.readout)
+        return obs
 
     def render(self) -> torch.Tensor:
         """RGB frame of world 0 from the ``front`` camera, uint8 ``[240, 320, 3]``."""
@@ -179,10 +188,10 @@ class MujocoVecEnv(VecEnv):
     def close(self) -> None:
         """Stop worker threads and free OpenGL contexts."""
         self.backend.close()
-        for renderer in (self._camera, self._video):
+        for renderer in (*self._cameras.values(), self._video):
             if renderer is not None:
                 renderer.close()
-        self._camera = self._video = None
+        self._cameras, self._video = {}, None
 
     # ---- domain randomisation and state -----------------------------------------------------
 

@@ -67,5 +67,13 @@ class CameraRenderer:
         return out
 
     def close(self) -> None:
-        """Free the OpenGL context."""
+        """Free the OpenGL context.
+
+        ``mujoco.Renderer.close`` frees its textures and buffers in whatever context is current; with
+        two renderers in a process (a training env and an eval env) that is the *other* one's, whose
+        frames then turn to garbage. Making our own context current first frees the right objects.
+        """
+        gl = getattr(self.renderer, "_gl_context", None)
+        if gl is not None:
+            gl.make_current()
         self.renderer.close()

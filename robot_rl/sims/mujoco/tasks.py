@@ -7,7 +7,8 @@ success is and what the reward is. MuJoCo is imported only when ``make`` builds 
 
 Rewards (``reward="dense"``) are distances in units of ``distance_unit`` with a per-step cost and
 a success bonus, as in the built-in ``reach``; ``reward="sparse"`` is ``0`` on success and ``-1``
-otherwise (the Fetch convention). Every task terminates on success.
+otherwise (the Fetch convention). Every task terminates on success (unless ``terminate_on_success``
+is off).
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ if TYPE_CHECKING:
 FINE_SCALE = 0.05
 
 
+#: The scene's cameras (assets/arm.xml): ``front`` faces the arm, ``side`` looks across the workspace
+#: from the arm's right, ``top`` looks down, ``wrist`` rides on the gripper.
+CAMERAS = ("front", "side", "top", "wrist")
+
+
 @dataclass
 class MujocoTaskConfig(TaskConfig):
     """Settings shared by the MuJoCo arm tasks (subclasses set the task's own)."""
@@ -46,16 +52,25 @@ class MujocoTaskConfig(TaskConfig):
     control: Literal["ee_delta", "joint"] = "ee_delta"
     """``ee_delta``: actions move the grip site (m, damped least-squares IK holds the gripper pointing
     down); ``joint``: actions change the six arm joint targets (rad)."""
-    obs: Literal["state", "pixels"] = "state"
-    """``state``: one float vector; ``pixels``: ``image.<camera>`` plus the arm's own state."""
+    obs: Literal["state", "pixels", "state_pixels"] = "state"
+    """``state``: one float vector; ``pixels``: ``image.<camera>`` plus the arm's own state;
+    ``state_pixels``: the full state vector plus ``image.<camera>`` (a state policy beside a
+    camera-based reward model: wrap with :class:`~robot_rl.envs.SelectObservation` after the reward)."""
     camera: str = "front"
-    """Camera for ``pixels`` (``front``, ``top`` or ``wrist``)."""
+    """Camera for ``pixels`` (``front``, ``side``, ``top`` or ``wrist``)."""
+    extra_cameras: tuple[str, ...] = ()
+    """More cameras rendered beside ``camera`` (each its own ``image.<name>`` key), e.g. ``("side",)``
+    for a reward model that needs two views to judge 3-D distances."""
     image_size: int = 64
     """Height and width (px) of ``pixels`` images."""
     reward: Literal["dense", "sparse"] = "dense"
     """``dense``: shaped distances; ``sparse``: 0 on success, -1 otherwise."""
     max_episode_steps: int = 50
     """Steps before an episode is truncated."""
+    terminate_on_success: bool = True
+    """End an episode when it succeeds. ``False`` keeps it going to the time limit (``info["success"]``
+    still says where it holds): data for a success classifier, with a demonstrator holding the
+    success state and wandering across its border, as one records it on a real robot."""
     frame_skip: int = 8
     """Physics steps per env step (control period = ``frame_skip · timestep``)."""
     timestep: float = 0.005
@@ -86,8 +101,11 @@ class MujocoTaskConfig(TaskConfig):
             raise ValueError("frame_skip and max_episode_steps must be >= 1")
         if self.image_size < 8:
             raise ValueError(f"image_size must be >= 8 px, got {self.image_size}")
-        if self.camera not in ("front", "top", "wrist"):
-            raise ValueError(f"camera {self.camera!r} is not one of 'front', 'top', 'wrist'")
+        for cam in (self.camera, *self.extra_cameras):
+            if cam not in CAMERAS:
+                raise ValueError(f"camera {cam!r} is not one of {', '.join(map(repr, CAMERAS))}")
+        if len({self.camera, *self.extra_cameras}) != 1 + len(self.extra_cameras):
+            raise ValueError(f"cameras repeat: camera={self.camera!r}, extra_cameras={self.extra_cameras}")
 
     def make(self, device: torch.device | str, seed: int, num_envs: int | None = None) -> MujocoVecEnv:
         """Build the batched env; MuJoCo (and JAX for ``mjx``) are imported here."""
