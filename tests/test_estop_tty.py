@@ -72,7 +72,9 @@ def test_guard_trips_on_the_key_and_forwards_every_other_key(terminal, tmp_path)
     with guard:
         os.write(master, b"t g")  # the e-stop key between two others, in one read
         assert _wait(lambda: guard.tripped), "the guard did not trip on the e-stop key"
-        assert guard.reason == "e-stop key" and stop_file.exists()  # the stop command ran, in the guard
+        # The guard flags the trip first (the layer latches at once), then runs the stop command.
+        assert _wait(stop_file.exists), "the stop command did not run in the guard"
+        assert guard.reason == "e-stop key"
         forwarded = b""
         while forwarded != b"tg":
             forwarded += guard.keys.get(timeout=5)
@@ -240,12 +242,13 @@ def test_deploy_cli_gives_the_terminal_to_the_guard_and_the_keyboard_reads_the_g
     log = tmp_path / "episodes.jsonl"
     code = main(["deploy", "--mode", "eval", "--run-dir", str(tmp_path / "run"), "--teleop", "keyboard",
                  "--episodes", "2", "--max-episode-steps", "150", "--no-status", "--episode-log", str(log),
-                 "--estop-guard", "--estop-tty", slave, "robot.cameras={}", "safety.control_hz=25",
-                 "safety.watchdog_timeout_s=1.0"])  # no watchdog trip on a loaded machine
+                 "--estop-guard", "--estop-tty", slave, "--estop-heartbeat-s", "0.5", "robot.cameras={}",
+                 "safety.control_hz=25", "safety.watchdog_timeout_s=1.0"])  # no watchdog trip on a loaded machine
     typing.join(timeout=5)
     assert code == 0
     (guard,) = started
     # (On a loaded machine the simulator may answer the guard's hold late: the reason then says so too.)
+    assert guard.config.heartbeat_timeout_s == 0.5
     assert guard.config.tty == slave and guard.keys is not None and guard.reason.startswith("e-stop key")
     import json
 

@@ -63,8 +63,11 @@ class DeployArgs:
     """Do not draw the live status line."""
     estop_guard: bool = False
     """Actor: run the e-stop guard process (holds the robot through its own connection when the e-stop key
-    is pressed, when this process stops beating for 0.3 s, or when --estop-file appears); needs a robot with
-    an emergency-stop command (sim_arm, xarm)."""
+    is pressed, when this process stops beating for --estop-heartbeat-s, or when --estop-file appears); needs
+    a robot with an emergency-stop command (sim_arm, xarm)."""
+    estop_heartbeat_s: float = 0.3
+    """Actor, with --estop-guard: stop the robot when the control loop has not beaten for this long (s); keep
+    it several control periods long (0.3 s is 3 periods at 10 Hz), 0 = do not watch the heartbeat."""
     estop_file: Path | None = None
     """Actor, with --estop-guard: `touch` this file from any shell to stop the robot."""
     estop_tty: str = "auto"
@@ -139,7 +142,7 @@ def resolve_estop_tty(args: DeployArgs, stdin_is_tty: bool | None = None) -> str
 
 
 def start_estop_guard(robot: Any, trigger_file: Path | None, tty: str | None = None,
-                      forward_keys: bool = False) -> Any:
+                      forward_keys: bool = False, heartbeat_timeout_s: float = 0.3) -> Any:
     """Connect ``robot`` and start an :class:`~robot_rl.hardware.estop.EStopGuard` with its stop command.
 
     ``tty``: the terminal the guard reads the e-stop key from; ``forward_keys``: put the other keys on
@@ -155,7 +158,10 @@ def start_estop_guard(robot: Any, trigger_file: Path | None, tty: str | None = N
         command = robot.emergency_stop_command()
     else:
         raise ConfigError(f"{type(robot).__name__} has no emergency-stop command for the guard process")
-    cfg = EStopGuardConfig(trigger_file=str(trigger_file) if trigger_file else None, tty=tty)
+    if heartbeat_timeout_s < 0:
+        raise ConfigError(f"--estop-heartbeat-s must be >= 0 (0 = off), got {heartbeat_timeout_s}")
+    cfg = EStopGuardConfig(trigger_file=str(trigger_file) if trigger_file else None, tty=tty,
+                           heartbeat_timeout_s=heartbeat_timeout_s)
     guard = EStopGuard(command, cfg, forward_keys=forward_keys and tty is not None)
     try:
         return guard.start()
@@ -226,7 +232,8 @@ def run_deploy(args: DeployArgs) -> int:
         policy, version = cfg.algo.build(spec, "cpu", cfg.seed).make_policy(), 0
     endpoint = None
     # With a terminal, the guard is its only reader: the keyboard teleop takes the guard's forwarded keys.
-    guard = (start_estop_guard(robot, args.estop_file, tty=estop_tty, forward_keys=args.teleop == "keyboard")
+    guard = (start_estop_guard(robot, args.estop_file, tty=estop_tty, forward_keys=args.teleop == "keyboard",
+                               heartbeat_timeout_s=args.estop_heartbeat_s)
              if args.estop_guard else None)
     try:
         keys = guard_key_source(guard) if guard is not None and guard.keys is not None else None
