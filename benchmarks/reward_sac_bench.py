@@ -30,9 +30,7 @@ benchmarks/reward_sac_curves_s<seed>.png. Run with ``--quick`` for a smoke run (
 from __future__ import annotations
 
 import argparse
-import csv
 import multiprocessing as mp
-import os
 import platform
 import tempfile
 import time
@@ -42,6 +40,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from reward_sac_common import plot_curves, print_table, train_capped
 from torch import nn
 
 from robot_rl.config import TASKS, resolve_train_config
@@ -229,28 +228,7 @@ def run_variant(variant: str, model_dir: str, budget: int, max_wall: float, seed
     base = cfg.task
     cfg.task = RewardReachConfig(**{f.name: getattr(base, f.name) for f in fields(base)}, variant=variant)
     MODELS["gamma"] = float(getattr(cfg.algo, "gamma", 0.99))
-    from robot_rl.loop.runner import InProcessRunner
-
-    runner = InProcessRunner(cfg)
-    deadline = time.monotonic() + max_wall
-    # The wall cap: stop collecting once max_wall has passed (the eval curve so far is kept).
-    orig = runner._off_policy_iteration
-
-    def capped() -> None:
-        if time.monotonic() > deadline:
-            raise KeyboardInterrupt
-        orig()
-
-    runner._off_policy_iteration = capped  # type: ignore[method-assign]
-    t0 = time.monotonic()
-    result = runner.train()
-    wall = time.monotonic() - t0
-    with open(result.run_dir / "eval.csv") as f:
-        rows = [(int(r["env_steps"]), float(r["success_rate"])) for r in csv.DictReader(f)]
-    rows = [row for k, row in enumerate(rows) if k == 0 or row[0] != rows[k - 1][0]]  # the final eval repeats
-    reached = next((s for s, rate in rows if rate >= 0.8), None)
-    return {"variant": variant, "curve": rows, "reached_at": reached, "env_steps": result.env_steps,
-            "updates": result.updates, "wall_s": wall, "stop": result.stop_reason}
+    return train_capped(cfg, variant, max_wall)
 
 
 def _worker(args: tuple[str, str, int, float, int, str]) -> dict[str, Any]:
@@ -285,42 +263,9 @@ def main() -> None:
             results = pool.map(_worker, jobs)
     print(f"\nmachine: {platform.processor() or platform.machine()}, torch {torch.__version__}, seed {args.seed}, "
           f"budget {args.budget} env steps / {args.max_wall:.0f}s per variant, the variants in parallel")
-    sparse = next((r for r in results if r["variant"] == "sparse"), None)
-    ref = sparse["reached_at"] if sparse else None
-    print(f"{'variant':<12} {'80% at env steps':>17} {'vs sparse':>10} {'best':>6} {'env steps':>10} "
-          f"{'updates':>8} {'wall s':>7} stop")
-    for r in results:
-        best = max(rate for _, rate in r["curve"])
-        at = r["reached_at"]
-        if at is not None and ref is not None:
-            ratio = f"{at / ref:.2f}"
-        elif at is not None and sparse is not None:
-            ratio = f"<{at / sparse['env_steps']:.2f}"  # sparse capped: its cap bounds the ratio from above
-        else:
-            ratio = "n/a"
-        print(f"{r['variant']:<12} {str(at) if at is not None else 'not reached':>17} {ratio:>10} {best:6.0%} "
-              f"{r['env_steps']:10d} {r['updates']:8d} {r['wall_s']:7.0f} {r['stop']}")
-        print(f"  curve: {r['curve']}")
+    print_table(results)
     name = "reward_sac_curves_quick.png" if args.quick else f"reward_sac_curves_s{args.seed}.png"
-    _plot(results, OUT / name, args.seed)
-
-
-def _plot(results: list[dict[str, Any]], path: Path, seed: int) -> None:
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for r in results:
-        steps, rate = zip(*r["curve"], strict=True)
-        ax.plot(steps, rate, marker="o", ms=3, label=r["variant"])
-    ax.axhline(0.8, color="grey", ls="--", lw=1)
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("eval success (50 episodes)")
-    ax.set_title(f"SAC on sparse mujoco/reach, seed {seed}: training reward")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    print(f"curves: {path}")
+    plot_curves(results, OUT / name, f"SAC on sparse mujoco/reach, seed {args.seed}: training reward")
 
 
 if __name__ == "__main__":
