@@ -226,6 +226,16 @@ def load_lerobot_flow_policy(path: Path | str, env: Any, instruction: str | None
     ``instructions`` and ``instruction_tokens`` (the built-in language tasks) maps each sub-env's
     language tokens to its text.
     """
+    table: dict[tuple[int, ...], str] = {}
+    if hasattr(env, "instructions") and hasattr(env, "instruction_tokens"):
+        table = {tuple(t): s for t, s in zip(env.instruction_tokens.tolist(), env.instructions, strict=True)}
+    return load_lerobot_flow_policy_for_spec(path, env.spec, table, instruction, device, noise_seed)
+
+
+def load_lerobot_flow_policy_for_spec(path: Path | str, spec: EnvSpec, instruction_table: dict[tuple[int, ...], str],
+                                      instruction: str | None = None, device: torch.device | str = "cpu",
+                                      noise_seed: int = 0) -> LeRobotFlowPolicy:
+    """As :func:`load_lerobot_flow_policy`, from the env's spec and instruction table (a learner has no env)."""
     kind = lerobot_policy_type(path)
     if kind is None:
         raise FileNotFoundError(f"{path}: no lerobot config.json (expected a directory from lerobot's save_pretrained)")
@@ -240,7 +250,4 @@ def load_lerobot_flow_policy(path: Path | str, env: Any, instruction: str | None
     policy.to(device).eval()
     pre, post = make_pre_post_processors(policy.config, pretrained_path=str(path),
                                          preprocessor_overrides={"device_processor": {"device": str(device)}})
-    table: dict[tuple[int, ...], str] = {}
-    if hasattr(env, "instructions") and hasattr(env, "instruction_tokens"):
-        table = {tuple(t): s for t, s in zip(env.instruction_tokens.tolist(), env.instructions, strict=True)}
-    return LeRobotFlowPolicy(policy, pre, post, env.spec, kind, instruction, table, noise_seed).to(device)
+    return LeRobotFlowPolicy(policy, pre, post, spec, kind, instruction, instruction_table, noise_seed).to(device)

@@ -58,7 +58,10 @@ class FlowPPOConfig(AlgoConfig):
     """Architecture and sampler (must match the SFT checkpoint's)."""
     init_from: str | None = None
     """Run directory of a flow SFT checkpoint (`robot-rl flow-sft --out DIR`) to start from and guard
-    towards; null = a randomly initialised policy (the KL guard then holds it near its start)."""
+    towards, or a LeRobot SmolVLA checkpoint directory (lerobot's `save_pretrained`; docs/flow-vla-lerobot.md);
+    null = a randomly initialised policy (the KL guard then holds it near its start)."""
+    instruction: str | None = None
+    """With a LeRobot checkpoint and a task without an instruction table: the language instruction."""
     rollout_length: int = 8
     """Chunk steps collected per sub-env before each update."""
     num_epochs: int = 4
@@ -92,14 +95,21 @@ class FlowPPOConfig(AlgoConfig):
     max_sigma: float = 0.3
     """Upper clamp of each σ_k (keeps the exploration noise from swamping the flow)."""
     freeze_encoder: bool = True
-    """Keep the SFT observation encoder fixed and fine-tune the action expert and σ only."""
+    """Keep the SFT observation encoder fixed and fine-tune the action expert and σ only (with a LeRobot
+    checkpoint: keep the whole VLM frozen)."""
     critic_hidden: tuple[int, ...] = (256, 256)
     """Hidden widths of the critic head (over its own observation encoder)."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip of the actor and of the critic."""
 
     def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> FlowPPOAlgorithm:
-        """Build the Flow-Noise PPO learner."""
+        """Build the Flow-Noise PPO learner (on a LeRobot flow VLA when ``init_from`` is a LeRobot checkpoint)."""
+        from robot_rl.policies.flow.lerobot_base import lerobot_policy_type
+
+        if self.init_from and lerobot_policy_type(self.init_from) is not None:
+            from robot_rl.policies.flow.lerobot_flow_ppo import LeRobotFlowPPOAlgorithm
+
+            return LeRobotFlowPPOAlgorithm(self, spec, device, seed)
         return FlowPPOAlgorithm(self, spec, device, seed)
 
 
@@ -150,26 +160,39 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
         self.cfg, self.spec, self.device, self.seed = cfg, spec, torch.device(device), seed
         self.rollout_length = cfg.rollout_length
         self._policies_made = 0
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            self.policy = FlowVLAPolicy(spec, cfg.policy).to(self.device)
-            self.critic = _Critic(spec, cfg.policy, cfg.critic_hidden).to(self.device)
-        if cfg.init_from:
-            load_sft_into(self.policy, cfg.init_from, spec, self.device)
-            # The critic's encoder starts from the SFT encoder: it already reads images and language.
-            self.critic.encoder.load_state_dict(self.policy.encoder.state_dict())
-        else:
-            log.warning("flow_ppo without algo.init_from: fine-tuning a randomly initialised flow policy")
-        self.reference = copy.deepcopy(self.policy).requires_grad_(False)
-        actor_params = [p for n, p in self.policy.named_parameters()
-                        if n != "log_sigma" and not (cfg.freeze_encoder and n.startswith("encoder."))]
-        if cfg.freeze_encoder:
-            self.policy.encoder.requires_grad_(False)
+        self.policy, self.critic, self.reference, actor_params = self._build_networks()
         self.actor_opt = torch.optim.Adam([{"params": actor_params, "lr": cfg.actor_lr},
                                            {"params": [self.policy.log_sigma], "lr": cfg.sigma_lr}])
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.kl_coef = cfg.kl_coef
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
+
+    def _build_networks(self) -> tuple[FlowVLAPolicy, nn.Module, FlowVLAPolicy, list[nn.Parameter]]:
+        """``(policy, critic, frozen reference, actor parameters but σ)``: the seam a policy adapter overrides."""
+        cfg, spec = self.cfg, self.spec
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            policy = FlowVLAPolicy(spec, cfg.policy).to(self.device)
+            critic = _Critic(spec, cfg.policy, cfg.critic_hidden).to(self.device)
+        if cfg.init_from:
+            load_sft_into(policy, cfg.init_from, spec, self.device)
+            # The critic's encoder starts from the SFT encoder: it already reads images and language.
+            critic.encoder.load_state_dict(policy.encoder.state_dict())
+        else:
+            log.warning("flow_ppo without algo.init_from: fine-tuning a randomly initialised flow policy")
+        reference = copy.deepcopy(policy).requires_grad_(False)
+        actor_params = [p for n, p in policy.named_parameters()
+                        if n != "log_sigma" and not (cfg.freeze_encoder and n.startswith("encoder."))]
+        if cfg.freeze_encoder:
+            policy.encoder.requires_grad_(False)
+        return policy, critic, reference, actor_params
+
+    def _reference_means(self, obs: Obs, chain: torch.Tensor, cond: Any) -> torch.Tensor:
+        """The frozen reference's step means on ``chain``.
+
+        ``cond`` is the policy's condition, for adapters whose reference shares a frozen encoder with the policy.
+        """
+        return self.reference.chain_means(chain, self.reference.encoder(obs))
 
     @torch.no_grad()
     def _advantages(self, storage: RolloutStorage) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -210,10 +233,10 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
         for mb in iter_minibatches(fields, c.num_minibatches, c.num_epochs, self.generator):
             obs = {k[4:]: v for k, v in mb.items() if k.startswith("obs.")}
             chain = mb["chain"]
-            with torch.no_grad():
-                ref_means = self.reference.chain_means(chain, self.reference.encoder(obs))
             with torch.set_grad_enabled(not c.freeze_encoder):
                 cond = policy.encoder(obs)
+            with torch.no_grad():
+                ref_means = self._reference_means(obs, chain, cond)
             means = policy.chain_means(chain, cond)
             log_sigma = policy.log_sigma.clamp(max=math.log(c.max_sigma)).unsqueeze(0)
             log_prob = element_log_probs(chain, means, log_sigma, c.ratio)
