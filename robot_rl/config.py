@@ -38,6 +38,7 @@ import yaml
 from robot_rl.cotrain.config import CotrainConfig
 from robot_rl.registry import Registry, UnknownNameError
 from robot_rl.rewards.hil_config import HILConfig
+from robot_rl.rewards.train_config import EnvRole, RewardModelsConfig
 
 if TYPE_CHECKING:
     import torch
@@ -328,6 +329,24 @@ class TrainConfig:
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     cotrain: CotrainConfig = field(default_factory=CotrainConfig)
     """Sim–real co-training (RL-Co; docs/cotraining.md): on when ``cotrain.real_dataset`` is set."""
+    reward: RewardModelsConfig = field(default_factory=RewardModelsConfig)
+    """Learned rewards in the training envs (success classifier, PRM shaping) and the keys the policy sees
+    (docs/rewards.md); off by default."""
+
+    def make_env(self, device: Any, seed: int, num_envs: int | None = None, role: EnvRole = "train") -> VecEnv:
+        """The task's env as this run's policy meets it: with the ``reward`` section applied.
+
+        ``role="train"``: the reward models wrap it; ``"eval"``: only the policy's observation keys (evaluation
+        scores the env's own success).
+        """
+        env = self.task.make(device, seed, num_envs=num_envs)
+        if not self.reward.active:
+            return env
+        try:
+            return self.reward.wrap(env, role, getattr(self.algo, "gamma", None))
+        except BaseException:
+            env.close()
+            raise
 
 
 # --------------------------------------------------------------------------------------------

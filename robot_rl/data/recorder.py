@@ -206,7 +206,7 @@ def record_run(run_dir: Path, out: Path, episodes: int = 10, fmt: str = "episode
     cfg = load_run_config(run_dir)
     dev = resolve_device(device)
     state, _meta, ckpt = load_latest(run_dir)
-    env = cfg.task.make(dev, seed, num_envs=max(1, min(num_envs, episodes)))
+    env = cfg.make_env(dev, seed, num_envs=max(1, min(num_envs, episodes)), role="eval")
     algo = cfg.algo.build(env.spec, dev, cfg.run.seed)
     algo.load_state_dict(state["algo"])
     policy = algo.make_policy()

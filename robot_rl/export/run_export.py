@@ -63,7 +63,7 @@ def load_actor(run_dir: Path) -> LoadedActor:
     if spec_file.is_file():
         spec = EnvSpec.from_dict(yaml.safe_load(spec_file.read_text()))
     else:  # older runs: ask the task itself
-        env = cfg.task.make(torch.device("cpu"), cfg.run.seed, num_envs=1)
+        env = cfg.make_env(torch.device("cpu"), cfg.run.seed, num_envs=1, role="eval")
         spec = env.spec
         env.close()
     algo = cfg.algo.build(spec, torch.device("cpu"), cfg.run.seed)
@@ -108,7 +108,7 @@ def _normalizer(policy: nn.Module) -> Any:
 @torch.no_grad()
 def recorded_observations(loaded: LoadedActor, n: int, seed: int, num_envs: int = 16) -> dict[str, np.ndarray]:
     """``n`` observations visited by the deterministic policy in the run's own task."""
-    env = loaded.cfg.task.make(torch.device("cpu"), seed, num_envs=num_envs)
+    env = loaded.cfg.make_env(torch.device("cpu"), seed, num_envs=num_envs, role="eval")
     try:
         obs = env.reset(seed=seed)
         chunks: list[dict[str, torch.Tensor]] = []

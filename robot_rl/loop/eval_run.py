@@ -17,14 +17,14 @@ def evaluate_run(run_dir: Path, episodes: int = 100, seed: int = 12345, device: 
     cfg = load_run_config(run_dir)
     dev = resolve_device(device)
     state, _meta, _path = load_latest(run_dir)
-    env = cfg.task.make(dev, seed, num_envs=min(episodes, 256))
+    env = cfg.make_env(dev, seed, num_envs=min(episodes, 256), role="eval")
     algo = cfg.algo.build(env.spec, dev, cfg.run.seed)
     algo.load_state_dict(state["algo"])
     policy = algo.make_policy()
     result = evaluate(policy, env, episodes, seed=seed)
     env.close()
     if video is not None:
-        write_video(cfg.task.make(dev, seed, num_envs=1), policy, Path(video), video_episodes, fps)
+        write_video(cfg.make_env(dev, seed, num_envs=1, role="eval"), policy, Path(video), video_episodes, fps)
     return result
 
 

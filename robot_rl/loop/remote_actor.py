@@ -41,7 +41,7 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None)
     device = resolve_device(cfg.run.device)
     seed = cfg.run.seed + 7919 * (actor_id + 1)
     seed_everything(seed)
-    env = cfg.task.make(device, seed)
+    env = cfg.make_env(device, seed)
     algo = cfg.algo.build(env.spec, device, cfg.run.seed)
     endpoint = ZmqActorEndpoint(t.address, actor_id, env.spec, ZmqSettings.from_config(t))
     actor = Actor(env, algo.make_policy(), endpoint, seed=seed, send_timeout_s=cfg.loop.max_wait_s,

@@ -47,6 +47,7 @@ from robot_rl.loop.learner_state import (
 from robot_rl.loop.progress import TrainProgress, transport_summary
 from robot_rl.policies.base import Algorithm
 from robot_rl.replay.durable import DiskFullError
+from robot_rl.rewards.wrapper import pop_reward_terms
 from robot_rl.runlog import RunLog
 from robot_rl.sims.randomize import pop_summaries
 from robot_rl.transport.inproc import InprocTransport
@@ -142,13 +143,13 @@ class InProcessRunner:
         seed = cfg.run.seed
         n_actors = max(cfg.loop.actor_threads, 1)
         if remote_actors:  # one small env, only for the spec; actors run theirs elsewhere
-            self.envs: list[VecEnv] = [cfg.task.make(self.device, seed, num_envs=1)]
+            self.envs: list[VecEnv] = [cfg.make_env(self.device, seed, num_envs=1)]
         else:
-            self.envs = [cfg.task.make(self.device, seed + 1000 * i) for i in range(n_actors)]
+            self.envs = [cfg.make_env(self.device, seed + 1000 * i) for i in range(n_actors)]
         self.spec = self.envs[0].spec
         (self.run_dir / "spec.yaml").write_text(yaml.safe_dump(self.spec.to_dict()))
         eval_envs = min(cfg.loop.eval_episodes, 256)
-        self.eval_env = cfg.task.make(self.device, seed + 999_983, num_envs=eval_envs)
+        self.eval_env = cfg.make_env(self.device, seed + 999_983, num_envs=eval_envs, role="eval")
         self.algo: Algorithm = cfg.algo.build(self.spec, self.device, seed)
         num_envs_total = (cfg.loop.remote_actors * cfg.task.num_envs if remote_actors
                           else sum(e.num_envs for e in self.envs))
@@ -319,6 +320,7 @@ class InProcessRunner:
                             log.info("transport: %s", transport_summary(net))
                         self.runlog.scalars(metrics, self.learner.transitions, prefix="train/")
                         self.runlog.scalars(pop_summaries(self.envs), self.learner.transitions, prefix="randomize/")
+                        self.runlog.scalars(pop_reward_terms(self.envs), self.learner.transitions, prefix="reward/")
                         self.runlog.train_row({"env_steps": self.learner.transitions, "wall_s": round(wall, 2),
                                                "updates": self.learner.updates, "return": metrics.get("return", ""),
                                                "success": metrics.get("success", "")})

@@ -11,7 +11,7 @@ for logging; ``info["classifier_success"]`` holds the classifier's decision.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal, Protocol
 
 import torch
@@ -50,6 +50,8 @@ class _TermsWrapper(VecEnv):
         self.max_episode_steps = env.max_episode_steps
         self.term_sums: dict[str, float] = dict.fromkeys(terms, 0.0)
         self.steps = 0
+        self._popped_sums = dict(self.term_sums)
+        self._popped_steps = 0
 
     def _count(self, **terms: torch.Tensor) -> None:
         for name, value in terms.items():
@@ -57,8 +59,17 @@ class _TermsWrapper(VecEnv):
         self.steps += self.num_envs
 
     def term_means(self) -> dict[str, float]:
-        """Mean of each reward term per transition since construction (for the run log)."""
+        """Mean of each reward term per transition since construction."""
         return {k: v / max(self.steps, 1) for k, v in self.term_sums.items()}
+
+    def pop_term_means(self) -> dict[str, float]:
+        """Mean of each reward term per transition since the last pop (the run log's interval); {} if none."""
+        steps = self.steps - self._popped_steps
+        if steps <= 0:
+            return {}
+        out = {k: (v - self._popped_sums[k]) / steps for k, v in self.term_sums.items()}
+        self._popped_sums, self._popped_steps = dict(self.term_sums), self.steps
+        return out
 
     def render(self) -> torch.Tensor | None:
         """The wrapped env's frame."""
@@ -116,6 +127,27 @@ class RewardWrapper(_TermsWrapper):
         info["classifier_success"] = fired
         self._count(env=res.reward, classifier=term)
         return StepResult(res.obs, reward, res.terminated, res.truncated, info)
+
+
+def pop_reward_terms(envs: Iterable[VecEnv]) -> dict[str, float]:
+    """Per-term reward means since the last call, over the reward wrappers inside ``envs`` (for the run log).
+
+    Wrappers are found through ``.env`` chains (a reward wrapper inside ``SelectObservation`` or a
+    domain-randomisation wrapper counts); each term is averaged over the envs that have it, weighted by
+    their transitions. The runner logs the result under ``reward/<term>``.
+    """
+    sums: dict[str, float] = {}
+    weights: dict[str, float] = {}
+    for env in envs:
+        node: Any = env
+        while node is not None:
+            if isinstance(node, _TermsWrapper):
+                n = node.steps - node._popped_steps
+                for k, v in node.pop_term_means().items():
+                    sums[k] = sums.get(k, 0.0) + v * n
+                    weights[k] = weights.get(k, 0.0) + n
+            node = node.__dict__.get("env")
+    return {k: sums[k] / weights[k] for k in sums if weights[k] > 0}
 
 
 ProgressModel = Callable[[dict[str, torch.Tensor], dict[str, torch.Tensor], list[str]],
