@@ -1,10 +1,11 @@
 """SAC env steps to 80 % success on sparse-reward ``mujoco/pick_cube``, with camera-based reward models.
 
-    .venv/bin/python benchmarks/reward_pick_bench.py [--budget 120000] [--max-wall 3300] [--quick]
+    .venv/bin/python benchmarks/reward_pick_bench.py [--budget 120000] [--max-wall 3300] [--replay-demos N]
+        [--variants sparse classifier prm] [--quick]
 
 Three SAC runs (the task's SAC preset through ``resolve_train_config`` + the in-process runner, what
-``robot-rl train`` runs), the same seed and the same state-observation policy, differing only in
-the training reward:
+``robot-rl train`` runs, with its ``reward`` section), the same seed and the same state-observation
+policy, differing only in the training reward:
 
 (a) ``sparse``: the env's own 0-on-success / −1-per-step reward (success: the cube grasped and
     within 3 cm of a goal in the air);
@@ -19,13 +20,15 @@ the training reward:
 The env renders the ``front`` and ``side`` cameras (``task.obs=state_pixels``; one view alone cannot
 tell a 3 cm distance in 3-D: the front camera's precision stayed under 0.5 at any recall); the
 reward wrappers read them, and
-:class:`~robot_rl.envs.SelectObservation` hands the policy the state only. Both reward models are
+``reward.policy_keys=[state]`` hands the policy the state only. Both reward models are
 trained once, before the runs, on episodes of the task's scripted demonstrator
 (:class:`~robot_rl.sims.mujoco.pick_expert.ScriptedPickDemonstrator`) with action noise, through the
 same ``train_classifier`` / ``train_prm`` as ``robot-rl reward train-classifier`` / ``train-prm``;
 the classifier's threshold is calibrated on held-out episodes for precision ≥ 0.95, and the PRM's
 Spearman ρ with true progress is measured on held-out successful demos. Success in evaluation is
-always the env's own criterion; termination is the env's in every variant.
+always the env's own criterion; termination is the env's in every variant. ``--replay-demos N``
+puts N scripted demos, recorded through each variant's own training env, in SAC's demo buffer
+(RLPD 50/50 sampling, the HIL-SERL recipe).
 
 A variant that does not reach 80 % within the budget is reported as such (with the budget as the
 bound), never extrapolated. Writes benchmarks/reward_pick_curves_s<seed>.png and a JSON of the curves.
@@ -40,7 +43,6 @@ import os
 import platform
 import tempfile
 import time
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +50,11 @@ import numpy as np
 import torch
 from reward_sac_common import plot_curves, print_table, train_capped
 
-from robot_rl.config import TASKS, resolve_train_config
+from robot_rl.config import resolve_train_config
 from robot_rl.data.episode import Episode
 from robot_rl.data.recorder import record_episodes
-from robot_rl.envs import SelectObservation, VecEnv
-from robot_rl.rewards.classifier import ClassifierConfig, SuccessClassifier, plot_pr_curve, train_classifier
-from robot_rl.rewards.prm import PRMConfig, ProcessRewardModel, episode_progress, spearman, train_prm
-from robot_rl.rewards.wrapper import ProgressShapingWrapper, RewardWrapper
+from robot_rl.rewards.classifier import ClassifierConfig, plot_pr_curve, train_classifier
+from robot_rl.rewards.prm import PRMConfig, episode_progress, spearman, train_prm
 from robot_rl.sims.mujoco.pick_expert import ScriptedPickDemonstrator
 from robot_rl.sims.mujoco.tasks import MujocoPickCubeConfig
 
@@ -143,57 +143,50 @@ def train_prm_model(n_demos: int, seed: int, out: Path, quick: bool) -> dict[str
             "spearman_median": float(np.median(rhos)) if rhos else float("nan"), "train_s": prm.train_s}
 
 
-# ---- the task variants -------------------------------------------------------------------------
+# ---- the variants: `robot-rl train`'s own reward section ------------------------------------
 
-MODELS: dict[str, Any] = {}  # filled in each worker process before training
-
-
-@TASKS.register("bench/reward_pick")
-@dataclass
-class RewardPickConfig(MujocoPickCubeConfig):
-    """Sparse ``mujoco/pick_cube`` rendering the reward cameras, its training reward from ``variant``;
-    the policy sees the state only."""
-
-    variant: str = "sparse"
-    """``sparse`` | ``classifier`` | ``prm``."""
-
-    def make(self, device: torch.device | str, seed: int, num_envs: int | None = None) -> VecEnv:
-        """The MuJoCo env inside the variant's reward wrapper, behind a state-only view."""
-        if self.variant == "sparse":  # nothing reads the camera: do not pay for rendering
-            from dataclasses import replace
-
-            return MujocoPickCubeConfig.make(replace(self, obs="state"), device, seed, num_envs)  # type: ignore[arg-type]
-        env: VecEnv = MujocoPickCubeConfig.make(self, device, seed, num_envs)
-        if self.variant == "classifier":
-            env = RewardWrapper(env, MODELS["classifier"], mode="replace")
-        elif self.variant == "prm":
-            env = ProgressShapingWrapper(env, MODELS["prm"], GOAL, gamma=MODELS["gamma"], weight=SHAPING_WEIGHT)
-        else:
-            raise ValueError(f"variant {self.variant!r} is not one of sparse, classifier, prm")
-        return SelectObservation(env, ["state"])
+def variant_overrides(variant: str, model_dir: Path) -> list[str]:
+    """The ``robot-rl train`` settings of one variant (the reward section: docs/rewards.md)."""
+    if variant == "sparse":  # nothing reads a camera: no rendering
+        return ["task.obs=state"]
+    cams = ["task.obs=state_pixels", f"task.camera={CAMERA}", f"task.extra_cameras=[{','.join(EXTRA_CAMERAS)}]",
+            f"task.image_size={IMAGE_SIZE}", "reward.policy_keys=[state]"]
+    if variant == "classifier":
+        return [*cams, f"reward.classifier={model_dir / 'classifier'}"]
+    if variant == "prm":
+        return [*cams, f"reward.prm={model_dir / 'prm'}", f"reward.goal={GOAL}",
+                f"reward.shaping_weight={SHAPING_WEIGHT}"]
+    raise ValueError(f"variant {variant!r} is not one of sparse, classifier, prm")
 
 
-def run_variant(variant: str, model_dir: str, budget: int, max_wall: float, seed: int, root: str) -> dict[str, Any]:
+def run_variant(variant: str, model_dir: str, budget: int, max_wall: float, seed: int, root: str,
+                replay_demos: int) -> dict[str, Any]:
     """Train one variant (in its own process); returns its eval curve and summary."""
     os.environ.setdefault("MUJOCO_GL", "osmesa")
     torch.set_num_threads(1)
-    if variant == "classifier":
-        MODELS["classifier"] = SuccessClassifier.load(Path(model_dir) / "classifier")
-    if variant == "prm":
-        MODELS["prm"] = ProcessRewardModel.load(Path(model_dir) / "prm")
-    cfg = resolve_train_config(task="mujoco/pick_cube", overrides=[
-        f"run.seed={seed}", f"run.root={root}", f"run.name={variant}", "run.progress=false", "run.torch_threads=1",
-        f"loop.total_env_steps={budget}", "loop.success_threshold=0.8", "task.reward=sparse",
-        "loop.checkpoint_every_s=100000", "replay.persist=false"])
-    base = cfg.task
-    cfg.task = RewardPickConfig(**{f.name: getattr(base, f.name) for f in fields(base)}, variant=variant)
-    cfg.task.obs, cfg.task.camera, cfg.task.image_size = "state_pixels", CAMERA, IMAGE_SIZE
-    cfg.task.extra_cameras = EXTRA_CAMERAS
-    MODELS["gamma"] = float(getattr(cfg.algo, "gamma", 0.99))
+    overrides = [f"run.seed={seed}", f"run.root={root}", f"run.name={variant}", "run.progress=false",
+                 "run.torch_threads=1", f"loop.total_env_steps={budget}", "loop.success_threshold=0.8",
+                 "task.reward=sparse", "loop.checkpoint_every_s=100000", "replay.persist=false",
+                 *variant_overrides(variant, Path(model_dir))]
+    if replay_demos:
+        # RLPD / HIL-SERL: demos recorded through the variant's own training env (so they carry its reward)
+        # fill the demo buffer, sampled 50/50 with online data.
+        store = Path(root) / f"demos_{variant}"
+        cfg = resolve_train_config(task="mujoco/pick_cube", overrides=overrides)
+        env = cfg.make_env("cpu", seed + 77)
+        from robot_rl.data.recorder import StoreSink
+        from robot_rl.data.store import EpisodeStore
+
+        sink = StoreSink(EpisodeStore.create(store, env.spec, task=GOAL))
+        record_episodes(env, ScriptedPickDemonstrator(noise=0.3, seed=seed), sink, replay_demos, seed=seed + 77,
+                        deterministic=False, task=GOAL)
+        env.close()
+        overrides += [f"loop.demos_path={store}", "algo.demo_ratio=0.5"]
+    cfg = resolve_train_config(task="mujoco/pick_cube", overrides=overrides)
     return train_capped(cfg, variant, max_wall)
 
 
-def _worker(args: tuple[str, str, int, float, int, str]) -> dict[str, Any]:
+def _worker(args: tuple[str, str, int, float, int, str, int]) -> dict[str, Any]:
     return run_variant(*args)
 
 
@@ -207,6 +200,8 @@ def main() -> None:
                     help="scripted-demonstrator episodes per reward model (PRM demos; classifier hold episodes)")
     ap.add_argument("--variants", nargs="+", default=["sparse", "classifier", "prm"])
     ap.add_argument("--target-precision", type=float, default=0.95, help="the classifier's calibration target")
+    ap.add_argument("--replay-demos", type=int, default=0,
+                    help="scripted demos in SAC's demo buffer (RLPD 50/50 sampling, as HIL-SERL); 0 = none")
     ap.add_argument("--models-only", action="store_true", help="train and report the reward models, no SAC")
     ap.add_argument("--quick", action="store_true", help="smoke run: tiny budget")
     args = ap.parse_args()
@@ -217,17 +212,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as root:
         models: dict[str, Any] = {}
         if "classifier" in args.variants:
-            models["classifier"] = train_classifier_model(args.demos, args.seed, Path(root), args.quick,
+            models["classifier"] = train_classifier_model(args.demos, args.seed, Path(root) / "models", args.quick,
                                                           args.target_precision)
         if "prm" in args.variants:
-            models["prm"] = train_prm_model(args.demos, args.seed, Path(root), args.quick)
+            models["prm"] = train_prm_model(args.demos, args.seed, Path(root) / "models", args.quick)
         print(f"reward models: {json.dumps(models, indent=1)}", flush=True)
         if args.models_only:
             return
-        jobs = [(v, root, args.budget, args.max_wall, args.seed, root) for v in args.variants]
+        jobs = [(v, str(Path(root) / "models"), args.budget, args.max_wall, args.seed, root, args.replay_demos)
+                for v in args.variants]
         with mp.get_context("spawn").Pool(len(jobs)) as pool:
             results = pool.map(_worker, jobs)
-    tag = "quick" if args.quick else f"s{args.seed}"
+    tag = ("quick" if args.quick else f"s{args.seed}") + (f"_demos{args.replay_demos}" if args.replay_demos else "")
     # Variants may run in separate invocations (same seed and settings): results merge by variant.
     path = OUT / f"reward_pick_{tag}.json"
     saved = json.loads(path.read_text()) if path.exists() and not args.quick else {"results": {}}
@@ -238,7 +234,8 @@ def main() -> None:
           f"budget {args.budget} env steps / {args.max_wall:.0f}s per variant; this run: {args.variants}")
     print_table(merged)
     plot_curves(merged, OUT / f"reward_pick_curves_{tag}.png",
-                f"SAC on sparse mujoco/pick_cube, seed {args.seed}: training reward")
+                f"SAC on sparse mujoco/pick_cube, seed {args.seed}"
+                + (f", {args.replay_demos} demos in replay" if args.replay_demos else "") + ": training reward")
 
 
 if __name__ == "__main__":
