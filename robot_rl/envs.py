@@ -96,7 +96,41 @@ def check_action(action: torch.Tensor, spec: EnvSpec, num_envs: int) -> torch.Te
     return action
 
 
-class SelectObservation(VecEnv):
+class VecEnvWrapper(VecEnv):
+    """Base of wrappers: the wrapped env's spec and size, ``reset``/``step``/``render``/``close`` passed on.
+
+    Attributes the wrapper does not define (a backend's domain-randomisation or state API, a task's
+    tensors) are looked up on the wrapped env, so stacking wrappers hides nothing.
+    """
+
+    def __init__(self, env: VecEnv) -> None:
+        self.env = env
+        self.spec, self.num_envs, self.device = env.spec, env.num_envs, env.device
+        self.max_episode_steps = env.max_episode_steps
+
+    def reset(self, seed: int | None = None) -> dict[str, torch.Tensor]:
+        """Reset the wrapped env."""
+        return self.env.reset(seed)
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        """Step the wrapped env."""
+        return self.env.step(action)
+
+    def render(self) -> torch.Tensor | None:
+        """The wrapped env's frame."""
+        return self.env.render()
+
+    def close(self) -> None:
+        """Close the wrapped env."""
+        self.env.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "env":  # not yet set (during unpickling or a failed __init__): no recursion
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+
+class SelectObservation(VecEnvWrapper):
     """``env`` showing only the observation keys ``keep`` (in ``obs`` and ``info["final_obs"]``).
 
     For asymmetric setups: a reward model reads a camera that the policy should not see (wrap the
@@ -108,10 +142,10 @@ class SelectObservation(VecEnv):
         missing = [k for k in keep if k not in env.spec.observation]
         if missing or not keep:
             raise ValueError(f"cannot keep {missing or 'no keys'}: the env observes {sorted(env.spec.observation)}")
-        self.env, self.keep = env, tuple(keep)
+        super().__init__(env)
+        self.keep = tuple(keep)
         self.spec = EnvSpec(observation={k: env.spec.observation[k] for k in self.keep}, action=env.spec.action,
                             extras=dict(env.spec.extras))
-        self.num_envs, self.device, self.max_episode_steps = env.num_envs, env.device, env.max_episode_steps
 
     def _select(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return {k: obs[k] for k in self.keep}
@@ -127,17 +161,3 @@ class SelectObservation(VecEnv):
         if "final_obs" in info:
             info["final_obs"] = self._select(info["final_obs"])
         return StepResult(self._select(res.obs), res.reward, res.terminated, res.truncated, info)
-
-    def render(self) -> torch.Tensor | None:
-        """The wrapped env's frame."""
-        return self.env.render()
-
-    def close(self) -> None:
-        """Close the wrapped env."""
-        self.env.close()
-
-    def __getattr__(self, name: str) -> Any:
-        # Domain-randomisation and state APIs of the wrapped env stay reachable.
-        if name == "env":
-            raise AttributeError(name)
-        return getattr(self.env, name)

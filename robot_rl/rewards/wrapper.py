@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 
 import torch
 
-from robot_rl.envs import StepResult, VecEnv
+from robot_rl.envs import StepResult, VecEnv, VecEnvWrapper
 from robot_rl.rewards.classifier import SuccessClassifier
 from robot_rl.rewards.composer import shaping
 
@@ -41,13 +41,11 @@ def _input_shapes(model: Any) -> dict[str, tuple[int, ...]]:
     return dict(model.input_shapes())
 
 
-class _TermsWrapper(VecEnv):
-    """What both reward wrappers share: the wrapped env's spec and size, and per-term reward sums."""
+class _TermsWrapper(VecEnvWrapper):
+    """What both reward wrappers share: per-term reward sums (the rest comes from :class:`VecEnvWrapper`)."""
 
     def __init__(self, env: VecEnv, terms: tuple[str, ...]) -> None:
-        self.env = env
-        self.spec, self.num_envs, self.device = env.spec, env.num_envs, env.device
-        self.max_episode_steps = env.max_episode_steps
+        super().__init__(env)
         self.term_sums: dict[str, float] = dict.fromkeys(terms, 0.0)
         self.steps = 0
         self._popped_sums = dict(self.term_sums)
@@ -71,13 +69,6 @@ class _TermsWrapper(VecEnv):
         self._popped_sums, self._popped_steps = dict(self.term_sums), self.steps
         return out
 
-    def render(self) -> torch.Tensor | None:
-        """The wrapped env's frame."""
-        return self.env.render()
-
-    def close(self) -> None:
-        """Close the wrapped env."""
-        self.env.close()
 
 
 class RewardWrapper(_TermsWrapper):
@@ -106,10 +97,6 @@ class RewardWrapper(_TermsWrapper):
         self.classifier = classifier
         self.mode, self.success_reward, self.fail_reward, self.success_bonus = mode, success_reward, fail_reward, \
             success_bonus
-
-    def reset(self, seed: int | None = None) -> dict[str, torch.Tensor]:
-        """Reset the wrapped env."""
-        return self.env.reset(seed)
 
     def step(self, action: torch.Tensor) -> StepResult:
         """Step the env, then score all sub-envs' new frames in one forward pass."""

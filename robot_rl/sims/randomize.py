@@ -57,12 +57,12 @@ Semantics
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import torch
 
 from robot_rl.config import ConfigError, ParamRange, RandomizeConfig
-from robot_rl.envs import StepResult, VecEnv, check_action
+from robot_rl.envs import StepResult, VecEnv, VecEnvWrapper, check_action
 
 __all__ = ["RandomizableEnv", "RandomizedVecEnv", "pop_summaries"]
 
@@ -83,16 +83,12 @@ class RandomizableEnv(Protocol):
         ...
 
 
-class RandomizedVecEnv(VecEnv):
+class RandomizedVecEnv(VecEnvWrapper):
     """``env`` with its parameters resampled per episode, noisy and/or delayed observations and actions."""
 
     def __init__(self, env: VecEnv, cfg: RandomizeConfig, seed: int) -> None:
-        self.env = env
+        super().__init__(env)
         self.cfg = cfg
-        self.spec = env.spec
-        self.num_envs = env.num_envs
-        self.device = env.device
-        self.max_episode_steps = env.max_episode_steps
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(int(seed) + SEED_OFFSET)
         self.nominal: dict[str, torch.Tensor] = {}
@@ -276,20 +272,6 @@ class RandomizedVecEnv(VecEnv):
         if not isinstance(self.env, RandomizableEnv):
             raise AttributeError(f"{type(self.env).__name__} exposes no parameters")
         self.env.set_params(name, values)
-
-    def render(self) -> torch.Tensor | None:
-        """The wrapped env's frame."""
-        return self.env.render()
-
-    def close(self) -> None:
-        """Close the wrapped env."""
-        self.env.close()
-
-    def __getattr__(self, name: str) -> Any:
-        # Backend-specific attributes (a task's state tensors, say) stay reachable through the wrapper.
-        if name == "env":
-            raise AttributeError(name)
-        return getattr(self.env, name)
 
 
 def _where_rows(rows: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
