@@ -77,7 +77,7 @@ def plot_curves(results: list[dict[str, Any]], path: Path, title: str) -> None:
     ax.axhline(TARGET, color="grey", ls="--", lw=1)
     ax.set_xlabel("env steps")
     ax.set_ylabel("eval success (50 episodes)")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=9)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
