@@ -54,6 +54,7 @@ from robot_rl.config import resolve_train_config
 from robot_rl.data.episode import Episode
 from robot_rl.data.recorder import record_episodes
 from robot_rl.rewards.classifier import ClassifierConfig, plot_pr_curve, train_classifier
+from robot_rl.rewards.data import camera_keys, episode_frames
 from robot_rl.rewards.prm import PRMConfig, episode_progress, spearman, train_prm
 from robot_rl.sims.mujoco.pick_expert import ScriptedPickDemonstrator
 from robot_rl.sims.mujoco.tasks import MujocoPickCubeConfig
@@ -131,10 +132,9 @@ def train_prm_model(n_demos: int, seed: int, out: Path, quick: bool) -> dict[str
     split = int(0.8 * len(wins))
     prm = train_prm(wins[:split], out / "prm", PRMConfig(steps=150 if quick else 2000, seed=seed, instruction=GOAL))
     rhos = []
+    keys = camera_keys(wins)
     for ep in wins[split:]:
-        keys = [k for k in ep.obs if k.startswith("image.")]
-        frames = {k: np.concatenate([ep.obs[k], ep.final_obs[k][None]]) if ep.final_obs is not None else ep.obs[k]
-                  for k in keys}
+        frames, _ = episode_frames(ep, keys)
         n = len(frames[keys[0]])
         if n > 2:
             rhos.append(spearman(episode_progress(prm.model, frames, GOAL), np.arange(n) / (n - 1)))

@@ -98,7 +98,10 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path: Path):
            "run.progress=false", "loop.total_env_steps=10000000", "loop.checkpoint_every_s=1000",
            "loop.eval_every_env_steps=1000000", "loop.eval_episodes=4", "task.num_envs=4",
            "algo.learning_starts=64", "algo.batch_size=16", "algo.actor_hidden=[16,16]", "algo.critic_hidden=[16,16]"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # SIGINT at its default in the child even when this test runs in a background job, whose shell starts
+    # it ignored (inherited across exec): the test is about Ctrl-C reaching `robot-rl train`.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not (run / "train.csv").exists() and time.monotonic() < deadline:  # training is under way
         time.sleep(0.2)

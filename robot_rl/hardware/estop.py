@@ -290,8 +290,8 @@ class EStopGuard:
     def _restore_terminal(path: str, attrs: Any) -> None:
         # The guard restores the terminal itself when it quits; this covers a guard that was killed.
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-        except OSError:
+            fd = open_terminal(path)
+        except (OSError, ValueError):
             return
         try:
             termios.tcsetattr(fd, termios.TCSADRAIN, attrs)

@@ -151,6 +151,8 @@ def start_estop_guard(robot: Any, trigger_file: Path | None, tty: str | None = N
     from robot_rl.hardware.estop import EStopGuard, EStopGuardConfig
     from robot_rl.hardware.xarm import XArmEmergencyStop, XArmRobot
 
+    if heartbeat_timeout_s < 0:  # before connecting: a bad flag should not touch the robot
+        raise ConfigError(f"--estop-heartbeat-s must be >= 0 (0 = off), got {heartbeat_timeout_s}")
     robot.connect()  # the simulator's address (the guard's own connection) exists once it runs
     if isinstance(robot, XArmRobot):
         command: Any = XArmEmergencyStop(robot.config.ip)
@@ -158,8 +160,6 @@ def start_estop_guard(robot: Any, trigger_file: Path | None, tty: str | None = N
         command = robot.emergency_stop_command()
     else:
         raise ConfigError(f"{type(robot).__name__} has no emergency-stop command for the guard process")
-    if heartbeat_timeout_s < 0:
-        raise ConfigError(f"--estop-heartbeat-s must be >= 0 (0 = off), got {heartbeat_timeout_s}")
     cfg = EStopGuardConfig(trigger_file=str(trigger_file) if trigger_file else None, tty=tty,
                            heartbeat_timeout_s=heartbeat_timeout_s)
     guard = EStopGuard(command, cfg, forward_keys=forward_keys and tty is not None)

@@ -47,6 +47,7 @@ from robot_rl.loop.learner_state import (
 from robot_rl.loop.progress import TrainProgress, transport_summary
 from robot_rl.policies.base import Algorithm
 from robot_rl.replay.durable import DiskFullError
+from robot_rl.rewards.wrapper import pop_reward_terms
 from robot_rl.runlog import RunLog
 from robot_rl.sims.randomize import pop_summaries
 from robot_rl.transport.inproc import InprocTransport
@@ -319,7 +320,7 @@ class InProcessRunner:
                             log.info("transport: %s", transport_summary(net))
                         self.runlog.scalars(metrics, self.learner.transitions, prefix="train/")
                         self.runlog.scalars(pop_summaries(self.envs), self.learner.transitions, prefix="randomize/")
-                        self.runlog.scalars(_reward_terms(self.envs), self.learner.transitions, prefix="reward/")
+                        self.runlog.scalars(pop_reward_terms(self.envs), self.learner.transitions, prefix="reward/")
                         self.runlog.train_row({"env_steps": self.learner.transitions, "wall_s": round(wall, 2),
                                                "updates": self.learner.updates, "return": metrics.get("return", ""),
                                                "success": metrics.get("success", "")})
@@ -486,10 +487,3 @@ def train(cfg: TrainConfig | None = None, resume_dir: Path | None = None) -> Tra
         cfg = cfg or load_run_config(resume_dir)
         return InProcessRunner(cfg, run_dir=resume_dir, resume=True).train()
     return InProcessRunner(cfg or TrainConfig()).train()
-
-
-def _reward_terms(envs: list[VecEnv]) -> dict[str, float]:
-    # Imported here: runs without learned rewards never load the reward-model stack.
-    from robot_rl.rewards.wrapper import pop_reward_terms
-
-    return pop_reward_terms(envs)

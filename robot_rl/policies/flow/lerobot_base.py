@@ -226,10 +226,19 @@ def load_lerobot_flow_policy(path: Path | str, env: Any, instruction: str | None
     ``instructions`` and ``instruction_tokens`` (the built-in language tasks) maps each sub-env's
     language tokens to its text.
     """
-    table: dict[tuple[int, ...], str] = {}
-    if hasattr(env, "instructions") and hasattr(env, "instruction_tokens"):
-        table = {tuple(t): s for t, s in zip(env.instruction_tokens.tolist(), env.instructions, strict=True)}
-    return load_lerobot_flow_policy_for_spec(path, env.spec, table, instruction, device, noise_seed)
+    return load_lerobot_flow_policy_for_spec(path, env.spec, env_instruction_table(env), instruction, device,
+                                             noise_seed)
+
+
+def env_instruction_table(env: Any) -> dict[tuple[int, ...], str]:
+    """Language tokens → instruction text of an env that lists them (the built-in language tasks).
+
+    Reads ``env.instructions`` and ``env.instruction_tokens``; empty for any other env.
+    """
+    texts, tokens = getattr(env, "instructions", None), getattr(env, "instruction_tokens", None)
+    if texts is None or tokens is None:
+        return {}
+    return {tuple(t): s for t, s in zip(tokens.tolist(), texts, strict=True)}
 
 
 def load_lerobot_flow_policy_for_spec(path: Path | str, spec: EnvSpec, instruction_table: dict[tuple[int, ...], str],

@@ -49,6 +49,7 @@ from robot_rl.config import TASKS
 from robot_rl.policies.base import Policy, Weights
 from robot_rl.policies.flow.lerobot_base import (
     LeRobotFlowPolicy,
+    env_instruction_table,
     lerobot_policy_type,
     load_lerobot_flow_policy_for_spec,
 )
@@ -229,19 +230,11 @@ class LeRobotFlowNoisePolicy(Policy):
 
     def trainable_state(self) -> Weights:
         """Detached CPU copies of the trainable tensors (what actors and checkpoints carry)."""
-        params = dict(self.named_parameters())
-        return {n: params[n].detach().to("cpu", copy=True) for n in self.trainable_names()}
+        return _named_state(self, self.trainable_names())
 
     def load_actor_weights(self, weights: Weights) -> None:
         """Load :meth:`trainable_state` output; the key sets must match exactly."""
-        expected = set(self.trainable_names())
-        if set(weights) != expected:
-            raise KeyError(f"actor weights do not fit this LeRobot policy: missing "
-                           f"{sorted(expected - set(weights))[:5]}, unexpected {sorted(set(weights) - expected)[:5]}")
-        params = dict(self.named_parameters())
-        with torch.no_grad():
-            for n, w in weights.items():
-                params[n].copy_(w)
+        _load_named(self, weights, self.trainable_names(), "actor weights")
 
     def share_frozen_copy(self) -> LeRobotFlowNoisePolicy:
         """A copy with its own trainable tensors that shares every frozen tensor (the VLM) with this one."""
@@ -287,10 +280,10 @@ def instruction_table(spec: EnvSpec) -> dict[tuple[int, ...], str]:
         if hasattr(cfg, attr):
             setattr(cfg, attr, value)
     env = cfg.make("cpu", 0, num_envs=1)
-    texts, tokens = getattr(env, "instructions", None), getattr(env, "instruction_tokens", None)
-    if texts is None or tokens is None:
-        return {}
-    return {tuple(t): s for t, s in zip(tokens.tolist(), texts, strict=True)}
+    try:
+        return env_instruction_table(env)
+    finally:
+        env.close()
 
 
 class LeRobotFlowPPOAlgorithm(FlowPPOAlgorithm):
@@ -356,7 +349,7 @@ class LeRobotFlowPPOAlgorithm(FlowPPOAlgorithm):
         if missing:
             raise KeyError(f"flow_ppo state is missing {sorted(missing)}")
         self.policy.load_actor_weights(state["policy"])
-        _load_named(self.reference, state["reference"], self.policy.trainable_names())
+        _load_named(self.reference, state["reference"], self.policy.trainable_names(), "reference weights")
         self.critic.load_state_dict(state["critic"], strict=True)
         self.actor_opt.load_state_dict(state["actor_opt"])
         self.critic_opt.load_state_dict(state["critic_opt"])
@@ -369,9 +362,11 @@ def _named_state(module: nn.Module, names: list[str]) -> Weights:
     return {n: params[n].detach().to("cpu", copy=True) for n in names}
 
 
-def _load_named(module: nn.Module, weights: Weights, names: list[str]) -> None:
-    if set(weights) != set(names):
-        raise KeyError(f"reference weights do not fit: {len(set(names) ^ set(weights))} keys differ")
+def _load_named(module: nn.Module, weights: Weights, names: list[str], what: str) -> None:
+    expected = set(names)
+    if set(weights) != expected:
+        raise KeyError(f"{what} do not fit this LeRobot policy: missing {sorted(expected - set(weights))[:5]}, "
+                       f"unexpected {sorted(set(weights) - expected)[:5]}")
     params = dict(module.named_parameters())
     with torch.no_grad():
         for n, w in weights.items():

@@ -48,7 +48,7 @@ class ScriptedPickDemonstrator:
         # Targets per phase: hover 6 cm over the cube, the cube itself, stay, the goal (moving the cube).
         hover = torch.cat([cube[:, :2], cube[:, 2:] + 0.06], dim=-1)
         target = torch.where(above[:, None], hover, grip)
-        target = torch.where(descend[:, None], torch.cat([cube[:, :2], cube[:, 2:]], dim=-1), target)
+        target = torch.where(descend[:, None], cube, target)
         target = torch.where(carry[:, None], grip + (goal - cube), target)
         move = self.gain * (target - grip) / self.action_scale
         if self.noise > 0 and not deterministic:
