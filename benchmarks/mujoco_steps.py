@@ -64,8 +64,8 @@ def record(task: str, n: int, size: int, actions: list[torch.Tensor]) -> tuple[n
     resets: list[dict[int, np.ndarray]] = []
     step = env.backend.step
 
-    def spy(c: torch.Tensor) -> None:
-        ctrl.append(c.double().numpy().copy())
+    def spy(c) -> None:
+        ctrl.append(np.array(torch.as_tensor(c).double().numpy()))  # numpy (CPU backend) or torch
         step(c)
 
     env.backend.step = spy
@@ -213,9 +213,10 @@ def parts(task: str, n: int, steps: int) -> dict[str, float]:
     backend = env.backend
     wrap(backend, "_step_chunk", "physics")
     wrap(backend, "step", "backend.step")
-    wrap(env, "controller", "controller (IK, torch)")
-    wrap(env.cfg, "evaluate", "reward + success (torch)")
-    wrap(env, "_observe", "observation (torch)")
+    math = "numpy" if getattr(env.backend, "host_arrays", False) else "torch"  # older code: torch
+    wrap(env, "controller", f"controller (IK, {math})")
+    wrap(env.cfg, "evaluate", f"reward + success ({math})")
+    wrap(env, "_observe", f"observation ({math})")
     wrap(env.cfg, "sample_start", "start states of ended worlds (torch)")
     wrap(backend, "set_start", "reset of ended worlds (mj_resetData, mj_step1, readout)")
     for i in range(16):
@@ -226,10 +227,10 @@ def parts(task: str, n: int, steps: int) -> dict[str, float]:
         env.step(acts[i % 64])
     total = time.process_time() - t0
     us = {k: v / steps * 1e6 for k, v in spent.items()}
-    out = {"physics (mj_step2, 7 × mj_step, mj_step1) + mj_jacSite": us.pop("physics", 0.0)}
-    out["readout (np.concatenate into float32 arrays)"] = us.pop("backend.step", 0.0) - out[next(iter(out))]
+    out = {"physics (mj_step2, 7 × mj_step, mj_step1), mj_jacSite, readout rows": us.pop("physics", 0.0)}
+    out["backend.step around it (ctrl copy)"] = us.pop("backend.step", 0.0) - out[next(iter(out))]
     out.update(us)
-    out["rest (check_action, bookkeeping, StepResult)"] = total / steps * 1e6 - sum(out.values())
+    out["rest (action check, bookkeeping, to torch, StepResult)"] = total / steps * 1e6 - sum(out.values())
     out["total"] = total / steps * 1e6
     env.close()
     return out
@@ -240,7 +241,7 @@ def thread_sweep(task: str, sizes: list[int], rounds: int) -> None:
     print("\nthread pool threshold (backend.step incl. controller, wall µs per step, medians):")
     for n in sizes:
         envs = {t: make(task, n, "state", t, 64) for t in (1, 2)}
-        a = actions_for(envs[1], 1)[0]
+        a = actions_for(envs[1], 1)[0].double().numpy()  # the CPU backend's controller works in numpy
         steps = max(10, 2048 // n)
         res: dict[int, list[float]] = {1: [], 2: []}
         for r in range(rounds):
@@ -248,7 +249,7 @@ def thread_sweep(task: str, sizes: list[int], rounds: int) -> None:
                 e = envs[t]
                 t0 = time.perf_counter()
                 for _ in range(steps):
-                    e.backend.step(e.controller(a, e.readout))
+                    e.backend.step(e.controller(a, e.backend.task_readout()))
                 res[t].append((time.perf_counter() - t0) / steps)
         m1, m2 = statistics.median(res[1]), statistics.median(res[2])
         print(f"  N={n:<4} 1 thread {m1 * 1e6:8.0f}   2 threads {m2 * 1e6:8.0f}   speed-up {m1 / m2:5.2f}", flush=True)

@@ -3,6 +3,7 @@ rendering, domain-randomisation parameters and bad input."""
 
 import os
 
+import numpy as np
 import pytest
 import torch
 
@@ -152,6 +153,54 @@ def test_cpu_step_is_plain_mj_step_physics():
         r = env.readout
         assert torch.equal(r.site_pos[i], torch.from_numpy(d.site_xpos).float())
         assert torch.equal(r.jac[i], torch.from_numpy(np.concatenate([jacp, jacr])[:, env.ix.arm_dof]).float())
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("control", ["ee_delta", "joint"])
+def test_numpy_and_torch_task_math_agree(name, control):
+    """The CPU backend computes in float64 numpy, MJX in float32 torch: one code, the same answers."""
+    env = TASKS.get(name)(num_envs=4, control=control, max_episode_steps=100).make("cpu", 0)
+    for a in _actions(env, 5):
+        env.step(a)
+    host, dev = env.backend.task_readout(), env.readout
+    assert isinstance(host.qpos, np.ndarray) and host.qpos.dtype == np.float64 and dev.qpos.dtype == torch.float32
+    a = _actions(env, 1, seed=1)[0]
+    ctrl_np, ctrl_t = env.controller(a.double().numpy(), host), env.controller(a, dev)
+    assert isinstance(ctrl_np, np.ndarray) and ctrl_t.dtype == torch.float32
+    np.testing.assert_allclose(ctrl_np, ctrl_t.numpy(), atol=1e-5)
+    (r_np, s_np), (r_t, s_t) = env.cfg.evaluate(env.ix, host), env.cfg.evaluate(env.ix, dev)
+    assert s_np.dtype == bool and np.array_equal(s_np, s_t.numpy())
+    np.testing.assert_allclose(r_np, r_t.numpy(), atol=1e-4)
+    np.testing.assert_allclose(env._observe(host)["state"], env._observe(dev)["state"], atol=1e-5)
+
+
+def test_returned_tensors_are_not_overwritten_and_counters_are_shared():
+    env = TASKS.get("mujoco/pick_cube")(num_envs=3, max_episode_steps=2).make("cpu", 0)
+    acts = _actions(env, 3)
+    res = env.step(acts[0])
+    kept = [t.clone() for t in (res.obs["state"], res.reward, res.terminated, res.truncated,
+                                res.info["success"], res.info["episode_return"], res.info["episode_length"])]
+    later = env.step(acts[1])  # ends every episode: resets and new observations
+    assert later.truncated.all()
+    now = (res.obs["state"], res.reward, res.terminated, res.truncated,
+           res.info["success"], res.info["episode_return"], res.info["episode_length"])
+    assert all(torch.equal(k, t) for k, t in zip(kept, now))
+    # Public counters are the ones stepped (reward schedules reset them in place).
+    env.step(acts[2])
+    env.episode_length[:] = 0
+    assert not env.step(acts[0]).truncated.any()
+
+
+def test_resetting_a_few_worlds_refreshes_their_readout_rows():
+    env = TASKS.get("mujoco/push")(num_envs=16).make("cpu", 0)
+    for a in _actions(env, 2):
+        env.step(a)
+    qpos, mocap = env.cfg.sample_start(env.ix, env.generator, 2, env.device)
+    env.backend.set_start(np.array([3, 11]), qpos, mocap)  # copied row by row (2 of 16 worlds)
+    rows = [a.copy() for a in env.backend.task_readout()]
+    env.backend._gather(mocap=True)  # every world, as after a full reset
+    assert all(np.array_equal(a, b) for a, b in zip(rows, env.backend.task_readout()))
+    assert np.allclose(env.backend.task_readout().qpos[[3, 11]], qpos.double().numpy(), atol=1e-7)
 
 
 def test_nan_action_rejected_and_nothing_applied():

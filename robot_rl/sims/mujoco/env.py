@@ -5,6 +5,12 @@ One step: validate the action (NaN rejected before clamping), turn it into servo
 thread pool or MJX), score the new state (the task config's ``evaluate``), and reset finished
 worlds in the same call (the auto-reset of ``robot_rl/envs.py``).
 
+The per-step math (controller, rewards, observations, episode counters) runs on the backend's
+``task_readout()``: torch tensors on the env's device for MJX, float64 numpy arrays on the host for
+the CPU backend (``host_arrays``), where some 60 small torch ops cost several times the numpy ones
+(``arrays.py``). Everything returned is a torch tensor on the env's device either way, made once
+per array at the end of the step.
+
 Start states are drawn from one ``torch.Generator``, only for the worlds whose episode ended, in
 world order (a step where nothing ended draws nothing and costs nothing): the same seed gives the
 same trajectories, and two backends that end the same episodes draw the same start states.
@@ -19,6 +25,15 @@ import torch
 
 from robot_rl.config import TASKS
 from robot_rl.envs import StepResult, VecEnv, check_action
+from robot_rl.sims.mujoco.arrays import (
+    Array,
+    as_float32,
+    concat_float32,
+    fill_where_,
+    namespace,
+    to_numpy,
+    to_torch,
+)
 from robot_rl.sims.mujoco.controller import ArmController, action_dim, index_or_slice
 from robot_rl.sims.mujoco.params import PARAM_NAMES, param_labels
 from robot_rl.sims.mujoco.readout import Readout
@@ -73,9 +88,11 @@ class MujocoVecEnv(VecEnv):
         else:
             raise ValueError(f"backend {cfg.backend!r} is not one of 'cpu', 'mjx'")
         self.controller = ArmController(cfg, ix, self.device)
-        self._arm_q = index_or_slice(ix.arm_qpos, self.device)
-        self._arm_v = index_or_slice(ix.arm_dof, self.device)
-        self._fingers = index_or_slice(ix.finger_qpos, self.device)
+        self._host = bool(self.backend.host_arrays)
+        index_device = None if self._host else self.device
+        self._arm_q = index_or_slice(ix.arm_qpos, index_device)
+        self._arm_v = index_or_slice(ix.arm_dof, index_device)
+        self._fingers = index_or_slice(ix.finger_qpos, index_device)
         self._grip = ix.site["grip"]
         self._cameras: dict[str, CameraRenderer] = {}
         self._video: CameraRenderer | None = None
@@ -90,17 +107,35 @@ class MujocoVecEnv(VecEnv):
         self.spec = EnvSpec(observation=obs, action=ArraySpec((action_dim(cfg),), "float32", -1.0, 1.0),
                             extras={"task": TASKS.name_of(cfg), "backend": cfg.backend})
         self.generator = torch.Generator(device=self.device)
-        self.episode_return = torch.zeros(self.num_envs, device=self.device)
-        self.episode_length = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
-        self.readout: Readout
+        # Episode counters, in the namespace of the per-step math. On the host they are numpy arrays
+        # that the public tensors share (so on the CPU even for a CUDA env), so a caller's in-place
+        # edit of those (reward schedules reset them) is seen here.
+        self._counters: tuple[Array, Array]
+        if self._host:
+            self._counters = (np.zeros(self.num_envs, np.float32), np.zeros(self.num_envs, np.int64))
+            self.episode_return = torch.from_numpy(self._counters[0])
+            self.episode_length = torch.from_numpy(self._counters[1])
+        else:
+            self.episode_return = torch.zeros(self.num_envs, device=self.device)
+            self.episode_length = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+            self._counters = (self.episode_return, self.episode_length)
+        self._r: Readout
         self.reset(seed=self.seed)
+
+    @property
+    def readout(self) -> Readout:
+        """State of all worlds as float32 torch tensors on the env's device.
+
+        On the CPU backend these are float32 copies of its float64 arrays, made when asked for after a
+        step or reset, into the same tensors each time: copy what you keep, ask again after a step.
+        """
+        return self.backend.readout()  # type: ignore[no-any-return]
 
     # ---- observations -----------------------------------------------------------------------
 
-    def _arm_state(self, r: Readout) -> torch.Tensor:
-        opening = r.qpos[:, self._fingers].sum(-1, keepdim=True).mul_(1 / (2 * FINGER_MAX))
-        return torch.cat([r.qpos[:, self._arm_q], r.qvel[:, self._arm_v] * 0.1, opening,
-                          r.site_pos[:, self._grip]], dim=-1)
+    def _arm_state(self, r: Readout) -> list[Array]:
+        opening = r.qpos[:, self._fingers].sum(-1)[:, None] * (1 / (2 * FINGER_MAX))
+        return [r.qpos[:, self._arm_q], r.qvel[:, self._arm_v] * 0.1, opening, r.site_pos[:, self._grip]]
 
     def _images(self, r: Readout, rows: np.ndarray | None = None) -> dict[str, torch.Tensor]:
         ids = np.arange(self.num_envs) if rows is None else rows
@@ -108,12 +143,14 @@ class MujocoVecEnv(VecEnv):
                 for key, cam in self._cameras.items()}
 
     def _state(self, r: Readout) -> torch.Tensor:
-        arm = self._arm_state(r)
-        if self.cfg.obs == "pixels":
-            return arm
-        return torch.cat([arm, self.cfg.task_obs(self.ix, r)], dim=-1)
+        parts = self._arm_state(r)
+        if self.cfg.obs != "pixels":
+            parts.append(self.cfg.task_obs(self.ix, r))
+        # One new float32 array (numpy: cast while copying), shared with torch.
+        return to_torch(concat_float32(parts), self.device)
 
     def _observe(self, r: Readout) -> dict[str, torch.Tensor]:
+        """Observations of the state ``r`` (a task readout, or the torch ``readout``): new tensors."""
         if self.cfg.obs == "state":
             return {"state": self._state(r)}
         return {**self._images(r), "state": self._state(r)}
@@ -126,53 +163,66 @@ class MujocoVecEnv(VecEnv):
             self.generator.manual_seed(int(seed))
         qpos, mocap = self.cfg.sample_start(self.ix, self.generator, self.num_envs, self.device)
         self.backend.set_start(np.arange(self.num_envs), qpos, mocap)
-        self.readout = self.backend.readout()
+        self._r = self.backend.task_readout()
         self.episode_return.zero_()
         self.episode_length.zero_()
-        return self._observe(self.readout)
+        return self._observe(self._r)
+
+    def _host_action(self, action: torch.Tensor) -> np.ndarray:
+        """``check_action`` for the host math: the same checks and clamp, in numpy, as float64."""
+        t = action.detach().cpu()
+        a = (t.float() if t.dtype == torch.bfloat16 else t).numpy()  # numpy has no bfloat16
+        if a.shape != (self.num_envs, *self.spec.action.shape) or not np.isfinite(a).all():
+            check_action(action, self.spec, self.num_envs)  # raises, saying what is wrong
+        low, high = self.spec.action.low, self.spec.action.high
+        a = a.astype(np.float64)
+        return a if low is None and high is None else np.clip(a, low, high)
 
     def step(self, action: torch.Tensor) -> StepResult:
         """Apply ``action [N, A]`` in every world; same-step auto-reset (see ``robot_rl/envs.py``).
 
         An episode that succeeds on its last allowed step counts as terminated, not truncated.
         """
-        action = check_action(action.to(self.device), self.spec, self.num_envs)
-        self.backend.step(self.controller(action, self.readout))
-        r = self.readout = self.backend.readout()
+        a = self._host_action(action) if self._host else check_action(action.to(self.device), self.spec,
+                                                                       self.num_envs)
+        self.backend.step(self.controller(a, self._r))
+        r = self._r = self.backend.task_readout()
         dense, success = self.cfg.evaluate(self.ix, r)
-        reward = dense.float() if self.cfg.reward == "dense" else success.float() - 1.0
-        terminated = success if self.cfg.terminate_on_success else torch.zeros_like(success)
-        self.episode_return += reward
-        self.episode_length += 1
-        truncated = (self.episode_length >= self.max_episode_steps) & ~terminated
+        reward = as_float32(dense) if self.cfg.reward == "dense" else as_float32(success) - 1.0
+        terminated = success if self.cfg.terminate_on_success else namespace(success).zeros_like(success)
+        ep_ret, ep_len = self._counters
+        ep_ret += reward
+        ep_len += 1
+        truncated = (ep_len >= self.max_episode_steps) & ~terminated
         done = terminated | truncated
-        # Observations are new tensors: the CPU backend's readout is overwritten by the next reset/step.
+        # Observations are new arrays: the backend's readout is overwritten by the next reset/step.
         final_obs = self._observe(r)
-        ep_return = self.episode_return * done
-        ep_length = self.episode_length * done
-        ended = np.flatnonzero(done.cpu().numpy())
+        ep_return = ep_ret * done
+        ep_length = ep_len * done
+        ended = np.flatnonzero(to_numpy(done))
         obs = final_obs
         if len(ended):
             qpos, mocap = self.cfg.sample_start(self.ix, self.generator, len(ended), self.device)
             self.backend.set_start(ended, qpos, mocap)
-            self.readout = self.backend.readout()
-            self.episode_return.masked_fill_(done, 0.0)
-            self.episode_length.masked_fill_(done, 0)
+            self._r = self.backend.task_readout()
+            fill_where_(ep_ret, done, 0.0)
+            fill_where_(ep_len, done, 0)
             obs = self._next_obs(final_obs, ended)
-        info = {"final_obs": final_obs, "success": success, "episode_return": ep_return,
-                "episode_length": ep_length}
-        return StepResult(obs, reward, terminated, truncated, info)
+        dev = self.device
+        info = {"final_obs": final_obs, "success": to_torch(success, dev), "episode_return": to_torch(ep_return, dev),
+                "episode_length": to_torch(ep_length, dev)}
+        return StepResult(obs, to_torch(reward, dev), to_torch(terminated, dev), to_torch(truncated, dev), info)
 
     def _next_obs(self, final_obs: dict[str, torch.Tensor], ended: np.ndarray) -> dict[str, torch.Tensor]:
         if self.cfg.obs == "state":
-            return self._observe(self.readout)
+            return self._observe(self._r)
         # Only reset worlds changed: re-render just those rows.
         rows = torch.from_numpy(ended).to(self.device)
         obs = {}
-        for key, fresh in self._images(self.readout, ended).items():
+        for key, fresh in self._images(self._r, ended).items():
             obs[key] = final_obs[key].clone()
             obs[key][rows] = fresh
-        obs["state"] = self._state(self.readout)
+        obs["state"] = self._state(self._r)
         return obs
 
     def render(self) -> torch.Tensor:
@@ -222,5 +272,5 @@ class MujocoVecEnv(VecEnv):
     def set_state(self, state: torch.Tensor) -> None:
         """Load a state from :meth:`get_state` (episode counters are kept)."""
         self.backend.set_state(state)
-        self.readout = self.backend.readout()
+        self._r = self.backend.task_readout()
 

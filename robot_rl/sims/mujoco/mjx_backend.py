@@ -57,6 +57,9 @@ def jax_device(jax: Any, device: torch.device) -> Any:
 class MjxBackend:
     """``N`` MJX worlds on one device (see the module docstring)."""
 
+    #: The readout stays in torch on the env's device: the env's per-step math runs there.
+    host_arrays = False
+
     def __init__(self, model: Any, ix: SceneIndex, num_envs: int, frame_skip: int, device: torch.device) -> None:
         import mujoco
 
@@ -167,6 +170,10 @@ class MjxBackend:
             out[key] = flat[:, start:start + size].reshape(self.num_envs, *shape)
             start += size
         return Readout(**out)
+
+    def task_readout(self) -> Readout:
+        """What the env's per-step math reads: the torch :meth:`readout` itself."""
+        return self.readout()
 
     # ---- state and parameters ---------------------------------------------------------------
 

@@ -1,9 +1,11 @@
-"""The MuJoCo arm tasks: configs (registered as ``mujoco/<name>``) and their torch logic.
+"""The MuJoCo arm tasks: configs (registered as ``mujoco/<name>``) and their logic.
 
 Every task shares one scene (``assets/arm.xml``: a 6-DoF arm with a parallel gripper on a table)
-and one controller (``controller.py``); a task adds objects and defines, in torch over a batched
-:class:`~robot_rl.sims.mujoco.readout.Readout`, how episodes start, what is observed, what
-success is and what the reward is. MuJoCo is imported only when ``make`` builds the env.
+and one controller (``controller.py``); a task adds objects and defines how episodes start (torch,
+from the env's generator), and, over a batched :class:`~robot_rl.sims.mujoco.readout.Readout`, what
+is observed, what success is and what the reward is. Those two hooks are written once for torch
+tensors (MJX backend) and numpy arrays (CPU backend), in the API both share (``arrays.py``).
+MuJoCo is imported only when ``make`` builds the env.
 
 Rewards (``reward="dense"``) are distances in units of ``distance_unit`` with a per-step cost and
 a success bonus, as in the built-in ``reach``; ``reward="sparse"`` is ``0`` on success and ``-1``
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import torch
 
 from robot_rl.config import TASKS, TaskConfig
+from robot_rl.sims.mujoco.arrays import Array, namespace
 from robot_rl.sims.mujoco.readout import Readout
 
 if TYPE_CHECKING:
@@ -114,7 +117,9 @@ class MujocoTaskConfig(TaskConfig):
         self.validate()
         return MujocoVecEnv(self, num_envs or self.num_envs, device, seed)
 
-    # ---- task hooks (torch; ``ix`` gives the scene's addresses) ---------------------------------
+    # ---- task hooks (``ix`` gives the scene's addresses) -----------------------------------------
+    # sample_start is torch (the env's generator); task_obs and evaluate take a Readout of torch
+    # tensors or of numpy arrays and answer in its namespace (``arrays.namespace``).
 
     def state_dim(self) -> int:
         """Length of the ``state`` observation."""
@@ -125,11 +130,11 @@ class MujocoTaskConfig(TaskConfig):
         """Start states for all ``n`` worlds: ``qpos [n, nq]`` and ``mocap_pos [n, nmocap, 3]``."""
         raise NotImplementedError
 
-    def task_obs(self, ix: SceneIndex, r: Readout) -> torch.Tensor:
+    def task_obs(self, ix: SceneIndex, r: Readout) -> Array:
         """The task's part of ``state`` (objects, goal), ``[N, state_dim - 16]``."""
         raise NotImplementedError
 
-    def evaluate(self, ix: SceneIndex, r: Readout) -> tuple[torch.Tensor, torch.Tensor]:
+    def evaluate(self, ix: SceneIndex, r: Readout) -> tuple[Array, Array]:
         """``(dense reward [N], success [N] bool)`` of the current state."""
         raise NotImplementedError
 
@@ -155,12 +160,16 @@ def _mocap(ix: SceneIndex, n: int, device: torch.device) -> torch.Tensor:
     return torch.as_tensor(ix.home_mocap, dtype=torch.float32, device=device).repeat(n, 1, 1)
 
 
-def _grip(ix: SceneIndex, r: Readout) -> torch.Tensor:
+def _grip(ix: SceneIndex, r: Readout) -> Array:
     return r.site_pos[:, ix.site["grip"]]
 
 
-def _fine(offset: torch.Tensor) -> torch.Tensor:
-    return torch.tanh(offset / FINE_SCALE)
+def _fine(offset: Array) -> Array:
+    return namespace(offset).tanh(offset / FINE_SCALE)
+
+
+def _norm(x: Array) -> Array:
+    return namespace(x).linalg.vector_norm(x, axis=-1)
 
 
 @TASKS.register("mujoco/reach")
@@ -193,20 +202,21 @@ class MujocoReachConfig(MujocoTaskConfig):
         mocap[:, ix.mocap["goal"]] = _uniform(gen, self.goal_low, self.goal_high, n, device)
         return qpos, mocap
 
-    def task_obs(self, ix: SceneIndex, r: Readout) -> torch.Tensor:
+    def task_obs(self, ix: SceneIndex, r: Readout) -> Array:
         """Goal, goal − grip, tanh((goal − grip) / 5 cm)."""
         goal = r.mocap_pos[:, ix.mocap["goal"]]
         off = goal - _grip(ix, r)
-        return torch.cat([goal, off, _fine(off)], dim=-1)
+        return namespace(off).concat([goal, off, _fine(off)], axis=-1)
 
-    def evaluate(self, ix: SceneIndex, r: Readout) -> tuple[torch.Tensor, torch.Tensor]:
+    def evaluate(self, ix: SceneIndex, r: Readout) -> tuple[Array, Array]:
         """``-d/unit - step_cost + bonus·success`` with ``d = |goal − grip|``."""
-        d = torch.linalg.vector_norm(r.mocap_pos[:, ix.mocap["goal"]] - _grip(ix, r), dim=-1)
+        d = _norm(r.mocap_pos[:, ix.mocap["goal"]] - _grip(ix, r))
         success = d < self.success_radius
-        return -d / self.distance_unit - self.step_cost + self.success_bonus * success.float(), success
+        # A bool array times a float is that float's type in both namespaces (1.0 where true).
+        return -d / self.distance_unit - self.step_cost + self.success_bonus * success, success
 
 
-def _object_obs(ix: SceneIndex, r: Readout, joint: str, site: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _object_obs(ix: SceneIndex, r: Readout, joint: str, site: str) -> tuple[Array, Array]:
     a = ix.free_qpos[joint]
     pos = r.site_pos[:, ix.site[site]]
     return pos, r.qpos[:, a + 3:a + 7]
@@ -253,20 +263,20 @@ class MujocoPushConfig(MujocoTaskConfig):
         mocap[:, ix.mocap["goal"], 2] = 0.0
         return qpos, mocap
 
-    def task_obs(self, ix: SceneIndex, r: Readout) -> torch.Tensor:
+    def task_obs(self, ix: SceneIndex, r: Readout) -> Array:
         """Cube pose, cube − grip, goal xy, goal − cube (xy), magnified."""
         pos, quat = _object_obs(ix, r, "cube", "cube")
         goal = r.mocap_pos[:, ix.mocap["goal"], :2]
         off = goal - pos[:, :2]
-        return torch.cat([pos, quat, pos - _grip(ix, r), goal, off, _fine(off)], dim=-1)
+        return namespace(off).concat([pos, quat, pos - _grip(ix, r), goal, off, _fine(off)], axis=-1)
 
-    def evaluate(self, ix: SceneIndex, r: Readout) -> tuple[torch.Tensor, torch.Tensor]:
+    def evaluate(self, ix: SceneIndex, r: Readout) -> tuple[Array, Array]:
         """``-(0.5·|cube − grip| + |goal − cube|)/unit - step_cost + bonus·success``."""
         pos, _ = _object_obs(ix, r, "cube", "cube")
-        d_goal = torch.linalg.vector_norm(r.mocap_pos[:, ix.mocap["goal"], :2] - pos[:, :2], dim=-1)
-        d_reach = torch.linalg.vector_norm(pos - _grip(ix, r), dim=-1)
+        d_goal = _norm(r.mocap_pos[:, ix.mocap["goal"], :2] - pos[:, :2])
+        d_reach = _norm(pos - _grip(ix, r))
         success = d_goal < self.success_radius
-        reward = -(0.5 * d_reach + d_goal) / self.distance_unit - self.step_cost + self.success_bonus * success.float()
+        reward = -(0.5 * d_reach + d_goal) / self.distance_unit - self.step_cost + self.success_bonus * success
         return reward, success
 
 
@@ -314,35 +324,36 @@ class MujocoPickCubeConfig(MujocoTaskConfig):
         mocap[:, ix.mocap["goal"]] = torch.cat([goal_xy, z], dim=-1)
         return qpos, mocap
 
-    def task_obs(self, ix: SceneIndex, r: Readout) -> torch.Tensor:
+    def task_obs(self, ix: SceneIndex, r: Readout) -> Array:
         """Cube pose, cube − grip, goal, goal − cube, magnified."""
         pos, quat = _object_obs(ix, r, "cube", "cube")
         goal = r.mocap_pos[:, ix.mocap["goal"]]
         off = goal - pos
-        return torch.cat([pos, quat, pos - _grip(ix, r), goal, off, _fine(off)], dim=-1)
+        return namespace(off).concat([pos, quat, pos - _grip(ix, r), goal, off, _fine(off)], axis=-1)
 
-    def grasped(self, ix: SceneIndex, r: Readout, d_reach: torch.Tensor | None = None) -> torch.Tensor:
+    def grasped(self, ix: SceneIndex, r: Readout, d_reach: Array | None = None) -> Array:
         """Cube centred between the fingers and the fingers closed on it (opening < cube + 5 mm).
 
         ``d_reach``: the cube–grip distance, when the caller has it already.
         """
         if d_reach is None:
             pos, _ = _object_obs(ix, r, "cube", "cube")
-            d_reach = torch.linalg.vector_norm(pos - _grip(ix, r), dim=-1)
+            d_reach = _norm(pos - _grip(ix, r))
         near = d_reach < 0.02
         left, right = (int(a) for a in ix.finger_qpos)
         opening = r.qpos[:, left] + r.qpos[:, right]
         return near & (opening < 0.055)
 
-    def evaluate(self, ix: SceneIndex, r: Readout) -> tuple[torch.Tensor, torch.Tensor]:
+    def evaluate(self, ix: SceneIndex, r: Readout) -> tuple[Array, Array]:
         """``-(|cube − grip| + |goal − cube|)/unit + grasped - step_cost + bonus·success``."""
         pos, _ = _object_obs(ix, r, "cube", "cube")
-        d_goal = torch.linalg.vector_norm(r.mocap_pos[:, ix.mocap["goal"]] - pos, dim=-1)
-        d_reach = torch.linalg.vector_norm(pos - _grip(ix, r), dim=-1)
+        d_goal = _norm(r.mocap_pos[:, ix.mocap["goal"]] - pos)
+        d_reach = _norm(pos - _grip(ix, r))
         grasped = self.grasped(ix, r, d_reach)
         success = (d_goal < self.success_radius) & grasped
-        reward = (-(d_reach + d_goal) / self.distance_unit + grasped.float() - self.step_cost
-                  + self.success_bonus * success.float())
+        # Bool + float array is the float array's type in both namespaces (+1.0 where grasped).
+        reward = (-(d_reach + d_goal) / self.distance_unit + grasped - self.step_cost
+                  + self.success_bonus * success)
         return reward, success
 
 
@@ -396,27 +407,28 @@ class MujocoPegInsertConfig(MujocoTaskConfig):
         mocap[:, ix.mocap["goal"]] = torch.tensor([0.0, 0.0, -1.0], device=device)  # unused: out of sight
         return qpos, mocap
 
-    def _tip_and_target(self, ix: SceneIndex, r: Readout) -> tuple[torch.Tensor, torch.Tensor]:
+    def _tip_and_target(self, ix: SceneIndex, r: Readout) -> tuple[Array, Array]:
         tip = r.site_pos[:, ix.site["peg_tip"]]
         hole_top = r.site_pos[:, ix.site["hole"]]
         return tip, hole_top
 
-    def task_obs(self, ix: SceneIndex, r: Readout) -> torch.Tensor:
+    def task_obs(self, ix: SceneIndex, r: Readout) -> Array:
         """Peg tip, peg quaternion, hole entry, entry − tip, magnified."""
         tip, hole = self._tip_and_target(ix, r)
         a = ix.free_qpos["peg"]
         off = hole - tip
-        return torch.cat([tip, r.qpos[:, a + 3:a + 7], hole, off, _fine(off)], dim=-1)
+        return namespace(off).concat([tip, r.qpos[:, a + 3:a + 7], hole, off, _fine(off)], axis=-1)
 
-    def evaluate(self, ix: SceneIndex, r: Readout) -> tuple[torch.Tensor, torch.Tensor]:
+    def evaluate(self, ix: SceneIndex, r: Readout) -> tuple[Array, Array]:
         """``-(2·d_xy + |depth shortfall|)/unit - step_cost + bonus·success``."""
         tip, hole = self._tip_and_target(ix, r)
-        d_xy = torch.linalg.vector_norm(hole[:, :2] - tip[:, :2], dim=-1)
+        xp = namespace(tip)
+        d_xy = _norm(hole[:, :2] - tip[:, :2])
         depth = hole[:, 2] - tip[:, 2]
         success = (d_xy < self.align_tolerance) & (depth > self.insert_depth)
         # Descend only once aligned: the depth term counts in full only within 1 cm of the axis.
-        shortfall = (self.insert_depth - depth).clamp(min=0.0) * torch.exp(-d_xy / 0.01) + 0.1 * (
-            1 - torch.exp(-d_xy / 0.01))
-        reward = -(2 * d_xy + shortfall) / self.distance_unit - self.step_cost + self.success_bonus * success.float()
+        shortfall = (self.insert_depth - depth).clip(min=0.0) * xp.exp(-d_xy / 0.01) + 0.1 * (
+            1 - xp.exp(-d_xy / 0.01))
+        reward = -(2 * d_xy + shortfall) / self.distance_unit - self.step_cost + self.success_bonus * success
         return reward, success
 
