@@ -99,3 +99,36 @@ def test_frame_labels_follow_the_episode_contract() -> None:
     assert not frame_labels(ep, True, "last_k", 2).any()  # the episode failed at its last step
     ep.success[-1] = True
     assert frame_labels(ep, True, "last_k", 2).tolist() == [False, False, False, True, True]
+
+
+def test_recalibrate_moves_only_the_threshold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    episodes = reach_pixel_demos(24, image_size=24, seed=3)
+    data = _store(tmp_path / "demos", episodes)
+    out = tmp_path / "clf"
+    rep = train_classifier(data, out, ClassifierConfig(steps=40, features=16, channels=4, target_precision=0.99))
+    before = SuccessClassifier.load(out)
+    assert main(["reward", "calibrate", str(out), str(data), "--target-precision", "0.6"]) == 0
+    assert "recalibrated (weights unchanged)" in capsys.readouterr().out
+    after = SuccessClassifier.load(out)
+    assert all(torch.equal(before.state_dict()[k], v) for k, v in after.state_dict().items())
+    # The same held-out frames as training used, scored afresh, calibrated at the new target.
+    from robot_rl.rewards.data import split_episodes
+
+    _, val_ids = split_episodes(episodes, 0.25, 0)
+    val = labelled_frames([episodes[i] for i in val_ids], ["image.top"])
+    assert len(val) == rep.held_out_frames
+    expected = calibrate(score_frames(after, val), val.label, 0.6)
+    meta = json.loads((out / "meta.json").read_text())
+    assert after.threshold == pytest.approx(expected.threshold)
+    assert meta["calibration"]["precision"] == pytest.approx(expected.precision)
+    assert meta["calibration"]["target_precision"] == 0.6 and meta["config"]["target_precision"] == 0.6
+    # Other data cannot rebuild the training split: a clear refusal, the model untouched.
+    other = _store(tmp_path / "other", reach_pixel_demos(10, image_size=24, seed=9))
+    assert main(["reward", "calibrate", str(out), str(other), "--target-precision", "0.5"]) == 2
+    assert "not its training data" in capsys.readouterr().err
+    assert SuccessClassifier.load(out).threshold == after.threshold
+    # --fresh scores every frame of episodes it never saw.
+    assert main(["reward", "calibrate", str(out), str(other), "--fresh", "--target-precision", "0.5"]) == 0
+    fresh = labelled_frames(reach_pixel_demos(10, image_size=24, seed=9), ["image.top"])
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["calibration"]["positives"] == int(fresh.label.sum())

@@ -13,10 +13,11 @@ precision, recall, cameras, shapes) and ``pr_curve.png``.
 from __future__ import annotations
 
 import logging
+import textwrap
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -24,7 +25,15 @@ from torch import nn
 
 from robot_rl.data.episode import Episode
 from robot_rl.rewards.ckpt import load_model_dir, save_model_dir
-from robot_rl.rewards.data import LabelledFrames, LabelRule, camera_keys, labelled_frames, load_episodes, split_episodes
+from robot_rl.rewards.data import (
+    LabelledFrames,
+    LabelRule,
+    RewardDataError,
+    camera_keys,
+    labelled_frames,
+    load_episodes,
+    split_episodes,
+)
 from robot_rl.rewards.nets import CameraEncoder, random_shift
 
 log = logging.getLogger(__name__)
@@ -170,7 +179,8 @@ def plot_pr_curve(cal: Calibration, path: Path | str, title: str = "success clas
     ax.axhline(cal.target_precision, color="grey", ls="--", lw=1, label=f"target precision {cal.target_precision:g}")
     ax.plot([cal.recall], [cal.precision], "o", color="C3",
             label=f"threshold {cal.threshold:.3f}: P={cal.precision:.3f} R={cal.recall:.3f}")
-    ax.set(xlabel="recall", ylabel="precision", xlim=(0, 1.02), ylim=(0, 1.02), title=title)
+    ax.set(xlabel="recall", ylabel="precision", xlim=(0, 1.02), ylim=(0, 1.02))
+    ax.set_title("\n".join(textwrap.wrap(title, 55)), fontsize=9)  # a long task text must not run off the figure
     ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -208,7 +218,9 @@ class ClassifierReport:
         """One paragraph for the command line."""
         c = self.calibration
         status = "reached" if c.reached else "NOT reached (the classifier never fires; add data or lower the target)"
-        return (f"trained on {self.train_frames} frames in {self.train_s:.1f}s; calibrated on {self.held_out_frames} "
+        head = (f"trained on {self.train_frames} frames in {self.train_s:.1f}s" if self.train_frames
+                else "recalibrated (weights unchanged)")
+        return (f"{head}; calibrated on {self.held_out_frames} "
                 f"held-out frames ({c.positives} success): threshold {c.threshold:.4f}, precision {c.precision:.3f}, "
                 f"recall {c.recall:.3f}; target precision {c.target_precision:g} {status}"
                 + (f"\nwritten to {self.out} (model.pt, meta.json, pr_curve.png)" if self.out else ""))
@@ -255,3 +267,38 @@ def train_classifier(source: Path | str | list[Episode], out: Path | str | None 
         model.save(out)
         plot_pr_curve(cal, Path(out) / "pr_curve.png", title=f"success classifier ({task or 'task'})")
     return ClassifierReport(Path(out) if out is not None else None, cal, len(train), len(val), train_s, model)
+
+
+def recalibrate_classifier(model_dir: Path | str, source: Path | str | list[Episode], target_precision: float,
+                           held_out: Literal["training_split", "all"] = "training_split") -> ClassifierReport:
+    """Choose a new threshold for a trained classifier without retraining it; rewrite ``model_dir``.
+
+    ``held_out="training_split"``: ``source`` is the data the classifier was trained on, and only its
+    held-out episodes (the same split, from the stored ``held_out`` fraction and seed) are scored;
+    ``"all"``: ``source`` holds fresh episodes the classifier never saw, and all are scored. The
+    weights are unchanged; ``meta.json`` gets the new threshold and calibration, ``pr_curve.png`` the
+    new operating point.
+    """
+    model = SuccessClassifier.load(model_dir)
+    conf = model.meta.get("config", {})
+    episodes, task = load_episodes(source)
+    keys = camera_keys(episodes, tuple(model.cameras))
+    if held_out == "training_split":
+        _, ids = split_episodes(episodes, float(conf.get("held_out", 0.25)), int(conf.get("seed", 0)))
+        if len(episodes) != int(model.meta.get("train_episodes", 0)) + int(model.meta.get("held_out_episodes", 0)):
+            raise RewardDataError(
+                f"{len(episodes)} episodes, but the classifier was trained on "
+                f"{model.meta.get('train_episodes')} + {model.meta.get('held_out_episodes')} held out: this is not "
+                "its training data, so its held-out split cannot be rebuilt (use held_out='all' / --fresh for "
+                "episodes it never saw)")
+    else:
+        ids = list(range(len(episodes)))
+    frames = labelled_frames([episodes[i] for i in ids], keys, conf.get("label", "success"), int(conf.get("last_k", 3)))
+    cal = calibrate(score_frames(model, frames), frames.label, target_precision)
+    model.threshold = cal.threshold
+    model.meta["calibration"] = {k: v for k, v in asdict(cal).items() if k != "curve"}
+    model.meta.setdefault("config", {})["target_precision"] = target_precision
+    model.save(model_dir)
+    plot_pr_curve(cal, Path(model_dir) / "pr_curve.png",
+                  title=f"success classifier ({task or model.meta.get('task') or 'task'}), recalibrated")
+    return ClassifierReport(Path(model_dir), cal, 0, len(frames.label), 0.0, model)

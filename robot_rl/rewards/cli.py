@@ -1,4 +1,4 @@
-"""`robot-rl reward train-classifier|train-prm|serve`: train reward models, serve them to actors over ZeroMQ."""
+"""`robot-rl reward train-classifier|calibrate|train-prm|serve`: train and calibrate reward models, serve them."""
 
 from __future__ import annotations
 
@@ -38,6 +38,25 @@ class TrainClassifierArgs:
     """Local state-dict file of pretrained CNN weights."""
     seed: int = 0
     """Seed."""
+
+
+@dataclass
+class CalibrateArgs:
+    """Choose a new threshold for a trained classifier without retraining (e.g. another target precision).
+
+    By default DATA is the classifier's own training data and only its held-out episodes are scored
+    (the same split as training); with --fresh, DATA holds new labelled episodes and all are scored.
+    The model's meta.json and pr_curve.png are rewritten; the weights are unchanged.
+    """
+
+    model: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="MODEL")]]
+    """Checkpoint directory from train-classifier."""
+    data: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="DATA")]]
+    """Episode store or LeRobotDataset v3 with success labels."""
+    target_precision: float = 0.95
+    """Precision the new threshold must reach."""
+    fresh: bool = False
+    """DATA is new episodes the classifier never saw: score all of them."""
 
 
 @dataclass
@@ -88,6 +107,7 @@ class ServeArgs:
 
 RewardVerb = Union[
     Annotated[TrainClassifierArgs, tyro.conf.subcommand("train-classifier")],
+    Annotated[CalibrateArgs, tyro.conf.subcommand("calibrate")],
     Annotated[TrainPRMArgs, tyro.conf.subcommand("train-prm")],
     Annotated[ServeArgs, tyro.conf.subcommand("serve")],
 ]
@@ -118,13 +138,19 @@ def run_reward(args: RewardArgs) -> int:
                                    backbone=a.backbone, seed=a.seed)
             print(train_classifier(a.data, a.out, cfg).summary())
             return 0
+        if isinstance(a, CalibrateArgs):
+            from robot_rl.rewards.classifier import recalibrate_classifier
+
+            print(recalibrate_classifier(a.model, a.data, a.target_precision,
+                                         "all" if a.fresh else "training_split").summary())
+            return 0
         from robot_rl.rewards.prm import PRMConfig, train_prm
 
         report = train_prm(a.data, a.out, PRMConfig(cameras=a.cameras, instruction=a.instruction, steps=a.steps,
                                                     seed=a.seed))
         print(report.summary())
         return 0
-    except (RewardDataError, StoreError, ImportError) as e:
+    except (RewardDataError, StoreError, ImportError, FileNotFoundError, ValueError) as e:
         print(f"robot-rl reward: error: {e}", file=sys.stderr)
         return 2
 
