@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/hil_bench.py                       # everything (~15 min)
     .venv/bin/python benchmarks/hil_bench.py --only loop --seconds 20
-    .venv/bin/python benchmarks/hil_bench.py --only learn --learn-minutes 5
+    .venv/bin/python benchmarks/hil_bench.py --only learn --learn-minutes 5 --without-minutes 3
 
 1. ``loop``: the deploy control loop at 10, 20 and 50 Hz, in learn mode: a SAC policy with a CNN over two
    64×64 cameras (front, wrist) acting every tick (stochastic, as when learning), the simulated cameras
@@ -12,12 +12,12 @@
 2. ``watchdog``: a control loop commanding the arm through the SafetyLayer stops (a hung policy); the time
    from the last valid command to the hold command reaching the simulator, against the limit of 2
    control periods (watchdog timeout 1.5 periods), 15 trials per rate.
-3. ``learn``: the pick task from the same 10 scripted demonstrations, two runs of equal wall-clock: with
-   the scripted intervener (takes over when the policy stalls for 8 steps) and without it. Success rate
-   against wall-clock and episodes (training episodes, assisted ones included, as HIL-SERL reports them),
-   the intervention rate, and each final policy alone (deterministic, no human) on the same 10 seeded
-   episodes, success and mean (dense) return, against the untrained initial policy on the same episodes.
-   Plot: benchmarks/hil_learning.png.
+3. ``learn``: the pick task from the same 10 scripted demonstrations, with the scripted intervener (takes
+   over when the policy stalls) and without it; every ``--eval-every-steps`` the policy alone
+   (deterministic, nobody intervening) on the same seeded episodes, against env steps and training
+   wall-clock; the training success and intervention rates; each final policy alone, deterministic and
+   stochastic. ``--time-scale`` runs the simulator faster than real time (a benchmark option). Code in
+   ``hil_learn.py``; plot benchmarks/hil_learning.png, data benchmarks/hil_learning.json.
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ from typing import Any
 
 import numpy as np
 import torch
+from hil_learn import LearnBenchConfig, bench_learn
 
 from robot_rl.config import ZmqTransportConfig
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
-from robot_rl.hardware.sim_arm import PickIntervener, SimulatedArm, SimulatedArmConfig
-from robot_rl.human_loop.deploy import DeployConfig, Deployer, load_run_policy, rows_to_batch
+from robot_rl.hardware.sim_arm import SimulatedArmConfig
+from robot_rl.human_loop.deploy import DeployConfig, Deployer
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
 from robot_rl.human_loop.hil_learner import HILLearner
 from robot_rl.policies.sac import SACConfig
@@ -162,134 +163,7 @@ def bench_watchdog(trials: int) -> list[dict[str, Any]]:
     return rows
 
 
-# ---- 3. learning with and without the intervener ----------------------------------------------------
-
-def learn_config(address: str = "tcp://127.0.0.1:*") -> DeployConfig:
-    """The pick-task HIL config both runs share."""
-    robot = SimulatedArmConfig(cameras={}, reward="dense", max_step_m=0.02, seed=7)
-    return DeployConfig(robot=robot, safety=SafetyConfig(control_hz=10.0, watchdog_timeout_s=0.5),
-                        algo=SACConfig(demo_ratio=0.5, learning_starts=200, batch_size=128, utd_ratio=2.0,
-                                       gamma=0.95, n_step=3, critic_layer_norm=True, buffer_size=100_000),
-                        transport=ZmqTransportConfig(address=address), mode="learn", episodes=0,
-                        max_episode_steps=40, status=False, seed=11)
-
-
-def record_demos(cfg: DeployConfig, episodes: int) -> Any:
-    """Scripted demonstrations (the intervener always in control), as one TransitionBatch."""
-    demo_cfg = DeployConfig(**{**cfg.__dict__, "mode": "eval", "episodes": episodes, "seed": 999})
-    arm = cfg.robot.make()
-    with SafetyLayer(arm, cfg.safety) as safety:
-        dev = ScriptedDevice(PickIntervener(arm, patience=0, takeover_steps=10**6))
-        dev.connect()
-        d = Deployer(demo_cfg, safety, dev, cfg.algo.build(arm.features, "cpu", 0).make_policy())
-        d.collected = []
-        rep = d.run()
-    print(f"demos: {len(d.collected)} transitions from {episodes} episodes, "
-          f"{sum(e.success for e in rep.episodes)} successful", flush=True)
-    return rows_to_batch(d.collected)
-
-
-def run_learning(cfg: DeployConfig, demos: Any, intervene: bool, minutes: float, run_dir: Path) -> dict[str, Any]:
-    """One HIL run of ``minutes`` wall-clock; returns the per-episode log and the learner's counters."""
-    torch.manual_seed(cfg.seed)
-    learner = HILLearner(cfg, run_dir, demos=demos, publish_every=20)
-    stop, thread = _learner_thread(learner)
-    arm: SimulatedArm = cfg.robot.make()
-    t_start = time.monotonic()
-    log: list[dict[str, Any]] = []
-    with SafetyLayer(arm, cfg.safety) as safety:
-        ep = ZmqActorEndpoint(learner.address, 0, arm.features, ZmqSettings.from_config(cfg.transport))
-        human = PickIntervener(arm, patience=8, takeover_steps=30, press_success=False, intervene=intervene)
-        dev = ScriptedDevice(human)
-        dev.connect()
-        d = Deployer(cfg, safety, dev, cfg.algo.build(arm.features, "cpu", 0).make_policy(), endpoint=ep)
-        d.wait_first_weights()
-        i = 0
-        while time.monotonic() - t_start < minutes * 60:
-            e = d.run_episode(i)
-            log.append({"episode": i, "wall_s": time.monotonic() - t_start, "success": e.success,
-                        "intervention_rate": e.intervention_rate, "steps": e.steps, "version": e.policy_version})
-            i += 1
-        d.safety.watchdog.disarm()  # type: ignore[union-attr]
-        ep.close()
-    stop.set()
-    thread.join()
-    stats = learner.stats
-    learner.close()
-    print(f"learn ({'with' if intervene else 'without'} intervener): {len(log)} episodes in {minutes:.1f} min, "
-          f"{stats.updates} updates, v{stats.version}, {stats.intervened_received} intervened steps received, "
-          f"{stats.intervened_sampled}/{stats.rows_sampled} sampled rows intervened", flush=True)
-    return {"episodes": log, "learner": stats.__dict__}
-
-
-def evaluate_policy(cfg: DeployConfig, policy: Any, version: int, episodes: int) -> dict[str, float]:
-    """A policy alone (deterministic, nobody intervening) on ``episodes`` seeded episodes: success and return."""
-    eval_cfg = DeployConfig(**{**cfg.__dict__, "mode": "eval", "episodes": episodes, "seed": 4242})
-    arm = cfg.robot.make()
-    with SafetyLayer(arm, cfg.safety) as safety:
-        dev = ScriptedDevice()
-        dev.connect()
-        rep = Deployer(eval_cfg, safety, dev, policy, policy_version=version).run()
-    return {"success": rep.success_rate, "mean_return": float(np.mean([e.ret for e in rep.episodes])),
-            "version": version}
-
-
-def rolling(x: list[float], k: int = 10) -> np.ndarray:
-    """Trailing mean over the last ``k`` values."""
-    a = np.asarray(x, dtype=float)
-    return np.array([a[max(0, i - k + 1):i + 1].mean() for i in range(len(a))])
-
-
-def plot(runs: dict[str, dict[str, Any]], path: Path) -> None:
-    """Success (rolling 10) and intervention rate vs wall-clock and episodes, both runs."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for name, run in runs.items():
-        eps = run["episodes"]
-        succ = rolling([e["success"] for e in eps])
-        wall = [e["wall_s"] / 60 for e in eps]
-        idx = [e["episode"] + 1 for e in eps]
-        axes[0].plot(wall, succ, label=f"success, {name}")
-        axes[1].plot(idx, succ, label=f"success, {name}")
-        if any(e["intervention_rate"] for e in eps):
-            ir = rolling([e["intervention_rate"] for e in eps])
-            axes[0].plot(wall, ir, "--", label=f"intervention rate, {name}")
-            axes[1].plot(idx, ir, "--", label=f"intervention rate, {name}")
-    axes[0].set_xlabel("wall-clock (min)")
-    axes[1].set_xlabel("episode")
-    for ax in axes:
-        ax.set_ylim(-0.02, 1.02)
-        ax.set_ylabel("rate (rolling 10 episodes)")
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
-    fig.suptitle("SimulatedArm pick, HIL-SERL from 10 demos: with vs without the scripted intervener")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
-def bench_learn(minutes: float, eval_episodes: int) -> dict[str, Any]:
-    """Both learning runs from the same demos, their final policies evaluated alone, and the plot."""
-    cfg = learn_config()
-    demos = record_demos(cfg, 10)
-    runs, finals = {}, {}
-    spec = cfg.robot.make().features
-    torch.manual_seed(cfg.seed)
-    finals["initial (untrained)"] = evaluate_policy(cfg, cfg.algo.build(spec, "cpu", cfg.seed).make_policy(), 0,
-                                                    eval_episodes)
-    print(f"policy alone, initial: {finals['initial (untrained)']}", flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, intervene in (("with intervener", True), ("without", False)):
-            run_dir = Path(tmp) / name.replace(" ", "_")
-            runs[name] = run_learning(cfg, demos, intervene, minutes, run_dir)
-            finals[name] = evaluate_policy(cfg, *load_run_policy(run_dir, spec), eval_episodes)
-            print(f"final policy alone ({name}): {finals[name]}", flush=True)
-    plot(runs, OUT / "hil_learning.png")
-    (OUT / "hil_learning.json").write_text(json.dumps({"runs": runs, "final_policy_success": finals}, indent=1))
-    return {"runs": runs, "finals": finals}
+# ---- 3. learning: see hil_learn.py -----------------------------------------------------------------
 
 
 def main() -> None:
@@ -298,8 +172,22 @@ def main() -> None:
     p.add_argument("--only", choices=("loop", "watchdog", "learn"), action="append")
     p.add_argument("--seconds", type=float, default=20.0, help="loop: seconds per rate")
     p.add_argument("--trials", type=int, default=15, help="watchdog: trials per rate")
-    p.add_argument("--learn-minutes", type=float, default=5.0, help="learn: wall-clock minutes per run")
-    p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--learn-minutes", type=float, default=5.0,
+                   help="learn: training wall-clock minutes of the run with the intervener")
+    p.add_argument("--without-minutes", type=float, default=None,
+                   help="learn: minutes of the run without it (default: --learn-minutes; 0 skips it)")
+    p.add_argument("--time-scale", type=float, default=1.0,
+                   help="learn: simulated seconds per wall-clock second (1 = real time, as on hardware)")
+    p.add_argument("--utd", type=float, default=4.0, help="learn: learner updates per env step")
+    p.add_argument("--patience", type=int, default=8, help="learn: intervener's steps without progress")
+    p.add_argument("--takeover-steps", type=int, default=10, help="learn: length of one intervention (steps)")
+    p.add_argument("--eval-every-steps", type=int, default=1000,
+                   help="learn: training env steps between evaluations of the policy alone")
+    p.add_argument("--eval-episodes", type=int, default=10, help="learn: episodes per evaluation")
+    p.add_argument("--normalize-obs", action=argparse.BooleanOptionalAction, default=True,
+                   help="learn: SAC's running state normalisation")
+    p.add_argument("--init-temperature", type=float, default=0.01, help="learn: SAC's initial entropy temperature")
+    p.add_argument("--out-dir", type=Path, default=OUT, help="learn: where hil_learning.json/.png go")
     a = p.parse_args()
     logging.basicConfig(level=logging.ERROR)
     logging.getLogger("robot_rl.hardware.safety").setLevel(logging.CRITICAL)  # the watchdog trips on purpose
@@ -314,7 +202,12 @@ def main() -> None:
     if "watchdog" in parts:
         out["watchdog"] = bench_watchdog(a.trials)
     if "learn" in parts:
-        out["learn"] = bench_learn(a.learn_minutes, a.eval_episodes)["finals"]
+        b = LearnBenchConfig(minutes=a.learn_minutes, without_minutes=a.without_minutes, time_scale=a.time_scale,
+                             utd_ratio=a.utd, patience=a.patience, takeover_steps=a.takeover_steps,
+                             eval_every_steps=a.eval_every_steps, eval_episodes=a.eval_episodes,
+                             normalize_obs=a.normalize_obs, init_temperature=a.init_temperature)
+        a.out_dir.mkdir(parents=True, exist_ok=True)
+        out["learn"] = bench_learn(b, a.out_dir)["finals"]
     print(json.dumps(out, indent=1, default=str))
 
 

@@ -54,13 +54,18 @@ class SimulatedArmConfig(RobotConfig):
     latency_s: float = 0.0
     """Each request is served this long after it arrives (state read and commands applied then)."""
     physics_timestep: float = 0.002
-    """MuJoCo timestep, seconds of simulated (= wall-clock) time."""
+    """MuJoCo timestep, seconds of simulated (= wall-clock at ``time_scale`` 1) time."""
+    time_scale: float = 1.0
+    """Simulated seconds per wall-clock second. 1 (default) behaves like hardware; > 1 is a benchmark option
+    to collect robot time faster than real time: the control loop must then run ``time_scale`` times faster
+    (``safety.control_hz``), and wall-clock limits (speeds, watchdog, ``latency_s``) stay in wall seconds."""
     ik_period_s: float = 0.01
     """How often the simulated controller recomputes joint targets (the arm's servo rate)."""
     object_in_state: bool = True
     """Append the cube's position (x, y, z) to ``state`` (a stand-in for an object tracker)."""
     reward: str = "sparse"
-    """Pick reward: ``sparse`` (1 on success) or ``dense`` (approach, grasp and lift shaping + 5 on success)."""
+    """Pick reward: ``sparse`` (1 on success) or ``dense`` (approach, grasp and lift shaping in 0..1, minus 1,
+    on every step before success; 5 on success, so ending the episode by success always pays most)."""
     lift_height: float = 0.04
     """Success: the grasped cube is this far (m) above its resting height."""
     cube_low: tuple[float, float] = (0.36, -0.05)
@@ -85,6 +90,8 @@ class SimulatedArmConfig(RobotConfig):
         for name in ("latency_s", "lift_height", "start_noise"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
+        if not 0 < self.time_scale <= 20:
+            raise ValueError("time_scale must be in (0, 20] (simulated seconds per wall-clock second)")
         if not 0 < self.physics_timestep <= 0.01 or self.ik_period_s < self.physics_timestep:
             raise ValueError("physics_timestep must be in (0, 0.01] s and ik_period_s >= physics_timestep")
         unknown = set(self.cameras) - {"front", "top", "wrist"}
@@ -356,8 +363,8 @@ class PickIntervener:
     """A scripted "human" for :class:`~robot_rl.human_loop.devices.scripted.ScriptedDevice` on the pick task.
 
     It watches what the robot last observed (``arm.last_observation``), and takes over with
-    :func:`pick_expert_action` for ``takeover_steps`` steps when the policy made no progress toward the
-    cube for ``patience`` steps (``patience=0``: always in control, i.e. demonstrations). With
+    :func:`pick_expert_action` for ``takeover_steps`` steps when the policy made no progress (closer to the
+    cube, or the cube higher) for ``patience`` steps (``patience=0``: always in control, i.e. demonstrations). With
     ``press_success`` it presses the success key when it sees the cube lifted. ``intervene=False`` keeps
     only the keys. Use: ``ScriptedDevice(PickIntervener(arm))``.
     """
@@ -398,7 +405,9 @@ class PickIntervener:
         if self.press_success and lifted and not self._pressed:
             self._pressed = True
             events = ("success",)
-        dist = float(np.linalg.norm(cube - grip))
+        # Progress is getting closer to the cube or raising it: a policy that holds the cube and lifts it is
+        # left to try (as a human lets a lift go on), not taken over because the distance no longer shrinks.
+        dist = float(np.linalg.norm(cube - grip)) - max(float(cube[2]) - 0.025, 0.0)
         if dist < self._best - 0.005:
             self._best, self._stall = dist, 0
         else:

@@ -6,10 +6,10 @@ until its parent process exits. The wire is msgpack maps; arrays travel as ``{dt
 with the dtype checked against an allow-list (never pickle).
 
 One thread does everything, so the OpenGL context and ``MjData`` are never shared: it steps the
-physics up to *now* (``physics_timestep`` per step; a render that took 8 ms is followed by 4 quick steps at
-2 ms), runs the damped least-squares IK toward the commanded pose every ``ik_period_s``, and serves
-each request ``latency_s`` after it arrived (state is read and commands are applied at that moment, so
-the round trip is ``latency_s`` longer than the wire's).
+physics up to *now* (times ``time_scale``, 1 = real time; ``physics_timestep`` per step; a render that
+took 8 ms is followed by 4 quick steps at 2 ms), runs the damped least-squares IK toward the commanded
+pose every ``ik_period_s``, and serves each request ``latency_s`` after it arrived (state is read and
+commands are applied at that moment, so the round trip is ``latency_s`` longer than the wire's).
 
 The scene is the MuJoCo tasks' arm with their cube (:mod:`robot_rl.sims.mujoco.scene`); the task is
 *pick*: reset puts the arm near home and the cube at a random spot, success is the cube held
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import os
 import sys
 import time
@@ -30,6 +31,8 @@ import numpy as np
 ALLOWED_DTYPES = ("float32", "float64", "uint8", "bool", "int64")
 #: Physics may fall this far behind the wall clock (a long render, a busy machine) before it skips ahead.
 MAX_LAG_S = 0.25
+#: With no request due, the server wakes this often (wall-clock seconds) to advance the physics.
+IDLE_S = 0.005
 
 
 def pack_array(a: np.ndarray) -> dict[str, Any]:
@@ -174,10 +177,14 @@ class SimArmWorld:
         success = bool(grasped and lifted >= float(self.cfg["lift_height"]))
         if self.cfg["reward"] == "sparse":
             reward = 1.0 if success else 0.0
-        else:  # shaped: approach, then grasp, then lift; 0..1 per step plus the success bonus
-            reward = (0.4 * (1.0 - np.tanh(10.0 * reach)) + 0.2 * grasped
-                      + 0.4 * grasped * min(max(lifted, 0.0) / float(self.cfg["lift_height"]), 1.0)
-                      + 5.0 * success)
+        else:  # shaped: approach, then grasp, then lift (0..1), as a cost until success
+            shaping = (0.4 * (1.0 - np.tanh(10.0 * reach)) + 0.2 * grasped
+                       + 0.4 * grasped * min(max(lifted, 0.0) / float(self.cfg["lift_height"]), 1.0))
+            # Success ends the episode (terminated), so any positive per-step reward before it is worth more
+            # than succeeding: at γ 0.95, holding the cube just below lift_height earns ~0.9 / (1 − γ) ≈ 18
+            # against a one-off bonus of 5, and a policy learns to hover. As a cost (shaping − 1 ≤ 0) every
+            # step before success is paid for, so succeeding is always best and the stages stay ordered.
+            reward = 5.0 if success else shaping - 1.0
         return {"success": success, "reward": float(reward), "grasped": bool(grasped), "lifted_m": lifted}
 
     # ---- commands and physics -----------------------------------------------------------------
@@ -287,19 +294,23 @@ class SimArmServer:
         poller = zmq.Poller()
         poller.register(self.sock, zmq.POLLIN)
         next_parent_check = start
+        scale = float(self.cfg.get("time_scale", 1.0))  # simulated seconds per wall-clock second
         while self.running:
             now = time.monotonic()
-            behind = (now - start) - w.sim_time
-            if behind > MAX_LAG_S:  # never burst through seconds of physics: skip ahead, counted
+            behind = (now - start) * scale - w.sim_time
+            if behind > MAX_LAG_S * scale:  # never burst through seconds of physics: skip ahead, counted
                 self.lag_skips += 1
-                w.sim_time = now - start - w.model.opt.timestep
+                w.sim_time = (now - start) * scale - w.model.opt.timestep
                 behind = w.model.opt.timestep
             if behind >= w.model.opt.timestep:
                 w.advance(behind)
             self._serve_due(time.monotonic())
-            next_due = self.queue[0][0] if self.queue else now + 0.01
-            wait = min(next_due, start + w.sim_time + w.model.opt.timestep) - time.monotonic()
-            for sock, _ in poller.poll(max(wait, 0.0) * 1e3):
+            # Requests wake the poll at once, and physics is brought up to *now* before any is served, so
+            # between requests it can advance in slices of IDLE_S: the same trajectory for far less CPU
+            # than waking for every physics step (~60 % of a core at 3x real time).
+            next_due = self.queue[0][0] if self.queue else now + IDLE_S
+            wait = min(next_due, now + IDLE_S) - time.monotonic()
+            for sock, _ in poller.poll(math.ceil(max(wait, 0.0) * 1e3)):  # whole ms, never a sub-ms spin
                 while True:
                     try:
                         frames = sock.recv_multipart(zmq.NOBLOCK)

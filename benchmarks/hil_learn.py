@@ -1,0 +1,273 @@
+"""The ``learn`` part of ``hil_bench.py``: HIL-SERL on the SimulatedArm pick task, the policy alone measured.
+
+Two runs from the same scripted demonstrations: with the scripted intervener (:class:`PickIntervener`, the
+"human") and without it. Every ``eval_every_steps`` training steps the loop pauses and the acting policy
+(the newest weights it accepted) runs alone, deterministic, nobody intervening, on the same seeded
+evaluation episodes: the success-rate curve against env steps and training wall-clock that says whether
+the policy itself improves. The learner thread gets no new data during an evaluation, so it runs no
+updates it did not owe already (updates are owed at ``utd_ratio`` per received step).
+
+``time_scale`` > 1 runs the simulator faster than real time (``SimulatedArmConfig.time_scale``): the loop
+runs at ``10 × time_scale`` Hz of wall-clock, still 10 Hz of simulated time, and the safety layer's speed
+limit is scaled with it (it converts m/s with the wall-clock rate). It is a benchmark option: a real arm
+runs at 1.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from robot_rl.config import ZmqTransportConfig
+from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
+from robot_rl.hardware.sim_arm import PickIntervener, SimulatedArm, SimulatedArmConfig
+from robot_rl.human_loop.deploy import DeployConfig, Deployer, load_run_policy, rows_to_batch
+from robot_rl.human_loop.devices.scripted import ScriptedDevice
+from robot_rl.human_loop.hil_learner import HILLearner
+from robot_rl.policies.base import Policy
+from robot_rl.policies.sac import SACConfig
+
+#: Simulated control rate of the pick task (Hz); the wall-clock rate is this times ``time_scale``.
+SIM_HZ = 10.0
+#: Seed of the evaluation episodes (the training episodes use the config's seed).
+EVAL_SEED = 4242
+
+
+def learner_thread(learner: HILLearner) -> tuple[threading.Event, threading.Thread]:
+    """Serve ``learner`` in a daemon thread until the returned event is set."""
+    stop = threading.Event()
+    t = threading.Thread(target=learner.serve, args=(stop,), daemon=True)
+    t.start()
+    return stop, t
+
+
+@dataclass
+class LearnBenchConfig:
+    """What the learning benchmark runs."""
+
+    minutes: float = 5.0
+    """Training wall-clock of the run with the intervener (evaluation pauses not counted)."""
+    without_minutes: float | None = None
+    """Training wall-clock of the run without it (None: ``minutes``; 0: skip that run)."""
+    time_scale: float = 1.0
+    """Simulated seconds per wall-clock second (1: real time, as on hardware)."""
+    utd_ratio: float = 4.0
+    """Learner updates per received env step."""
+    patience: int = 8
+    """The intervener takes over after this many steps without progress."""
+    takeover_steps: int = 10
+    """... for this many steps, then hands back (a correction, as HIL-SERL's human; episodes are 40 steps)."""
+    eval_every_steps: int = 1000
+    """Training env steps between two evaluations of the policy alone."""
+    eval_episodes: int = 10
+    """Seeded episodes per evaluation of the policy alone."""
+    demos: int = 10
+    """Scripted demonstrations in the demo buffer at the start."""
+    init_temperature: float = 0.01
+    """SAC's initial entropy temperature α (the entropy bonus α·H is ~4 per step at α 1, against task rewards
+    of −1..0 per step: the task signal is drowned until α has decayed)."""
+    normalize_obs: bool = True
+    """SAC's running mean/std normalisation of ``state`` (cube and gripper positions vary by centimetres)."""
+
+
+def learn_config(b: LearnBenchConfig, address: str = "tcp://127.0.0.1:*") -> DeployConfig:
+    """The pick-task HIL config both runs share."""
+    # request_timeout_s: on a shared, loaded machine the simulator process can be starved for over a second;
+    # that is not the dead simulator the 1 s default is there to detect (the watchdog still holds the arm).
+    robot = SimulatedArmConfig(cameras={}, reward="dense", max_step_m=0.02, seed=7, time_scale=b.time_scale,
+                               request_timeout_s=5.0)
+    safety = SafetyConfig(control_hz=SIM_HZ * b.time_scale, watchdog_timeout_s=0.5,
+                          max_linear_speed=0.25 * b.time_scale)
+    algo = SACConfig(demo_ratio=0.5, learning_starts=200, batch_size=128, utd_ratio=b.utd_ratio, gamma=0.95,
+                     n_step=3, critic_layer_norm=True, buffer_size=200_000, normalize_obs=b.normalize_obs,
+                     init_temperature=b.init_temperature)
+    return DeployConfig(robot=robot, safety=safety, algo=algo, transport=ZmqTransportConfig(address=address),
+                        mode="learn", episodes=0, max_episode_steps=40, status=False, seed=11)
+
+
+def make_arm(cfg: DeployConfig) -> SimulatedArm:
+    """The config's robot, which the scripted intervener needs to be a :class:`SimulatedArm`."""
+    arm = cfg.robot.make()
+    if not isinstance(arm, SimulatedArm):
+        raise TypeError(f"the learn benchmark needs robot.type=sim_arm, got {type(arm).__name__}")
+    return arm
+
+
+def record_demos(cfg: DeployConfig, episodes: int) -> Any:
+    """Scripted demonstrations (the intervener always in control), as one TransitionBatch."""
+    arm = make_arm(cfg)
+    with SafetyLayer(arm, cfg.safety) as safety:
+        dev = ScriptedDevice(PickIntervener(arm, patience=0, takeover_steps=10**6))
+        dev.connect()
+        d = Deployer(replace(cfg, mode="eval", episodes=episodes, seed=999), safety, dev,
+                     cfg.algo.build(arm.features, "cpu", 0).make_policy())
+        d.collected = []
+        rep = d.run()
+    print(f"demos: {len(d.collected)} transitions from {episodes} episodes, "
+          f"{sum(e.success for e in rep.episodes)} successful", flush=True)
+    return rows_to_batch(d.collected)
+
+
+def policy_alone(safety: SafetyLayer, cfg: DeployConfig, policy: Policy, version: int, episodes: int,
+                 deterministic: bool = True) -> dict[str, Any]:
+    """``policy`` alone on the ``EVAL_SEED`` episodes (nobody intervening): success rate and mean return."""
+    dev = ScriptedDevice()
+    dev.connect()
+    eval_cfg = replace(cfg, mode="eval", episodes=episodes, seed=EVAL_SEED, deterministic=deterministic)
+    rep = Deployer(eval_cfg, safety, dev, policy, policy_version=version).run()
+    return {"success": rep.success_rate, "mean_return": float(np.mean([e.ret for e in rep.episodes])),
+            "mean_steps": float(np.mean([e.steps for e in rep.episodes])), "version": version,
+            "deterministic": deterministic}
+
+
+def run_learning(cfg: DeployConfig, b: LearnBenchConfig, demos: Any, intervene: bool, minutes: float,
+                 run_dir: Path) -> dict[str, Any]:
+    """One HIL run of ``minutes`` training wall-clock with periodic evaluations of the policy alone."""
+    torch.manual_seed(cfg.seed)
+    learner = HILLearner(cfg, run_dir, demos=demos, publish_every=20)
+    stop, thread = learner_thread(learner)
+    arm = make_arm(cfg)
+    log: list[dict[str, Any]] = []
+    evals: list[dict[str, Any]] = []
+    name = "with intervener" if intervene else "without"
+    with SafetyLayer(arm, cfg.safety) as safety:
+        ep = learner_endpoint(learner, arm, cfg)
+        human = PickIntervener(arm, patience=b.patience, takeover_steps=b.takeover_steps, press_success=False,
+                               intervene=intervene)
+        dev = ScriptedDevice(human)
+        dev.connect()
+        d = Deployer(cfg, safety, dev, cfg.algo.build(arm.features, "cpu", 0).make_policy(), endpoint=ep)
+        d.wait_first_weights()
+        t_start, paused = time.monotonic(), 0.0
+
+        def train_wall() -> float:
+            return time.monotonic() - t_start - paused
+
+        def evaluate() -> None:
+            nonlocal paused
+            t0 = time.monotonic()
+            r = policy_alone(safety, cfg, d.policy, d.version, b.eval_episodes)
+            paused += time.monotonic() - t0
+            s = learner.stats
+            evals.append({"env_steps": d.steps, "train_wall_s": train_wall(), "updates": s.updates,
+                          "transitions": s.transitions, "eval_s": time.monotonic() - t0, **r})
+            print(f"  [{name}] {d.steps} env steps, {train_wall() / 60:.1f} min, {s.updates} updates, "
+                  f"v{d.version}: policy alone {100 * r['success']:.0f}% (return {r['mean_return']:.1f})",
+                  flush=True)
+
+        evaluate()
+        i, next_eval = 0, b.eval_every_steps
+        while train_wall() < minutes * 60:
+            if d.steps >= next_eval:
+                evaluate()
+                next_eval += b.eval_every_steps
+            e = d.run_episode(i)
+            log.append({"episode": i, "wall_s": train_wall(), "env_steps": d.steps, "success": e.success,
+                        "intervention_rate": e.intervention_rate, "steps": e.steps, "return": e.ret,
+                        "version": e.policy_version})
+            i += 1
+        evaluate()
+        rate = asdict(d.rate.stats())
+        sim = arm.sim_stats()
+        d.safety.watchdog.disarm()  # type: ignore[union-attr]
+        ep.close()
+    stop.set()
+    thread.join()
+    stats = learner.stats
+    learner.close()
+    wall = train_wall()
+    print(f"learn ({name}): {len(log)} episodes, {d.steps} env steps in {wall / 60:.1f} min of training "
+          f"({d.steps / wall:.1f} steps/s), {stats.updates} updates ({stats.updates / wall:.1f}/s), v{stats.version}, "
+          f"{stats.intervened_received} intervened steps; loop {d.rate.stats().summary()}; sim lag skips "
+          f"{sim['lag_skips']:.0f}", flush=True)
+    return {"episodes": log, "evals": evals, "learner": stats.__dict__, "train_wall_s": wall,
+            "env_steps": d.steps, "rate": rate, "sim": sim}
+
+
+def learner_endpoint(learner: HILLearner, arm: SimulatedArm, cfg: DeployConfig) -> Any:
+    """The actor's ZeroMQ endpoint to ``learner``."""
+    from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
+
+    return ZmqActorEndpoint(learner.address, 0, arm.features, ZmqSettings.from_config(cfg.transport))
+
+
+def final_policy_alone(cfg: DeployConfig, run_dir: Path, episodes: int) -> dict[str, Any]:
+    """The run's last checkpoint alone, deterministic and stochastic, on a fresh simulated arm."""
+    arm = cfg.robot.make()
+    policy, version = load_run_policy(run_dir, arm.features)
+    with SafetyLayer(arm, cfg.safety) as safety:
+        return {mode: policy_alone(safety, cfg, policy, version, episodes, deterministic=mode == "deterministic")
+                for mode in ("deterministic", "stochastic")}
+
+
+def rolling(x: list[float], k: int = 20) -> np.ndarray:
+    """Trailing mean over the last ``k`` values."""
+    a = np.asarray(x, dtype=float)
+    return np.array([a[max(0, i - k + 1):i + 1].mean() for i in range(len(a))])
+
+
+def plot(runs: dict[str, dict[str, Any]], b: LearnBenchConfig, path: Path) -> None:
+    """Policy-alone success vs env steps and training wall-clock; training success and intervention rate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for (name, run), color in zip(runs.items(), ("tab:blue", "tab:orange")):
+        ev = run["evals"]
+        steps = [e["env_steps"] / 1e3 for e in ev]
+        axes[0].plot(steps, [e["success"] for e in ev], "o-", color=color, label=f"policy alone, {name}")
+        axes[1].plot([e["train_wall_s"] / 60 for e in ev], [e["success"] for e in ev], "o-", color=color,
+                     label=f"policy alone, {name}")
+        eps = run["episodes"]
+        x = [e["env_steps"] / 1e3 for e in eps]
+        axes[2].plot(x, rolling([e["success"] for e in eps]), color=color, label=f"training success, {name}")
+        if any(e["intervention_rate"] for e in eps):
+            axes[2].plot(x, rolling([e["intervention_rate"] for e in eps]), "--", color=color,
+                         label=f"intervention rate, {name}")
+    axes[0].set_xlabel("training env steps (thousands)")
+    axes[1].set_xlabel(f"training wall-clock (min, simulator at {b.time_scale:g}x real time)")
+    axes[2].set_xlabel("training env steps (thousands)")
+    axes[0].set_ylabel(f"success, policy alone (deterministic, {b.eval_episodes} episodes)")
+    axes[1].set_ylabel("success, policy alone")
+    axes[2].set_ylabel("rate (rolling 20 episodes)")
+    for ax in axes:
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"SimulatedArm pick, HIL-SERL from {b.demos} demos (SAC + RLPD, UTD {b.utd_ratio:g}): "
+                 "the policy alone during training")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def bench_learn(b: LearnBenchConfig, out: Path) -> dict[str, Any]:
+    """Both runs from the same demos, their final policies alone, the plot and the JSON."""
+    cfg = learn_config(b)
+    demos = record_demos(cfg, b.demos)
+    runs: dict[str, dict[str, Any]] = {}
+    finals: dict[str, Any] = {}
+    plan = [("with intervener", True, b.minutes),
+            ("without", False, b.minutes if b.without_minutes is None else b.without_minutes)]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, intervene, minutes in plan:
+            if minutes <= 0:
+                continue
+            run_dir = Path(tmp) / name.replace(" ", "_")
+            runs[name] = run_learning(cfg, b, demos, intervene, minutes, run_dir)
+            finals[name] = final_policy_alone(cfg, run_dir, b.eval_episodes)
+            print(f"final policy alone ({name}): {finals[name]}", flush=True)
+            # Written after each run, so a long benchmark that is cut short keeps what it measured.
+            plot(runs, b, out / "hil_learning.png")
+            (out / "hil_learning.json").write_text(json.dumps(
+                {"config": asdict(b), "runs": runs, "final_policy_alone": finals}, indent=1, default=str))
+    return {"runs": runs, "finals": finals}
