@@ -45,8 +45,9 @@ def main() -> None:
     cfg = DeployConfig(
         robot=SimulatedArmConfig(cameras={}, reward="dense", max_step_m=0.02),
         safety=SafetyConfig(control_hz=10.0),
-        algo=SACConfig(demo_ratio=0.5, learning_starts=200, batch_size=128, utd_ratio=2.0, gamma=0.95, n_step=3,
-                       critic_layer_norm=True, buffer_size=100_000),
+        # The recipe of benchmarks/RESULTS_hil.md: normalised state and α starting at 0.01.
+        algo=SACConfig(demo_ratio=0.5, learning_starts=200, batch_size=128, utd_ratio=4.0, gamma=0.95, n_step=3,
+                       critic_layer_norm=True, buffer_size=100_000, normalize_obs=True, init_temperature=0.01),
         transport=ZmqTransportConfig(address="tcp://127.0.0.1:*"), mode="learn", episodes=0,
         max_episode_steps=40, status=not a.no_status)
 
@@ -72,7 +73,7 @@ def main() -> None:
     arm = cfg.robot.make()
     with SafetyLayer(arm, cfg.safety) as safety:
         endpoint = ZmqActorEndpoint(learner.address, 0, arm.features, ZmqSettings.from_config(cfg.transport))
-        dev = ScriptedDevice(PickIntervener(arm, patience=8, takeover_steps=30))
+        dev = ScriptedDevice(PickIntervener(arm, patience=8, takeover_steps=10))
         dev.connect()
         deployer = Deployer(cfg, safety, dev, cfg.algo.build(arm.features, "cpu", 0).make_policy(),
                             endpoint=endpoint, stop=threading.Event(), status=StatusLine(cfg.status))
