@@ -4,7 +4,7 @@ A SimulatedArm process, an actor running the deploy loop in learn mode, a learne
 127.0.0.1, and a scripted "human" that takes over when the policy stalls and presses the success key when
 it sees the cube lifted. Checked: interventions are flagged, stored in both buffers and sampled about half
 of every batch; weights flow (the actor's policy version rises); success is labelled from the key.
-That the success rate rises needs minutes of robot time: benchmarks/hil_bench.py measures it.
+That the policy's own success rate rises is tests/test_hil_policy_learns.py (benchmarks/hil_learn.py at real time).
 """
 
 from __future__ import annotations

@@ -1,0 +1,108 @@
+"""End-to-end: in the HIL-SERL workflow on the SimulatedArm, the policy's own success rate rises.
+
+The workflow of ``test_hil_serl_e2e.py`` (a SimulatedArm process, the deploy loop in learn mode, a learner
+over ZeroMQ, the scripted intervener), with scripted demonstrations in the learner's demo buffer and
+deploy's default SAC recipe. The policy is evaluated *alone* (deterministic, nobody intervening, seeded
+episodes) before training and after the learner has run a fixed number of updates; its success must rise
+from none to most. The simulator runs 4× faster than real time (``time_scale``) so that this takes about a
+minute; the learner's update count, not the wall clock, decides when training stops, so a slow machine
+trains as much as a fast one. ``benchmarks/hil_learn.py`` measures the same at real time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+
+import pytest
+
+pytest.importorskip("mujoco")
+pytest.importorskip("msgpack")
+
+from robot_rl.config import ZmqTransportConfig
+from robot_rl.hardware.robot import RobotError
+from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
+from robot_rl.hardware.sim_arm import PickIntervener, SimulatedArmConfig
+from robot_rl.human_loop.deploy import DeployConfig, Deployer, rows_to_batch
+from robot_rl.human_loop.devices.scripted import ScriptedDevice
+from robot_rl.human_loop.hil_learner import HILLearner
+from robot_rl.policies.base import Policy
+from robot_rl.policies.sac import SACConfig
+from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+SCALE = 4.0  # simulated seconds per wall-clock second; the pick task runs at 10 Hz of simulated time
+UPDATES = 3000  # learner updates before the final evaluation (the benchmark: 100 % after ~1k env steps at UTD 4)
+
+
+def _config() -> DeployConfig:
+    robot = SimulatedArmConfig(cameras={}, reward="dense", max_step_m=0.02, seed=7, time_scale=SCALE,
+                               request_timeout_s=5.0)
+    safety = SafetyConfig(control_hz=10.0 * SCALE, watchdog_timeout_s=0.5, max_linear_speed=0.25 * SCALE)
+    algo = SACConfig(demo_ratio=0.5, learning_starts=200, batch_size=128, utd_ratio=4.0, gamma=0.95, n_step=3,
+                     critic_layer_norm=True, buffer_size=50_000, normalize_obs=True, init_temperature=0.01)
+    return DeployConfig(robot=robot, safety=safety, algo=algo,
+                        transport=ZmqTransportConfig(address="tcp://127.0.0.1:*", heartbeat_s=0.2),
+                        mode="learn", episodes=0, max_episode_steps=40, status=False, seed=11)
+
+
+def _policy_alone(safety: SafetyLayer, cfg: DeployConfig, policy: Policy, version: int, episodes: int) -> float:
+    dev = ScriptedDevice()  # nobody at the device: the policy acts alone
+    dev.connect()
+    eval_cfg = replace(cfg, mode="eval", episodes=episodes, seed=4242, deterministic=True)
+    return Deployer(eval_cfg, safety, dev, policy, policy_version=version).run().success_rate
+
+
+def test_policy_alone_success_rises_with_interventions_and_demos(tmp_path):
+    cfg = _config()
+    arm = cfg.robot.make()
+    try:
+        with SafetyLayer(arm, cfg.safety) as safety:
+            dev = ScriptedDevice(PickIntervener(arm, patience=0, takeover_steps=10**6))  # a demonstrator
+            dev.connect()
+            recorder = Deployer(replace(cfg, mode="eval", episodes=10, seed=999), safety, dev,
+                                cfg.algo.build(arm.features, "cpu", 0).make_policy())
+            recorder.collected = []
+            recorder.run()
+            demos = rows_to_batch(recorder.collected)
+    except RobotError as e:
+        pytest.skip(f"simulated arm could not start here: {e}")
+
+    learner = HILLearner(cfg, tmp_path / "run", demos=demos, publish_every=20)
+    stop = threading.Event()
+    thread = threading.Thread(target=learner.serve, args=(stop,), daemon=True)
+    thread.start()
+    arm = cfg.robot.make()
+    try:
+        with SafetyLayer(arm, cfg.safety) as safety:
+            endpoint = ZmqActorEndpoint(learner.address, 0, arm.features, ZmqSettings.from_config(cfg.transport))
+            human = PickIntervener(arm, patience=8, takeover_steps=10, press_success=False)
+            dev = ScriptedDevice(human)
+            dev.connect()
+            d = Deployer(cfg, safety, dev, cfg.algo.build(arm.features, "cpu", 0).make_policy(), endpoint=endpoint)
+            d.wait_first_weights()
+            before = _policy_alone(safety, cfg, d.policy, d.version, 4)
+            deadline, i, episodes = time.monotonic() + 240.0, 0, []
+            while learner.stats.updates < UPDATES and time.monotonic() < deadline:
+                episodes.append(d.run_episode(i))
+                i += 1
+            updates = learner.stats.updates
+            after = _policy_alone(safety, cfg, d.policy, d.version, 6)
+            d.safety.watchdog.disarm()  # type: ignore[union-attr]
+            endpoint.close()
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        learner.close()
+        if arm.is_connected:
+            arm.disconnect()
+
+    print(f"policy alone: {before:.0%} before, {after:.0%} after {updates} updates, {d.steps} env steps, "
+          f"{sum(e.intervened_steps for e in episodes)} intervened")
+    assert updates >= UPDATES, f"the learner ran only {updates} updates in 240 s"
+    assert any(e.intervened_steps for e in episodes), "the intervener never took over"
+    assert before <= 0.25, f"the untrained policy already succeeds ({before:.0%})"
+    assert after >= 0.5 and after > before, (
+        f"policy alone: {before:.0%} before, {after:.0%} after {updates} updates and {d.steps} env steps")
