@@ -163,3 +163,34 @@ def test_wire_arrays_are_checked():
         unpack_array({"dtype": "object", "shape": [1], "data": b"x"})
     with pytest.raises(ValueError, match="does not fit"):
         unpack_array({"dtype": "float32", "shape": [4], "data": b"\0" * 8})
+
+
+def test_disconnect_while_the_watchdog_holds_raises_nothing_in_either_thread():
+    # The watchdog thread holds the arm on its own socket; disconnect() from the control thread used to close
+    # that socket under a call ("Socket operation on non-socket" in the watchdog).
+    import threading
+
+    arm = _connect(SimulatedArmConfig(cameras={}, seed=4))
+    errors: list[BaseException] = []
+    started, done = threading.Event(), threading.Event()
+
+    def watchdog() -> None:
+        try:
+            while not done.is_set():
+                arm.hold()
+                started.set()
+        except BaseException as e:  # any error here is the failure under test
+            errors.append(e)
+        finally:
+            started.set()
+
+    t = threading.Thread(target=watchdog, daemon=True)
+    t.start()
+    assert started.wait(10.0)
+    arm.disconnect()
+    time.sleep(0.05)  # holds after the disconnect must be no-ops, not errors
+    done.set()
+    t.join(10.0)
+    assert not t.is_alive() and errors == []
+    with pytest.raises(NotConnectedError):
+        arm.observe()

@@ -203,9 +203,13 @@ class SimulatedArm(Robot):
             log.warning("simulated arm: %s", e)
         finally:
             self._connected = False
-            for s in self._socks.values():
-                s.close(0)
-            self._socks.clear()
+            # The watchdog thread may be mid-``hold`` on its own socket: close each socket under its channel's
+            # lock, between calls (closing it under a call raised ZMQ's "Socket operation on non-socket").
+            for channel, lock in self._locks.items():
+                with lock:
+                    sock = self._socks.pop(channel, None)
+                    if sock is not None:
+                        sock.close(0)
             if self.process is not None:
                 try:
                     self.process.wait(timeout=5.0)
@@ -235,10 +239,10 @@ class SimulatedArm(Robot):
         """One request/reply; ``hold`` uses its own socket so a stuck control call never delays it."""
         import msgpack
 
-        if not self._connected:
-            raise NotConnectedError(f"SimulatedArm.{op} before connect()")
         timeout = self.config.request_timeout_s if timeout_s is None else timeout_s
         with self._locks[channel]:
+            if not self._connected:  # checked under the lock: disconnect() closes sockets under it
+                raise NotConnectedError(f"SimulatedArm.{op} before connect() (or after disconnect())")
             sock = self._socket(channel)
             sock.send(msgpack.packb({"op": op, **kw}, use_bin_type=True))
             if not sock.poll(int(timeout * 1e3)):
@@ -297,9 +301,15 @@ class SimulatedArm(Robot):
         self._call("command", target=pack_array(np.asarray(target, np.float64)), gripper=float(gripper))
 
     def hold(self) -> None:
-        """Brake where the arm is (own socket and lock: callable from the watchdog thread)."""
+        """Brake where the arm is (own socket and lock: callable from the watchdog thread).
+
+        A hold that races :meth:`disconnect` does nothing: disconnecting holds the arm itself.
+        """
         if self._connected:
-            self._call("hold", channel="hold")
+            try:
+                self._call("hold", channel="hold")
+            except NotConnectedError:
+                pass
 
     def emergency_stop_command(self) -> Any:
         """A picklable ``hold`` for :class:`~robot_rl.hardware.estop.EStopGuard` (after :meth:`connect`)."""
