@@ -29,7 +29,6 @@ import platform
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -50,13 +49,6 @@ from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 OUT = Path(__file__).parent
 
 
-def _learner_thread(learner: HILLearner) -> tuple[threading.Event, threading.Thread]:
-    stop = threading.Event()
-    t = threading.Thread(target=learner.serve, args=(stop,), daemon=True)
-    t.start()
-    return stop, t
-
-
 # ---- 1. loop period ------------------------------------------------------------------------------
 
 def bench_loop(seconds: float) -> list[dict[str, Any]]:
@@ -70,9 +62,8 @@ def bench_loop(seconds: float) -> list[dict[str, Any]]:
                            episodes=1, max_episode_steps=int(seconds * hz), status=False)
         with tempfile.TemporaryDirectory() as tmp:
             learner = HILLearner(cfg, Path(tmp))
-            stop, thread = _learner_thread(learner)
             arm = robot.make()
-            with SafetyLayer(arm, cfg.safety) as safety:
+            with learner.serving(), SafetyLayer(arm, cfg.safety) as safety:
                 ep = ZmqActorEndpoint(learner.address, 0, arm.features, ZmqSettings.from_config(cfg.transport))
                 dev = ScriptedDevice()
                 dev.connect()
@@ -81,10 +72,7 @@ def bench_loop(seconds: float) -> list[dict[str, Any]]:
                 body = tick_costs(d, safety, 100)
                 time.sleep(0.5)
                 ep.close()
-            stop.set()
-            thread.join()
             received = learner.stats.transitions
-            learner.close()
         s = rep.rate
         period = 1.0 / hz
         row = {"hz": hz, "ticks": s.ticks, "p50_ms": s.p50_s * 1e3, "p99_ms": s.p99_s * 1e3, "max_ms": s.max_s * 1e3,

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import json
 import tempfile
-import threading
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +28,10 @@ import torch
 from robot_rl.config import ZmqTransportConfig
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.sim_arm import PickIntervener, SimulatedArm, SimulatedArmConfig
-from robot_rl.human_loop.deploy import DeployConfig, Deployer, load_run_policy, rows_to_batch
+from robot_rl.human_loop.deploy import DeployConfig, Deployer, load_run_policy
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
 from robot_rl.human_loop.hil_learner import HILLearner
+from robot_rl.human_loop.scripted_runs import record_device_demos, run_policy_alone
 from robot_rl.policies.base import Policy
 from robot_rl.policies.sac import SACConfig
 
@@ -39,14 +39,6 @@ from robot_rl.policies.sac import SACConfig
 SIM_HZ = 10.0
 #: Seed of the evaluation episodes (the training episodes use the config's seed).
 EVAL_SEED = 4242
-
-
-def learner_thread(learner: HILLearner) -> tuple[threading.Event, threading.Thread]:
-    """Serve ``learner`` in a daemon thread until the returned event is set."""
-    stop = threading.Event()
-    t = threading.Thread(target=learner.serve, args=(stop,), daemon=True)
-    t.start()
-    return stop, t
 
 
 @dataclass
@@ -107,22 +99,16 @@ def record_demos(cfg: DeployConfig, episodes: int) -> Any:
     with SafetyLayer(arm, cfg.safety) as safety:
         dev = ScriptedDevice(PickIntervener(arm, patience=0, takeover_steps=10**6))
         dev.connect()
-        d = Deployer(replace(cfg, mode="eval", episodes=episodes, seed=999), safety, dev,
-                     cfg.algo.build(arm.features, "cpu", 0).make_policy())
-        d.collected = []
-        rep = d.run()
-    print(f"demos: {len(d.collected)} transitions from {episodes} episodes, "
+        demos, rep = record_device_demos(safety, cfg, dev, episodes, seed=999)
+    print(f"demos: {len(demos)} transitions from {episodes} episodes, "
           f"{sum(e.success for e in rep.episodes)} successful", flush=True)
-    return rows_to_batch(d.collected)
+    return demos
 
 
 def policy_alone(safety: SafetyLayer, cfg: DeployConfig, policy: Policy, version: int, episodes: int,
                  deterministic: bool = True) -> dict[str, Any]:
     """``policy`` alone on the ``EVAL_SEED`` episodes (nobody intervening): success rate and mean return."""
-    dev = ScriptedDevice()
-    dev.connect()
-    eval_cfg = replace(cfg, mode="eval", episodes=episodes, seed=EVAL_SEED, deterministic=deterministic)
-    rep = Deployer(eval_cfg, safety, dev, policy, policy_version=version).run()
+    rep = run_policy_alone(safety, cfg, policy, version, episodes, EVAL_SEED, deterministic)
     return {"success": rep.success_rate, "mean_return": float(np.mean([e.ret for e in rep.episodes])),
             "mean_steps": float(np.mean([e.steps for e in rep.episodes])), "version": version,
             "deterministic": deterministic}
@@ -133,12 +119,11 @@ def run_learning(cfg: DeployConfig, b: LearnBenchConfig, demos: Any, intervene: 
     """One HIL run of ``minutes`` training wall-clock with periodic evaluations of the policy alone."""
     torch.manual_seed(cfg.seed)
     learner = HILLearner(cfg, run_dir, demos=demos, publish_every=20)
-    stop, thread = learner_thread(learner)
     arm = make_arm(cfg)
     log: list[dict[str, Any]] = []
     evals: list[dict[str, Any]] = []
     name = "with intervener" if intervene else "without"
-    with SafetyLayer(arm, cfg.safety) as safety:
+    with learner.serving(), SafetyLayer(arm, cfg.safety) as safety:
         ep = learner_endpoint(learner, arm, cfg)
         human = PickIntervener(arm, patience=b.patience, takeover_steps=b.takeover_steps, press_success=False,
                                intervene=intervene)
@@ -179,10 +164,7 @@ def run_learning(cfg: DeployConfig, b: LearnBenchConfig, demos: Any, intervene: 
         sim = arm.sim_stats()
         d.safety.watchdog.disarm()  # type: ignore[union-attr]
         ep.close()
-    stop.set()
-    thread.join()
     stats = learner.stats
-    learner.close()
     wall = train_wall()
     print(f"learn ({name}): {len(log)} episodes, {d.steps} env steps in {wall / 60:.1f} min of training "
           f"({d.steps / wall:.1f} steps/s), {stats.updates} updates ({stats.updates / wall:.1f}/s), v{stats.version}, "

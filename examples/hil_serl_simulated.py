@@ -25,9 +25,10 @@ from pathlib import Path
 from robot_rl.config import ZmqTransportConfig
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.sim_arm import PickIntervener, SimulatedArmConfig
-from robot_rl.human_loop.deploy import DeployConfig, Deployer, load_run_policy, rows_to_batch
+from robot_rl.human_loop.deploy import DeployConfig, Deployer, load_run_policy
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
 from robot_rl.human_loop.hil_learner import HILLearner
+from robot_rl.human_loop.scripted_runs import record_device_demos, run_policy_alone
 from robot_rl.human_loop.status import StatusLine
 from robot_rl.policies.sac import SACConfig
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
@@ -54,24 +55,17 @@ def main() -> None:
     # 1. demonstrations
     arm = cfg.robot.make()
     with SafetyLayer(arm, cfg.safety) as safety:
-        demo_cfg = DeployConfig(**{**cfg.__dict__, "mode": "eval", "episodes": 10, "status": False})
         dev = ScriptedDevice(PickIntervener(arm, patience=0, takeover_steps=10**6))
         dev.connect()
-        recorder = Deployer(demo_cfg, safety, dev, cfg.algo.build(arm.features, "cpu", 0).make_policy())
-        recorder.collected = []
-        recorder.run()
-    demos = rows_to_batch(recorder.collected)
+        demos, _ = record_device_demos(safety, cfg, dev, 10, seed=cfg.seed)
     print(f"recorded {len(demos)} demo transitions")
 
     # 2. the learner
     learner = HILLearner(cfg, run_dir, demos=demos)
-    stop = threading.Event()
-    thread = threading.Thread(target=learner.serve, args=(stop,), daemon=True)
-    thread.start()
 
     # 3. the actor with a scripted human
     arm = cfg.robot.make()
-    with SafetyLayer(arm, cfg.safety) as safety:
+    with learner.serving(), SafetyLayer(arm, cfg.safety) as safety:
         endpoint = ZmqActorEndpoint(learner.address, 0, arm.features, ZmqSettings.from_config(cfg.transport))
         dev = ScriptedDevice(PickIntervener(arm, patience=8, takeover_steps=10))
         dev.connect()
@@ -83,9 +77,6 @@ def main() -> None:
         timer.cancel()
         time.sleep(1.0)  # let the last chunks be acknowledged
         endpoint.close()
-    stop.set()
-    thread.join()
-    learner.close()
     rates = [e.intervention_rate for e in report.episodes]
     print(f"learning: {len(report.episodes)} episodes, success {report.success_rate:.0%}, intervention rate "
           f"first 10 {sum(rates[:10]) / max(len(rates[:10]), 1):.0%} -> last 10 "
@@ -96,10 +87,7 @@ def main() -> None:
     arm = cfg.robot.make()
     policy, version = load_run_policy(run_dir, arm.features)
     with SafetyLayer(arm, cfg.safety) as safety:
-        dev = ScriptedDevice()
-        dev.connect()
-        eval_cfg = DeployConfig(**{**cfg.__dict__, "mode": "eval", "episodes": 10, "status": False})
-        result = Deployer(eval_cfg, safety, dev, policy, policy_version=version).run()
+        result = run_policy_alone(safety, cfg, policy, version, 10, seed=cfg.seed)
     print(f"final policy v{version} alone: success {result.success_rate:.0%} over 10 episodes; run in {run_dir}")
 
 

@@ -11,9 +11,7 @@ trains as much as a fast one. ``benchmarks/hil_learn.py`` measures the same at r
 
 from __future__ import annotations
 
-import threading
 import time
-from dataclasses import replace
 
 import pytest
 
@@ -24,10 +22,10 @@ from robot_rl.config import ZmqTransportConfig
 from robot_rl.hardware.robot import RobotError
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.sim_arm import PickIntervener, SimulatedArmConfig
-from robot_rl.human_loop.deploy import DeployConfig, Deployer, rows_to_batch
+from robot_rl.human_loop.deploy import DeployConfig, Deployer
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
 from robot_rl.human_loop.hil_learner import HILLearner
-from robot_rl.policies.base import Policy
+from robot_rl.human_loop.scripted_runs import record_device_demos, run_policy_alone
 from robot_rl.policies.sac import SACConfig
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
@@ -48,13 +46,6 @@ def _config() -> DeployConfig:
                         mode="learn", episodes=0, max_episode_steps=40, status=False, seed=11)
 
 
-def _policy_alone(safety: SafetyLayer, cfg: DeployConfig, policy: Policy, version: int, episodes: int) -> float:
-    dev = ScriptedDevice()  # nobody at the device: the policy acts alone
-    dev.connect()
-    eval_cfg = replace(cfg, mode="eval", episodes=episodes, seed=4242, deterministic=True)
-    return Deployer(eval_cfg, safety, dev, policy, policy_version=version).run().success_rate
-
-
 def test_policy_alone_success_rises_with_interventions_and_demos(tmp_path):
     cfg = _config()
     arm = cfg.robot.make()
@@ -62,40 +53,30 @@ def test_policy_alone_success_rises_with_interventions_and_demos(tmp_path):
         with SafetyLayer(arm, cfg.safety) as safety:
             dev = ScriptedDevice(PickIntervener(arm, patience=0, takeover_steps=10**6))  # a demonstrator
             dev.connect()
-            recorder = Deployer(replace(cfg, mode="eval", episodes=10, seed=999), safety, dev,
-                                cfg.algo.build(arm.features, "cpu", 0).make_policy())
-            recorder.collected = []
-            recorder.run()
-            demos = rows_to_batch(recorder.collected)
+            demos, _ = record_device_demos(safety, cfg, dev, 10, seed=999)
     except RobotError as e:
         pytest.skip(f"simulated arm could not start here: {e}")
 
     learner = HILLearner(cfg, tmp_path / "run", demos=demos, publish_every=20)
-    stop = threading.Event()
-    thread = threading.Thread(target=learner.serve, args=(stop,), daemon=True)
-    thread.start()
     arm = cfg.robot.make()
     try:
-        with SafetyLayer(arm, cfg.safety) as safety:
+        with learner.serving(), SafetyLayer(arm, cfg.safety) as safety:
             endpoint = ZmqActorEndpoint(learner.address, 0, arm.features, ZmqSettings.from_config(cfg.transport))
             human = PickIntervener(arm, patience=8, takeover_steps=10, press_success=False)
             dev = ScriptedDevice(human)
             dev.connect()
             d = Deployer(cfg, safety, dev, cfg.algo.build(arm.features, "cpu", 0).make_policy(), endpoint=endpoint)
             d.wait_first_weights()
-            before = _policy_alone(safety, cfg, d.policy, d.version, 4)
+            before = run_policy_alone(safety, cfg, d.policy, d.version, 4, seed=4242).success_rate
             deadline, i, episodes = time.monotonic() + 240.0, 0, []
             while learner.stats.updates < UPDATES and time.monotonic() < deadline:
                 episodes.append(d.run_episode(i))
                 i += 1
             updates = learner.stats.updates
-            after = _policy_alone(safety, cfg, d.policy, d.version, 6)
+            after = run_policy_alone(safety, cfg, d.policy, d.version, 6, seed=4242).success_rate
             d.safety.watchdog.disarm()  # type: ignore[union-attr]
             endpoint.close()
     finally:
-        stop.set()
-        thread.join(timeout=30)
-        learner.close()
         if arm.is_connected:
             arm.disconnect()
 

@@ -39,32 +39,27 @@ def test_hil_serl_workflow_on_the_simulated_arm(tmp_path):
         transport=ZmqTransportConfig(address="tcp://127.0.0.1:*", heartbeat_s=0.2),
         mode="learn", episodes=6, max_episode_steps=45, send_every=4, reward_source="keys", status=False)
     learner = HILLearner(cfg, tmp_path / "run", publish_every=5)
-    stop = threading.Event()
-    thread = threading.Thread(target=learner.serve, args=(stop,), daemon=True)
-    thread.start()
     arm = cfg.robot.make()
     try:
-        safety = SafetyLayer(arm, cfg.safety)
-        try:
-            safety.connect()
-        except RobotError as e:
-            pytest.skip(f"simulated arm could not start here: {e}")
-        endpoint = ZmqActorEndpoint(learner.address, 0, arm.features, ZmqSettings.from_config(cfg.transport))
-        human = PickIntervener(arm, patience=6, takeover_steps=45)
-        device = ScriptedDevice(human)
-        device.connect()
-        deployer = Deployer(cfg, safety, device, cfg.algo.build(arm.features, "cpu", 0).make_policy(),
-                            endpoint=endpoint)
-        report = deployer.run()
-        deadline = time.monotonic() + 10.0
-        while endpoint.unacked() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        endpoint.close()
-        safety.close()
+        with learner.serving():
+            safety = SafetyLayer(arm, cfg.safety)
+            try:
+                safety.connect()
+            except RobotError as e:
+                pytest.skip(f"simulated arm could not start here: {e}")
+            endpoint = ZmqActorEndpoint(learner.address, 0, arm.features, ZmqSettings.from_config(cfg.transport))
+            human = PickIntervener(arm, patience=6, takeover_steps=45)
+            device = ScriptedDevice(human)
+            device.connect()
+            deployer = Deployer(cfg, safety, device, cfg.algo.build(arm.features, "cpu", 0).make_policy(),
+                                endpoint=endpoint)
+            report = deployer.run()
+            deadline = time.monotonic() + 10.0
+            while endpoint.unacked() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            endpoint.close()
+            safety.close()
     finally:
-        stop.set()
-        thread.join(timeout=30)
-        learner.close()
         if arm.is_connected:
             arm.disconnect()
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,3 +154,20 @@ class HILLearner:
     def close(self) -> None:
         """Close the endpoint."""
         self.endpoint.close()
+
+    @contextmanager
+    def serving(self) -> Iterator[HILLearner]:
+        """Learn in a daemon thread for the ``with`` block; on exit stop it (it checkpoints) and close.
+
+        The way to run the learner beside a deploy loop in one process (tests, benchmarks, examples);
+        ``robot-rl deploy --role learner`` runs :meth:`serve` in its own process instead.
+        """
+        stop = threading.Event()
+        thread = threading.Thread(target=self.serve, args=(stop,), daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join(timeout=30)
+            self.close()
