@@ -393,6 +393,9 @@ def main() -> None:
     p.add_argument("--sft-steps", type=int, default=3000)
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--horizon", type=int, default=8)
+    p.add_argument("--sft-lr", type=float, default=FlowSFTConfig.lr)
+    p.add_argument("--keypoint-gain", type=float, default=FlowVLAConfig.keypoint_gain,
+                   help="initial inverse temperature of the spatial-softmax keypoints")
     p.add_argument("--execute", type=int, default=4, help="chunk steps executed per chunk (receding horizon)")
     p.add_argument("--eval-episodes", type=int, default=100)
     p.add_argument("--latency-repeats", type=int, default=50)
@@ -475,8 +478,8 @@ def main() -> None:
     expert = success_of(demonstrator(eval_env), eval_env, args.eval_episodes)
     rand = success_of(RandomPolicy(eval_env.num_envs), eval_env, args.eval_episodes)
 
-    pcfg = FlowVLAConfig(horizon=args.horizon, num_steps=10)
-    sft_cfg = FlowSFTConfig(policy=pcfg, steps=args.sft_steps, eval_every=max(args.sft_steps // 4, 1),
+    pcfg = FlowVLAConfig(horizon=args.horizon, num_steps=10, keypoint_gain=args.keypoint_gain)
+    sft_cfg = FlowSFTConfig(policy=pcfg, steps=args.sft_steps, lr=args.sft_lr, eval_every=max(args.sft_steps // 4, 1),
                             eval_episodes=args.eval_episodes, executor=ChunkExecutorConfig(execute_steps=args.execute))
     sft = train_sft(sft_cfg, work / "demos", task, work / "sft")
     ens = evaluate_policy(sft.policy, eval_env, args.eval_episodes, ChunkExecutorConfig(mode="ensemble"), seed=31)

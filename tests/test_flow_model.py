@@ -177,3 +177,30 @@ def test_chunk_dataset_pads_masks_and_rejects_a_horizon_mismatch() -> None:
     assert data.mask.tolist() == [[1, 1], [1, 1], [1, 0]]
     with pytest.raises(SpecMismatchError, match="action chunks have horizon 5, the policy's is 2"):
         chunk_dataset([episode(np.zeros((t, 5, 1), np.float32))], spec, horizon=2)
+
+
+def test_keypoint_gain_sharpens_a_small_object_towards_its_true_position() -> None:
+    from robot_rl.policies.flow.model import SpatialSoftmaxCamera
+
+    # A 3x3 red blob on grey in a 48x48 image; one conv layer that responds to "redness" only.
+    image = torch.full((1, 48, 48, 3), 128, dtype=torch.uint8)
+    image[0, 35:38, 39:42] = torch.tensor([225, 30, 30], dtype=torch.uint8)
+    keypoints = {}
+    for gain in (1.0, 30.0):
+        cam = SpatialSoftmaxCamera((48, 48, 3), features=4, channels=1, num_layers=1, gain=gain)
+        with torch.no_grad():
+            cam.convs[0].weight.zero_()
+            cam.convs[0].weight[0, :, 1, 1] = torch.tensor([1.0, -1.0, -1.0])
+            cam.convs[0].bias.zero_()
+        x = cam.convs(image.permute(0, 3, 1, 2).float() / 255.0 - 0.5)
+        attn = torch.softmax(x.flatten(2) * cam.log_gain.exp(), dim=-1)
+        keypoints[gain] = ((attn * cam.grid_x).sum().item(), (attn * cam.grid_y).sum().item())
+        assert cam.log_gain.requires_grad  # learned with the rest of the encoder
+    # The blob's centre (pixel 40, 36 of 48) in the map's [-1, 1] coordinates.
+    true_x, true_y = 2 * 20 / 23 - 1, 2 * 18 / 23 - 1
+    low, high = keypoints[1.0], keypoints[30.0]
+    # At gain 1 the ~570 background cells of the 24x24 map pull the keypoint most of the way to the centre.
+    assert abs(low[0]) < 0.5 * true_x and abs(low[1]) < 0.5 * true_y
+    assert abs(high[0] - true_x) < 0.1 and abs(high[1] - true_y) < 0.1
+    with pytest.raises(ValueError, match="keypoint_gain"):
+        SpatialSoftmaxCamera((48, 48, 3), features=4, channels=1, num_layers=1, gain=0.0)

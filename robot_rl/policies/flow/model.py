@@ -60,6 +60,10 @@ class FlowVLAConfig:
     """Channels of each camera's conv layers."""
     cnn_layers: int = 3
     """Conv layers per camera."""
+    keypoint_gain: float = 1.0
+    """``spatial_softmax``: initial inverse temperature of each keypoint softmax (a learned per-channel
+    parameter). A small object covers a few of the map's hundreds of pixels, so at a low gain its keypoint
+    is pulled towards the image centre by the background's share of the softmax."""
     camera_encoder: Literal["spatial_softmax", "conv", "resnet18"] = "spatial_softmax"
     """``spatial_softmax``: conv maps → expected (x, y) per channel (keypoints, Levine et al. 2016), which
     localises objects from few demos; ``conv``: the DrQ-style encoder of ``policies/modules/cnn.py``;
@@ -118,8 +122,11 @@ class SpatialSoftmaxCamera(nn.Module):
     grid_x: torch.Tensor
     grid_y: torch.Tensor
 
-    def __init__(self, image_shape: tuple[int, ...], features: int, channels: int, num_layers: int) -> None:
+    def __init__(self, image_shape: tuple[int, ...], features: int, channels: int, num_layers: int,
+                 gain: float = 1.0) -> None:
         super().__init__()
+        if gain <= 0:
+            raise ValueError(f"keypoint_gain must be > 0, got {gain}")
         h, w, c = image_shape
         layers: list[nn.Module] = [nn.Conv2d(c, channels, 3, stride=2, padding=1), nn.ReLU()]
         for _ in range(num_layers - 1):
@@ -129,11 +136,13 @@ class SpatialSoftmaxCamera(nn.Module):
         self.register_buffer("grid_x", torch.linspace(-1, 1, ww).repeat(hh), persistent=False)
         self.register_buffer("grid_y", torch.linspace(-1, 1, hh).repeat_interleave(ww), persistent=False)
         self.projection = nn.Sequential(nn.Linear(2 * channels, features), nn.GELU())
+        # Log-parameterised so the gain stays positive and can grow by orders of magnitude under Adam.
+        self.log_gain = nn.Parameter(torch.full((channels, 1), math.log(gain)))
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """``[N, H, W, C]`` → ``[N, features]``."""
         x = self.convs(images.permute(0, 3, 1, 2).float() / 255.0 - 0.5)
-        attn = torch.softmax(x.flatten(2), dim=-1)  # [N, C, H·W]
+        attn = torch.softmax(x.flatten(2) * self.log_gain.exp(), dim=-1)  # [N, C, H·W]
         kx = (attn * self.grid_x).sum(-1)
         ky = (attn * self.grid_y).sum(-1)
         return self.projection(torch.cat([kx, ky], dim=-1))
@@ -142,12 +151,13 @@ class SpatialSoftmaxCamera(nn.Module):
 class SpatialSoftmaxCameras(nn.Module):
     """Several cameras with :class:`SpatialSoftmaxCamera` each → concatenated features (sorted keys)."""
 
-    def __init__(self, image_shapes: dict[str, tuple[int, ...]], features: int, channels: int, num_layers: int
-                 ) -> None:
+    def __init__(self, image_shapes: dict[str, tuple[int, ...]], features: int, channels: int, num_layers: int,
+                 gain: float = 1.0) -> None:
         super().__init__()
         self.keys = sorted(image_shapes)
         self.cameras = nn.ModuleDict({k.replace(".", "_"): SpatialSoftmaxCamera(image_shapes[k], features, channels,
-                                                                                num_layers) for k in self.keys})
+                                                                                num_layers, gain)
+                                      for k in self.keys})
         self.out_dim = features * len(self.keys)
 
     def forward(self, images: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -202,7 +212,8 @@ class VLAEncoder(nn.Module):
             elif cfg.camera_encoder == "resnet18":
                 self.cameras = ResNetCameras(shapes, cfg.image_features)
             else:
-                self.cameras = SpatialSoftmaxCameras(shapes, cfg.image_features, cfg.cnn_channels, cfg.cnn_layers)
+                self.cameras = SpatialSoftmaxCameras(shapes, cfg.image_features, cfg.cnn_channels, cfg.cnn_layers,
+                                                     cfg.keypoint_gain)
             dim += self.cameras.out_dim
             if cfg.pretrained_path:
                 for backbone in self.backbones():
