@@ -250,3 +250,18 @@ def test_device_placement_cpu_and_cuda():
     assert env.sim.params.use_gpu_pipeline and env.dof_state.device.type == "cuda"
     res = env.step(torch.zeros(4, 1, device="cuda"))
     assert res.obs["state"].device.type == "cuda" and res.reward.device.type == "cuda"
+
+
+def test_actuator_gain_set_params_scales_the_force_the_sim_receives():
+    env = cartpole(num_envs=2)
+    env.reset()
+    env.set_params("dof_damping", torch.zeros(2, 2))
+    gain = torch.tensor([[1.0], [0.25]])  # multiplies the action: env 1 pushes with a quarter of the 20 N
+    env.set_params("actuator_gain", gain)
+    gain[1, 0] = 4.0  # the caller's tensor is copied: a later edit must not leak into the sim
+    env.dof_pos[:] = 0.0
+    env.dof_vel[:] = 0.0
+    push_state(env)
+    xd = env.step(torch.tensor([[1.0], [1.0]])).obs["state"][:, 1]
+    assert xd[0].item() == pytest.approx(20.0 / 30.0, rel=1e-4)
+    assert xd[1].item() == pytest.approx(5.0 / 30.0, rel=1e-4)

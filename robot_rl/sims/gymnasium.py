@@ -218,7 +218,7 @@ class GymnasiumVecEnv(VecEnv):
         self._length = np.zeros(self.num_envs, np.int64)
 
     def _to_torch(self, obs: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-        return {k: torch.as_tensor(v).to(self.device) for k, v in obs.items()}
+        return {k: torch.as_tensor(v, device=self.device) for k, v in obs.items()}
 
     def _to_obs(self, x: Any) -> dict[str, torch.Tensor]:
         return self._to_torch(self._layout.convert(x, self.num_envs))
@@ -241,28 +241,34 @@ class GymnasiumVecEnv(VecEnv):
             a = a * self._rescale[0] + self._rescale[1]
         obs, reward, terminated, truncated, info = self.vec.step(a.astype(self.vec.single_action_space.dtype))
         done = terminated | truncated
+        any_done = bool(done.any())
         self._return += reward
         self._length += 1
         next_obs = self._layout.convert(obs, self.num_envs)
         final_obs = {k: v.copy() for k, v in next_obs.items()}
-        if done.any():
+        if any_done:
             rows = np.flatnonzero(info["_final_obs"]) if "_final_obs" in info else np.flatnonzero(done)
             for i in rows:
                 # info["final_obs"] is an object array of single (unbatched) observations.
                 for k, v in self._layout.convert(_batch_of_one(info["final_obs"][i]), 1).items():
                     final_obs[k][i] = v[0]
         success = self._success(info, done)
-        ep_return = np.where(done, self._return, 0.0).astype(np.float32)
-        ep_length = np.where(done, self._length, 0)
-        self._return[done] = 0
-        self._length[done] = 0
+        if any_done:
+            ep_return = np.where(done, self._return, 0.0).astype(np.float32)
+            ep_length = np.where(done, self._length, 0)
+            self._return[done] = 0
+            self._length[done] = 0
+        else:  # most steps: skip the masked writes (this bookkeeping is much of a cheap env's overhead)
+            ep_return = np.zeros(self.num_envs, np.float32)
+            ep_length = np.zeros(self.num_envs, np.int64)
         out_info = {"final_obs": self._to_torch(final_obs),
                     "success": torch.as_tensor(success, device=self.device),
                     "episode_return": torch.as_tensor(ep_return, device=self.device),
                     "episode_length": torch.as_tensor(ep_length, device=self.device)}
-        return StepResult(self._to_torch(next_obs), torch.as_tensor(reward, dtype=torch.float32).to(self.device),
-                          torch.as_tensor(terminated, dtype=torch.bool).to(self.device),
-                          torch.as_tensor(truncated, dtype=torch.bool).to(self.device), out_info)
+        dev = self.device
+        return StepResult(self._to_torch(next_obs), torch.as_tensor(reward, dtype=torch.float32, device=dev),
+                          torch.as_tensor(terminated, dtype=torch.bool, device=dev),
+                          torch.as_tensor(truncated, dtype=torch.bool, device=dev), out_info)
 
     def _success(self, info: dict[str, Any], done: np.ndarray) -> np.ndarray:
         # SAME_STEP puts the finished episode's last info under "final_info" (the top level then

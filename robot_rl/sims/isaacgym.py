@@ -265,6 +265,8 @@ class IsaacGymTask(VecEnv):
         self.episode_return = torch.zeros(self.num_envs, device=self.device)
         self.episode_length = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
         self._params = self._read_params()
+        # On the env's device once, not per step: with the GPU pipeline that is a host copy a step.
+        self._gain = self._params["actuator_gain"].to(self.device)
         self.spec = self._make_spec()
 
     # ---- construction -------------------------------------------------------------------------
@@ -355,8 +357,7 @@ class IsaacGymTask(VecEnv):
     def step(self, action: torch.Tensor) -> StepResult:
         """Apply ``action`` ``[N, A]`` for ``decimation`` physics steps; same-step auto-reset."""
         action = check_action(action.to(self.device), self.spec, self.num_envs)
-        gain = self._params["actuator_gain"].to(self.device)
-        self._apply_action(action * gain)
+        self._apply_action(action * self._gain)
         for _ in range(self.cfg.decimation):
             self.gym.simulate(self.sim)
             self.gym.fetch_results(self.sim, True)
@@ -452,6 +453,8 @@ class IsaacGymTask(VecEnv):
                     s.friction = f
                 gym.set_actor_rigid_shape_properties(env, actor, shapes)
         self._params[name] = new.clone()
+        if name == "actuator_gain":
+            self._gain = self._params[name].to(self.device)
 
 
 class CartpoleTask(IsaacGymTask):
