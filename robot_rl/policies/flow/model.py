@@ -60,7 +60,7 @@ class FlowVLAConfig:
     """Channels of each camera's conv layers."""
     cnn_layers: int = 3
     """Conv layers per camera."""
-    keypoint_gain: float = 1.0
+    keypoint_gain: float = 10.0
     """``spatial_softmax``: initial inverse temperature of each keypoint softmax (a learned per-channel
     parameter). A small object covers a few of the map's hundreds of pixels, so at a low gain its keypoint
     is pulled towards the image centre by the background's share of the softmax."""
