@@ -6,7 +6,8 @@ integrator and step count, against the time the chunk lasts on the robot at ``--
 
 ``--methods flow_ppo,dsrl,hiors,sft_more`` fine-tunes the SFT checkpoint with each method on the chunk
 env (``--execute`` of each ``H``-chunk per step) and records success (100 episodes, deterministic
-chunks) and the KL to the SFT policy against env steps and wall-clock (``metrics.flow_chain_kl``; for
+chunks; for flow_ppo and hiors also the sampled policy, ``success_stochastic``) and the KL to the SFT
+policy against env steps and wall-clock (``metrics.flow_chain_kl``; for
 DSRL the KL of its noise policy to N(0, I), an upper bound of the chunk KL). ``sft_more`` is the
 control for Hi-ORS: as many further gradient steps on the demos alone. The start of each curve is the
 SFT policy measured in the same run. Writes JSON to ``--out`` and a PNG plot (``--plot``).
@@ -134,11 +135,11 @@ def run_onpolicy(name: str, algo_cfg: FlowPPOConfig | HiORSConfig, sft: FlowVLAP
                  ) -> list[dict[str, float]]:
     """Flow-Noise PPO or Hi-ORS from the SFT checkpoint, driven like the on-policy loop; per-evaluation rows."""
     h = sft.cfg.horizon
-    env = chunk_task(args, h, args.rl_envs).make("cpu", 11)
+    env = chunk_task(args, h, args.rl_envs).make("cpu", 11 + 1000 * args.rl_seed)
     eval_env = chunk_task(args, h, 25).make("cpu", 12)
     kl_obs = {k: v[:16] for k, v in eval_env.reset(seed=5).items()}
     gen = torch.Generator().manual_seed(0)
-    algo = algo_cfg.build(env.spec, "cpu", 0)
+    algo = algo_cfg.build(env.spec, "cpu", args.rl_seed)
     policy = algo.make_policy()
     storage = algo.make_storage(env.num_envs)
     curve = Curve(name)
@@ -150,9 +151,13 @@ def run_onpolicy(name: str, algo_cfg: FlowPPOConfig | HiORSConfig, sft: FlowVLAP
         last = it == args.rl_iters or time.monotonic() > deadline
         if it % args.rl_eval_every == 0 or last:
             succ = eval_chunks(lambda o: algo.policy.act(o, True)[0], eval_env, args.eval_episodes)
+            # The sampling policy (x0 ~ N(0, I), Flow-Noise on) on the same episodes. Not the success of the
+            # training rollouts: in a window of steps, short (successful) episodes finish more often.
+            stats["success_stochastic"] = eval_chunks(lambda o: algo.policy.act(o, False)[0], eval_env,
+                                                      args.eval_episodes)
             curve.add(steps, succ, flow_chain_kl(algo.policy, sft, kl_obs, generator=gen), iter=it,
                       **{k: v for k, v in stats.items() if k in ("kl_coef", "noise_std", "clip_fraction", "accept_rate",
-                                                                 "buffer_rows")})
+                                                                 "buffer_rows", "success_stochastic")})
         if last:
             break
         for _ in range(algo_cfg.rollout_length):
@@ -172,16 +177,17 @@ def run_onpolicy(name: str, algo_cfg: FlowPPOConfig | HiORSConfig, sft: FlowVLAP
 def run_dsrl(sft_dir: Path, sft: FlowVLAPolicy, args: argparse.Namespace) -> list[dict[str, float]]:
     """DSRL: SAC over the frozen SFT flow's initial noise; KL is that of the noise policy to N(0, I)."""
     h = sft.cfg.horizon
-    env = LatentNoiseEnv(chunk_task(args, h, args.rl_envs).make("cpu", 11), sft, args.dsrl_noise_bound)
+    env = LatentNoiseEnv(chunk_task(args, h, args.rl_envs).make("cpu", 11 + 1000 * args.rl_seed), sft,
+                         args.dsrl_noise_bound)
     eval_env = LatentNoiseEnv(chunk_task(args, h, 25).make("cpu", 12), sft, args.dsrl_noise_bound)
     kl_obs = eval_env.reset(seed=5)
     cfg = SACConfig(learning_starts=args.dsrl_learning_starts, batch_size=256, utd_ratio=args.dsrl_utd,
                     buffer_size=200_000, gamma=args.dsrl_gamma, actor_hidden=(256, 256), critic_hidden=(256, 256),
                     init_temperature=args.dsrl_init_temperature,
                     target_entropy=args.dsrl_target_entropy_per_dim * h * sft.action_dim)
-    algo = cfg.build(env.spec, "cpu", 0)
+    algo = cfg.build(env.spec, "cpu", args.rl_seed)
     buf = algo.make_storage(env.num_envs)
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator().manual_seed(args.rl_seed)
     curve = Curve("dsrl")
     obs = env.reset()
     steps = chunks = 0
@@ -363,9 +369,13 @@ def plot(curves: dict[str, list[dict[str, float]]], path: Path) -> None:
         x = [r["env_steps"] for r in rows]
         axes[1].plot([r["wall_s"] for r in rows], [r["success_rate"] for r in rows], marker="o", label=name)
         if any(x):  # sft_more takes no env steps: wall-clock panel only
-            axes[0].plot(x, [r["success_rate"] for r in rows], marker="o", label=name)
+            line = axes[0].plot(x, [r["success_rate"] for r in rows], marker="o", label=name)[0]
+            if any("success_stochastic" in r for r in rows):  # the sampling policy, same colour, dashed
+                xs = [(r["env_steps"], r["success_stochastic"]) for r in rows if "success_stochastic" in r]
+                axes[0].plot(*zip(*xs), linestyle="--", color=line.get_color(), label=f"{name}, sampled")
             axes[2].plot(x, [r["kl_to_sft"] for r in rows], marker="o", label=name)
-    axes[0].set(xlabel="env steps", ylabel="success rate", title="success vs env steps")
+    axes[0].set(xlabel="env steps", ylabel="success rate",
+                title="success vs env steps (solid: deterministic; dashed: sampled)")
     axes[1].set(xlabel="wall-clock s", ylabel="success rate", title="success vs wall-clock")
     axes[2].set(xlabel="env steps", ylabel="nats per chunk", title="KL to the SFT policy", yscale="symlog")
     for ax in axes:
@@ -404,6 +414,8 @@ def main() -> None:
     p.add_argument("--rl-minutes", type=float, default=15.0, help="wall-clock cap per method")
     p.add_argument("--rl-iters", type=int, default=100, help="on-policy iterations (flow_ppo, hiors)")
     p.add_argument("--rl-envs", type=int, default=32)
+    p.add_argument("--rl-seed", type=int, default=0,
+                   help="seed of the RL learners and training envs (the evaluation episodes stay the same)")
     p.add_argument("--rl-rollout", type=int, default=4)
     p.add_argument("--rl-eval-every", type=int, default=10)
     p.add_argument("--rl-actor-lr", type=float, default=3e-5)

@@ -30,6 +30,7 @@ import torch
 from robot_rl.config import TASKS, TaskConfig
 from robot_rl.envs import StepResult
 from robot_rl.sims.chunked import ChunkDemonstrator, execute_chunk
+from robot_rl.sims.lang_reach import FLOW_PPO_TUNED
 from robot_rl.sims.lang_tokenizer import HashTokenizer
 from robot_rl.sims.render2d import Disc, Shape
 from robot_rl.sims.torch_task import TorchTask
@@ -47,8 +48,9 @@ SIDES: dict[str, tuple[float, float]] = {"left": (-1.0, 0.0), "right": (1.0, 0.0
 class LangPushConfig(TaskConfig):
     """Push the block the instruction names to the side it names, seen by a top camera."""
 
-    presets: ClassVar[dict[str, dict[str, Any]]] = {"flow_ppo": {"task.num_envs": 64, "task.chunk_horizon": 8},
-                                                     "hiors": {"task.num_envs": 64, "task.chunk_horizon": 8}}
+    presets: ClassVar[dict[str, dict[str, Any]]] = {
+        "flow_ppo": {"task.num_envs": 64, "task.chunk_horizon": 8, **FLOW_PPO_TUNED},
+        "hiors": {"task.num_envs": 64, "task.chunk_horizon": 8}}
 
     max_episode_steps: int = 60
     """Primitive steps before an episode is truncated."""
