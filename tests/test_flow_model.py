@@ -204,3 +204,21 @@ def test_keypoint_gain_sharpens_a_small_object_towards_its_true_position() -> No
     assert abs(high[0] - true_x) < 0.1 and abs(high[1] - true_y) < 0.1
     with pytest.raises(ValueError, match="keypoint_gain"):
         SpatialSoftmaxCamera((48, 48, 3), features=4, channels=1, num_layers=1, gain=0.0)
+
+
+def test_checkpoint_from_before_the_keypoint_gain_loads_with_gain_one(tmp_path: Path) -> None:
+    import dataclasses
+
+    from robot_rl.checkpoint import save_checkpoint
+
+    spec = _lang_spec()
+    policy = FlowVLAPolicy(spec, FlowVLAConfig(horizon=4, num_steps=3, keypoint_gain=1.0, **TINY))
+    # What an older robot_rl wrote: no keypoint_gain in the config, no log_gain weights.
+    config = {k: v for k, v in dataclasses.asdict(policy.cfg).items() if k != "keypoint_gain"}
+    weights = {k: v for k, v in policy.state_dict().items() if not k.endswith("log_gain")}
+    save_checkpoint(tmp_path, 3, {"policy": weights}, {"kind": "flow_vla", "flow_config": config,
+                                                        "spec": spec.to_dict()})
+    loaded, _ = load_flow_policy(tmp_path)
+    assert loaded.cfg.keypoint_gain == 1.0
+    obs = LangReachConfig(num_envs=3, image_size=16).make("cpu", 2).reset()
+    torch.testing.assert_close(loaded.act(obs, deterministic=True)[0], policy.act(obs, deterministic=True)[0])

@@ -183,9 +183,18 @@ def load_flow_policy(run_dir: Path | str, device: torch.device | str = "cpu") ->
         raise ValueError(f"{path} is not a flow-VLA checkpoint (kind {meta.get('kind')!r})")
     spec = EnvSpec.from_dict(meta["spec"])
     # The checkpoint holds the backbone weights: do not read (or require) the original pretrained file.
-    cfg = FlowVLAConfig(**{**meta["flow_config"], "pretrained_path": None})
+    flow_config = {**meta["flow_config"], "pretrained_path": None}
+    # Checkpoints from before the learned keypoint gain: their softmax ran at gain 1, i.e. log_gain = 0.
+    legacy = "keypoint_gain" not in flow_config
+    if legacy:
+        flow_config["keypoint_gain"] = 1.0
+    cfg = FlowVLAConfig(**flow_config)
     policy = FlowVLAPolicy(spec, cfg).to(device)
-    policy.load_state_dict(state["policy"], strict=True)
+    weights = dict(state["policy"])
+    if legacy:
+        weights.update({k: torch.zeros_like(v) for k, v in policy.state_dict().items()
+                        if k.endswith("log_gain") and k not in weights})
+    policy.load_state_dict(weights, strict=True)
     return policy, spec
 
 
