@@ -294,6 +294,10 @@ def main() -> None:
         model_dir = Path(args.models_dir) if args.models_dir else Path(root) / "models"
         report = model_dir / "report.json"
         models: dict[str, Any] = json.loads(report.read_text()) if report.exists() else {}
+        if models.get("cameras", list(cameras)) != list(cameras):
+            raise SystemExit(f"{model_dir} holds reward models trained on cameras {models['cameras']}, not "
+                             f"{list(cameras)}: pass --cameras {' '.join(models['cameras'])} or another --models-dir")
+        models["cameras"] = list(cameras)
         old = models.get("classifier")
         if "classifier" in args.variants and (old is None or old["target_precision"] != args.target_precision):
             models["classifier"] = train_classifier_model(cameras, args.demos, args.seed, model_dir,

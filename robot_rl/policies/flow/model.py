@@ -139,12 +139,15 @@ class SpatialSoftmaxCamera(nn.Module):
         # Log-parameterised so the gain stays positive and can grow by orders of magnitude under Adam.
         self.log_gain = nn.Parameter(torch.full((channels, 1), math.log(gain)))
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        """``[N, H, W, C]`` → ``[N, features]``."""
+    def keypoints(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[N, H, W, C]`` → expected ``(x, y)`` in [−1, 1] of each channel's map, ``[N, channels]`` each."""
         x = self.convs(images.permute(0, 3, 1, 2).float() / 255.0 - 0.5)
         attn = torch.softmax(x.flatten(2) * self.log_gain.exp(), dim=-1)  # [N, C, H·W]
-        kx = (attn * self.grid_x).sum(-1)
-        ky = (attn * self.grid_y).sum(-1)
+        return (attn * self.grid_x).sum(-1), (attn * self.grid_y).sum(-1)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """``[N, H, W, C]`` → ``[N, features]``."""
+        kx, ky = self.keypoints(images)
         return self.projection(torch.cat([kx, ky], dim=-1))
 
 
