@@ -43,7 +43,7 @@ from robot_rl.policies.flow.ppo import FlowPPOConfig
 from robot_rl.policies.flow.sft import FlowSFTConfig, chunk_dataset, evaluate_policy, load_flow_policy, train_sft
 from robot_rl.policies.sac import SACConfig
 from robot_rl.sims.lang_push import LangPushConfig, LangPushDemonstrator
-from robot_rl.sims.lang_reach import LangReachConfig, LangReachDemonstrator
+from robot_rl.sims.lang_reach import LangReachConfig, LangReachDemonstrator, LangReachTask
 from robot_rl.transition import TransitionBatch
 
 
@@ -121,7 +121,8 @@ class Curve:
     """Success / KL rows against env steps and wall-clock for one method."""
 
     def __init__(self, name: str) -> None:
-        self.name, self.rows, self.t0 = name, [], time.monotonic()
+        self.name, self.t0 = name, time.monotonic()
+        self.rows: list[dict[str, float]] = []
 
     def add(self, env_steps: int, success: float, kl: float, **extra: float) -> None:
         """Record (and print) one evaluation."""
@@ -129,6 +130,11 @@ class Curve:
                "kl_to_sft": kl, **extra}
         self.rows.append(row)
         print(self.name, row, flush=True)
+
+
+#: Learner statistics kept in each curve row.
+LOGGED_STATS = ("kl_coef", "noise_std", "sigma_bound", "clip_fraction", "accept_rate", "buffer_rows",
+                "success_stochastic")
 
 
 def run_onpolicy(name: str, algo_cfg: FlowPPOConfig | HiORSConfig, sft: FlowVLAPolicy, args: argparse.Namespace
@@ -156,8 +162,7 @@ def run_onpolicy(name: str, algo_cfg: FlowPPOConfig | HiORSConfig, sft: FlowVLAP
             stats["success_stochastic"] = eval_chunks(lambda o: algo.policy.act(o, False)[0], eval_env,
                                                       args.eval_episodes)
             curve.add(steps, succ, flow_chain_kl(algo.policy, sft, kl_obs, generator=gen), iter=it,
-                      **{k: v for k, v in stats.items() if k in ("kl_coef", "noise_std", "clip_fraction", "accept_rate",
-                                                                 "buffer_rows", "success_stochastic")})
+                      **{k: v for k, v in stats.items() if k in LOGGED_STATS})
         if last:
             break
         for _ in range(algo_cfg.rollout_length):
@@ -263,7 +268,7 @@ def run_sft_more(sft_dir: Path, demos: Path, sft: FlowVLAPolicy, args: argparse.
     return curve.rows
 
 
-def ratio_diagnosis(sft_dir: Path, args: argparse.Namespace) -> list[dict[str, float]]:
+def ratio_diagnosis(sft_dir: Path, args: argparse.Namespace) -> list[dict[str, float | str]]:
     """One Flow-Noise PPO update from the SFT policy per ratio level and learning rate, on the same rollout.
 
     Clip fraction and approx. KL of the new vs the acting policy show whether PPO can move at all.
@@ -299,6 +304,8 @@ def failure_analysis(sft_dir: Path, args: argparse.Namespace, episodes: int = 10
     sft, _ = load_flow_policy(sft_dir)
     sft.eval()
     env = chunk_task(args, sft.cfg.horizon, episodes).make("cpu", 12)
+    if not isinstance(env, LangReachTask):
+        raise SystemExit("the failure analysis reads lang_reach's targets: run it with --task lang_reach")
     obs = env.reset(seed=4242)
     finished = torch.zeros(episodes, dtype=torch.bool)
     success = torch.zeros(episodes, dtype=torch.bool)
@@ -336,7 +343,9 @@ def run_rl(sft_dir: Path, demos: Path | None, args: argparse.Namespace) -> dict[
             ppo_policy = dataclasses.replace(pcfg, init_noise_std=args.rl_init_noise_std)
             cfg = FlowPPOConfig(policy=ppo_policy, init_from=str(sft_dir), rollout_length=args.rl_rollout,
                                 actor_lr=args.rl_actor_lr, kl_target=args.rl_kl_target, ratio=args.rl_ratio,
-                                freeze_encoder=not args.rl_train_encoder, max_sigma=max(0.3, args.rl_init_noise_std))
+                                freeze_encoder=not args.rl_train_encoder, max_sigma=max(0.3, args.rl_init_noise_std),
+                                final_max_sigma=args.rl_final_noise_std,
+                                sigma_decay_updates=args.rl_sigma_decay_updates)
             out[method] = run_onpolicy(method, cfg, sft, args)
         elif method == "hiors":
             hcfg = HiORSConfig(policy=pcfg, init_from=str(sft_dir), demos=str(demos) if demos else None,
@@ -423,6 +432,9 @@ def main() -> None:
     p.add_argument("--rl-ratio", default="element", choices=["element", "step", "chain"])
     p.add_argument("--rl-train-encoder", action="store_true", help="flow_ppo: fine-tune the observation encoder too")
     p.add_argument("--rl-init-noise-std", type=float, default=0.05, help="flow_ppo: initial Flow-Noise σ")
+    p.add_argument("--rl-final-noise-std", type=float, default=None,
+                   help="flow_ppo: decay the σ clamp linearly to this (default: constant)")
+    p.add_argument("--rl-sigma-decay-updates", type=int, default=200, help="flow_ppo: updates of the σ decay")
     p.add_argument("--hiors-lr", type=float, default=1e-4)
     p.add_argument("--hiors-accept", default="success", choices=["success", "top_return"])
     p.add_argument("--hiors-top-fraction", type=float, default=0.5)

@@ -219,3 +219,39 @@ def test_flow_ppo_moves_the_chunk_towards_higher_reward_on_a_bandit() -> None:
         actor.load_actor_weights(algo.actor_weights())
     end = float(algo.policy.act(obs, True)[0][..., 0].mean())
     assert abs(start) < 0.2 and end > start + 0.5, (start, end)
+
+
+def test_flow_ppo_sigma_bound_decays_and_the_kl_guard_ignores_the_decay() -> None:
+    """σ's clamp falls linearly to final_max_sigma; the actors sample under it; unmoved means give KL ≈ 0."""
+    from robot_rl.specs import ArraySpec, EnvSpec
+    from robot_rl.transition import TransitionBatch
+
+    torch.manual_seed(0)
+    horizon, n = 4, 16
+    spec = EnvSpec({"state": ArraySpec((3,), "float32")}, ArraySpec((horizon, 2), "float32", low=-1.0, high=1.0))
+    policy_cfg = FlowVLAConfig(horizon=horizon, num_steps=3, hidden=32, expert_layers=1, state_features=8,
+                               init_noise_std=0.3)
+    # Zero learning rates: the means stay the SFT means, so any KL left would come from the σ decay alone.
+    cfg = FlowPPOConfig(policy=policy_cfg, rollout_length=2, num_epochs=1, num_minibatches=1, actor_lr=0.0,
+                        sigma_lr=0.0, critic_lr=0.0, max_sigma=0.3, final_max_sigma=0.1, sigma_decay_updates=4)
+    algo = cfg.build(spec, "cpu", 0)
+    assert [round(algo.sigma_bound(u), 6) for u in (0, 2, 4, 9)] == [0.3, 0.2, 0.1, 0.1]
+    actor = algo.make_policy()
+    storage = algo.make_storage(n)
+    obs = {"state": torch.randn(n, 3)}
+    for update in range(1, 6):
+        for _ in range(cfg.rollout_length):
+            chunk, extras = actor.act(obs)
+            storage.add(TransitionBatch(obs, chunk, torch.zeros(n), torch.ones(n, dtype=torch.bool),
+                                        torch.zeros(n, dtype=torch.bool), obs, torch.zeros(n, dtype=torch.bool),
+                                        torch.zeros(n, dtype=torch.int64), torch.arange(n), extras))
+        stats = algo.update(storage)
+        actor.load_actor_weights(algo.actor_weights())
+        assert stats["sigma_bound"] == pytest.approx(algo.sigma_bound(update))
+        assert float(actor.log_sigma.detach().exp().max()) == pytest.approx(algo.sigma_bound(update), rel=1e-5)
+        assert stats["kl_ref"] == pytest.approx(0.0, abs=1e-6)
+    fresh = cfg.build(spec, "cpu", 1)
+    fresh.load_state_dict(algo.state_dict())
+    assert fresh.updates == 5 and fresh.sigma_bound() == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="final_max_sigma"):
+        FlowPPOConfig(policy=policy_cfg, max_sigma=0.3, final_max_sigma=0.5).build(spec, "cpu", 0)

@@ -30,8 +30,8 @@ memory); the learner publishes, and checkpoints, only the trainable tensors. A r
 same checkpoint directory itself and receives the trainable tensors over the wire.
 
 Only SmolVLA is driven: pi0 / pi0.5 keep their prefix in a transformers cache object passed through
-PaliGemma/Gemma, which the batched re-scoring would have to repeat per step, and no pi0 is small enough
-to test on the CPU (docs/flow-vla-lerobot.md).
+PaliGemma/Gemma, which the batched re-scoring would have to repeat per step, and no pi0 builds from
+PyPI's transformers to test it on (lerobot's pi0 needs its patched transformers; docs/flow-vla-lerobot.md).
 """
 
 from __future__ import annotations
@@ -354,6 +354,7 @@ class LeRobotFlowPPOAlgorithm(FlowPPOAlgorithm):
         self.actor_opt.load_state_dict(state["actor_opt"])
         self.critic_opt.load_state_dict(state["critic_opt"])
         self.kl_coef = float(state["kl_coef"])
+        self.updates = int(state.get("updates", 0))  # absent in checkpoints from before the σ decay
         self.generator.set_state(state["generator"].cpu())
 
 

@@ -16,7 +16,13 @@ loss, where ``π_SFT`` is a frozen copy of the starting (SFT) policy with the in
 after every update: ×2 when the mean KL exceeds ``1.5 · kl_target``, ÷2 below ``kl_target / 1.5``.
 ``kl_ref`` and ``kl_coef`` are logged.
 
-Ratio level (``ratio``). The exact chain log-probability sums ``K·H·A`` Gaussian terms (1,600 for
+σ decay (``final_max_sigma``). The clamp on σ_k can decay linearly over ``sigma_decay_updates`` updates
+(ReinFlow's decaying noise bounds): PPO optimises the noisy chain, while deployment runs the noise-free one
+from ``x_0 = 0``, and a chain that ends nearly noise-free is optimised where it is deployed. The
+reference's σ is clamped to the same bound, so the KL guard measures the drift of the means, not the decay.
+The bound tightens after an update, never inside one.
+
+Ratio level (``ratio``). The exact chain log-probability sums ``K·H·A`` Gaussian terms (160 for
 K = 10, H = 8, A = 2) with a small σ, so a tiny change of the step means moves the chain ratio by
 orders of magnitude: almost every sample is clipped after the first minibatch and the policy cannot
 move (measured: clip fraction ≈ 0.9, no lift). ``ratio="element"`` (default) clips one ratio per
@@ -94,6 +100,12 @@ class FlowPPOConfig(AlgoConfig):
     """Target of the mean chain KL to the SFT policy (nats per chunk) that β adapts to."""
     max_sigma: float = 0.3
     """Upper clamp of each σ_k (keeps the exploration noise from swamping the flow)."""
+    final_max_sigma: float | None = None
+    """Decay the clamp of σ_k linearly from ``max_sigma`` to this over ``sigma_decay_updates`` updates (ReinFlow's
+    decaying noise bounds): explore widely early, end near the noise-free chain that deployment runs. The KL
+    guard's reference σ follows the same clamp. null = a constant clamp."""
+    sigma_decay_updates: int = 200
+    """Updates over which the σ clamp decays to ``final_max_sigma``."""
     freeze_encoder: bool = True
     """Keep the SFT observation encoder fixed and fine-tune the action expert and σ only (with a LeRobot
     checkpoint: keep the whole VLM frozen)."""
@@ -165,7 +177,20 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
                                            {"params": [self.policy.log_sigma], "lr": cfg.sigma_lr}])
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.kl_coef = cfg.kl_coef
+        self.updates = 0
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        if cfg.final_max_sigma is not None and not 0 < cfg.final_max_sigma <= cfg.max_sigma:
+            raise ValueError(f"final_max_sigma must be in (0, max_sigma={cfg.max_sigma}], got {cfg.final_max_sigma}")
+        if cfg.sigma_decay_updates < 1:
+            raise ValueError(f"sigma_decay_updates must be >= 1, got {cfg.sigma_decay_updates}")
+
+    def sigma_bound(self, updates: int | None = None) -> float:
+        """The clamp of σ_k after ``updates`` updates (default: those done so far)."""
+        c = self.cfg
+        if c.final_max_sigma is None:
+            return c.max_sigma
+        frac = min((self.updates if updates is None else updates) / c.sigma_decay_updates, 1.0)
+        return c.max_sigma + frac * (c.final_max_sigma - c.max_sigma)
 
     def _build_networks(self) -> tuple[FlowVLAPolicy, nn.Module, FlowVLAPolicy, list[nn.Parameter]]:
         """``(policy, critic, frozen reference, actor parameters but σ)``: the seam a policy adapter overrides."""
@@ -211,7 +236,7 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
         t, n = storage.reward.shape
         chain = storage.extras["chain"].flatten(0, 1)
         obs = {k: v.flatten(0, 1) for k, v in storage.obs.items()}
-        log_sigma = self.policy.log_sigma.clamp(max=math.log(self.cfg.max_sigma)).unsqueeze(0)
+        log_sigma = self.policy.log_sigma.clamp(max=math.log(self.sigma_bound())).unsqueeze(0)
         means = self.policy.chain_means(chain, self.policy.encoder(obs))
         return element_log_probs(chain, means, log_sigma, self.cfg.ratio).view(t, n, -1)
 
@@ -227,7 +252,9 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
         fields = {f"obs.{k}": v for k, v in storage.obs.items()}
         fields.update(chain=storage.extras["chain"], old_log_prob=self._old_log_probs(storage), advantage=adv,
                       ret=ret, old_value=values)
-        ref_log_sigma = self.reference.log_sigma
+        # The bound the rollout was sampled under; it tightens only after this update (the first ratio stays 1).
+        log_bound = math.log(self.sigma_bound())
+        ref_log_sigma = self.reference.log_sigma.clamp(max=log_bound)
         sums = torch.zeros(6, device=self.device)
         n = 0
         for mb in iter_minibatches(fields, c.num_minibatches, c.num_epochs, self.generator):
@@ -238,7 +265,7 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
             with torch.no_grad():
                 ref_means = self._reference_means(obs, chain, cond)
             means = policy.chain_means(chain, cond)
-            log_sigma = policy.log_sigma.clamp(max=math.log(c.max_sigma)).unsqueeze(0)
+            log_sigma = policy.log_sigma.clamp(max=log_bound).unsqueeze(0)
             log_prob = element_log_probs(chain, means, log_sigma, c.ratio)
             kl_ref = chain_kl(means, log_sigma, ref_means, ref_log_sigma.unsqueeze(0)).mean()
             surrogate = clipped_surrogate_loss(log_prob, mb["old_log_prob"], mb["advantage"].unsqueeze(-1), c.clip)
@@ -255,7 +282,7 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
             self.actor_opt.step()
             self.critic_opt.step()
             with torch.no_grad():
-                policy.log_sigma.clamp_(max=math.log(c.max_sigma))
+                policy.log_sigma.clamp_(max=log_bound)
                 log_ratio = log_prob.detach() - mb["old_log_prob"]
                 approx_kl = ((log_ratio.exp() - 1) - log_ratio).mean()
                 clip_frac = ((log_ratio.exp() - 1).abs() > c.clip).float().mean()
@@ -263,6 +290,9 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
                                  log_prob.detach().sum(-1).mean()])
             n += 1
         storage.clear()
+        self.updates += 1
+        with torch.no_grad():  # the next rollout samples under the decayed bound
+            policy.log_sigma.clamp_(max=math.log(self.sigma_bound()))
         surr, v_l, kl_ref_m, approx_kl_m, clip_frac_m, lp = (sums / max(n, 1)).tolist()
         # The KL guard: β follows the measured drift from the SFT policy.
         if kl_ref_m > 1.5 * c.kl_target:
@@ -271,13 +301,13 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
             self.kl_coef = max(self.kl_coef / 2.0, 1e-4)
         return {"surrogate_loss": surr, "value_loss": v_l, "kl_ref": kl_ref_m, "kl_coef": self.kl_coef,
                 "approx_kl": approx_kl_m, "clip_fraction": clip_frac_m, "chain_log_prob": lp,
-                "noise_std": float(policy.log_sigma.detach().exp().mean())}
+                "noise_std": float(policy.log_sigma.detach().exp().mean()), "sigma_bound": self.sigma_bound()}
 
     def state_dict(self) -> dict[str, Any]:
-        """Policy, frozen reference, critic, both optimisers, β and the shuffle RNG."""
+        """Policy, frozen reference, critic, both optimisers, β, the update count (σ decay) and the shuffle RNG."""
         return {"policy": self.policy.state_dict(), "reference": self.reference.state_dict(),
                 "critic": self.critic.state_dict(), "actor_opt": self.actor_opt.state_dict(),
-                "critic_opt": self.critic_opt.state_dict(), "kl_coef": self.kl_coef,
+                "critic_opt": self.critic_opt.state_dict(), "kl_coef": self.kl_coef, "updates": self.updates,
                 "generator": self.generator.get_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -291,4 +321,5 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
         self.actor_opt.load_state_dict(state["actor_opt"])
         self.critic_opt.load_state_dict(state["critic_opt"])
         self.kl_coef = float(state["kl_coef"])
+        self.updates = int(state.get("updates", 0))  # absent in checkpoints from before the σ decay
         self.generator.set_state(state["generator"].cpu())
