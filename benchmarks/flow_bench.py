@@ -343,7 +343,7 @@ def run_rl(sft_dir: Path, demos: Path | None, args: argparse.Namespace) -> dict[
             ppo_policy = dataclasses.replace(pcfg, init_noise_std=args.rl_init_noise_std)
             cfg = FlowPPOConfig(policy=ppo_policy, init_from=str(sft_dir), rollout_length=args.rl_rollout,
                                 actor_lr=args.rl_actor_lr, kl_target=args.rl_kl_target, ratio=args.rl_ratio,
-                                freeze_encoder=not args.rl_train_encoder, max_sigma=max(0.3, args.rl_init_noise_std),
+                                freeze_encoder=args.rl_freeze_encoder, max_sigma=max(0.3, args.rl_init_noise_std),
                                 final_max_sigma=args.rl_final_noise_std,
                                 sigma_decay_updates=args.rl_sigma_decay_updates)
             out[method] = run_onpolicy(method, cfg, sft, args)
@@ -430,7 +430,11 @@ def main() -> None:
     p.add_argument("--rl-actor-lr", type=float, default=3e-5)
     p.add_argument("--rl-kl-target", type=float, default=2.0)
     p.add_argument("--rl-ratio", default="element", choices=["element", "step", "chain"])
-    p.add_argument("--rl-train-encoder", action="store_true", help="flow_ppo: fine-tune the observation encoder too")
+    enc = p.add_mutually_exclusive_group()
+    enc.add_argument("--rl-train-encoder", dest="rl_freeze_encoder", action="store_const", const=False,
+                     help="flow_ppo: fine-tune the observation encoder too (the default since 2026-11-30)")
+    enc.add_argument("--rl-freeze-encoder", dest="rl_freeze_encoder", action="store_const", const=True,
+                     help="flow_ppo: keep the SFT encoder fixed (the default before 2026-11-30)")
     p.add_argument("--rl-init-noise-std", type=float, default=0.05, help="flow_ppo: initial Flow-Noise σ")
     p.add_argument("--rl-final-noise-std", type=float, default=None,
                    help="flow_ppo: decay the σ clamp linearly to this (default: constant)")

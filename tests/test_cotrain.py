@@ -348,7 +348,7 @@ def test_flow_ppo_stage1_moves_the_kl_reference_to_the_sft_policy() -> None:
     from robot_rl.policies.flow.model import FlowVLAConfig
 
     cfg = _small("flow_ppo", policy=FlowVLAConfig(horizon=4, hidden=32, state_features=16, num_steps=2),
-                 critic_hidden=(16,))
+                 critic_hidden=(16,), freeze_encoder=True)
     algo = cfg.build(CHUNK, "cpu", 0)  # type: ignore[attr-defined]
     before = {k: v.clone() for k, v in algo.policy.state_dict().items()}
     real = episodes_to_demoset(_episodes(CHUNK, 2, 9, 0), CHUNK, "cpu")

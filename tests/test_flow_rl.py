@@ -84,6 +84,8 @@ def test_sft_then_flow_ppo_updates_and_logs_the_kl_guard(sft_run: tuple[Path, La
     cfg = FlowPPOConfig(policy=FlowVLAConfig(horizon=4, num_steps=3, **TINY), init_from=str(root / "sft"),
                         rollout_length=3, num_minibatches=2, num_epochs=2, actor_lr=1e-3, kl_target=1e-6)
     algo = cfg.build(spec, "cpu", 0)
+    assert algo.freeze_encoder is False  # auto: our own policy's encoder trains with the expert
+    encoder_before = {k: v.clone() for k, v in algo.policy.encoder.state_dict().items()}
     env = LangReachConfig(num_envs=4, image_size=16, chunk_horizon=4).make("cpu", 1)
     policy = algo.make_policy()
     storage = algo.make_storage(4)
@@ -106,6 +108,11 @@ def test_sft_then_flow_ppo_updates_and_logs_the_kl_guard(sft_run: tuple[Path, La
         kl_coefs.append(stats["kl_coef"])
         assert all(v == v for v in stats.values())  # finite, not NaN
     assert stats["kl_ref"] > 0.0  # the policy moved away from the SFT reference, and the guard saw it
+    moved = algo.policy.encoder.state_dict()
+    assert any(not torch.equal(v, moved[k]) for k, v in encoder_before.items())
+    assert all(torch.equal(v, algo.reference.encoder.state_dict()[k]) for k, v in encoder_before.items())
+    frozen = FlowPPOConfig(policy=cfg.policy, init_from=cfg.init_from, freeze_encoder=True).build(spec, "cpu", 0)
+    assert not any(p.requires_grad for p in frozen.policy.encoder.parameters())
     assert kl_coefs[1] > kl_coefs[0]  # KL above target: the guard tightens
     state = algo.state_dict()
     fresh = cfg.build(spec, "cpu", 5)

@@ -18,7 +18,7 @@ they are part of the chain; noise there keeps the chain's density exact). With `
 is exactly ``predict_action_chunk(batch, noise=x_0)``. The env executes LeRobot's postprocessed (un-
 normalised) ``x_K[:, :H, :A]``, clamped to the action bounds.
 
-What trains (``algo.freeze_encoder``, default true): the action expert (``lm_expert``, the action
+What trains (``algo.freeze_encoder``, true unless set to false): the action expert (``lm_expert``, the action
 in/out projections and the action–time MLP) and σ; the VLM (vision tower, text model, state
 projection) stays frozen, so the prefix runs without gradients and the frozen reference policy of the KL
 guard shares it. The critic is a small MLP on the VLM's prefix output, mean-pooled over its valid
@@ -291,6 +291,8 @@ class LeRobotFlowPPOAlgorithm(FlowPPOAlgorithm):
 
     policy: LeRobotFlowNoisePolicy  # type: ignore[assignment]
     reference: LeRobotFlowNoisePolicy  # type: ignore[assignment]
+    #: ``freeze_encoder=None`` keeps the VLM frozen: only the action expert and σ train.
+    default_freeze_encoder = True
 
     def _build_networks(self) -> tuple[Any, nn.Module, Any, list[nn.Parameter]]:
         cfg = self.cfg
@@ -306,7 +308,7 @@ class LeRobotFlowPPOAlgorithm(FlowPPOAlgorithm):
         base = load_lerobot_flow_policy_for_spec(cfg.init_from, self.spec, table, cfg.instruction, self.device)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            policy = LeRobotFlowNoisePolicy(base, cfg.policy.init_noise_std, train_backbone=not cfg.freeze_encoder)
+            policy = LeRobotFlowNoisePolicy(base, cfg.policy.init_noise_std, train_backbone=not self.freeze_encoder)
             critic = _PrefixCritic(policy, cfg.critic_hidden).to(self.device)
         policy.to(self.device)
         reference = policy.share_frozen_copy().requires_grad_(False)
@@ -314,12 +316,12 @@ class LeRobotFlowPPOAlgorithm(FlowPPOAlgorithm):
         n_train = sum(p.numel() for p in actor_params)
         n_all = sum(p.numel() for p in policy.parameters())
         log.info("flow_ppo on LeRobot %s: %d of %d parameters train (%s)", base.kind, n_train, n_all,
-                 "action expert" if cfg.freeze_encoder else "whole VLA")
+                 "action expert" if self.freeze_encoder else "whole VLA")
         return policy, critic, reference, actor_params
 
     def _reference_means(self, obs: Obs, chain: torch.Tensor, cond: Any) -> torch.Tensor:
         # A frozen backbone is shared with the reference: the policy's prefix is the reference's too.
-        ctx = cond if self.cfg.freeze_encoder else self.reference.encoder(obs)
+        ctx = cond if self.freeze_encoder else self.reference.encoder(obs)
         return self.reference.chain_means(chain, ctx)
 
     def make_policy(self) -> LeRobotFlowNoisePolicy:  # type: ignore[override]

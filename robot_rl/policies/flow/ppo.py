@@ -106,9 +106,11 @@ class FlowPPOConfig(AlgoConfig):
     guard's reference σ follows the same clamp. null = a constant clamp."""
     sigma_decay_updates: int = 200
     """Updates over which the σ clamp decays to ``final_max_sigma``."""
-    freeze_encoder: bool = True
+    freeze_encoder: bool | None = None
     """Keep the SFT observation encoder fixed and fine-tune the action expert and σ only (with a LeRobot
-    checkpoint: keep the whole VLM frozen)."""
+    checkpoint: keep the whole VLM frozen). null = auto: false for our own flow policy, whose small encoder
+    trains too (on lang_reach that lifted the x0 = 0 chunk from ~0.85 to 0.95+; benchmarks/RESULTS_flow.md),
+    true for a LeRobot checkpoint (the VLM stays frozen)."""
     critic_hidden: tuple[int, ...] = (256, 256)
     """Hidden widths of the critic head (over its own observation encoder)."""
     max_grad_norm: float = 1.0
@@ -170,6 +172,7 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
             raise SpecMismatchError("flow_ppo acts in action chunks: the task's action must be [horizon, A] "
                                     "(e.g. task.chunk_horizon=8 on lang_reach)")
         self.cfg, self.spec, self.device, self.seed = cfg, spec, torch.device(device), seed
+        self.freeze_encoder = self.default_freeze_encoder if cfg.freeze_encoder is None else cfg.freeze_encoder
         self.rollout_length = cfg.rollout_length
         self._policies_made = 0
         self.policy, self.critic, self.reference, actor_params = self._build_networks()
@@ -192,6 +195,9 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
         frac = min((self.updates if updates is None else updates) / c.sigma_decay_updates, 1.0)
         return c.max_sigma + frac * (c.final_max_sigma - c.max_sigma)
 
+    #: ``freeze_encoder=None`` resolves to this: our own policy's encoder is small and trains.
+    default_freeze_encoder = False
+
     def _build_networks(self) -> tuple[FlowVLAPolicy, nn.Module, FlowVLAPolicy, list[nn.Parameter]]:
         """``(policy, critic, frozen reference, actor parameters but σ)``: the seam a policy adapter overrides."""
         cfg, spec = self.cfg, self.spec
@@ -207,8 +213,8 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
             log.warning("flow_ppo without algo.init_from: fine-tuning a randomly initialised flow policy")
         reference = copy.deepcopy(policy).requires_grad_(False)
         actor_params = [p for n, p in policy.named_parameters()
-                        if n != "log_sigma" and not (cfg.freeze_encoder and n.startswith("encoder."))]
-        if cfg.freeze_encoder:
+                        if n != "log_sigma" and not (self.freeze_encoder and n.startswith("encoder."))]
+        if self.freeze_encoder:
             policy.encoder.requires_grad_(False)
         return policy, critic, reference, actor_params
 
@@ -260,7 +266,7 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
         for mb in iter_minibatches(fields, c.num_minibatches, c.num_epochs, self.generator):
             obs = {k[4:]: v for k, v in mb.items() if k.startswith("obs.")}
             chain = mb["chain"]
-            with torch.set_grad_enabled(not c.freeze_encoder):
+            with torch.set_grad_enabled(not self.freeze_encoder):
                 cond = policy.encoder(obs)
             with torch.no_grad():
                 ref_means = self._reference_means(obs, chain, cond)
