@@ -167,10 +167,17 @@ def chain_kl(means: torch.Tensor, log_sigma: torch.Tensor, ref_means: torch.Tens
 class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
     """Learner: flow policy (+ σ), frozen SFT reference, critic; chunk-level PPO with the KL guard."""
 
+    #: ``freeze_encoder=None`` resolves to this: our own policy's encoder is small and trains.
+    default_freeze_encoder = False
+
     def __init__(self, cfg: FlowPPOConfig, spec: EnvSpec, device: torch.device | str, seed: int) -> None:
         if len(spec.action.shape) != 2:
             raise SpecMismatchError("flow_ppo acts in action chunks: the task's action must be [horizon, A] "
                                     "(e.g. task.chunk_horizon=8 on lang_reach)")
+        if cfg.final_max_sigma is not None and not 0 < cfg.final_max_sigma <= cfg.max_sigma:
+            raise ValueError(f"final_max_sigma must be in (0, max_sigma={cfg.max_sigma}], got {cfg.final_max_sigma}")
+        if cfg.sigma_decay_updates < 1:
+            raise ValueError(f"sigma_decay_updates must be >= 1, got {cfg.sigma_decay_updates}")
         self.cfg, self.spec, self.device, self.seed = cfg, spec, torch.device(device), seed
         self.freeze_encoder = self.default_freeze_encoder if cfg.freeze_encoder is None else cfg.freeze_encoder
         self.rollout_length = cfg.rollout_length
@@ -182,10 +189,6 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
         self.kl_coef = cfg.kl_coef
         self.updates = 0
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
-        if cfg.final_max_sigma is not None and not 0 < cfg.final_max_sigma <= cfg.max_sigma:
-            raise ValueError(f"final_max_sigma must be in (0, max_sigma={cfg.max_sigma}], got {cfg.final_max_sigma}")
-        if cfg.sigma_decay_updates < 1:
-            raise ValueError(f"sigma_decay_updates must be >= 1, got {cfg.sigma_decay_updates}")
 
     def sigma_bound(self, updates: int | None = None) -> float:
         """The clamp of σ_k after ``updates`` updates (default: those done so far)."""
@@ -194,9 +197,6 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
             return c.max_sigma
         frac = min((self.updates if updates is None else updates) / c.sigma_decay_updates, 1.0)
         return c.max_sigma + frac * (c.final_max_sigma - c.max_sigma)
-
-    #: ``freeze_encoder=None`` resolves to this: our own policy's encoder is small and trains.
-    default_freeze_encoder = False
 
     def _build_networks(self) -> tuple[FlowVLAPolicy, nn.Module, FlowVLAPolicy, list[nn.Parameter]]:
         """``(policy, critic, frozen reference, actor parameters but σ)``: the seam a policy adapter overrides."""
