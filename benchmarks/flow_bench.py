@@ -14,7 +14,7 @@ SFT policy measured in the same run. Writes JSON to ``--out`` and a PNG plot (``
 
     .venv/bin/python benchmarks/flow_bench.py --demos 400 --sft-steps 3000 --image-size 48 --methods hiors
     .venv/bin/python benchmarks/flow_bench.py --rl-only RUN/sft --demos-dir RUN/demos --methods dsrl ...
-    .venv/bin/python benchmarks/flow_bench.py --merge a.json b.json --plot benchmarks/flow_bench_rl.png
+    .venv/bin/python benchmarks/flow_bench.py --merge a.json b.json --plot benchmarks/results/flow_bench_rl.png
 """
 
 from __future__ import annotations
@@ -457,7 +457,7 @@ def main() -> None:
     p.add_argument("--demos-dir", type=Path, default=None, help="with --rl-only: the SFT demos (hiors, sft_more)")
     p.add_argument("--plot", type=Path, default=None, help="PNG of the RL curves (default: next to --out)")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", type=Path, default=Path("benchmarks/flow_bench.json"))
+    p.add_argument("--out", type=Path, default=Path("benchmarks/results/flow_bench.json"))
     p.add_argument("--ratio-diagnosis", action="store_true",
                    help="with --rl-only: clip fraction of one Flow-Noise PPO update per ratio level and "
                         "lr, and where the SFT policy's failed episodes end")
@@ -466,6 +466,8 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     plot_path = args.plot or args.out.with_suffix(".png")
+    for d in {args.out.parent, plot_path.parent}:
+        d.mkdir(parents=True, exist_ok=True)
     if args.ratio_diagnosis:
         if args.rl_only is None:
             raise SystemExit("--ratio-diagnosis needs --rl-only <SFT run dir>")

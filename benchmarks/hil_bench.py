@@ -17,7 +17,7 @@
    (deterministic, nobody intervening) on the same seeded episodes, against env steps and training
    wall-clock; the training success and intervention rates; each final policy alone, deterministic and
    stochastic. ``--time-scale`` runs the simulator faster than real time (a benchmark option). Code in
-   ``hil_learn.py``; plot benchmarks/hil_learning.png, data benchmarks/hil_learning.json.
+   ``hil_learn.py``; plot benchmarks/results/hil_learning.png, data benchmarks/results/hil_learning.json.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from robot_rl.human_loop.hil_learner import HILLearner
 from robot_rl.policies.sac import SACConfig
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
-OUT = Path(__file__).parent
+OUT = Path(__file__).parent / "results"
 
 
 # ---- 1. loop period ------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ puts N scripted demos, recorded through each variant's own training env, in SAC'
 (RLPD 50/50 sampling, the HIL-SERL recipe).
 
 A variant that does not reach 80 % within the budget is reported as such (with the budget as the
-bound), never extrapolated. Writes benchmarks/reward_pick_curves_s<seed>.png and a JSON of the curves.
+bound), never extrapolated. Writes benchmarks/results/reward_pick_curves_s<seed>.png and a JSON of the curves.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from robot_rl.rewards.prm import PRMConfig, episode_progress, spearman, train_pr
 from robot_rl.sims.mujoco.pick_expert import ScriptedPickDemonstrator
 from robot_rl.sims.mujoco.tasks import MujocoPickCubeConfig
 
-OUT = Path(__file__).resolve().parent
+OUT = Path(__file__).resolve().parent / "results"
 GOAL = "pick up the red cube and hold it at the green marker"
 SHAPING_WEIGHT = 10.0  # the default Φ scale: Φ = weight · progress
 #: front + side judge the cube's distance to the goal in 3-D (one view alone cannot: the front camera's
@@ -283,6 +283,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smoke run: tiny budget")
     args = ap.parse_args()
     os.environ.setdefault("MUJOCO_GL", "osmesa")
+    OUT.mkdir(parents=True, exist_ok=True)
     if args.quick:
         args.budget, args.max_wall, args.demos = 3000, 90.0, 40
     torch.set_num_threads(2)

@@ -24,7 +24,7 @@ the env's own criterion, and termination stays the env's in every variant.
 
 The sparse run often does not reach 80 % within the budget; the table then says so (the cap is
 reported, not an extrapolation). Writes success-vs-env-steps curves to
-benchmarks/reward_sac_curves_s<seed>.png. Run with ``--quick`` for a smoke run (tiny budget).
+benchmarks/results/reward_sac_curves_s<seed>.png. Run with ``--quick`` for a smoke run (tiny budget).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from robot_rl.rewards.classifier import calibrate
 from robot_rl.rewards.wrapper import ProgressShapingWrapper, RewardWrapper
 from robot_rl.sims.mujoco.tasks import MujocoReachConfig
 
-OUT = Path(__file__).resolve().parent
+OUT = Path(__file__).resolve().parent / "results"
 OFFSET = slice(19, 22)  # goal − grip in mujoco/reach's state: 16 arm numbers, goal (3), offset (3), fine (3)
 GOAL = "reach the goal"
 SHAPING_WEIGHT = 10.0
@@ -265,6 +265,7 @@ def main() -> None:
           f"budget {args.budget} env steps / {args.max_wall:.0f}s per variant, the variants in parallel")
     print_table(results)
     name = "reward_sac_curves_quick.png" if args.quick else f"reward_sac_curves_s{args.seed}.png"
+    OUT.mkdir(parents=True, exist_ok=True)
     plot_curves(results, OUT / name, f"SAC on sparse mujoco/reach, seed {args.seed}: training reward")
 
 
