@@ -33,11 +33,13 @@ from typing import Any
 
 import torch
 
-from robot_rl.config import TASKS, apply_overrides, ensure_registered, resolve_train_config
+from robot_rl.config_io import apply_overrides
+from robot_rl.core.config import TASKS, ensure_registered
 from robot_rl.cotrain.config import CotrainConfig
 from robot_rl.cotrain.data import episodes_to_demoset, load_aligned_episodes
 from robot_rl.cotrain.sft import warm_start
 from robot_rl.data.store import EpisodeStore
+from robot_rl.loop.config import resolve_train_config
 from robot_rl.loop.evaluate import evaluate
 from robot_rl.loop.runner import InProcessRunner
 from robot_rl.sims.mujoco.shifted import ScriptedReachDemonstrator, record_demos

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import torch
 
+from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.export import extract_mlp, generate_c
 from robot_rl.export.run_export import random_observations
 from robot_rl.export.toolchain import arm_available, build_host_harness, cross_compile, write_sources
 from robot_rl.policies.sac import SACConfig, SACPolicy
-from robot_rl.specs import ArraySpec, EnvSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"2x64": (64, 64), "3x256": (256, 256, 256)}

@@ -31,9 +31,10 @@ from pathlib import Path
 
 import torch
 
+from robot_rl.core.env import VecEnv
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.data.recorder import StoreSink, record_episodes
 from robot_rl.data.store import EpisodeStore
-from robot_rl.envs import VecEnv
 from robot_rl.policies.flow.chunking import ChunkExecutorConfig
 from robot_rl.policies.flow.dsrl import LatentNoiseEnv
 from robot_rl.policies.flow.hiors import HiORSConfig
@@ -44,7 +45,6 @@ from robot_rl.policies.flow.sft import FlowSFTConfig, chunk_dataset, evaluate_po
 from robot_rl.policies.sac import SACConfig
 from robot_rl.sims.lang_push import LangPushConfig, LangPushDemonstrator
 from robot_rl.sims.lang_reach import LangReachConfig, LangReachDemonstrator, LangReachTask
-from robot_rl.transition import TransitionBatch
 
 
 def success_of(policy: object, env: object, episodes: int) -> float:

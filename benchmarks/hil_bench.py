@@ -37,13 +37,13 @@ import numpy as np
 import torch
 from hil_learn import LearnBenchConfig, bench_learn
 
-from robot_rl.config import ZmqTransportConfig
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.sim_arm import SimulatedArmConfig
 from robot_rl.human_loop.deploy import DeployConfig, Deployer
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
 from robot_rl.human_loop.hil_learner import HILLearner
 from robot_rl.policies.sac import SACConfig
+from robot_rl.transport.config import ZmqTransportConfig
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
 OUT = Path(__file__).parent / "results"

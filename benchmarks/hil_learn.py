@@ -25,15 +25,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl.config import ZmqTransportConfig
+from robot_rl.core.algorithm import Policy
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.sim_arm import PickIntervener, SimulatedArm, SimulatedArmConfig
 from robot_rl.human_loop.deploy import DeployConfig, Deployer, load_run_policy
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
 from robot_rl.human_loop.hil_learner import HILLearner
 from robot_rl.human_loop.scripted_runs import record_device_demos, run_policy_alone
-from robot_rl.policies.base import Policy
 from robot_rl.policies.sac import SACConfig
+from robot_rl.transport.config import ZmqTransportConfig
 
 #: Simulated control rate of the pick task (Hz); the wall-clock rate is this times ``time_scale``.
 SIM_HZ = 10.0

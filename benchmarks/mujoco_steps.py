@@ -41,7 +41,7 @@ import torch
 from mujoco import rollout
 
 import robot_rl.sims.mujoco  # noqa: F401 - registers the tasks
-from robot_rl.config import TASKS
+from robot_rl.core.config import TASKS
 from robot_rl.sims.mujoco.cpu_backend import MIN_WORLDS_PER_THREAD
 
 

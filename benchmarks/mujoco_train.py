@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from robot_rl.config import resolve_train_config
+from robot_rl.loop.config import resolve_train_config
 from robot_rl.loop.runner import train
 
 

@@ -37,12 +37,12 @@ import torch
 from tensordict import TensorDict
 
 import robot_rl.sims  # noqa: F401 - registers the built-in tasks
-from robot_rl.config import TASKS
-from robot_rl.envs import VecEnv
+from robot_rl.core.algorithm import Policy
+from robot_rl.core.config import TASKS
+from robot_rl.core.env import VecEnv
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.loop.evaluate import evaluate
-from robot_rl.policies.base import Policy
 from robot_rl.policies.ppo import PPOConfig
-from robot_rl.transition import TransitionBatch
 
 # --------------------------------------------------------------------------------------------
 # rsl_rl side

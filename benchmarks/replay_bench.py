@@ -18,11 +18,11 @@ import numpy as np
 import torch
 
 from robot_rl.checkpoint import save_checkpoint
-from robot_rl.config import ALGOS, ensure_registered
+from robot_rl.core.config import ALGOS, ensure_registered
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.replay.segments import open_buffer
-from robot_rl.specs import ArraySpec, EnvSpec
-from robot_rl.transition import TransitionBatch
 
 BATCH = 256
 

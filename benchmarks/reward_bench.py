@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from robot_rl.envs import VecEnv
+from robot_rl.core.env import VecEnv
 from robot_rl.rewards.classifier import SuccessClassifier
 from robot_rl.rewards.prm import ProcessRewardModel
 from robot_rl.rewards.wrapper import ProgressShapingWrapper, RewardWrapper

@@ -52,9 +52,9 @@ import numpy as np
 import torch
 from reward_sac_common import plot_curves, print_table, train_capped
 
-from robot_rl.config import resolve_train_config
 from robot_rl.data.episode import Episode
 from robot_rl.data.recorder import record_episodes
+from robot_rl.loop.config import resolve_train_config
 from robot_rl.rewards.classifier import ClassifierConfig, plot_pr_curve, recalibrate_classifier, train_classifier
 from robot_rl.rewards.data import camera_keys, episode_frames
 from robot_rl.rewards.prm import PRMConfig, episode_progress, spearman, train_prm

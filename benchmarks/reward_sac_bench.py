@@ -43,8 +43,9 @@ import torch
 from reward_sac_common import plot_curves, print_table, train_capped
 from torch import nn
 
-from robot_rl.config import TASKS, resolve_train_config
-from robot_rl.envs import VecEnv
+from robot_rl.core.config import TASKS
+from robot_rl.core.env import VecEnv
+from robot_rl.loop.config import resolve_train_config
 from robot_rl.rewards.classifier import calibrate
 from robot_rl.rewards.wrapper import ProgressShapingWrapper, RewardWrapper
 from robot_rl.sims.mujoco.tasks import MujocoReachConfig

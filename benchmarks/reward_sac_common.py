@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from robot_rl.config import TrainConfig
+from robot_rl.loop.config import TrainConfig
 
 TARGET = 0.8
 

@@ -23,9 +23,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.policies.sac import SACConfig
 from robot_rl.sims.gymnasium import GymnasiumTaskConfig
-from robot_rl.transition import TransitionBatch
 
 
 def evaluate(env_id: str, act: Callable[[np.ndarray], np.ndarray], episodes: int, seed: int) -> float:

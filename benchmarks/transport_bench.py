@@ -40,7 +40,7 @@ STATE_DIM, ACTION_DIM = 32, 8
 
 
 def _spec(image: bool) -> Any:
-    from robot_rl.specs import ArraySpec, EnvSpec
+    from robot_rl.core.specs import ArraySpec, EnvSpec
 
     obs = {"state": ArraySpec((STATE_DIM,))}
     if image:
@@ -50,7 +50,7 @@ def _spec(image: bool) -> Any:
 
 
 def _chunk(image: bool, n: int, seed: int = 0) -> Any:
-    from robot_rl.transition import TransitionBatch
+    from robot_rl.core.transition import TransitionBatch
 
     g = torch.Generator().manual_seed(seed)
     obs = {"state": torch.randn(n, STATE_DIM, generator=g)}
@@ -219,7 +219,7 @@ def bench_weights(params: int, actors: int, versions: int) -> list[str]:
     for method in ("ours", "raw"):
         out = ctx.Queue()
         if method == "ours":
-            from robot_rl.transport.base import VersionedWeights
+            from robot_rl.core.transport import VersionedWeights
             from robot_rl.transport.zmq_transport import ZmqLearnerEndpoint, ZmqSettings
 
             learner = ZmqLearnerEndpoint("tcp://127.0.0.1:0", _spec(False), ZmqSettings(heartbeat_s=0.2))
@@ -303,7 +303,7 @@ def _loop_periods(addr: str | None, seconds: float, spill_dir: str = "") -> tupl
     if addr is None:
         t = InprocTransport(max_queued_batches=10**6)
         endpoint: Any = t.actor_endpoint(1)
-        from robot_rl.transport.base import VersionedWeights
+        from robot_rl.core.transport import VersionedWeights
 
         t.learner_endpoint().publish_weights(VersionedWeights(1, algo.actor_weights()))
     else:

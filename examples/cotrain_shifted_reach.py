@@ -20,7 +20,7 @@ from pathlib import Path
 
 from robot_rl.checkpoint import load_latest
 from robot_rl.cli import main as robot_rl
-from robot_rl.config import TASKS, ensure_registered
+from robot_rl.core.config import TASKS, ensure_registered
 from robot_rl.loop.evaluate import evaluate
 from robot_rl.loop.runner import load_run_config
 from robot_rl.sims.mujoco.shifted import ScriptedReachDemonstrator, record_demos

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 
 import torch
 
-from robot_rl.config import TASKS, TaskConfig, resolve_train_config
-from robot_rl.envs import StepResult, VecEnv, check_action
+from robot_rl.core.config import TASKS, TaskConfig
+from robot_rl.core.env import StepResult, VecEnv, check_action
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.loop.config import resolve_train_config
 from robot_rl.loop.runner import train
-from robot_rl.specs import ArraySpec, EnvSpec
 
 
 class PointMass(VecEnv):

@@ -16,7 +16,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from robot_rl.config import resolve_train_config
+from robot_rl.loop.config import resolve_train_config
 from robot_rl.loop.runner import train
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
-from robot_rl.config import resolve_train_config
 from robot_rl.data.recorder import StoreSink, record_episodes
 from robot_rl.data.store import EpisodeStore
+from robot_rl.loop.config import resolve_train_config
 from robot_rl.loop.runner import train
 from robot_rl.policies.flow.model import FlowVLAConfig
 from robot_rl.policies.flow.sft import FlowSFTConfig, train_sft

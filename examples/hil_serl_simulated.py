@@ -22,7 +22,6 @@ import threading
 import time
 from pathlib import Path
 
-from robot_rl.config import ZmqTransportConfig
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.sim_arm import PickIntervener, SimulatedArmConfig
 from robot_rl.human_loop.deploy import DeployConfig, Deployer, load_run_policy
@@ -31,6 +30,7 @@ from robot_rl.human_loop.hil_learner import HILLearner
 from robot_rl.human_loop.scripted_runs import record_device_demos, run_policy_alone
 from robot_rl.human_loop.status import StatusLine
 from robot_rl.policies.sac import SACConfig
+from robot_rl.transport.config import ZmqTransportConfig
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
 

@@ -7,7 +7,7 @@ Train a policy instead with ``robot-rl train --config examples/mujoco_reach.yaml
 
 
 import robot_rl.sims.mujoco  # noqa: F401 - registers the mujoco/* tasks
-from robot_rl.config import TASKS
+from robot_rl.core.config import TASKS
 
 
 def main() -> None:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import torch
 
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.replay.segments import open_buffer
-from robot_rl.specs import ArraySpec, EnvSpec
-from robot_rl.transition import TransitionBatch
 
 SPEC = EnvSpec(observation={"state": ArraySpec((3,)), "image.wrist": ArraySpec((64, 64, 3), "uint8")},
                action=ArraySpec((2,), "float32", -1.0, 1.0))

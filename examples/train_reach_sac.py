@@ -6,7 +6,7 @@
 
 import sys
 
-from robot_rl.config import resolve_train_config
+from robot_rl.loop.config import resolve_train_config
 from robot_rl.loop.eval_run import evaluate_run
 from robot_rl.loop.runner import train
 

@@ -17,15 +17,17 @@ from typing import Annotated, Literal
 
 import tyro
 
-from robot_rl.config import ConfigError, TrainConfig, describe, resolve_train_config, to_dict
+from robot_rl.config_io import describe, to_dict
+from robot_rl.core.config import ConfigError
+from robot_rl.core.registry import UnknownNameError
+from robot_rl.core.specs import SpecMismatchError
 from robot_rl.data.cli import DataArgs, run_data
 from robot_rl.human_loop.cli import DeployArgs, run_deploy
 from robot_rl.human_loop.record_cli import RecordArgs, run_record
+from robot_rl.loop.config import TrainConfig, resolve_train_config
 from robot_rl.policies.flow.cli import FlowSFTArgs, run_flow_sft
-from robot_rl.registry import UnknownNameError
 from robot_rl.replay.durable import DiskFullError
 from robot_rl.rewards.cli import RewardArgs, run_reward
-from robot_rl.specs import SpecMismatchError
 
 
 @dataclass
@@ -212,7 +214,7 @@ def run_train(args: TrainArgs) -> int:
     if args.name:
         overrides.append(f"run.name={args.name}")
     if args.resume is not None:
-        from robot_rl.config import parse_override
+        from robot_rl.config_io import parse_override
 
         cfg = load_run_config(args.resume, dict(parse_override(o) for o in overrides))
         result = train(cfg, resume_dir=args.resume)
@@ -252,7 +254,7 @@ def run_learner(args: LearnerArgs) -> int:
 
     overrides = [*args.overrides, *([f"run.name={args.name}"] if args.name else [])]
     if args.resume is not None:
-        from robot_rl.config import parse_override
+        from robot_rl.config_io import parse_override
 
         extra = ["transport.type=zmq", *([f"transport.address={args.bind}"] if args.bind else []), *overrides]
         cfg = load_run_config(args.resume, dict(parse_override(o) for o in extra))

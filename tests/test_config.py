@@ -3,21 +3,10 @@ from pathlib import Path
 
 import pytest
 
-from robot_rl.config import (
-    ALGOS,
-    TASKS,
-    ConfigError,
-    LoopConfig,
-    TrainConfig,
-    apply_overrides,
-    describe,
-    from_dict,
-    parse_override,
-    resolve_train_config,
-    save_yaml,
-    to_dict,
-)
-from robot_rl.registry import Registry, UnknownNameError
+from robot_rl.config_io import apply_overrides, describe, from_dict, parse_override, save_yaml, to_dict
+from robot_rl.core.config import ALGOS, TASKS, ConfigError
+from robot_rl.core.registry import Registry, UnknownNameError
+from robot_rl.loop.config import LoopConfig, TrainConfig, resolve_train_config
 
 
 def test_registry_rejects_duplicates_and_lists_names():

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.config import ALGOS, ensure_registered, resolve_train_config
+from robot_rl.core.config import ALGOS, ensure_registered
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.cotrain.align import AlignmentError, alignment_problems, assert_aligned, rename_cameras
 from robot_rl.cotrain.aux import AuxLoss, supervised_loss
 from robot_rl.cotrain.config import CotrainConfig
@@ -18,9 +20,8 @@ from robot_rl.cotrain.data import DemoSet, episodes_to_demoset
 from robot_rl.cotrain.sft import warm_start
 from robot_rl.data.episode import Episode
 from robot_rl.data.store import EpisodeStore
+from robot_rl.loop.config import resolve_train_config
 from robot_rl.replay.rollout import RolloutStorage
-from robot_rl.specs import ArraySpec, EnvSpec
-from robot_rl.transition import TransitionBatch
 
 STATE = EnvSpec({"state": ArraySpec((6,), "float32")}, ArraySpec((2,), "float32", -1.0, 1.0))
 CHUNK = EnvSpec({"state": ArraySpec((6,), "float32")}, ArraySpec((4, 2), "float32", -1.0, 1.0))
@@ -326,7 +327,7 @@ def test_misaligned_real_dataset_fails_before_training(tmp_path: Path) -> None:
 
 def test_shifted_reach_is_real_stand_in(tmp_path: Path) -> None:
     pytest.importorskip("mujoco")
-    from robot_rl.config import TASKS
+    from robot_rl.core.config import TASKS
     from robot_rl.cotrain.data import load_aligned_episodes
     from robot_rl.sims.mujoco.shifted import ScriptedReachDemonstrator, record_demos
 

@@ -12,12 +12,14 @@ import torch
 import robot_rl.testing  # noqa: F401 - registers the "fake" task
 from robot_rl.checkpoint import save_checkpoint
 from robot_rl.cli import main
-from robot_rl.config import ConfigError, resolve_train_config, save_yaml
+from robot_rl.config_io import save_yaml
+from robot_rl.core.config import ConfigError
+from robot_rl.core.specs import SpecMismatchError
 from robot_rl.data.demos import load_demos
 from robot_rl.data.episode import Episode, to_transitions
 from robot_rl.data.recorder import EpisodeRecorder, StoreSink
 from robot_rl.data.store import EpisodeStore, StoreError
-from robot_rl.specs import SpecMismatchError
+from robot_rl.loop.config import resolve_train_config
 from robot_rl.testing.fake_env import FakeVecEnv
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.config import ConfigError
+from robot_rl.core.config import ConfigError
+from robot_rl.core.transport import VersionedWeights
 from robot_rl.hardware.robot import Robot, RobotConfig, RobotState
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.human_loop.cli import DeployArgs, resolve_deploy_config
@@ -17,7 +18,6 @@ from robot_rl.human_loop.deploy import DeployConfig, Deployer, TaskRobot, rows_t
 from robot_rl.human_loop.devices.base import TeleopReading
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
 from robot_rl.human_loop.status import StatusLine
-from robot_rl.transport.base import VersionedWeights
 
 
 @dataclass

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from robot_rl.config import ConfigError
+from robot_rl.core.config import ConfigError
 from robot_rl.hardware.estop import ESTOP_KEYS, EStopGuard, EStopGuardConfig, WriteTimeStop
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.xarm import XArmRobot, XArmRobotConfig
@@ -209,10 +209,10 @@ def test_deploy_cli_gives_the_terminal_to_the_guard_and_the_keyboard_reads_the_g
     pytest.importorskip("mujoco")  # the simulated arm
     pytest.importorskip("msgpack")
     from robot_rl.cli import main
-    from robot_rl.config import ZmqTransportConfig
     from robot_rl.hardware.sim_arm import SimulatedArmConfig
     from robot_rl.human_loop.hil_learner import HILLearner
     from robot_rl.policies.sac import SACConfig
+    from robot_rl.transport.config import ZmqTransportConfig
 
     cfg = DeployConfig(robot=SimulatedArmConfig(cameras={}),
                        algo=SACConfig(actor_hidden=(32, 32), critic_hidden=(32, 32)),

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from robot_rl.cli import main
+from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.export import ExportVerificationError, UnsupportedArchitectureError, export_actor, extract_mlp, generate_c
 from robot_rl.export.graph import DenseLayer, MLPGraph
 from robot_rl.export.quantize import int8_error_bound, quantize_rows
@@ -21,7 +22,6 @@ from robot_rl.export.run_export import random_observations, torch_actions
 from robot_rl.export.toolchain import arm_available, build_host_harness, cross_compile, write_sources
 from robot_rl.policies.ppo import PPOPolicy
 from robot_rl.policies.sac import SACConfig, SACPolicy
-from robot_rl.specs import ArraySpec, EnvSpec
 
 N_OBS = 1000
 

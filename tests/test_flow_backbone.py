@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.policies.flow.backbone import BackboneWeightsError, ResNet18
 from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy
 from robot_rl.policies.flow.sft import load_flow_policy, save_flow_policy
-from robot_rl.specs import ArraySpec, EnvSpec
 
 TINY = dict(hidden=16, expert_layers=1, image_features=8, cnn_channels=4, cnn_layers=2, state_features=8,
             lang_features=8, horizon=2, num_steps=2)

@@ -8,15 +8,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from robot_rl.config import ALGOS, resolve_train_config
+from robot_rl.core.config import ALGOS
+from robot_rl.core.specs import EnvSpec, SpecMismatchError
+from robot_rl.core.transition import TransitionBatch
+from robot_rl.loop.config import resolve_train_config
 from robot_rl.policies.flow.hiors import HiORSConfig
 from robot_rl.policies.flow.metrics import flow_chain_kl
 from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy
 from robot_rl.policies.flow.ppo import FlowPPOConfig, element_log_probs
 from robot_rl.replay.rollout import RolloutStorage
 from robot_rl.sims.lang_reach import LangReachConfig
-from robot_rl.specs import EnvSpec, SpecMismatchError
-from robot_rl.transition import TransitionBatch
 
 TINY = dict(hidden=32, expert_layers=2, image_features=8, cnn_channels=4, cnn_layers=2, state_features=8,
             lang_features=8)

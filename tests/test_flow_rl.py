@@ -7,14 +7,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from robot_rl.config import ALGOS, ensure_registered, resolve_train_config
+from robot_rl.core.config import ALGOS, ensure_registered
+from robot_rl.core.specs import SpecMismatchError
 from robot_rl.data.recorder import StoreSink, record_episodes
 from robot_rl.data.store import EpisodeStore
+from robot_rl.loop.config import resolve_train_config
 from robot_rl.policies.flow.model import FlowVLAConfig
 from robot_rl.policies.flow.ppo import FlowPPOConfig
 from robot_rl.policies.flow.sft import FlowSFTConfig, train_sft
 from robot_rl.sims.lang_reach import LangReachConfig, LangReachDemonstrator
-from robot_rl.specs import SpecMismatchError
 
 TINY = dict(hidden=32, expert_layers=2, image_features=8, cnn_channels=4, cnn_layers=2, state_features=8,
             lang_features=8)
@@ -89,7 +90,7 @@ def test_sft_then_flow_ppo_updates_and_logs_the_kl_guard(sft_run: tuple[Path, La
     env = LangReachConfig(num_envs=4, image_size=16, chunk_horizon=4).make("cpu", 1)
     policy = algo.make_policy()
     storage = algo.make_storage(4)
-    from robot_rl.transition import TransitionBatch
+    from robot_rl.core.transition import TransitionBatch
 
     obs = env.reset()
     kl_coefs = []
@@ -202,8 +203,8 @@ def test_flow_ppo_moves_the_chunk_towards_higher_reward_on_a_bandit() -> None:
     σ₀ = 0.3: PPO's clip region and the KL guard both scale with σ (a ratio or a KL budget allows a mean
     shift ∝ σ per step), so at σ = 0.05 the same ten updates move the mean by only 0.07 (−0.04 → 0.03).
     """
-    from robot_rl.specs import ArraySpec, EnvSpec
-    from robot_rl.transition import TransitionBatch
+    from robot_rl.core.specs import ArraySpec, EnvSpec
+    from robot_rl.core.transition import TransitionBatch
 
     torch.manual_seed(0)
     horizon, n = 4, 64
@@ -230,8 +231,8 @@ def test_flow_ppo_moves_the_chunk_towards_higher_reward_on_a_bandit() -> None:
 
 def test_flow_ppo_sigma_bound_decays_and_the_kl_guard_ignores_the_decay() -> None:
     """σ's clamp falls linearly to final_max_sigma; the actors sample under it; unmoved means give KL ≈ 0."""
-    from robot_rl.specs import ArraySpec, EnvSpec
-    from robot_rl.transition import TransitionBatch
+    from robot_rl.core.specs import ArraySpec, EnvSpec
+    from robot_rl.core.transition import TransitionBatch
 
     torch.manual_seed(0)
     horizon, n = 4, 16

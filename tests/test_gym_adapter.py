@@ -8,8 +8,8 @@ import torch
 
 gym = pytest.importorskip("gymnasium")
 
-from robot_rl.config import TASKS  # noqa: E402
-from robot_rl.envs import NonFiniteActionError  # noqa: E402
+from robot_rl.core.config import TASKS  # noqa: E402
+from robot_rl.core.env import NonFiniteActionError  # noqa: E402
 from robot_rl.sims.gymnasium import GymnasiumTaskConfig  # noqa: E402
 
 
@@ -107,8 +107,8 @@ def test_missing_gymnasium_gives_an_install_hint(monkeypatch):
 
 
 def test_sac_trains_on_gym_transitions():
+    from robot_rl.core.transition import TransitionBatch
     from robot_rl.policies.sac import SACConfig
-    from robot_rl.transition import TransitionBatch
 
     env = GymnasiumTaskConfig(num_envs=2, max_episode_steps=5).make("cpu", seed=0)
     algo = SACConfig(actor_hidden=(16,), critic_hidden=(16,), batch_size=8).build(env.spec, "cpu", seed=0)
@@ -193,7 +193,7 @@ def test_async_vector_env_matches_sync():
 
 
 def test_prefixed_task_id_builds_the_env():
-    from robot_rl.config import resolve_train_config
+    from robot_rl.loop.config import resolve_train_config
 
     cfg = resolve_train_config(task="gymnasium/MountainCarContinuous-v0", overrides=["task.num_envs=2"])
     env = cfg.task.make("cpu", seed=0)

@@ -5,13 +5,14 @@ import time
 import pytest
 import torch
 
-from robot_rl.config import ConfigError, ZmqTransportConfig
+from robot_rl.core.config import ConfigError
+from robot_rl.core.specs import EnvSpec
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.hardware.sim_arm import SimulatedArmConfig
 from robot_rl.human_loop.deploy import DeployConfig, robot_spec
 from robot_rl.human_loop.hil_learner import HILLearner
 from robot_rl.policies.sac import SACConfig
-from robot_rl.specs import EnvSpec
-from robot_rl.transition import TransitionBatch
+from robot_rl.transport.config import ZmqTransportConfig
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
 pytestmark = pytest.mark.timeout(120)

@@ -18,7 +18,6 @@ import pytest
 pytest.importorskip("mujoco")
 pytest.importorskip("msgpack")
 
-from robot_rl.config import ZmqTransportConfig
 from robot_rl.hardware.robot import RobotError
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.sim_arm import PickIntervener, SimulatedArmConfig
@@ -27,6 +26,7 @@ from robot_rl.human_loop.devices.scripted import ScriptedDevice
 from robot_rl.human_loop.hil_learner import HILLearner
 from robot_rl.human_loop.scripted_runs import record_device_demos, run_policy_alone
 from robot_rl.policies.sac import SACConfig
+from robot_rl.transport.config import ZmqTransportConfig
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

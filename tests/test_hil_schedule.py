@@ -11,11 +11,11 @@ import torch
 
 pytest.importorskip("mujoco")
 
-from robot_rl.config import resolve_train_config
 from robot_rl.data.episode import Episode, spec_of
 from robot_rl.data.store import EpisodeStore
 from robot_rl.human_loop.devices.base import TeleopReading
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
+from robot_rl.loop.config import resolve_train_config
 from robot_rl.loop.runner import InProcessRunner
 from robot_rl.rewards.hil_config import HILConfig
 from robot_rl.rewards.schedule import HILController

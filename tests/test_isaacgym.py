@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.envs import NonFiniteActionError
+from robot_rl.core.env import NonFiniteActionError
 from robot_rl.sims.isaacgym import IsaacGymTask, IsaacGymTaskConfig
 from robot_rl.testing import fake_isaacgym
 

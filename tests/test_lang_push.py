@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from robot_rl.config import TASKS, ensure_registered
+from robot_rl.core.config import TASKS, ensure_registered
 from robot_rl.sims.lang_push import LangPushConfig, LangPushDemonstrator
 
 

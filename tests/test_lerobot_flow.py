@@ -12,7 +12,7 @@ pytest.importorskip("lerobot")
 pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
-from robot_rl.config import ALGOS, ensure_registered
+from robot_rl.core.config import ALGOS, ensure_registered
 from robot_rl.policies.flow.dsrl import DSRLConfig, LatentNoiseEnv
 from robot_rl.policies.flow.lerobot_base import (
     ObservationMismatchError,

@@ -16,12 +16,12 @@ pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
 from robot_rl.checkpoint import load_latest
-from robot_rl.config import resolve_train_config
+from robot_rl.core.transition import TransitionBatch
+from robot_rl.loop.config import resolve_train_config
 from robot_rl.policies.flow.lerobot_flow_ppo import LeRobotFlowNoisePolicy, LeRobotFlowPPOAlgorithm
 from robot_rl.policies.flow.ppo import FlowPPOConfig
 from robot_rl.sims.lang_reach import LangReachConfig
 from robot_rl.testing.tiny_smolvla import build_tiny_smolvla
-from robot_rl.transition import TransitionBatch
 
 WORDS = "reach the red green blue target".split()
 

@@ -5,11 +5,11 @@ import json
 import torch
 
 import robot_rl.testing  # noqa: F401 - registers the "fake" task
-from robot_rl.config import ALGOS, ensure_registered
+from robot_rl.core.config import ALGOS, ensure_registered
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.learner import Learner
 from robot_rl.testing import FakeVecEnv
-from robot_rl.transition import TransitionBatch
 from robot_rl.transport.inproc import InprocTransport
 
 ensure_registered()
@@ -106,7 +106,7 @@ def test_on_policy_round_trip_with_ppo():
 
 
 def _runner_cfg(tmp_path, algo: str, *extra: str):
-    from robot_rl.config import resolve_train_config
+    from robot_rl.loop.config import resolve_train_config
 
     return resolve_train_config(task="fake", algo=algo, overrides=[
         f"run.root={tmp_path}", "run.name=r", "run.progress=false", "loop.eval_episodes=4",

@@ -15,8 +15,9 @@ import torch
 gym = pytest.importorskip("gymnasium")
 pytest.importorskip("mani_skill")
 
-from robot_rl.config import TASKS, resolve_train_config  # noqa: E402
-from robot_rl.envs import NonFiniteActionError  # noqa: E402
+from robot_rl.core.config import TASKS  # noqa: E402
+from robot_rl.core.env import NonFiniteActionError  # noqa: E402
+from robot_rl.loop.config import resolve_train_config  # noqa: E402
 from robot_rl.sims.maniskill import ManiSkillTaskConfig, ManiSkillVecEnv  # noqa: E402
 
 CPU = {"sim_backend": "physx_cpu", "render_backend": "sapien_cpu"}

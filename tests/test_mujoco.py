@@ -10,8 +10,8 @@ import torch
 os.environ.setdefault("MUJOCO_GL", "osmesa")  # read once, when mujoco is first imported
 pytest.importorskip("mujoco")
 
-from robot_rl.config import TASKS
-from robot_rl.envs import NonFiniteActionError
+from robot_rl.core.config import TASKS
+from robot_rl.core.env import NonFiniteActionError
 from robot_rl.sims.mujoco import MujocoReachConfig
 
 NAMES = ["mujoco/reach", "mujoco/push", "mujoco/pick_cube", "mujoco/peg_insert"]
@@ -291,7 +291,7 @@ def test_closing_one_pixel_env_leaves_another_envs_frames_intact():
 
 
 def test_state_pixels_gives_the_full_state_and_a_camera_and_select_drops_the_camera():
-    from robot_rl.envs import SelectObservation
+    from robot_rl.core.env import SelectObservation
 
     env = _gl_or_skip(TASKS.get("mujoco/pick_cube")(num_envs=2, obs="state_pixels", image_size=32,
                                                     max_episode_steps=2))

@@ -8,7 +8,7 @@ pytest.importorskip("jax")
 pytest.importorskip("mujoco.mjx")
 
 import robot_rl.sims.mujoco  # noqa: F401 - registers the tasks
-from robot_rl.config import TASKS
+from robot_rl.core.config import TASKS
 
 
 @pytest.mark.slow

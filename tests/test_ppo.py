@@ -9,8 +9,11 @@ import math
 import pytest
 import torch
 
-from robot_rl.config import ALGOS, AlgoConfig, ConfigError, field_docs, from_dict
-from robot_rl.envs import StepResult, VecEnv, check_action
+from robot_rl.config_io import field_docs, from_dict
+from robot_rl.core.config import ALGOS, AlgoConfig, ConfigError
+from robot_rl.core.env import StepResult, VecEnv, check_action
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.policies.ppo import (
     PPOAlgorithm,
     PPOConfig,
@@ -22,8 +25,6 @@ from robot_rl.policies.ppo import (
     value_loss,
 )
 from robot_rl.replay.rollout import RolloutStorage, compute_gae, iter_minibatches
-from robot_rl.specs import ArraySpec, EnvSpec
-from robot_rl.transition import TransitionBatch
 
 # --------------------------------------------------------------------------------------------
 # A 1-D point-to-target task, batched in torch

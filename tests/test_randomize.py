@@ -3,12 +3,13 @@
 import pytest
 import torch
 
-from robot_rl.config import ConfigError, ParamRange, RandomizeConfig
-from robot_rl.envs import NonFiniteActionError, StepResult, VecEnv, check_action
+from robot_rl.core.config import ConfigError
+from robot_rl.core.env import NonFiniteActionError, StepResult, VecEnv, check_action
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.sims.base import ParamRange, RandomizeConfig
 from robot_rl.sims.isaacgym import IsaacGymTaskConfig
 from robot_rl.sims.randomize import RandomizedVecEnv, pop_summaries
 from robot_rl.sims.reach import ReachConfig
-from robot_rl.specs import ArraySpec, EnvSpec
 from robot_rl.testing.fake_env import FakeVecEnv
 
 

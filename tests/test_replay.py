@@ -3,9 +3,9 @@
 import pytest
 import torch
 
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.replay.buffer import MixingSampler, ReplayBuffer, concat_batches
-from robot_rl.specs import ArraySpec, EnvSpec
-from robot_rl.transition import TransitionBatch
 
 SPEC = EnvSpec(observation={"state": ArraySpec((2,)), "image.front": ArraySpec((4, 4, 3), "uint8")},
                action=ArraySpec((3, 2), "float32", -1.0, 1.0))

@@ -96,7 +96,7 @@ def test_damage_in_the_middle_sets_aside_everything_after(tmp_path: Path):
 
 
 def test_spec_change_is_a_clear_error(tmp_path: Path):
-    from robot_rl.specs import ArraySpec, EnvSpec
+    from robot_rl.core.specs import ArraySpec, EnvSpec
 
     _filled(tmp_path)
     other = EnvSpec(observation={"state": ArraySpec((4,))}, action=SPEC.action)
@@ -143,7 +143,7 @@ def test_full_disk_is_a_clear_error_and_keeps_what_was_committed(tmp_path: Path)
 
 def test_runner_stops_actors_on_a_full_disk(tmp_path: Path, monkeypatch):
     import robot_rl.testing  # noqa: F401 - registers the "fake" task
-    from robot_rl.config import resolve_train_config
+    from robot_rl.loop.config import resolve_train_config
     from robot_rl.loop.runner import InProcessRunner
     from robot_rl.replay.segments import SegmentLog
 

@@ -11,8 +11,8 @@ import torch
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 pytest.importorskip("mujoco")
 
-from robot_rl.config import resolve_train_config
-from robot_rl.envs import SelectObservation
+from robot_rl.core.env import SelectObservation
+from robot_rl.loop.config import resolve_train_config
 from robot_rl.rewards.classifier import SuccessClassifier
 from robot_rl.rewards.prm import ProcessRewardModel
 from robot_rl.rewards.wrapper import ProgressShapingWrapper, RewardWrapper, pop_reward_terms

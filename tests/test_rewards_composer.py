@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.data.episode import spec_of
 from robot_rl.data.store import EpisodeStore
 from robot_rl.replay.buffer import ReplayBuffer
@@ -18,8 +20,6 @@ from robot_rl.rewards.schedule import HILPhase, HILSchedule, ReturnAndExplore
 from robot_rl.rewards.wrapper import RewardWrapper
 from robot_rl.sims.reach import ReachConfig
 from robot_rl.sims.reach_pixels import ReachPixelsConfig
-from robot_rl.specs import ArraySpec, EnvSpec
-from robot_rl.transition import TransitionBatch
 
 # A corridor of 6 states; actions 0 = left, 1 = right, 2 = stay. State 5 is the goal (terminal).
 # From state 0, "stay" pays 0.08 per step forever; reaching the goal pays 1 once.

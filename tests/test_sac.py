@@ -7,12 +7,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from robot_rl.config import ALGOS
+from robot_rl.core.config import ALGOS
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.policies.modules.cnn import random_shift
 from robot_rl.policies.sac import SACAlgorithm, SACConfig, SACPolicy
 from robot_rl.replay.buffer import MixingSampler, ReplayBuffer
-from robot_rl.specs import ArraySpec, EnvSpec
-from robot_rl.transition import TransitionBatch
 
 STATE_SPEC = EnvSpec(observation={"state": ArraySpec((3,))}, action=ArraySpec((2,), "float32", -1.0, 1.0))
 SMALL = {"actor_hidden": (32, 32), "critic_hidden": (32, 32), "batch_size": 16}
@@ -244,7 +244,7 @@ def test_make_storage_with_demo_ratio_mixes_and_routes_interventions():
 
 
 def test_registered_and_config_fields_documented():
-    from robot_rl.config import field_docs
+    from robot_rl.config_io import field_docs
 
     assert ALGOS.get("sac") is SACConfig
     docs = field_docs(SACConfig)

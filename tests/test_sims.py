@@ -9,8 +9,9 @@ from typing import Any, TypeVar
 import pytest
 import torch
 
-from robot_rl.config import TASKS, ConfigError, TaskConfig, field_docs, from_dict
-from robot_rl.envs import NonFiniteActionError
+from robot_rl.config_io import field_docs, from_dict
+from robot_rl.core.config import TASKS, ConfigError, TaskConfig
+from robot_rl.core.env import NonFiniteActionError
 from robot_rl.sims import TorchTask
 from robot_rl.sims.pendulum import PendulumTask, angle_normalize
 from robot_rl.sims.push import PushConfig, PushTask

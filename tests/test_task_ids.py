@@ -6,19 +6,10 @@ import pytest
 import yaml
 
 from robot_rl.cli import main
-from robot_rl.config import (
-    TASKS,
-    ConfigError,
-    TrainConfig,
-    from_dict,
-    load_yaml,
-    resolve_task_id,
-    resolve_train_config,
-    save_yaml,
-    task_id,
-    to_dict,
-)
-from robot_rl.registry import UnknownNameError
+from robot_rl.config_io import from_dict, load_yaml, save_yaml, to_dict
+from robot_rl.core.config import TASKS, ConfigError, resolve_task_id, task_id
+from robot_rl.core.registry import UnknownNameError
+from robot_rl.loop.config import TrainConfig, resolve_train_config
 from robot_rl.sims.extras import install_hint, installed, require, task_catalog
 from robot_rl.sims.gymnasium import GymnasiumTaskConfig
 from robot_rl.sims.isaacgym import IsaacGymTaskConfig

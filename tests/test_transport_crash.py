@@ -13,8 +13,8 @@ import pytest
 import torch
 from transport_helpers import free_tcp_addr, tagged_batch
 
-from robot_rl.specs import ArraySpec, EnvSpec
-from robot_rl.transition import TransitionBatch
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
 SPEC = EnvSpec({"state": ArraySpec((3,))}, ArraySpec((2,), low=-1.0, high=1.0))
@@ -24,7 +24,7 @@ FAST = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3)
 # atomic temp → fsync → rename) before it is acknowledged, as a checkpoint with persistence would be.
 STORE_LEARNER = textwrap.dedent("""
     import json, os, sys
-    from robot_rl.specs import ArraySpec, EnvSpec
+    from robot_rl.core.specs import ArraySpec, EnvSpec
     from robot_rl.transport.zmq_transport import ZmqLearnerEndpoint, ZmqSettings
 
     addr, path = sys.argv[1], sys.argv[2]
@@ -99,8 +99,10 @@ def test_learner_kill9_and_restart_loses_nothing_and_stores_nothing_twice(tmp_pa
 
 @pytest.mark.timeout(150)
 def test_actor_kill9_keeps_acked_transitions_and_marks_the_cut(tmp_path: Path):
-    from robot_rl.config import TrainConfig, apply_overrides, ensure_registered
-    from robot_rl.transport.base import VersionedWeights
+    from robot_rl.config_io import apply_overrides
+    from robot_rl.core.config import ensure_registered
+    from robot_rl.core.transport import VersionedWeights
+    from robot_rl.loop.config import TrainConfig
     from robot_rl.transport.zmq_transport import ZmqLearnerEndpoint
 
     ensure_registered()
@@ -175,10 +177,21 @@ def test_learner_marks_a_cut_actors_last_rollout_step_truncated():
 
     env = FakeVecEnv(num_envs=2, episode_length=50)
     algo = PPOConfig(rollout_length=8).build(env.spec, "cpu", 0)
-    t = InprocTransport()
-    endpoint = t.learner_endpoint()
+    from robot_rl.core.transport import SessionEndpoint
+    from robot_rl.transport.inproc import InprocLearnerEndpoint
+
     cuts: list[CutSession] = []
-    endpoint.pop_cut_sessions = lambda: [cuts.pop() for _ in range(len(cuts))]  # as the ZeroMQ learner does
+
+    class CuttingEndpoint(InprocLearnerEndpoint):  # reports cut sessions as the ZeroMQ learner does
+        def session_of(self, batch):
+            return None
+
+        def pop_cut_sessions(self):
+            return [cuts.pop() for _ in range(len(cuts))]
+
+    t = InprocTransport()
+    endpoint = CuttingEndpoint(t)
+    assert isinstance(endpoint, SessionEndpoint)
     learner = Learner(algo, env.spec, endpoint, "cpu", num_envs_total=2)
     from robot_rl.loop.actor import Actor
 

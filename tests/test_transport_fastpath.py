@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.specs import ArraySpec, EnvSpec
-from robot_rl.transition import TransitionBatch
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.transport.codec import SpecPlan, WireError, decode, encode, unpack_header
 from robot_rl.transport.transition_codec import TransitionPlan, decode_transitions, encode_transitions
 

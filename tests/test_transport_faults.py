@@ -7,9 +7,9 @@ import pytest
 import torch
 from transport_helpers import free_tcp_addr, tagged_batch, wait_until
 
-from robot_rl.specs import ArraySpec, EnvSpec
-from robot_rl.transition import TransitionBatch
-from robot_rl.transport.base import VersionedWeights
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.core.transition import TransitionBatch
+from robot_rl.core.transport import VersionedWeights
 from robot_rl.transport.fault_proxy import FaultProxy
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqLearnerEndpoint, ZmqSettings
 

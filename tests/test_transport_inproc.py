@@ -3,9 +3,9 @@ import time
 
 import torch
 
+from robot_rl.core.transition import TransitionBatch
+from robot_rl.core.transport import VersionedWeights
 from robot_rl.testing import FakeVecEnv
-from robot_rl.transition import TransitionBatch
-from robot_rl.transport.base import VersionedWeights
 from robot_rl.transport.inproc import InprocTransport
 
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 from transport_helpers import drain, free_tcp_addr, tagged_batch, wait_until
 
-from robot_rl.specs import ArraySpec, EnvSpec
-from robot_rl.transition import TransitionBatch
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqLearnerEndpoint, ZmqSettings
 
 SPEC = EnvSpec({"state": ArraySpec((3,))}, ArraySpec((2,), low=-1.0, high=1.0))
@@ -102,7 +102,7 @@ def test_50hz_actor_keeps_its_period_and_bounded_memory_next_to_a_slow_learner(t
             if learner.recv(0.05) is not None:
                 time.sleep(0.1)  # a learner busy in update(): 10 chunks/s against 50 produced
 
-    from robot_rl.transport.base import VersionedWeights
+    from robot_rl.core.transport import VersionedWeights
 
     learner.publish_weights(VersionedWeights(1, algo.actor_weights()))
     thread = threading.Thread(target=slow_learner, daemon=True)

@@ -8,8 +8,8 @@ import pytest
 import torch
 from transport_helpers import drain, tagged_batch, wait_until
 
-from robot_rl.specs import ArraySpec, EnvSpec
-from robot_rl.transport.base import VersionedWeights
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.core.transport import VersionedWeights
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqLearnerEndpoint, ZmqSettings
 
 SPEC = EnvSpec({"state": ArraySpec((3,))}, ArraySpec((2,), low=-1.0, high=1.0))

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 
-from robot_rl.transition import TransitionBatch
+from robot_rl.core.transition import TransitionBatch
 
 
 def free_tcp_addr() -> str:

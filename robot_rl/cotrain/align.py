@@ -8,8 +8,8 @@ for each kind (rename cameras with ``cotrain.camera_map``, resize images when re
 
 from __future__ import annotations
 
+from robot_rl.core.specs import ArraySpec, EnvSpec, SpecMismatchError
 from robot_rl.data.episode import Episode
-from robot_rl.specs import ArraySpec, EnvSpec, SpecMismatchError
 
 
 class AlignmentError(SpecMismatchError):

@@ -1,6 +1,6 @@
 """The auxiliary supervised loss of stage 2, matched to the policy class, and the hook learners call.
 
-Learners call :meth:`robot_rl.policies.base.Algorithm.aux_loss` once per gradient step of their actor
+Learners call :meth:`robot_rl.core.algorithm.Algorithm.aux_loss` once per gradient step of their actor
 and add what it returns to the actor's loss. :class:`AuxLoss` is the co-training hook behind it: it
 draws a batch from the **real** demonstrations only (its own generator) and returns
 ``λ(t) · L_sup(real batch)``, or ``None`` when ``λ(t) = 0`` — then nothing is sampled or computed,

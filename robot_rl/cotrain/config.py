@@ -1,6 +1,6 @@
 """The ``cotrain`` section of a run config, and the λ(t) schedule of the auxiliary loss.
 
-Kept free of torch and of ``robot_rl.config`` imports: ``robot_rl/config.py`` imports this module.
+Kept free of torch: ``robot_rl/loop/config.py`` imports this module.
 """
 
 from __future__ import annotations

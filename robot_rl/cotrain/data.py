@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from robot_rl.core.specs import EnvSpec
 from robot_rl.cotrain.align import assert_aligned, rename_cameras
 from robot_rl.data.episode import Episode
-from robot_rl.specs import EnvSpec
 
 
 @dataclass

@@ -18,12 +18,12 @@ from typing import Any
 
 import torch
 
+from robot_rl.core.algorithm import Policy
+from robot_rl.core.specs import EnvSpec
 from robot_rl.cotrain.aux import AuxLoss, supervised_loss
 from robot_rl.cotrain.config import CotrainConfig
 from robot_rl.cotrain.data import DemoSet, episodes_to_demoset, load_aligned_episodes, split_holdout
 from robot_rl.cotrain.sft import warm_start
-from robot_rl.policies.base import Policy
-from robot_rl.specs import EnvSpec
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl.config import ConfigError
+from robot_rl.core.config import ConfigError
+from robot_rl.core.specs import EnvSpec
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.data.episode import SEGMENT_CORRECTION, SEGMENT_NONE, SEGMENT_REWIND, Episode, to_transitions
-from robot_rl.specs import EnvSpec
-from robot_rl.transition import TransitionBatch
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def load_demos(path: Path | str, spec: EnvSpec, device: torch.device | str = "cp
     appears once.
 
     Observation keys, shapes and dtypes and the action shape must match ``spec`` (else
-    :class:`~robot_rl.specs.SpecMismatchError` with the differences); actions outside the spec's bounds are clamped
+    :class:`~robot_rl.core.specs.SpecMismatchError` with the differences); actions outside the spec's bounds are clamped
     into them, and the number clamped is logged.
     """
     episodes, demo_spec, kind = read_episodes(path)

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl.specs import ArraySpec, EnvSpec, SpecMismatchError
-from robot_rl.transition import TransitionBatch
+from robot_rl.core.specs import ArraySpec, EnvSpec, SpecMismatchError
+from robot_rl.core.transition import TransitionBatch
 
 STEP_FIELDS = ("action", "reward", "terminated", "truncated", "intervened", "success")
 _BOOL_FIELDS = ("terminated", "truncated", "intervened", "success")

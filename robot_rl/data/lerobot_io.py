@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.specs import ArraySpec, EnvSpec, SpecMismatchError
 from robot_rl.data.episode import Episode
-from robot_rl.specs import ArraySpec, EnvSpec, SpecMismatchError
 
 INSTALL_HINT = ("pip install 'robot-rl[datasets]' to read and write the files; writing with LeRobot's own code also "
                 "needs the lerobot package (docs/datasets.md gives the tested install lines)")

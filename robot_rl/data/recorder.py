@@ -1,6 +1,6 @@
 """Record whole episodes from any env loop, and roll out a trained run's policy to record demos.
 
-:class:`EpisodeRecorder` sits beside a :class:`~robot_rl.envs.VecEnv` loop::
+:class:`EpisodeRecorder` sits beside a :class:`~robot_rl.core.env.VecEnv` loop::
 
     rec = EpisodeRecorder(sink, num_envs=env.num_envs)
     obs = env.reset(); rec.reset(obs)
@@ -12,7 +12,7 @@
 
 It keeps one growing episode per sub-env and, when a sub-env's episode ends, writes it to the sink
 with ``info["final_obs"]`` as its final observation (the auto-reset contract of
-:mod:`robot_rl.envs`). A sink is anything with ``write(episode)`` and ``close()``: an
+:mod:`robot_rl.core.env`). A sink is anything with ``write(episode)`` and ``close()``: an
 :class:`~robot_rl.data.store.EpisodeStore` (append-only, checksummed) or a
 :class:`~robot_rl.data.lerobot_io.LeRobotWriter` (straight into a LeRobotDataset v3).
 """
@@ -27,9 +27,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from robot_rl.core.env import StepResult, VecEnv
 from robot_rl.data.episode import Episode
 from robot_rl.data.store import EpisodeStore
-from robot_rl.envs import StepResult, VecEnv
 
 log = logging.getLogger(__name__)
 

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.data.episode import STEP_FIELDS, Episode
 from robot_rl.replay.durable import commit_file
-from robot_rl.specs import EnvSpec, SpecMismatchError
 
 log = logging.getLogger(__name__)
 

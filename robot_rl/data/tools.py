@@ -11,9 +11,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from robot_rl.core.specs import EnvSpec
 from robot_rl.data.lerobot_io import LeRobotReader, is_lerobot_dataset
 from robot_rl.data.store import EpisodeStore, StoreError, is_store
-from robot_rl.specs import EnvSpec
 
 
 def kind_of(path: Path) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from robot_rl.specs import EnvSpec
+from robot_rl.core.specs import EnvSpec
 
 OPSET = 17
 

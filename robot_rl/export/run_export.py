@@ -22,13 +22,13 @@ import torch
 import yaml
 from torch import nn
 
+from robot_rl.core.algorithm import Policy
+from robot_rl.core.specs import EnvSpec
 from robot_rl.export.c_codegen import VARIANTS, Variant, check_name, generate_c
 from robot_rl.export.graph import MLPGraph, extract_mlp
 from robot_rl.export.onnx_export import check_onnx, export_onnx
 from robot_rl.export.quantize import int8_error_bound
 from robot_rl.export.toolchain import CORTEX_TARGETS, arm_available, build_host_harness, cross_compile, write_sources
-from robot_rl.policies.base import Policy
-from robot_rl.specs import EnvSpec
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The Robot contract: what every real (or simulated) arm implements.
 
-A robot declares its features before connecting (:attr:`Robot.features`, a :class:`~robot_rl.specs.EnvSpec`
+A robot declares its features before connecting (:attr:`Robot.features`, a :class:`~robot_rl.core.specs.EnvSpec`
 without a batch dimension), is used as a context manager (``with robot: ...`` connects and always
 disconnects), reports its measured state, and :meth:`Robot.send_action` returns the action actually
 applied. Never drive a robot directly: wrap it in :class:`~robot_rl.hardware.safety.SafetyLayer`.
@@ -27,8 +27,8 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from robot_rl.registry import Registry
-from robot_rl.specs import ArraySpec, EnvSpec
+from robot_rl.core.registry import Registry
+from robot_rl.core.specs import ArraySpec, EnvSpec
 
 ControlMode = Literal["ee_delta", "joint"]
 CONTROL_MODES: tuple[str, ...] = ("ee_delta", "joint")

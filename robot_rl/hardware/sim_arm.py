@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.hardware.robot import ROBOTS, NotConnectedError, Robot, RobotConfig, RobotError, RobotState
-from robot_rl.specs import ArraySpec, EnvSpec
 
 log = logging.getLogger(__name__)
 

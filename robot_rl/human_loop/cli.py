@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 
 import tyro
 
-from robot_rl.config import ConfigError, apply_overrides, from_dict, load_yaml, parse_override
+from robot_rl.config_io import apply_overrides, from_dict, load_yaml, parse_override
+from robot_rl.core.config import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,10 @@ import numpy as np
 import torch
 import yaml
 
-from robot_rl.config import AlgoConfig, ReplayConfig, ZmqTransportConfig
+from robot_rl.core.algorithm import Policy
+from robot_rl.core.config import AlgoConfig
+from robot_rl.core.specs import EnvSpec
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.hardware.rate import RateLoop
 from robot_rl.hardware.robot import RobotConfig
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
@@ -42,9 +45,8 @@ from robot_rl.hardware.weight_check import WeightCheckConfig, WeightGate
 from robot_rl.human_loop.devices.base import TeleopDevice
 from robot_rl.human_loop.intervention import InterventionConfig, InterventionController
 from robot_rl.human_loop.status import StatusLine
-from robot_rl.policies.base import Policy
-from robot_rl.specs import EnvSpec
-from robot_rl.transition import TransitionBatch
+from robot_rl.loop.config import ReplayConfig
+from robot_rl.transport.config import ZmqTransportConfig
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +142,8 @@ def load_run_policy(run_dir: Path, spec: EnvSpec, device: str = "cpu") -> tuple[
     state layout is refused with the differences listed).
     """
     from robot_rl.checkpoint import load_latest
-    from robot_rl.config import ConfigError, from_dict, load_yaml
+    from robot_rl.config_io import from_dict, load_yaml
+    from robot_rl.core.config import ConfigError
 
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").is_file():

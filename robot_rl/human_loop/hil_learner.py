@@ -29,7 +29,9 @@ import torch
 import yaml
 
 from robot_rl.checkpoint import list_checkpoints
-from robot_rl.config import ConfigError, save_yaml
+from robot_rl.config_io import save_yaml
+from robot_rl.core.config import ConfigError
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.human_loop.deploy import DeployConfig, robot_spec
 from robot_rl.loop.learner import Learner
 from robot_rl.loop.learner_state import (
@@ -39,7 +41,6 @@ from robot_rl.loop.learner_state import (
     save_learner_checkpoint,
 )
 from robot_rl.replay.mixing import MixingSampler
-from robot_rl.transition import TransitionBatch
 from robot_rl.transport.zmq_transport import ZmqLearnerEndpoint, ZmqSettings
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import tyro
 
-from robot_rl.config import ConfigError, from_dict, load_yaml, parse_override
+from robot_rl.config_io import from_dict, load_yaml, parse_override
+from robot_rl.core.config import ConfigError
 from robot_rl.replay.durable import DiskFullError, is_disk_full
 
 if TYPE_CHECKING:  # torch comes with these; `robot-rl --help` should not wait for it

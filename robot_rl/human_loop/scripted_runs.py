@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from robot_rl.core.algorithm import Policy
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.hardware.safety import SafetyLayer
 from robot_rl.human_loop.deploy import DeployConfig, Deployer, DeployReport, rows_to_batch
 from robot_rl.human_loop.devices.base import TeleopDevice
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
-from robot_rl.policies.base import Policy
-from robot_rl.transition import TransitionBatch
 
 
 def record_device_demos(safety: SafetyLayer, cfg: DeployConfig, device: TeleopDevice, episodes: int, seed: int

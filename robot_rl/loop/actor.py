@@ -20,10 +20,10 @@ from typing import Any
 
 import torch
 
-from robot_rl.envs import VecEnv
-from robot_rl.policies.base import Policy
-from robot_rl.transition import TransitionBatch, finite_obs_rows
-from robot_rl.transport.base import ActorEndpoint
+from robot_rl.core.algorithm import Policy
+from robot_rl.core.env import VecEnv
+from robot_rl.core.transition import TransitionBatch, finite_obs_rows
+from robot_rl.core.transport import ActorEndpoint, VersionAwareEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class Actor:
 
     def endpoint_version(self) -> int:
         """The newest weight version the learner announced (-1 if unknown)."""
-        return int(getattr(self.endpoint, "learner_version", -1))
+        return self.endpoint.learner_version if isinstance(self.endpoint, VersionAwareEndpoint) else -1
 
     @torch.no_grad()
     def step(self) -> TransitionBatch:

@@ -30,8 +30,8 @@ def evaluate_run(run_dir: Path, episodes: int = 100, seed: int = 12345, device: 
 
 def write_video(env: object, policy: object, path: Path, episodes: int, fps: int) -> None:
     """Record ``episodes`` episodes of a one-env instance to an mp4."""
-    from robot_rl.envs import VecEnv
-    from robot_rl.policies.base import Policy
+    from robot_rl.core.algorithm import Policy
+    from robot_rl.core.env import VecEnv
 
     assert isinstance(env, VecEnv) and isinstance(policy, Policy)
     try:

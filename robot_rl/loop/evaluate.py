@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import torch
 
-from robot_rl.envs import VecEnv
-from robot_rl.policies.base import Policy
-from robot_rl.transition import finite_obs_rows
+from robot_rl.core.algorithm import Policy
+from robot_rl.core.env import VecEnv
+from robot_rl.core.transition import finite_obs_rows
 
 
 @dataclass

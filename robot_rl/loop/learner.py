@@ -13,11 +13,18 @@ from typing import Any, cast
 
 import torch
 
-from robot_rl.policies.base import Algorithm, OffPolicyAlgorithm, OnPolicyAlgorithm, ReplayStorage
+from robot_rl.core.algorithm import (
+    Algorithm,
+    DurableStorage,
+    OffPolicyAlgorithm,
+    OnPolicyAlgorithm,
+    OnPolicyStorage,
+    ReplayStorage,
+)
+from robot_rl.core.specs import EnvSpec, SpecMismatchError
+from robot_rl.core.transition import TransitionBatch
+from robot_rl.core.transport import AckingEndpoint, LearnerEndpoint, SessionEndpoint, VersionedWeights
 from robot_rl.replay.persist import keep_chunk_whole, mark_chunk, primary_buffer
-from robot_rl.specs import EnvSpec, SpecMismatchError
-from robot_rl.transition import TransitionBatch
-from robot_rl.transport.base import LearnerEndpoint, VersionedWeights
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +83,8 @@ class Learner:
         # a restarted learner rebuilds its de-duplication window from the disk, not from the older
         # checkpoint, so a resend of a stored chunk whose acknowledgement was lost is dropped.
         buf = primary_buffer(self.storage)
-        session_of = getattr(self.endpoint, "session_of", None)
-        session = session_of(batch) if buf is not None and session_of is not None else None
+        tracks_sessions = buf is not None and isinstance(self.endpoint, SessionEndpoint)
+        session = self.endpoint.session_of(batch) if tracks_sessions else None  # type: ignore[attr-defined]
         if buf is not None and session is not None:
             keep_chunk_whole(buf, len(batch))
         self.storage.add(batch.to(self.device))
@@ -98,9 +105,8 @@ class Learner:
         self.ingest(batch)
         # Stored (or rejected for good): a transport that acknowledges on confirmation may do so now,
         # or, with persisted replay, once the rows are on disk (see _confirm_durable).
-        confirm = getattr(self.endpoint, "confirm", None)
-        if confirm is not None:
-            self._confirm_durable(batch, confirm)
+        if isinstance(self.endpoint, AckingEndpoint):
+            self._confirm_durable(batch, self.endpoint)
         return True
 
     #: With persisted replay, acknowledgements wait for a segment commit; at most this many chunks or
@@ -108,31 +114,26 @@ class Learner:
     ack_max_chunks = 32
     ack_max_delay_s = 1.0
 
-    def _confirm_durable(self, batch: TransitionBatch, confirm: Any) -> None:
-        buffers = [b for b in getattr(self.storage, "buffers", {"online": self.storage}).values()
-                   if getattr(b, "_log", None) is not None]
-        if not buffers:
-            confirm(batch)
+    def _confirm_durable(self, batch: TransitionBatch, endpoint: AckingEndpoint) -> None:
+        if not (isinstance(self.storage, DurableStorage) and self.storage.persisted):
+            endpoint.confirm(batch)
             return
         if not self._unconfirmed:
             self._oldest_unconfirmed = time.monotonic()
         self._unconfirmed.append(batch)
-        self.confirm_due(confirm)
+        self.confirm_due()
 
-    def confirm_due(self, confirm: Any = None, force: bool = False) -> None:
+    def confirm_due(self, force: bool = False) -> None:
         """Commit the replay and acknowledge the stored chunks if enough are waiting or the oldest waited long."""
-        confirm = confirm or getattr(self.endpoint, "confirm", None)
-        if not self._unconfirmed or confirm is None:
+        if not self._unconfirmed or not isinstance(self.endpoint, AckingEndpoint):
             return
         if not (force or len(self._unconfirmed) >= self.ack_max_chunks
                 or time.monotonic() - self._oldest_unconfirmed >= self.ack_max_delay_s):
             return
-        for b in getattr(self.storage, "buffers", {"online": self.storage}).values():
-            flush = getattr(b, "flush", None)
-            if flush is not None:
-                flush()
+        if isinstance(self.storage, DurableStorage):
+            self.storage.flush()
         for b in self._unconfirmed:
-            confirm(b)
+            self.endpoint.confirm(b)
         self._unconfirmed.clear()
 
     def _end_cut_sessions(self) -> None:
@@ -140,11 +141,11 @@ class Learner:
 
         Marked truncated, so on-policy returns never run across the cut into the restarted actor's steps.
         """
-        pop = getattr(self.endpoint, "pop_cut_sessions", None)
-        for cut in pop() if pop is not None else ():
-            truncate = getattr(self.storage, "truncate_actor", None)
-            if truncate is not None:
-                truncate(cut.actor_id)
+        if not isinstance(self.endpoint, SessionEndpoint):
+            return
+        for cut in self.endpoint.pop_cut_sessions():
+            if isinstance(self.storage, OnPolicyStorage):
+                self.storage.truncate_actor(cut.actor_id)
             self.cut_sessions += 1
 
     # ---- learning ---------------------------------------------------------------------------
@@ -171,8 +172,9 @@ class Learner:
     def update_on_policy(self) -> bool:
         """On-policy: update once the rollout is full; ``True`` if it did."""
         algo = cast(OnPolicyAlgorithm, self.algo)
-        is_full = getattr(self.storage, "is_full", None)
-        if is_full is None or not is_full():
+        if not isinstance(self.storage, OnPolicyStorage):
+            raise TypeError(f"{type(self.storage).__name__} is not a rollout; on-policy learners need one")
+        if not self.storage.is_full():
             return False
         self.last_stats = algo.update(self.storage)
         self.updates += 1
@@ -198,6 +200,5 @@ class Learner:
         self.transitions = int(c["transitions"])
         # With persisted replay the storage is reloaded before this, and the updates owed carry on;
         # an empty storage owes nothing until it holds ``learning_starts`` transitions again.
-        starts = getattr(self.algo, "learning_starts", None)
-        refilled = starts is not None and len(self.storage) >= starts
+        refilled = isinstance(self.algo, OffPolicyAlgorithm) and len(self.storage) >= self.algo.learning_starts
         self._owed_updates = float(c.get("owed_updates", 0.0)) if refilled else 0.0

@@ -25,9 +25,11 @@ import numpy as np
 import torch
 
 from robot_rl.checkpoint import CheckpointError, list_checkpoints, load_latest, save_checkpoint, state_digest
-from robot_rl.config import ConfigError, ReplayConfig
+from robot_rl.core.algorithm import Algorithm
+from robot_rl.core.config import ConfigError
+from robot_rl.core.transport import StatefulEndpoint
+from robot_rl.loop.config import ReplayConfig
 from robot_rl.loop.learner import Learner
-from robot_rl.policies.base import Algorithm
 from robot_rl.replay.persist import (
     attach_replay,
     durable_chunks,
@@ -109,9 +111,8 @@ def restore_learner(run_dir: Path, algo: Algorithm, learner: Learner, persisted:
                               "to continue with different weights")
     learner.load_counters(state["learner"])
     set_rng_state(state["rng"])
-    load_transport = getattr(learner.endpoint, "load_state_dict", None)
-    if state.get("transport") is not None and load_transport is not None:
-        load_transport(state["transport"])
+    if state.get("transport") is not None and isinstance(learner.endpoint, StatefulEndpoint):
+        learner.endpoint.load_state_dict(state["transport"])
     _report_replay_resume(algo, learner, persisted, state.get("replay"))
     log.info("resumed from %s at %d env steps, %d updates, policy version %d, algo digest %s, replay %s",
              path, learner.transitions, learner.updates, learner.version, digest, replay_sizes(learner.storage))
@@ -140,9 +141,8 @@ def restore_stored_chunks(learner: Learner, chunks: dict[str, Any]) -> None:
     chunks the checkpoint's windows do not list; the actors resend the ones whose acknowledgement
     was lost, and these windows make the transport drop them instead of storing them twice.
     """
-    merge = getattr(learner.endpoint, "merge_state_dict", None)
-    if merge is not None and chunks:
-        merge({"sessions": chunks})
+    if isinstance(learner.endpoint, StatefulEndpoint) and chunks:
+        learner.endpoint.merge_state_dict({"sessions": chunks})
         log.info("transport: %d actor sessions' stored chunks restored from the replay on disk", len(chunks))
     buf = primary_buffer(learner.storage)
     if buf is not None and buf.transitions_written > learner.transitions:
@@ -161,10 +161,10 @@ def save_learner_checkpoint(run_dir: Path, algo: Algorithm, learner: Learner, pe
     """
     watermark = flush_replay(learner.storage) if persisted else {}
     algo_state = algo.state_dict()
-    transport_state = getattr(learner.endpoint, "state_dict", None)
+    endpoint = learner.endpoint
     state = {"algo": algo_state, "learner": learner.counters(), "actor_weights": algo.actor_weights(),
              "rng": rng_state(), "replay": {"watermark": watermark, "sizes": replay_sizes(learner.storage)},
-             "transport": transport_state() if transport_state is not None else None}
+             "transport": endpoint.state_dict() if isinstance(endpoint, StatefulEndpoint) else None}
     full_meta = {"env_steps": learner.transitions, "updates": learner.updates, "policy_version": learner.version,
                  **(meta or {}), "algo_digest": state_digest(algo_state), "replay_watermark": watermark,
                  "time": datetime.now().isoformat(timespec="seconds")}

@@ -6,9 +6,12 @@ import logging
 import time
 from dataclasses import dataclass
 
-from robot_rl.config import ConfigError, TrainConfig, ZmqTransportConfig
+from robot_rl.core.algorithm import OnPolicyAlgorithm
+from robot_rl.core.config import ConfigError
 from robot_rl.loop.actor import Actor, RateLimiter
+from robot_rl.loop.config import TrainConfig
 from robot_rl.loop.runner import resolve_device, seed_everything
+from robot_rl.transport.config import ZmqTransportConfig
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
 log = logging.getLogger(__name__)
@@ -47,7 +50,7 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None)
     actor = Actor(env, algo.make_policy(), endpoint, seed=seed, send_timeout_s=cfg.loop.max_wait_s,
                   max_staleness=cfg.loop.max_staleness)
     rate = RateLimiter(cfg.loop.actor_hz)
-    rollout = int(getattr(algo, "rollout_length", 0)) if algo.on_policy else 0
+    rollout = algo.rollout_length if isinstance(algo, OnPolicyAlgorithm) else 0
     try:
         actor.wait_for_weights(-1, cfg.loop.max_wait_s)
         log.info("actor %d: connected, acting with weights v%d", actor_id, actor.policy_version)

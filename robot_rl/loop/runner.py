@@ -22,20 +22,12 @@ import torch
 import yaml
 
 from robot_rl.checkpoint import list_checkpoints
-from robot_rl.config import (
-    ConfigError,
-    InprocTransportConfig,
-    TrainConfig,
-    ZmqTransportConfig,
-    apply_overrides,
-    ensure_registered,
-    from_dict,
-    load_yaml,
-    save_yaml,
-    task_id,
-)
-from robot_rl.envs import VecEnv
+from robot_rl.config_io import apply_overrides, from_dict, load_yaml, save_yaml
+from robot_rl.core.algorithm import Algorithm, NamedBufferStorage, OnPolicyAlgorithm, OnPolicyStorage
+from robot_rl.core.config import ConfigError, ensure_registered, task_id
+from robot_rl.core.env import VecEnv
 from robot_rl.loop.actor import Actor
+from robot_rl.loop.config import TrainConfig
 from robot_rl.loop.evaluate import EvalResult, evaluate
 from robot_rl.loop.learner import Learner
 from robot_rl.loop.learner_state import (
@@ -45,11 +37,11 @@ from robot_rl.loop.learner_state import (
     save_learner_checkpoint,
 )
 from robot_rl.loop.progress import TrainProgress, transport_summary
-from robot_rl.policies.base import Algorithm
 from robot_rl.replay.durable import DiskFullError
 from robot_rl.rewards.wrapper import pop_reward_terms
 from robot_rl.runlog import RunLog
 from robot_rl.sims.randomize import pop_summaries
+from robot_rl.transport.config import InprocTransportConfig, ZmqTransportConfig
 from robot_rl.transport.inproc import InprocTransport
 from robot_rl.transport.zmq_transport import ZmqLearnerEndpoint, ZmqSettings
 
@@ -209,7 +201,8 @@ class InProcessRunner:
     def _load_demos(self, path: Path) -> None:
         from robot_rl.data.demos import RaCWeights, load_demos_into
 
-        demos = getattr(self.learner.storage, "buffers", {}).get("demos")
+        storage = self.learner.storage
+        demos = storage.buffers.get("demos") if isinstance(storage, NamedBufferStorage) else None
         if demos is not None and len(demos) > 0:
             # A resumed run reloads its demo buffer from the replay segments; loading again would double it.
             log.info("demo buffer already holds %d transitions; not loading %s again", len(demos), path)
@@ -425,7 +418,7 @@ class InProcessRunner:
 
     def _on_policy_iteration(self) -> None:
         learner = self.learner
-        rollout = int(getattr(self.algo, "rollout_length", 1))
+        rollout = self.algo.rollout_length if isinstance(self.algo, OnPolicyAlgorithm) else 1
         if self.remote:
             # Remote actors collect; the rollout is complete when every column is full.
             deadline = time.monotonic() + self.cfg.loop.max_wait_s
@@ -447,10 +440,9 @@ class InProcessRunner:
             self.discarded_rollouts += 1
             log.warning("discarding an incomplete rollout (%d so far): an env produced NaN/inf",
                         self.discarded_rollouts)
-            clear = getattr(learner.storage, "clear", None)
-            if clear is None:
+            if not isinstance(learner.storage, OnPolicyStorage):
                 raise RuntimeError("on-policy storage was not full after a rollout and cannot be cleared")
-            clear()
+            learner.storage.clear()
         learner.publish()
         for a in self.actors:
             a.sync_weights()

@@ -1,5 +1,5 @@
 """Learners (SAC, PPO, …) and the policies actors run.
 
-The built-in algorithms register themselves in ``robot_rl.config.ALGOS`` when their modules are
-imported; :func:`robot_rl.config.ensure_registered` does that.
+The built-in algorithms register themselves in ``robot_rl.core.config.ALGOS`` when their modules are
+imported; the `robot_rl.algorithms` entry points (pyproject.toml) name them.
 """

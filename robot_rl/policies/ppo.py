@@ -26,13 +26,13 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from robot_rl.config import ALGOS, AlgoConfig
-from robot_rl.policies.base import OnPolicyAlgorithm, Policy, Weights
+from robot_rl.core.algorithm import OnPolicyAlgorithm, Policy, Weights
+from robot_rl.core.config import ALGOS, AlgoConfig
+from robot_rl.core.specs import EnvSpec
+from robot_rl.core.transition import Obs
 from robot_rl.policies.modules.mlp import MLP
 from robot_rl.policies.modules.normalizer import RunningNormalizer
 from robot_rl.replay.rollout import RolloutStorage, compute_gae, iter_minibatches
-from robot_rl.specs import EnvSpec
-from robot_rl.transition import Obs
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 

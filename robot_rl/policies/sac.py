@@ -33,14 +33,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from robot_rl.config import ALGOS, AlgoConfig
-from robot_rl.policies.base import OffPolicyAlgorithm, Policy, Weights
+from robot_rl.core.algorithm import OffPolicyAlgorithm, Policy, Weights
+from robot_rl.core.config import ALGOS, AlgoConfig
+from robot_rl.core.specs import EnvSpec
+from robot_rl.core.transition import Obs, TransitionBatch
 from robot_rl.policies.modules.cnn import random_shift
 from robot_rl.policies.modules.mlp import MLP
 from robot_rl.policies.modules.obs_encoder import ObsEncoder
 from robot_rl.replay.buffer import MixingSampler, ReplayBuffer
-from robot_rl.specs import EnvSpec
-from robot_rl.transition import Obs, TransitionBatch
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 

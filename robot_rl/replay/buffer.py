@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from robot_rl.specs import EnvSpec
-from robot_rl.transition import TransitionBatch
+from robot_rl.core.specs import EnvSpec
+from robot_rl.core.transition import TransitionBatch
 
 if TYPE_CHECKING:
     from robot_rl.replay.segments import LoadReport, SegmentLog
@@ -459,6 +459,11 @@ class ReplayBuffer:
         finally:
             self._committed = self._log.durable
         return self._committed
+
+    @property
+    def persisted(self) -> bool:
+        """Whether a segment log backs this buffer (``attach_log``)."""
+        return self._log is not None
 
     @property
     def watermark(self) -> tuple[int, int]:

@@ -22,10 +22,10 @@ import torch
 from torch import nn
 
 from robot_rl.checkpoint import CheckpointError, load_latest, save_checkpoint, state_digest
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.replay.segments import LoadReport, open_buffer
-from robot_rl.specs import ArraySpec, EnvSpec
-from robot_rl.transition import TransitionBatch
 
 SPEC = EnvSpec(observation={"state": ArraySpec((3,))}, action=ArraySpec((2,), "float32", -1.0, 1.0))
 

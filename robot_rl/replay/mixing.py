@@ -6,8 +6,8 @@ from typing import Any
 
 import torch
 
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.replay.buffer import ReplayBuffer, concat_batches
-from robot_rl.transition import TransitionBatch
 
 
 class MixingSampler:
@@ -35,6 +35,11 @@ class MixingSampler:
         self.proportions = {k: v / sum(proportions.values()) for k, v in proportions.items()}
         self.online = online
         self.route_interventions_to = route_interventions_to
+
+    @property
+    def persisted(self) -> bool:
+        """Whether a segment log backs any of the buffers."""
+        return any(b.persisted for b in self.buffers.values())
 
     def __len__(self) -> int:
         """Rows held across all buffers (an intervention stored in two buffers counts twice)."""

@@ -1,7 +1,7 @@
 """On-policy rollout storage ``[T, N, ...]`` and generalised advantage estimation.
 
 A rollout holds ``T = length`` consecutive steps of each of ``N`` sub-env columns. Rows arrive as
-:class:`~robot_rl.transition.TransitionBatch` es and are placed by ``(actor_id, env_index)``: the first
+:class:`~robot_rl.core.transition.TransitionBatch` es and are placed by ``(actor_id, env_index)``: the first
 time a pair is seen it is given the next free column, and each column has its own time cursor. So one
 actor sending all ``N`` rows per step, one actor sending its sub-envs in pieces, or several actors
 each numbering their sub-envs from 0 all fill the same ``[T, N]`` grid, each column one trajectory in
@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import torch
 
-from robot_rl.specs import EnvSpec
-from robot_rl.transition import TransitionBatch
+from robot_rl.core.specs import EnvSpec
+from robot_rl.core.transition import TransitionBatch
 
 Fields = dict[str, torch.Tensor]
 

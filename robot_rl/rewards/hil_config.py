@@ -1,4 +1,4 @@
-"""The graded human-in-the-loop schedule's configs (torch-free, so :mod:`robot_rl.config` can hold them).
+"""The graded human-in-the-loop schedule's configs (torch-free, so :mod:`robot_rl.loop.config` can hold them).
 
 The machinery that runs them is :mod:`robot_rl.rewards.schedule`.
 """

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from robot_rl.envs import StepResult, VecEnv
+from robot_rl.core.env import StepResult, VecEnv
 from robot_rl.rewards.hil_config import PHASES, HILConfig, HILPhase, HILSchedule
 
 __all__ = ["PHASES", "HILConfig", "HILController", "HILPhase", "HILSchedule", "ReturnAndExplore", "StateRestorable",

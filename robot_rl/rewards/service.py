@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl.specs import ArraySpec
+from robot_rl.core.specs import ArraySpec
 from robot_rl.transport.codec import (
     DEFAULT_LIMITS,
     Message,

@@ -4,7 +4,7 @@
 ``reward.prm``: a process reward model adds potential-based shaping; ``reward.policy_keys``: the
 observation keys the policy sees, for a state policy beside camera-based reward models. Each model is
 a local directory (``robot-rl reward train-classifier`` / ``train-prm``) or the address of a
-``robot-rl reward serve`` process. Torch-free at import, so :mod:`robot_rl.config` can hold it; the
+``robot-rl reward serve`` process. Torch-free at import, so :mod:`robot_rl.loop.config` can hold it; the
 wrappers are built by :meth:`RewardModelsConfig.wrap`.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from robot_rl.envs import VecEnv
+    from robot_rl.core.env import VecEnv
 
 EnvRole = Literal["train", "eval"]
 
@@ -75,7 +75,7 @@ class RewardModelsConfig:
                 gamma = self.gamma if self.gamma is not None else (algo_gamma if algo_gamma is not None else 0.99)
                 env = self._prm_wrapper(env, gamma)
         if self.policy_keys:
-            from robot_rl.envs import SelectObservation
+            from robot_rl.core.env import SelectObservation
 
             env = SelectObservation(env, list(self.policy_keys))
         return env

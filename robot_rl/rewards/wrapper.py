@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 
 import torch
 
-from robot_rl.envs import StepResult, VecEnv, VecEnvWrapper
+from robot_rl.core.env import StepResult, VecEnv, VecEnvWrapper
 from robot_rl.rewards.classifier import SuccessClassifier
 from robot_rl.rewards.composer import shaping
 

@@ -1,4 +1,4 @@
-"""Built-in tasks; importing this package registers them in ``robot_rl.config.TASKS``.
+"""Built-in tasks; importing this package registers them in ``robot_rl.core.config.TASKS``.
 
 Registered names: ``reach`` (the default), ``reach_pixels``, ``lang_reach``, ``lang_push``, ``push``, ``pendulum``
 (pure torch, batched on any device), ``gym`` / ``gymnasium`` (any gymnasium id), ``maniskill`` (any ManiSkill3 id),

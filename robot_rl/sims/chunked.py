@@ -12,9 +12,9 @@ from typing import Any, ClassVar
 
 import torch
 
-from robot_rl.envs import StepResult, check_action
+from robot_rl.core.env import StepResult, check_action
+from robot_rl.core.transition import Obs
 from robot_rl.sims.torch_task import TorchTask
-from robot_rl.transition import Obs
 
 
 def execute_chunk(task: TorchTask, action: torch.Tensor, execute_steps: int,

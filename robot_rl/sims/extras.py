@@ -112,7 +112,7 @@ def task_catalog() -> list[TaskInfo]:
     """Every registered task with its backend and whether that is installed (no simulator is imported)."""
     import dataclasses
 
-    from robot_rl.config import TASKS, TaskConfig, ensure_registered
+    from robot_rl.core.config import TASKS, TaskConfig, ensure_registered
 
     ensure_registered()
     by_class: dict[type[TaskConfig], list[str]] = {}

@@ -1,4 +1,4 @@
-"""Any gymnasium environment as a :class:`~robot_rl.envs.VecEnv` (registered as ``gym`` and ``gymnasium``).
+"""Any gymnasium environment as a :class:`~robot_rl.core.env.VecEnv` (registered as ``gym`` and ``gymnasium``).
 
 Task ids: ``gymnasium/<env id>`` (``gymnasium/Pendulum-v1``, ``gymnasium/HalfCheetah-v5``,
 ``gymnasium/gym_hil/PandaPickCubeBase-v0``). An id with a namespace that gymnasium does not know yet
@@ -18,7 +18,7 @@ own key, e.g. ``pixels/front`` → ``image.front``), and all other Boxes are fla
 in the space's key order, into one ``state`` vector (the layout is in ``spec.extras["state_layout"]``).
 A ``Box`` action keeps its bounds when they are the same on every dimension (Pendulum: ``[-2, 2]``);
 per-dimension bounds are exposed as ``[-1, 1]`` and rescaled here, because
-:class:`~robot_rl.specs.ArraySpec` bounds are scalars. Success comes from ``info["is_success"]``,
+:class:`~robot_rl.core.specs.ArraySpec` bounds are scalars. Success comes from ``info["is_success"]``,
 ``info["success"]`` or ``info["succeed"]`` (gym_hil) when the env reports it.
 """
 
@@ -33,10 +33,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import numpy as np
 import torch
 
-from robot_rl.config import TASKS, TaskConfig
-from robot_rl.envs import StepResult, VecEnv, check_action
+from robot_rl.core.config import TASKS
+from robot_rl.core.env import StepResult, VecEnv, check_action
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.sims.base import SimTaskConfig
 from robot_rl.sims.extras import require
-from robot_rl.specs import ArraySpec, EnvSpec
 
 if TYPE_CHECKING:
     import gymnasium
@@ -48,7 +49,7 @@ SUCCESS_KEYS = ("is_success", "success", "succeed")
 @TASKS.register("gymnasium")
 @TASKS.register("gym")
 @dataclass
-class GymnasiumTaskConfig(TaskConfig):
+class GymnasiumTaskConfig(SimTaskConfig):
     """A gymnasium environment by id, vectorised (CPU simulation, tensors on any device)."""
 
     extra: ClassVar[str | None] = "gym"

@@ -1,4 +1,4 @@
-"""Isaac Gym tasks through its tensor API, as a :class:`~robot_rl.envs.VecEnv` (registered as ``isaacgym``).
+"""Isaac Gym tasks through its tensor API, as a :class:`~robot_rl.core.env.VecEnv` (registered as ``isaacgym``).
 
 Task ids: ``isaacgym/cartpole`` (built in), ``isaacgym/<path>.urdf`` (any arm: reach random joint
 targets, see :class:`JointTargetTask`) or ``isaacgym/package.module:TaskClass`` (your subclass of
@@ -37,10 +37,11 @@ from typing import Any, ClassVar, Literal, Protocol
 import numpy as np
 import torch
 
-from robot_rl.config import TASKS, TaskConfig
-from robot_rl.envs import StepResult, VecEnv, check_action
+from robot_rl.core.config import TASKS
+from robot_rl.core.env import StepResult, VecEnv, check_action
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.sims.base import SimTaskConfig
 from robot_rl.sims.extras import require
-from robot_rl.specs import ArraySpec, EnvSpec
 
 
 class GymApi(Protocol):
@@ -114,7 +115,7 @@ CARTPOLE_URDF = """<?xml version="1.0"?>
 
 @TASKS.register("isaacgym")
 @dataclass
-class IsaacGymTaskConfig(TaskConfig):
+class IsaacGymTaskConfig(SimTaskConfig):
     """An Isaac Gym task (cartpole, any URDF arm, or your task class), batched on one sim via the tensor API."""
 
     extra: ClassVar[str | None] = "isaacgym"

@@ -27,14 +27,15 @@ from typing import Any, ClassVar
 
 import torch
 
-from robot_rl.config import TASKS, TaskConfig
-from robot_rl.envs import StepResult
+from robot_rl.core.config import TASKS
+from robot_rl.core.env import StepResult
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.sims.base import SimTaskConfig
 from robot_rl.sims.chunked import ChunkDemonstrator, execute_chunk
 from robot_rl.sims.lang_reach import FLOW_PPO_TUNED
 from robot_rl.sims.lang_tokenizer import HashTokenizer
 from robot_rl.sims.render2d import Disc, Shape
 from robot_rl.sims.torch_task import TorchTask
-from robot_rl.specs import ArraySpec, EnvSpec
 
 #: Block colours by name (RGB).
 BLOCK_COLORS: dict[str, tuple[int, int, int]] = {"red": (225, 30, 30), "blue": (30, 70, 235)}
@@ -45,7 +46,7 @@ SIDES: dict[str, tuple[float, float]] = {"left": (-1.0, 0.0), "right": (1.0, 0.0
 
 @TASKS.register("lang_push")
 @dataclass
-class LangPushConfig(TaskConfig):
+class LangPushConfig(SimTaskConfig):
     """Push the block the instruction names to the side it names, seen by a top camera."""
 
     presets: ClassVar[dict[str, dict[str, Any]]] = {

@@ -1,4 +1,4 @@
-"""ManiSkill3 environments as a :class:`~robot_rl.envs.VecEnv` (registered as ``maniskill``).
+"""ManiSkill3 environments as a :class:`~robot_rl.core.env.VecEnv` (registered as ``maniskill``).
 
 ``--task maniskill/PickCube-v1`` picks this config with ``env_id="PickCube-v1"``; any registered
 ManiSkill3 id works (``PushCube-v1``, ``PegInsertionSide-v1``, …).
@@ -23,7 +23,7 @@ proprioception and the task's extras (goal position, TCP pose, …), one image p
 
 Actions are ManiSkill's (``pd_joint_delta_pos`` in ``[-1, 1]`` for the Panda by default). Bounds that
 differ per dimension are exposed as ``[-1, 1]`` and rescaled here, since
-:class:`~robot_rl.specs.ArraySpec` bounds are scalars.
+:class:`~robot_rl.core.specs.ArraySpec` bounds are scalars.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 
-from robot_rl.config import TASKS, TaskConfig
-from robot_rl.envs import StepResult, VecEnv, check_action
-from robot_rl.specs import ArraySpec, EnvSpec
+from robot_rl.core.config import TASKS
+from robot_rl.core.env import StepResult, VecEnv, check_action
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.sims.base import SimTaskConfig
 
 INSTALL_HINT = ("pip install 'robot-rl[maniskill]' (and a Vulkan driver; on a CPU-only machine Mesa's "
                 "lavapipe, see docs/sims-maniskill.md)")
@@ -44,7 +45,7 @@ INSTALL_HINT = ("pip install 'robot-rl[maniskill]' (and a Vulkan driver; on a CP
 
 @TASKS.register("maniskill")
 @dataclass
-class ManiSkillTaskConfig(TaskConfig):
+class ManiSkillTaskConfig(SimTaskConfig):
     """A ManiSkill3 task by id: batched on the GPU with ``physx_cuda``, one scene per env on CPU."""
 
     presets: ClassVar[dict[str, dict[str, Any]]] = {"ppo": {"task.num_envs": 512}}

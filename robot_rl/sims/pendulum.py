@@ -19,10 +19,11 @@ from typing import Any, ClassVar
 
 import torch
 
-from robot_rl.config import TASKS, TaskConfig
+from robot_rl.core.config import TASKS
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.sims.base import SimTaskConfig
 from robot_rl.sims.render2d import Capsule, Disc, Shape
 from robot_rl.sims.torch_task import TorchTask
-from robot_rl.specs import ArraySpec, EnvSpec
 
 GRAVITY = 10.0
 MASS = 1.0
@@ -38,7 +39,7 @@ def angle_normalize(x: torch.Tensor) -> torch.Tensor:
 
 @TASKS.register("pendulum")
 @dataclass
-class PendulumConfig(TaskConfig):
+class PendulumConfig(SimTaskConfig):
     """Torque-limited pendulum swing-up (gymnasium Pendulum-v1 dynamics, batched in torch)."""
 
     presets: ClassVar[dict[str, dict[str, Any]]] = {"ppo": {"task.num_envs": 512}}

@@ -25,15 +25,16 @@ from typing import Any, ClassVar
 
 import torch
 
-from robot_rl.config import TASKS, TaskConfig
+from robot_rl.core.config import TASKS
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.sims.base import SimTaskConfig
 from robot_rl.sims.render2d import Disc, Shape
 from robot_rl.sims.torch_task import TorchTask
-from robot_rl.specs import ArraySpec, EnvSpec
 
 
 @TASKS.register("push")
 @dataclass
-class PushConfig(TaskConfig):
+class PushConfig(SimTaskConfig):
     """Planar disc pushing to a goal; sparse success reward unless ``dense``."""
 
     presets: ClassVar[dict[str, dict[str, Any]]] = {"ppo": {"task.num_envs": 1024}}

@@ -1,7 +1,7 @@
-"""Domain randomisation as a :class:`~robot_rl.envs.VecEnv` wrapper, usable by every backend.
+"""Domain randomisation as a :class:`~robot_rl.core.env.VecEnv` wrapper, usable by every backend.
 
-A task gets it with a ``randomize`` section (``TaskConfig.randomize``, a
-:class:`~robot_rl.config.RandomizeConfig`); its ``make`` then returns :class:`RandomizedVecEnv`::
+A task gets it with a ``randomize`` section (``SimTaskConfig.randomize``, a
+:class:`~robot_rl.sims.base.RandomizeConfig`); its ``make`` then returns :class:`RandomizedVecEnv`::
 
     task:
       type: mujoco/pick_cube
@@ -61,8 +61,9 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from robot_rl.config import ConfigError, ParamRange, RandomizeConfig
-from robot_rl.envs import StepResult, VecEnv, VecEnvWrapper, check_action
+from robot_rl.core.config import ConfigError
+from robot_rl.core.env import StepResult, VecEnv, VecEnvWrapper, check_action
+from robot_rl.sims.base import ParamRange, RandomizeConfig
 
 __all__ = ["RandomizableEnv", "RandomizedVecEnv", "pop_summaries"]
 

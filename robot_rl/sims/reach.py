@@ -51,10 +51,11 @@ from typing import Any, ClassVar, Literal
 
 import torch
 
-from robot_rl.config import TASKS, TaskConfig
+from robot_rl.core.config import TASKS
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.sims.base import SimTaskConfig
 from robot_rl.sims.render2d import Capsule, Disc, Shape
 from robot_rl.sims.torch_task import TorchTask
-from robot_rl.specs import ArraySpec, EnvSpec
 
 #: Length (m) over which the magnified offset ``tanh((goal − ee) / FINE_SCALE)`` saturates.
 FINE_SCALE = 0.05
@@ -94,7 +95,7 @@ def inverse_kinematics(target: torch.Tensor, l1: float, l2: float, elbow_up: boo
 
 @TASKS.register("reach")
 @dataclass
-class ReachConfig(TaskConfig):
+class ReachConfig(SimTaskConfig):
     """Planar two-link arm reaching a random goal; dense reward, terminates on success."""
 
     presets: ClassVar[dict[str, dict[str, Any]]] = {"ppo": {"task.num_envs": 1024}}

@@ -17,9 +17,9 @@ from typing import Any, ClassVar
 
 import torch
 
-from robot_rl.config import TASKS
+from robot_rl.core.config import TASKS
+from robot_rl.core.specs import ArraySpec
 from robot_rl.sims.reach import ReachConfig, ReachTask
-from robot_rl.specs import ArraySpec
 
 
 @TASKS.register("reach_pixels")

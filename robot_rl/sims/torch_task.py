@@ -20,9 +20,9 @@ import abc
 
 import torch
 
-from robot_rl.envs import StepResult, VecEnv, check_action
+from robot_rl.core.env import StepResult, VecEnv, check_action
+from robot_rl.core.specs import EnvSpec
 from robot_rl.sims.render2d import Shape, rasterize
-from robot_rl.specs import EnvSpec
 
 
 class TorchTask(VecEnv):
@@ -114,7 +114,7 @@ class TorchTask(VecEnv):
         return self._observe()
 
     def step(self, action: torch.Tensor) -> StepResult:
-        """Apply ``action`` ``[N, A]``; same-step auto-reset of finished sub-envs (see robot_rl.envs).
+        """Apply ``action`` ``[N, A]``; same-step auto-reset of finished sub-envs (see robot_rl.core.env).
 
         ``terminated`` and ``truncated`` are exclusive: an episode that succeeds on its last allowed
         step counts as terminated (no bootstrap), not truncated.

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 
 import torch
 
-from robot_rl.config import TASKS, TaskConfig
-from robot_rl.envs import StepResult, VecEnv, check_action
-from robot_rl.specs import ArraySpec, EnvSpec
+from robot_rl.core.config import TASKS
+from robot_rl.core.env import StepResult, VecEnv, check_action
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.sims.base import SimTaskConfig
 
 
 class FakeVecEnv(VecEnv):
-    """Deterministic toy env following the auto-reset contract of :mod:`robot_rl.envs`."""
+    """Deterministic toy env following the auto-reset contract of :mod:`robot_rl.core.env`."""
 
     def __init__(self, num_envs: int = 4, state_dim: int = 3, action_dim: int = 2, episode_length: int = 10,
                  image: bool = False, nan_at_step: int | None = None, nan_env: int = 0,
@@ -90,7 +91,7 @@ class FakeVecEnv(VecEnv):
 
 @TASKS.register("fake")
 @dataclass
-class FakeTaskConfig(TaskConfig):
+class FakeTaskConfig(SimTaskConfig):
     """:class:`FakeVecEnv` as a task (registered only once ``robot_rl.testing`` is imported)."""
 
     num_envs: int = 4

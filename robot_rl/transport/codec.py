@@ -27,7 +27,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from robot_rl.specs import ArraySpec
+from robot_rl.core.specs import ArraySpec
 
 SCHEMA_VERSION = 2  # 2: the header frame carries its own CRC32
 

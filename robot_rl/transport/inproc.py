@@ -10,8 +10,8 @@ from __future__ import annotations
 import queue
 import threading
 
-from robot_rl.transition import TransitionBatch
-from robot_rl.transport.base import TransportStats, VersionedWeights
+from robot_rl.core.transition import TransitionBatch
+from robot_rl.core.transport import TransportStats, VersionedWeights
 
 
 class InprocTransport:

@@ -24,7 +24,7 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from robot_rl.transport.base import TransportStats
+from robot_rl.core.transport import TransportStats
 
 log = logging.getLogger(__name__)
 

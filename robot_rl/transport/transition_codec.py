@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl.specs import ArraySpec, EnvSpec
-from robot_rl.transition import TransitionBatch
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.core.transition import TransitionBatch
 from robot_rl.transport.codec import DEFAULT_LIMITS, Message, SpecPlan, WireError, WireLimits, decode, encode
 
 

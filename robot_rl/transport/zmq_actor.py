@@ -19,9 +19,9 @@ from typing import Any
 import torch
 import zmq
 
-from robot_rl.specs import EnvSpec
-from robot_rl.transition import TransitionBatch
-from robot_rl.transport.base import TransportStats, VersionedWeights
+from robot_rl.core.specs import EnvSpec
+from robot_rl.core.transition import TransitionBatch
+from robot_rl.core.transport import TransportStats, VersionedWeights
 from robot_rl.transport.codec import WireError, decode, encode
 from robot_rl.transport.spill import SpillStore
 from robot_rl.transport.transition_codec import encode_transitions

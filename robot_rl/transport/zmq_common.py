@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.policies.base import Weights
+from robot_rl.core.algorithm import Weights
 from robot_rl.transport.codec import WireLimits
 
 OUTBOX_POLICIES = ("block", "spill")
@@ -61,7 +61,7 @@ class ZmqSettings:
 
     @classmethod
     def from_config(cls, t: Any, **overrides: Any) -> ZmqSettings:
-        """Settings from a :class:`~robot_rl.config.ZmqTransportConfig` (fields it lacks keep defaults)."""
+        """Settings from a :class:`~robot_rl.transport.config.ZmqTransportConfig` (fields it lacks keep defaults)."""
         names = ("heartbeat_s", "resend_after_s", "outbox_size", "inbox_size", "server_secret_key",
                  "allowed_clients_dir", "server_public_key", "client_secret_key", "outbox_policy", "spill_dir",
                  "spill_max_bytes", "copy_on_send")

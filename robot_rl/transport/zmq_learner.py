@@ -20,9 +20,9 @@ from typing import Any
 
 import zmq
 
-from robot_rl.specs import EnvSpec, SpecMismatchError
-from robot_rl.transition import TransitionBatch
-from robot_rl.transport.base import TransportStats, VersionedWeights
+from robot_rl.core.specs import EnvSpec, SpecMismatchError
+from robot_rl.core.transition import TransitionBatch
+from robot_rl.core.transport import CutSession, TransportStats, VersionedWeights
 from robot_rl.transport.codec import WireError, decode, encode, unpack_header
 from robot_rl.transport.peer_monitor import PeerMonitor
 from robot_rl.transport.transition_codec import TransitionPlan, decode_transitions
@@ -38,15 +38,6 @@ from robot_rl.transport.zmq_common import (
 log = logging.getLogger(__name__)
 
 _MAX_SESSIONS = 4096  # acknowledged windows kept (oldest sessions forgotten first)
-
-
-@dataclass
-class CutSession:
-    """An actor session that ended without saying goodbye (its process died), seen when it came back."""
-
-    actor_id: int
-    session: str
-    stored_seqs: int  # chunks of it the learner stored
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from robot_rl.registry import Registry
+from robot_rl.core.registry import Registry
 
 EVENTS: tuple[str, ...] = ("toggle", "success", "failure", "reset", "estop", "rewind", "correct")
 

@@ -1,6 +1,6 @@
 """Flow-matching vision-language-action policies: the model, chunk execution, SFT and RL fine-tuning.
 
-See docs/flow-vla.md. Importing this package registers ``flow_ppo`` and ``hiors`` in ``robot_rl.config.ALGOS``
+See docs/flow-vla.md. Importing this package registers ``flow_ppo`` and ``hiors`` in ``robot_rl.core.config.ALGOS``
 and the ``dsrl`` task.
 """
 

@@ -40,7 +40,8 @@ class FlowSFTArgs:
 
 def run_flow_sft(args: FlowSFTArgs) -> int:
     """The `flow-sft` verb."""
-    from robot_rl.config import ConfigError, resolve_train_config
+    from robot_rl.core.config import ConfigError
+    from robot_rl.loop.config import resolve_train_config
 
     bad = [o for o in args.overrides if not o.startswith("task.")]
     if bad:

@@ -29,11 +29,12 @@ from typing import Any, ClassVar
 
 import torch
 
-from robot_rl.config import TASKS, TaskConfig, from_dict
-from robot_rl.envs import StepResult, VecEnv
+from robot_rl.config_io import from_dict
+from robot_rl.core.config import TASKS, TaskConfig
+from robot_rl.core.env import StepResult, VecEnv
+from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.policies.flow.lerobot_base import lerobot_policy_type
 from robot_rl.policies.flow.model import FlowVLAPolicy
-from robot_rl.specs import ArraySpec, EnvSpec
 
 
 @TASKS.register("dsrl")
@@ -81,7 +82,7 @@ class DSRLConfig(TaskConfig):
 
 
     def _make_lerobot(self, device: torch.device | str, seed: int, num_envs: int) -> LatentNoiseEnv:
-        from robot_rl.config import resolve_task_id
+        from robot_rl.core.config import resolve_task_id
         from robot_rl.policies.flow.lerobot_base import load_lerobot_flow_policy
 
         assert self.init_from is not None

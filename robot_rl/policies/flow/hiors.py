@@ -34,12 +34,12 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from robot_rl.config import ALGOS, AlgoConfig
+from robot_rl.core.config import ALGOS, AlgoConfig
+from robot_rl.core.specs import EnvSpec, SpecMismatchError
+from robot_rl.core.transition import Obs
 from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy
 from robot_rl.policies.flow.onpolicy import FlowOnPolicyAlgorithm, load_sft_into
 from robot_rl.replay.rollout import RolloutStorage
-from robot_rl.specs import EnvSpec, SpecMismatchError
-from robot_rl.transition import Obs
 
 log = logging.getLogger(__name__)
 

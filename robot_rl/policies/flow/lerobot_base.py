@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from robot_rl.specs import EnvSpec
+from robot_rl.core.specs import EnvSpec
 
 #: lerobot policy types this adapter drives: how to get their images ready and embed them.
 LEROBOT_FLOW_TYPES = ("smolvla", "pi0", "pi05")

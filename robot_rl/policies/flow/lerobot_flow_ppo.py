@@ -45,8 +45,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from robot_rl.config import TASKS
-from robot_rl.policies.base import Policy, Weights
+from robot_rl.core.algorithm import Policy, Weights
+from robot_rl.core.config import TASKS
+from robot_rl.core.specs import EnvSpec, SpecMismatchError
+from robot_rl.core.transition import Obs
 from robot_rl.policies.flow.lerobot_base import (
     LeRobotFlowPolicy,
     env_instruction_table,
@@ -56,8 +58,6 @@ from robot_rl.policies.flow.lerobot_base import (
 from robot_rl.policies.flow.model import FlowVLAPolicy
 from robot_rl.policies.flow.ppo import FlowPPOAlgorithm
 from robot_rl.policies.modules.mlp import MLP
-from robot_rl.specs import EnvSpec, SpecMismatchError
-from robot_rl.transition import Obs
 
 log = logging.getLogger(__name__)
 

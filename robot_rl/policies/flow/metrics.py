@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from robot_rl.core.transition import Obs
 from robot_rl.policies.flow.model import FlowVLAPolicy
-from robot_rl.transition import Obs
 
 
 @torch.no_grad()

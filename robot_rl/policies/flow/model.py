@@ -28,12 +28,12 @@ from typing import Literal
 import torch
 from torch import nn
 
-from robot_rl.policies.base import Policy
+from robot_rl.core.algorithm import Policy
+from robot_rl.core.specs import EnvSpec, SpecMismatchError
+from robot_rl.core.transition import Obs
 from robot_rl.policies.flow.backbone import ResNetCameras, load_backbone_weights
 from robot_rl.policies.modules.cnn import MultiCameraEncoder
 from robot_rl.policies.modules.mlp import MLP
-from robot_rl.specs import EnvSpec, SpecMismatchError
-from robot_rl.transition import Obs
 
 _LOG_2PI = math.log(2.0 * math.pi)
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import torch
 
-from robot_rl.policies.base import OnPolicyAlgorithm, Weights
+from robot_rl.core.algorithm import OnPolicyAlgorithm, Weights
+from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.policies.flow.model import FlowVLAPolicy
 from robot_rl.replay.rollout import RolloutStorage
-from robot_rl.specs import EnvSpec, SpecMismatchError
 
 
 class FlowOnPolicyAlgorithm(OnPolicyAlgorithm):

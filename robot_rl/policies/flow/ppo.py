@@ -43,14 +43,14 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from robot_rl.config import ALGOS, AlgoConfig
+from robot_rl.core.config import ALGOS, AlgoConfig
+from robot_rl.core.specs import EnvSpec, SpecMismatchError
+from robot_rl.core.transition import Obs
 from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy, VLAEncoder
 from robot_rl.policies.flow.onpolicy import FlowOnPolicyAlgorithm, load_sft_into
 from robot_rl.policies.modules.mlp import MLP
 from robot_rl.policies.ppo import clipped_surrogate_loss, gaussian_kl, value_loss
 from robot_rl.replay.rollout import RolloutStorage, compute_gae, iter_minibatches
-from robot_rl.specs import EnvSpec, SpecMismatchError
-from robot_rl.transition import Obs
 
 log = logging.getLogger(__name__)
 

@@ -24,12 +24,13 @@ import numpy as np
 import torch
 
 from robot_rl.checkpoint import load_latest, save_checkpoint
-from robot_rl.config import TaskConfig, to_dict
+from robot_rl.config_io import to_dict
+from robot_rl.core.config import TaskConfig
+from robot_rl.core.env import VecEnv
+from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.data.episode import Episode
-from robot_rl.envs import VecEnv
 from robot_rl.policies.flow.chunking import ChunkExecutor, ChunkExecutorConfig
 from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy
-from robot_rl.specs import EnvSpec, SpecMismatchError
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from robot_rl.core.specs import EnvSpec
+from robot_rl.core.transition import Obs
 from robot_rl.policies.modules.cnn import MultiCameraEncoder
 from robot_rl.policies.modules.normalizer import RunningNormalizer
-from robot_rl.specs import EnvSpec
-from robot_rl.transition import Obs
 
 
 class ObsEncoder(nn.Module):

@@ -1,9 +1,9 @@
-"""``MujocoVecEnv``: N MuJoCo arm worlds behind the :class:`~robot_rl.envs.VecEnv` contract.
+"""``MujocoVecEnv``: N MuJoCo arm worlds behind the :class:`~robot_rl.core.env.VecEnv` contract.
 
 One step: validate the action (NaN rejected before clamping), turn it into servo targets
 (``controller.py``), hold them for ``frame_skip`` physics steps in every world (a backend: CPU
 thread pool or MJX), score the new state (the task config's ``evaluate``), and reset finished
-worlds in the same call (the auto-reset of ``robot_rl/envs.py``).
+worlds in the same call (the auto-reset of ``robot_rl/core/env.py``).
 
 The per-step math (controller, rewards, observations, episode counters) runs on the backend's
 ``task_readout()``: torch tensors on the env's device for MJX, float64 numpy arrays on the host for
@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl.config import TASKS
-from robot_rl.envs import StepResult, VecEnv, check_action
+from robot_rl.core.config import TASKS
+from robot_rl.core.env import StepResult, VecEnv, check_action
+from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.sims.mujoco.arrays import (
     Array,
     as_float32,
@@ -40,7 +41,6 @@ from robot_rl.sims.mujoco.readout import Readout
 from robot_rl.sims.mujoco.render import CameraRenderer, choose_gl
 from robot_rl.sims.mujoco.scene import FINGER_MAX, build_model
 from robot_rl.sims.mujoco.tasks import MujocoTaskConfig
-from robot_rl.specs import ArraySpec, EnvSpec
 
 #: Length of the arm's own part of ``state``: joint angles (6), joint velocities / 10 (6), finger
 #: opening / 8 cm (1), grip-site position (3).
@@ -179,7 +179,7 @@ class MujocoVecEnv(VecEnv):
         return a if low is None and high is None else np.clip(a, low, high)
 
     def step(self, action: torch.Tensor) -> StepResult:
-        """Apply ``action [N, A]`` in every world; same-step auto-reset (see ``robot_rl/envs.py``).
+        """Apply ``action [N, A]`` in every world; same-step auto-reset (see ``robot_rl/core/env.py``).
 
         An episode that succeeds on its last allowed step counts as terminated, not truncated.
         """

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from robot_rl.transition import Obs
+    from robot_rl.core.transition import Obs
 
 #: ``mujoco/pick_cube`` state layout: 16 arm numbers (6 joints, 6 velocities, opening, grip xyz), then
 #: cube position (3) and quaternion (4), cube − grip (3), goal (3), goal − cube (3), magnified (3).

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import torch
 
-from robot_rl.config import TASKS
+from robot_rl.core.config import TASKS
 from robot_rl.sims.mujoco.tasks import MujocoReachConfig
 
 if TYPE_CHECKING:
-    from robot_rl.envs import VecEnv
+    from robot_rl.core.env import VecEnv
+    from robot_rl.core.transition import Obs
     from robot_rl.sims.mujoco.env import MujocoVecEnv
-    from robot_rl.transition import Obs
 
 #: Where ``goal − grip`` sits in ``mujoco/reach``'s state: 16 arm numbers, then goal (3), then the offset.
 REACH_OFFSET = slice(19, 22)

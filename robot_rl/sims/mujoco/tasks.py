@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
 
-from robot_rl.config import TASKS, TaskConfig
+from robot_rl.core.config import TASKS
+from robot_rl.sims.base import SimTaskConfig
 from robot_rl.sims.mujoco.arrays import Array, namespace
 from robot_rl.sims.mujoco.readout import Readout
 
@@ -38,7 +39,7 @@ CAMERAS = ("front", "side", "top", "wrist")
 
 
 @dataclass
-class MujocoTaskConfig(TaskConfig):
+class MujocoTaskConfig(SimTaskConfig):
     """Settings shared by the MuJoCo arm tasks (subclasses set the task's own)."""
 
     #: Object files pasted into the scene, and whether the policy commands the gripper.
@@ -58,7 +59,7 @@ class MujocoTaskConfig(TaskConfig):
     obs: Literal["state", "pixels", "state_pixels"] = "state"
     """``state``: one float vector; ``pixels``: ``image.<camera>`` plus the arm's own state;
     ``state_pixels``: the full state vector plus ``image.<camera>`` (a state policy beside a
-    camera-based reward model: wrap with :class:`~robot_rl.envs.SelectObservation` after the reward)."""
+    camera-based reward model: wrap with :class:`~robot_rl.core.env.SelectObservation` after the reward)."""
     camera: str = "front"
     """Camera for ``pixels`` (``front``, ``side``, ``top`` or ``wrist``)."""
     extra_cameras: tuple[str, ...] = ()

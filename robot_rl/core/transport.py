@@ -1,6 +1,6 @@
 """The transport contract between actors and a learner.
 
-An actor holds an :class:`ActorEndpoint`: it sends :class:`~robot_rl.transition.TransitionBatch`
+An actor holds an :class:`ActorEndpoint`: it sends :class:`~robot_rl.core.transition.TransitionBatch`
 chunks and picks up versioned weights. A learner holds a :class:`LearnerEndpoint`: it receives
 chunks and publishes weights. Every wait takes a deadline; nothing blocks forever.
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from robot_rl.policies.base import Weights
-from robot_rl.transition import TransitionBatch
+from robot_rl.core.algorithm import Weights
+from robot_rl.core.transition import TransitionBatch
 
 
 @dataclass
@@ -41,6 +41,15 @@ class TransportStats:
         """Count a rejected message under ``reason`` (thread-safe: I/O and monitor threads both count)."""
         with self._lock:
             self.rejected[reason] = self.rejected.get(reason, 0) + 1
+
+
+@dataclass
+class CutSession:
+    """An actor session that ended without saying goodbye (its process died), seen when it came back."""
+
+    actor_id: int
+    session: str
+    stored_seqs: int  # chunks of it the learner stored
 
 
 @runtime_checkable
@@ -79,3 +88,57 @@ class LearnerEndpoint(Protocol):
     def pending(self) -> int:
         """Batches waiting to be received (queue depth)."""
         ...
+
+
+# ---- optional capabilities of endpoints (checked with isinstance) ----------------------------------------
+
+
+@runtime_checkable
+class AckingEndpoint(Protocol):
+    """A learner endpoint whose actors keep every chunk until the learner confirms it durable.
+
+    The learner calls :meth:`confirm` once the chunk's rows are stored, and with replay on disk only after
+    the segment holding them is committed; an unconfirmed chunk is resent after a reconnect and the
+    duplicate dropped by (session, seq). See docs/replay-and-checkpoints.md.
+    """
+
+    def confirm(self, batch: TransitionBatch) -> None:
+        """Acknowledge ``batch`` to its actor: the learner has it (durably, where replay is persisted)."""
+        ...
+
+
+@runtime_checkable
+class SessionEndpoint(Protocol):
+    """A learner endpoint that knows which actor process session sent each chunk."""
+
+    def session_of(self, batch: TransitionBatch) -> str | None:
+        """The sending actor's session id (a restarted actor process has a new one)."""
+        ...
+
+    def pop_cut_sessions(self) -> list[CutSession]:
+        """Sessions that ended without a goodbye since the last call (whose chunks have all been received)."""
+        ...
+
+
+@runtime_checkable
+class StatefulEndpoint(Protocol):
+    """A learner endpoint with state a resume restores: the per-session de-duplication windows."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """The de-duplication state, saved in checkpoints."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (at resume)."""
+        ...
+
+    def merge_state_dict(self, state: dict[str, Any]) -> None:
+        """Add windows found elsewhere (the replay on disk) to the restored ones."""
+        ...
+
+
+@runtime_checkable
+class VersionAwareEndpoint(Protocol):
+    """An actor endpoint that hears the learner's newest weight version before fetching the weights."""
+
+    learner_version: int

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import torch
 from torch import nn
 
-from robot_rl.transition import Obs, TransitionBatch
+from robot_rl.core.transition import Obs, TransitionBatch
 
 Weights = dict[str, torch.Tensor]
 
@@ -57,6 +57,74 @@ class ReplayStorage(Storage, Protocol):
 
     def sample(self, batch_size: int) -> TransitionBatch:
         """``batch_size`` transitions drawn on the storage's device."""
+        ...
+
+
+@runtime_checkable
+class OnPolicyStorage(Storage, Protocol):
+    """A rollout an on-policy learner fills, updates from once full, and empties."""
+
+    def is_full(self) -> bool:
+        """Whether every sub-env has ``rollout_length`` steps in it."""
+        ...
+
+    def clear(self) -> None:
+        """Empty the rollout for the next one."""
+        ...
+
+    def truncate_actor(self, actor_id: int) -> None:
+        """End the episodes of ``actor_id``'s sub-envs at their last stored step (the actor process died)."""
+        ...
+
+
+@runtime_checkable
+class DurableStorage(Storage, Protocol):
+    """Storage whose rows can be committed to disk (crash-safe replay, robot_rl/replay/segments.py).
+
+    ``persisted`` is ``False`` while no segment log is attached; then ``flush`` does nothing. The learner
+    acknowledges a chunk to its actor only after a ``flush`` that covered the chunk's rows.
+    """
+
+    @property
+    def persisted(self) -> bool:
+        """Whether a segment log backs (any of) the storage's buffers."""
+        ...
+
+    def flush(self) -> Any:
+        """Commit every pending row to disk and wait for it; returns the storage's watermark(s)."""
+        ...
+
+
+@runtime_checkable
+class NamedBufferStorage(Storage, Protocol):
+    """A replay made of named buffers (``online``, ``demos``, ``interventions``) sampled in proportions."""
+
+    buffers: dict[str, Any]
+
+    def add_to(self, name: str, batch: TransitionBatch) -> None:
+        """Store ``batch`` in buffer ``name`` only."""
+        ...
+
+
+@runtime_checkable
+class SupervisedLoss(Protocol):
+    """An algorithm that can score demonstrations: the supervised loss of its actor on ``batch``.
+
+    Co-training's anchor loss and behaviour cloning call it; it is written next to the algorithm's own
+    losses, so nobody recomputes a log-likelihood from the algorithm's private fields.
+    """
+
+    def supervised_loss(self, obs: Obs, action: torch.Tensor) -> torch.Tensor:
+        """Scalar loss, differentiable in the actor's parameters, for demonstrated ``action`` ``[B, *A]``."""
+        ...
+
+
+@runtime_checkable
+class DeterministicActor(Protocol):
+    """A policy with a deterministic action that export can trace: ``obs -> action`` with no sampling."""
+
+    def deterministic_action(self, obs: Obs) -> torch.Tensor:
+        """``[B, *action_shape]`` inside the action bounds, the mode of the policy (no noise)."""
         ...
 
 

@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from robot_rl.specs import EnvSpec
+from robot_rl.core.specs import EnvSpec
 
 
 class NonFiniteActionError(ValueError):

@@ -1,0 +1,173 @@
+"""A whole run's config: task, algorithm, loop, transport, replay, run, co-training and reward sections.
+
+Resolution order for ``robot-rl train``: defaults of the chosen task and algorithm → the task's preset for
+that algorithm → ``--config FILE.yaml`` → dotted overrides (``algo.batch_size=512``).
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from robot_rl.config_io import apply_overrides, flatten, load_yaml, merge_implied, parse_override
+from robot_rl.core.config import ALGOS, TASKS, AlgoConfig, DiscountedConfig, TaskConfig, TransportConfig
+from robot_rl.cotrain.config import CotrainConfig
+from robot_rl.rewards.hil_config import HILConfig
+from robot_rl.rewards.train_config import EnvRole, RewardModelsConfig
+from robot_rl.transport.config import InprocTransportConfig
+
+if TYPE_CHECKING:
+    from robot_rl.core.env import VecEnv
+
+
+@dataclass
+class LoopConfig:
+    """How the actor–learner loop runs and when it stops."""
+
+    total_env_steps: int = 3_000_000
+    """Budget of environment transitions (summed over sub-envs); training stops there at the latest."""
+    success_threshold: float | None = 0.9
+    """Stop as soon as an evaluation reaches this success rate (``null`` to always use the full budget)."""
+    eval_episodes: int = 100
+    """Episodes per evaluation (deterministic actions, fresh evaluation env)."""
+    eval_every_env_steps: int = 10_000
+    """Evaluate after every this many environment transitions."""
+    eval_num_envs: int = 100
+    """Sub-envs of the evaluation env (episodes run in parallel)."""
+    checkpoint_every_s: float = 60.0
+    """Save a checkpoint at most this often (and always at the end)."""
+    log_every_s: float = 2.0
+    """Scalars to TensorBoard / the progress line at most this often."""
+    weight_sync_every_updates: int = 50
+    """Off-policy: publish actor weights after every this many gradient updates."""
+    actor_threads: int = 1
+    """Off-policy: actor threads stepping their own env copy concurrently with the learner."""
+    remote_actors: int = 1
+    """`robot-rl learner` with an on-policy algorithm: actor processes whose envs fill one rollout."""
+    max_wait_s: float = 60.0
+    """Deadline on any wait for data or weights; exceeding it is an error, never a silent hang."""
+    max_staleness: int | None = None
+    """Actors stop exploring (pause the sim, hold the robot) while their weights are more than this many
+    versions behind the learner's newest; counted and logged (``null``: never)."""
+    actor_hz: float = 0.0
+    """`robot-rl actor`: step the env at most this often (a control rate, e.g. 50); 0 = as fast as it runs."""
+    demos_path: Path | None = None
+    """Demonstrations loaded into the learner's demo buffer at the start (an episode store from `robot-rl
+    data import|record`, or a LeRobotDataset v3 directory); needs a demo buffer, e.g. SAC with
+    ``algo.demo_ratio=0.5``. On resume they are loaded only if the demo buffer came back empty."""
+    demos_correction_weight: int = 1
+    """Times each demo row labelled *correction* by rewind-and-correct recording (`robot-rl record`,
+    docs/recording.md) is loaded; > 1 weights recovery behaviour up."""
+    demos_rewind_weight: int = 1
+    """Times each demo row labelled *rewind* is loaded (0 leaves the rewinds out)."""
+    hil: HILConfig | None = None
+    """Graded human-in-the-loop schedule (offline demos → return-and-explore → human-guided; docs/rewards.md);
+    null = ordinary training."""
+
+
+@dataclass
+class ReplayConfig:
+    """Crash-safe replay: off-policy buffers backed by checksummed segment files under ``<run>/replay/``."""
+
+    persist: bool = True
+    """Append every stored transition to disk so that a crash, Ctrl-C or `--resume` keeps the buffer
+    (off-policy algorithms only). Costs a few % of learner throughput; see docs/replay-and-checkpoints.md."""
+    segment_transitions: int = 2000
+    """Rows per segment file: the most transitions a kill -9 can lose from the replay."""
+    flush_every_s: float = 30.0
+    """Also commit a (smaller) segment when this long has passed since the last one."""
+    delete_evicted: bool = True
+    """Delete segment files whose rows have all left the in-memory ring (bounds disk use to ~one buffer)."""
+
+
+@dataclass
+class RunConfig:
+    """Where the run is written and what makes it reproducible."""
+
+    name: str | None = None
+    """Run directory name under ``root`` (default: ``<task>-<algo>-<timestamp>``)."""
+    root: Path = Path("runs")
+    """Parent directory for runs."""
+    seed: int = 0
+    """Seeds torch, numpy and the environments."""
+    device: str = "auto"
+    """``cpu``, ``cuda``, ``cuda:1`` … ``auto`` picks CUDA when available."""
+    torch_threads: int = 0
+    """Intra-op threads for torch (0 = auto: on CPU, the cores left after the actor threads; torch's
+    default on GPU)."""
+    progress: bool = True
+    """Show the live progress line."""
+
+
+def _default_task() -> TaskConfig:
+    return TASKS.get("reach")()
+
+
+def _default_algo() -> AlgoConfig:
+    return ALGOS.get("sac")()
+
+
+@dataclass
+class TrainConfig:
+    """A whole run: task, algorithm, loop, transport and run settings."""
+
+    task: TaskConfig = field(default_factory=_default_task)
+    algo: AlgoConfig = field(default_factory=_default_algo)
+    loop: LoopConfig = field(default_factory=LoopConfig)
+    transport: TransportConfig = field(default_factory=InprocTransportConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
+    cotrain: CotrainConfig = field(default_factory=CotrainConfig)
+    """Sim–real co-training (RL-Co; docs/cotraining.md): on when ``cotrain.real_dataset`` is set."""
+    reward: RewardModelsConfig = field(default_factory=RewardModelsConfig)
+    """Learned rewards in the training envs (success classifier, PRM shaping) and the keys the policy sees
+    (docs/rewards.md); off by default."""
+
+    def make_env(self, device: Any, seed: int, num_envs: int | None = None, role: EnvRole = "train") -> VecEnv:
+        """The task's env as this run's policy meets it: with the ``reward`` section applied.
+
+        ``role="train"``: the reward models wrap it; ``"eval"``: only the policy's observation keys (evaluation
+        scores the env's own success).
+        """
+        env = self.task.make(device, seed, num_envs=num_envs)
+        if not self.reward.active:
+            return env
+        try:
+            return self.reward.wrap(env, role, self.algo.gamma if isinstance(self.algo, DiscountedConfig) else None)
+        except BaseException:
+            env.close()
+            raise
+
+
+def resolve_train_config(
+    task: str | None = None,
+    algo: str | None = None,
+    config_file: Path | str | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+) -> TrainConfig:
+    """The resolution order of the module docstring, as one function (the CLI and tests call it)."""
+    file_tree = load_yaml(config_file) if config_file is not None else {}
+    parsed = dict(parse_override(o) for o in overrides)
+    task_name = task or parsed.get("task.type") or (file_tree.get("task") or {}).get("type") or "reach"
+    algo_name = algo or parsed.get("algo.type") or (file_tree.get("algo") or {}).get("type") or "sac"
+    task_cls, implied = TASKS.resolve(str(task_name))
+    algo_cls = ALGOS.get(str(algo_name))
+    file_task = file_tree.get("task")
+    if isinstance(file_task, dict) and str(file_task.get("type", task_name)) == str(task_name):
+        merge_implied(dict(file_task), implied, f"{config_file}: task")
+    cfg = TrainConfig(task=task_cls(**typing.cast(dict[str, Any], implied)), algo=algo_cls())
+    preset = task_cls.presets.get(str(algo_name), {})
+    if preset:
+        cfg = apply_overrides(cfg, dict(preset))
+    if file_tree:
+        file_flat = flatten(file_tree)
+        file_flat.pop("task.type", None)
+        file_flat.pop("algo.type", None)
+        cfg = apply_overrides(cfg, file_flat)
+    parsed.pop("task.type", None)
+    parsed.pop("algo.type", None)
+    if parsed:
+        cfg = apply_overrides(cfg, parsed)
+    return cfg
