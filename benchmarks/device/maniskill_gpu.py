@@ -70,7 +70,7 @@ def phase_steps(args: argparse.Namespace) -> None:
 
 def phase_ppo(args: argparse.Namespace) -> None:
     """PPO on PickCube-v1 until success or the wall-clock limit; time to the first successful eval."""
-    from robot_rl.config import resolve_train_config
+    from robot_rl.loop.config import resolve_train_config
     from robot_rl.loop.runner import train
     from robot_rl.runlog import RunLog
 

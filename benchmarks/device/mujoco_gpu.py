@@ -13,7 +13,7 @@ import time
 import torch
 
 import robot_rl.sims.mujoco  # noqa: F401 - registers the tasks
-from robot_rl.config import TASKS
+from robot_rl.core.config import TASKS
 
 
 def parity(task: str, device: str) -> tuple[float, float]:
