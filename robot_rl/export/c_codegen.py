@@ -24,7 +24,7 @@ from typing import Literal
 
 import numpy as np
 
-from robot_rl.export.graph import MLPGraph
+from robot_rl.export.graph import DenseLayer, MLPGraph
 from robot_rl.export.quantize import quantize_rows
 
 Variant = Literal["float32", "int8"]
@@ -80,44 +80,53 @@ def _array(ctype: str, name: str, values: np.ndarray, fmt: str = "float", per_li
     return f"static const {ctype} {name}[{flat.size}] = {{\n    {body}\n}};\n"
 
 
-def generate_c(graph: MLPGraph, name: str, variant: Variant = "float32", origin: str = "") -> CSources:
-    """The C99 header/source pair for ``graph`` with symbols prefixed by ``name``."""
-    check_name(name)
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown C variant {variant!r}; valid: {', '.join(VARIANTS)}")
-    up = name.upper()
-    max_w = max(graph.widths)
-    arrays: list[str] = []
-    const_bytes = 0
+class _ConstData:
+    """The ``static const`` arrays in the order they are emitted, and their size in bytes."""
 
-    def emit(ctype: str, sym: str, values: np.ndarray, fmt: str = "float") -> None:
-        nonlocal const_bytes
-        arrays.append(_array(ctype, sym, values, fmt))
-        const_bytes += values.size * (1 if ctype == "signed char" else 4)
+    def __init__(self) -> None:
+        self.arrays: list[str] = []
+        self.nbytes = 0
 
+    def emit(self, ctype: str, sym: str, values: np.ndarray, fmt: str = "float") -> None:
+        self.arrays.append(_array(ctype, sym, values, fmt))
+        self.nbytes += values.size * (1 if ctype == "signed char" else 4)
+
+
+def _emit_layer(data: _ConstData, name: str, i: int, layer: DenseLayer, variant: Variant) -> list[str]:
+    """Emit layer ``i``'s weights (and int8 scales) and bias; return its lines of ``<name>_forward``."""
+    n_out, n_in = layer.weight.shape
+    src, dst = f"{name}_buf[{i % 2}]", f"{name}_buf[{(i + 1) % 2}]"
+    if variant == "float32":
+        data.emit("float", f"{name}_w{i}", layer.weight)
+        calls = [f"    {name}_dense({name}_w{i}, {name}_b{i}, {src}, {dst}, {n_in}, {n_out});"]
+    else:
+        q, scale = quantize_rows(layer.weight)
+        data.emit("signed char", f"{name}_w{i}", q, fmt="int")
+        data.emit("float", f"{name}_s{i}", scale)
+        calls = [f"    {name}_dense_q8({name}_w{i}, {name}_s{i}, {name}_b{i}, {src}, {dst}, {n_in}, {n_out});"]
+    data.emit("float", f"{name}_b{i}", layer.bias)
+    if layer.activation != "identity":
+        calls.append(f"    {name}_{layer.activation}({dst}, {n_out});")
+    return calls
+
+
+def _emit_constants(graph: MLPGraph, name: str, variant: Variant) -> tuple[_ConstData, list[str]]:
+    """Every constant array (normaliser, layers, output map) and the layer calls of ``<name>_forward``."""
+    data = _ConstData()
     if graph.norm_mean is not None and graph.norm_std is not None:
-        emit("float", f"{name}_norm_mean", graph.norm_mean)
-        emit("float", f"{name}_norm_std", graph.norm_std)
-    calls = []
+        data.emit("float", f"{name}_norm_mean", graph.norm_mean)
+        data.emit("float", f"{name}_norm_std", graph.norm_std)
+    calls: list[str] = []
     for i, layer in enumerate(graph.layers):
-        n_out, n_in = layer.weight.shape
-        src, dst = f"{name}_buf[{i % 2}]", f"{name}_buf[{(i + 1) % 2}]"
-        if variant == "float32":
-            emit("float", f"{name}_w{i}", layer.weight)
-            calls.append(f"    {name}_dense({name}_w{i}, {name}_b{i}, {src}, {dst}, {n_in}, {n_out});")
-        else:
-            q, scale = quantize_rows(layer.weight)
-            emit("signed char", f"{name}_w{i}", q, fmt="int")
-            emit("float", f"{name}_s{i}", scale)
-            calls.append(f"    {name}_dense_q8({name}_w{i}, {name}_s{i}, {name}_b{i}, {src}, {dst}, {n_in}, {n_out});")
-        emit("float", f"{name}_b{i}", layer.bias)
-        if layer.activation != "identity":
-            calls.append(f"    {name}_{layer.activation}({dst}, {n_out});")
-    out_buf = f"{name}_buf[{len(graph.layers) % 2}]"
+        calls += _emit_layer(data, name, i, layer, variant)
     if graph.output != "identity":
-        emit("float", f"{name}_out_a", graph.out_a)
-        emit("float", f"{name}_out_b", graph.out_b)
+        data.emit("float", f"{name}_out_a", graph.out_a)
+        data.emit("float", f"{name}_out_b", graph.out_b)
+    return data, calls
 
+
+def _about(graph: MLPGraph, variant: Variant, const_bytes: int, workspace: int) -> str:
+    """The comment lines, shared by header and source, that describe the network and its memory."""
     dims = " -> ".join(f"{w}" + (f" ({layer.activation})" if layer.activation != "identity" else "")
                        for w, layer in zip(graph.widths[1:], graph.layers))
     out_desc = {"tanh_scale": "tanh(y) * out_a + out_b (SAC's squashed mean scaled to the bounds)",
@@ -125,15 +134,17 @@ def generate_c(graph: MLPGraph, name: str, variant: Variant = "float32", origin:
                 "identity": "y (unbounded action)"}[graph.output]
     norm_desc = (f"clamp((obs - mean) / std, +-{graph.norm_clip:g})" if graph.norm_mean is not None
                  else "none (raw observations)")
-    workspace = 2 * max_w * 4
-    about = (f" * Variant: {variant}. Layers: {graph.obs_dim} -> {dims}.\n"
-             f" * Observation normalisation: {norm_desc}.\n"
-             f" * Output: {out_desc}.\n"
-             f" * Constant data (flash): {const_bytes} bytes; static workspace (RAM): {workspace} bytes.\n")
-    origin_line = f" * Source: {origin}\n" if origin else ""
+    return (f" * Variant: {variant}. Layers: {graph.obs_dim} -> {dims}.\n"
+            f" * Observation normalisation: {norm_desc}.\n"
+            f" * Output: {out_desc}.\n"
+            f" * Constant data (flash): {const_bytes} bytes; static workspace (RAM): {workspace} bytes.\n")
 
-    header = f"""/* {name}.h: deterministic policy generated by `robot-rl export`. Do not edit.
-{origin_line}{about} *
+
+def _header(graph: MLPGraph, name: str, preamble: str, const_bytes: int, workspace: int) -> str:
+    """``<name>.h``: the dimensions, sizes and the ``<name>_forward`` prototype."""
+    up = name.upper()
+    return f"""/* {name}.h: deterministic policy generated by `robot-rl export`. Do not edit.
+{preamble} *
  * {name}_forward is not re-entrant (static workspace): call it from one context at a time.
  */
 #ifndef {up}_H_
@@ -157,9 +168,12 @@ void {name}_forward(const float *obs, float *action);
 
 #endif /* {up}_H_ */
 """
-    helpers = []
+
+
+def _dense_helper(name: str, variant: Variant) -> str:
+    """The dense-layer function: float32 weights, or int8 rows with a float scale per row."""
     if variant == "float32":
-        helpers.append(f"""static void {name}_dense(const float *w, const float *b, const float *x, float *y, int n_in,
+        return f"""static void {name}_dense(const float *w, const float *b, const float *x, float *y, int n_in,
                         int n_out)
 {{
     int o, i;
@@ -172,9 +186,8 @@ void {name}_forward(const float *obs, float *action);
         y[o] = acc + b[o];
     }}
 }}
-""")
-    else:
-        helpers.append(f"""/* Per-row scale: y[o] = s[o] * sum_i q[o][i] * x[i] + b[o]. */
+"""
+    return f"""/* Per-row scale: y[o] = s[o] * sum_i q[o][i] * x[i] + b[o]. */
 static void {name}_dense_q8(const signed char *w, const float *s, const float *b, const float *x, float *y,
                            int n_in, int n_out)
 {{
@@ -188,9 +201,12 @@ static void {name}_dense_q8(const signed char *w, const float *s, const float *b
         y[o] = acc * s[o] + b[o];
     }}
 }}
-""")
-    for act in sorted({layer.activation for layer in graph.layers} - {"identity"}):
-        helpers.append(f"""static void {name}_{act}(float *x, int n)
+"""
+
+
+def _activation_helper(name: str, act: str) -> str:
+    """The in-place activation function ``<name>_<act>(x, n)``."""
+    return f"""static void {name}_{act}(float *x, int n)
 {{
     int i;
     for (i = 0; i < n; ++i) {{
@@ -198,41 +214,71 @@ static void {name}_dense_q8(const signed char *w, const float *s, const float *b
         x[i] = {_ACT_C[act]};
     }}
 }}
-""")
+"""
 
+
+def _prologue(graph: MLPGraph, name: str) -> str:
+    """``<name>_forward``'s first loop: the (normalised, clipped) observation into buffer 0."""
+    up = name.upper()
     if graph.norm_mean is not None:
         clip = _f(graph.norm_clip)
-        prologue = f"""    for (i = 0; i < {up}_OBS_DIM; ++i) {{
+        return f"""    for (i = 0; i < {up}_OBS_DIM; ++i) {{
         const float z = (obs[i] - {name}_norm_mean[i]) / {name}_norm_std[i];
         {name}_buf[0][i] = fminf(fmaxf(z, -{clip}), {clip});
     }}"""
-    else:
-        prologue = f"""    for (i = 0; i < {up}_OBS_DIM; ++i) {{
+    return f"""    for (i = 0; i < {up}_OBS_DIM; ++i) {{
         {name}_buf[0][i] = obs[i];
     }}"""
-    out_expr = {"tanh_scale": f"tanhf({out_buf}[i]) * {name}_out_a[i] + {name}_out_b[i]",
-                "clamp": f"fminf(fmaxf({out_buf}[i], {name}_out_a[i]), {name}_out_b[i])",
-                "identity": f"{out_buf}[i]"}[graph.output]
-    source = f"""/* {name}.c: deterministic policy generated by `robot-rl export`. Do not edit.
-{origin_line}{about} */
+
+
+def _output_expr(graph: MLPGraph, name: str) -> str:
+    """The C expression of ``action[i]`` from the last layer's buffer (the output map)."""
+    out_buf = f"{name}_buf[{len(graph.layers) % 2}]"
+    return {"tanh_scale": f"tanhf({out_buf}[i]) * {name}_out_a[i] + {name}_out_b[i]",
+            "clamp": f"fminf(fmaxf({out_buf}[i], {name}_out_a[i]), {name}_out_b[i])",
+            "identity": f"{out_buf}[i]"}[graph.output]
+
+
+def _source(graph: MLPGraph, name: str, variant: Variant, preamble: str, data: _ConstData,
+            calls: list[str]) -> str:
+    """``<name>.c``: constant arrays, the static workspace, the helpers and ``<name>_forward``."""
+    up = name.upper()
+    helpers = [_dense_helper(name, variant)]
+    helpers += [_activation_helper(name, act)
+                for act in sorted({layer.activation for layer in graph.layers} - {"identity"})]
+    return f"""/* {name}.c: deterministic policy generated by `robot-rl export`. Do not edit.
+{preamble} */
 #include "{name}.h"
 
 #include <math.h>
 
-#define {up}_MAX_WIDTH {max_w}
+#define {up}_MAX_WIDTH {max(graph.widths)}
 
-{"".join(arrays)}
+{"".join(data.arrays)}
 /* Activations ping-pong between the two rows; no heap, no large stack frame. */
 static float {name}_buf[2][{up}_MAX_WIDTH];
 
 {"".join(h + chr(10) for h in helpers)}void {name}_forward(const float *obs, float *action)
 {{
     int i;
-{prologue}
+{_prologue(graph, name)}
 {chr(10).join(calls)}
     for (i = 0; i < {up}_ACTION_DIM; ++i) {{
-        action[i] = {out_expr};
+        action[i] = {_output_expr(graph, name)};
     }}
 }}
 """
-    return CSources(name, variant, header, source, const_bytes, workspace)
+
+
+def generate_c(graph: MLPGraph, name: str, variant: Variant = "float32", origin: str = "") -> CSources:
+    """The C99 header/source pair for ``graph`` with symbols prefixed by ``name``."""
+    check_name(name)
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown C variant {variant!r}; valid: {', '.join(VARIANTS)}")
+    data, calls = _emit_constants(graph, name, variant)
+    workspace = 2 * max(graph.widths) * 4
+    origin_line = f" * Source: {origin}\n" if origin else ""
+    preamble = origin_line + _about(graph, variant, data.nbytes, workspace)
+    header = _header(graph, name, preamble, data.nbytes, workspace)
+    source = _source(graph, name, variant, preamble, data, calls)
+    return CSources(name, variant, header, source, data.nbytes, workspace)
