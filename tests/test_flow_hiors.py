@@ -61,6 +61,33 @@ def test_hiors_keeps_successful_episodes_and_interventions_across_rollouts() -> 
     assert algo.buffer.weight[0] == algo.buffer.weight[1] > 0  # one accepted episode: one reward weight
 
 
+def test_hiors_adds_the_aux_hook_loss_at_every_gradient_step() -> None:
+    # Co-training's stage-2 loss reaches Hi-ORS through Algorithm.aux_hook, once per gradient step.
+    spec = chunk_spec()
+    cfg = HiORSConfig(policy=FlowVLAConfig(horizon=4, num_steps=2, **TINY), rollout_length=1, min_buffer=1,
+                      updates_per_rollout=3, batch_size=4)
+    obs = {k: v.zeros(2) for k, v in spec.observation.items()}
+
+    def run(hook: object) -> dict[str, torch.Tensor]:
+        algo = cfg.build(spec, "cpu", 0)
+        algo.aux_hook = hook  # type: ignore[assignment]
+        storage = algo.make_storage(2)
+        fill(storage, obs, [[1.0, 1.0]], [[True, True]], [[False, False]], [[False, False]],
+             [torch.full((2, 4, 2), 0.5)])
+        algo.update(storage)
+        return {k: v.clone() for k, v in algo.policy.state_dict().items()}
+
+    calls: list[object] = []
+
+    def hook(algo: object) -> torch.Tensor:
+        calls.append(algo)
+        return 100.0 * sum(p.square().sum() for p in algo.policy.expert.parameters())  # type: ignore[attr-defined, return-value]
+
+    plain, with_aux = run(None), run(hook)
+    assert len(calls) == 3  # updates_per_rollout gradient steps, one aux term each
+    assert any(not torch.equal(plain[k], with_aux[k]) for k in plain)  # and the term reached the gradient
+
+
 def test_hiors_reward_weights_grow_with_return_and_top_return_acceptance() -> None:
     spec = chunk_spec()
     algo = HiORSConfig(policy=FlowVLAConfig(horizon=4, num_steps=2, **TINY), accept="top_return",

@@ -14,7 +14,8 @@ to its end (episodes may span rollouts), and then
 Accepted (observation, chunk, weight) rows go into a FIFO buffer, and the update runs
 ``updates_per_rollout`` steps of the weighted flow-matching loss
 ``Σ_i w_i ‖v_θ(x_t, t, c_i) − (a_i − x_0)‖² / Σ_i w_i`` on minibatches from it, optionally mixed with
-the SFT demos (``demos`` + ``demo_fraction``, weight 1) so the policy does not forget them. Unlike
+the SFT demos (``demos`` + ``demo_fraction``, weight 1) so the policy does not forget them; an attached
+extension's term (``aux_loss``, e.g. co-training's loss on real demos) is added at every step. Unlike
 Flow-Noise PPO there is no likelihood ratio: it is supervised learning on the policy's own best
 chunks, so the whole model (encoders included) trains stably.
 
@@ -262,12 +263,14 @@ class HiORSAlgorithm(FlowOnPolicyAlgorithm):
             self.policy.train()
             for _ in range(self.cfg.updates_per_rollout):
                 obs, act, w = self._batch()
-                loss = self.weighted_loss(obs, act, w)
+                flow_loss = self.weighted_loss(obs, act, w)
+                aux = self.aux_loss()  # an extension's term, e.g. co-training's λ·flow-matching loss on real demos
+                loss = flow_loss if aux is None else flow_loss + aux
                 self.opt.zero_grad(set_to_none=True)
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
                 self.opt.step()
-                losses.append(float(loss.detach()))
+                losses.append(float(flow_loss.detach()))
         return {"flow_loss": sum(losses) / len(losses) if losses else float("nan"), "rows_added": float(added),
                 "buffer_rows": float(len(self.buffer)), "episodes": float(self.episodes),
                 "accept_rate": self.accepted_episodes / max(self.episodes, 1),
