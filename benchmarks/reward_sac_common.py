@@ -25,14 +25,14 @@ def train_capped(cfg: TrainConfig, variant: str, max_wall: float) -> dict[str, A
 
     runner = InProcessRunner(cfg)
     deadline = time.monotonic() + max_wall
-    orig = runner._off_policy_iteration
+    orig = runner.updates.iteration
 
     def capped() -> None:  # the wall cap: stop collecting once max_wall has passed (the curve so far is kept)
         if time.monotonic() > deadline:
             raise KeyboardInterrupt
         orig()
 
-    runner._off_policy_iteration = capped  # type: ignore[method-assign]
+    runner.updates.iteration = capped  # type: ignore[method-assign]
     t0 = time.monotonic()
     result = runner.train()
     wall = time.monotonic() - t0

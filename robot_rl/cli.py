@@ -262,8 +262,7 @@ def run_learner(args: LearnerArgs) -> int:
     else:
         cfg = _zmq_config(args.task, args.algo, args.config, tuple(overrides), args.bind)
         runner = InProcessRunner(cfg, remote_actors=True)
-    assert runner.zmq_endpoint is not None
-    print(f"learner listening on {runner.zmq_endpoint.address} (run directory {runner.run_dir})", flush=True)
+    print(f"learner listening on {runner.address} (run directory {runner.run_dir})", flush=True)
     result = runner.train()
     print(f"stopped ({result.stop_reason}) after {result.env_steps:,} env steps, {result.updates:,} updates")
     return 0

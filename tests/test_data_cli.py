@@ -2,7 +2,6 @@
 
 import importlib.util
 import json
-import logging
 from pathlib import Path
 
 import numpy as np
@@ -198,7 +197,7 @@ def test_demos_path_fills_the_demo_buffer(tmp_path):
     # On resume the demo buffer comes back from the replay segments and is not loaded a second time.
     resumed = InProcessRunner(cfg, run_dir=result.run_dir, resume=True)
     assert len(resumed.learner.storage.buffers["demos"]) == expected
-    logging.getLogger("robot_rl").removeHandler(resumed._log_handler)  # not trained further: just detach its log
+    resumed.close()  # not trained further: release its envs and log
 
     # Without a demo buffer the run refuses to start and says what to set.
     cfg = resolve_train_config("fake", "sac", overrides=[*base, f"run.root={tmp_path}", "run.name=b"])
@@ -231,7 +230,7 @@ def test_rac_labelled_demos_are_weighted_by_the_loop_config(tmp_path):
     for name, extra in (("plain", []), ("weighted", ["loop.demos_correction_weight=3", "loop.demos_rewind_weight=0"])):
         runner = InProcessRunner(resolve_train_config("fake", "sac", overrides=[*base, f"run.name={name}", *extra]))
         rows[name] = len(runner.learner.storage.buffers["demos"])
-        logging.getLogger("robot_rl").removeHandler(runner._log_handler)
+        runner.close()
     seg = np.concatenate(segments)
     assert rows["plain"] == len(seg)
     assert rows["weighted"] == int((seg == 0).sum() + 3 * (seg == SEGMENT_CORRECTION).sum())

@@ -17,10 +17,10 @@ from robot_rl.core.registry import Registry, UnknownNameError
 if TYPE_CHECKING:
     import torch
 
-    from robot_rl.core.algorithm import Algorithm
+    from robot_rl.core.algorithm import Algorithm, Policy
     from robot_rl.core.env import VecEnv
     from robot_rl.core.specs import EnvSpec
-    from robot_rl.core.transport import ActorEndpoint, LearnerEndpoint
+    from robot_rl.core.transport import ActorEndpoint, LearnerLink
 
 
 class ConfigError(ValueError):
@@ -62,19 +62,31 @@ class AlgoConfig:
         """Build the algorithm for environments with ``spec``."""
         raise NotImplementedError
 
+    def build_policy(self, spec: EnvSpec, device: torch.device | str, seed: int = 0) -> Policy:
+        """The actor-side policy alone for environments with ``spec``: no critic, no optimiser.
+
+        Its weights are placeholders (initialised from ``seed`` without touching the global RNG) until
+        ``load_actor_weights`` brings the learner's or a checkpoint's ``actor_weights``; ``seed`` also seeds the
+        policy's own sampling noise where it has one. Actor processes and ``robot_rl.policy_io.load_policy`` use it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must define build_policy(spec, device, seed)")
+
 
 @dataclass
 class TransportConfig:
     """Base for actor↔learner transports (registered in ``TRANSPORTS``); it builds its own endpoints."""
 
     registry: ClassVar[Registry[type[TransportConfig]]]
+    #: Whether actors run as threads of the learner's process (``robot-rl train``) rather than as processes
+    #: that connect to it (``robot-rl learner`` + ``robot-rl actor``).
+    in_process: ClassVar[bool] = True
 
-    def learner_endpoint(self, spec: EnvSpec, device: torch.device | str) -> LearnerEndpoint:
-        """The learner's endpoint of this transport (bound and listening)."""
+    def open_learner(self, spec: EnvSpec) -> LearnerLink:
+        """The learner's side, listening; acknowledgements (where the transport has them) wait for ``confirm``."""
         raise NotImplementedError
 
-    def actor_endpoint(self, spec: EnvSpec, actor_id: int) -> ActorEndpoint:
-        """An actor's endpoint of this transport (connected to the learner)."""
+    def connect_actor(self, spec: EnvSpec, actor_id: int) -> ActorEndpoint:
+        """An actor process's endpoint, connected to the learner (transports with ``in_process = False``)."""
         raise NotImplementedError
 
 
@@ -83,6 +95,13 @@ class DiscountedConfig(Protocol):
     """An algorithm config with a discount factor (reward shaping by a process reward model needs it)."""
 
     gamma: float
+
+
+@runtime_checkable
+class OnPolicyConfig(Protocol):
+    """An on-policy algorithm's config: actors wait for new weights after every ``rollout_length`` steps."""
+
+    rollout_length: int
 
 
 def _fields_of(cls: type) -> set[str]:

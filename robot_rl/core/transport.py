@@ -90,6 +90,30 @@ class LearnerEndpoint(Protocol):
         ...
 
 
+@runtime_checkable
+class LearnerLink(Protocol):
+    """The learner's side of an opened transport (``TransportConfig.open_learner``).
+
+    ``endpoint`` is what the learner receives from; ``address`` is where actor processes connect (``None``
+    for in-process transports, whose actors get their endpoints from :meth:`local_actor`).
+    """
+
+    endpoint: LearnerEndpoint
+    address: str | None
+
+    def local_actor(self, actor_id: int) -> ActorEndpoint:
+        """An endpoint for an actor thread in this process (in-process transports only)."""
+        ...
+
+    def metrics(self) -> dict[str, float]:
+        """Network counters for logs (empty where there is no network)."""
+        ...
+
+    def close(self) -> None:
+        """Stop listening and release sockets and threads."""
+        ...
+
+
 # ---- optional capabilities of endpoints (checked with isinstance) ----------------------------------------
 
 

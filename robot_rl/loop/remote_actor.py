@@ -10,7 +10,7 @@ from robot_rl.core.algorithm import OnPolicyAlgorithm
 from robot_rl.core.config import ConfigError
 from robot_rl.loop.actor import Actor, RateLimiter
 from robot_rl.loop.config import TrainConfig
-from robot_rl.loop.runner import resolve_device, seed_everything
+from robot_rl.loop.run_context import resolve_device, seed_everything
 from robot_rl.transport.config import ZmqTransportConfig
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from robot_rl.core.config import TRANSPORTS, TransportConfig
+from robot_rl.core.config import TRANSPORTS, ConfigError, TransportConfig
+from robot_rl.core.specs import EnvSpec
+from robot_rl.core.transport import ActorEndpoint, LearnerEndpoint, LearnerLink
 
 
 @TRANSPORTS.register("inproc")
@@ -15,11 +19,24 @@ class InprocTransportConfig(TransportConfig):
     max_queued_batches: int = 8
     """Bound on transition batches waiting for the learner; a full queue paces the actors."""
 
+    def open_learner(self, spec: EnvSpec) -> LearnerLink:
+        """Bounded queues between this process's actor threads and its learner."""
+        from robot_rl.transport.inproc import InprocTransport
+
+        return InprocLink(InprocTransport(self.max_queued_batches))
+
+    def connect_actor(self, spec: EnvSpec, actor_id: int) -> ActorEndpoint:
+        """In-process actors are threads of the learner: there is nothing to connect to."""
+        raise ConfigError("transport.type=inproc has no actor processes: `robot-rl train` runs the actors as "
+                          "threads; for `robot-rl actor` use transport.type=zmq")
+
 
 @TRANSPORTS.register("zmq")
 @dataclass
 class ZmqTransportConfig(TransportConfig):
     """Learner and actors in separate processes or machines (`robot-rl learner` / `robot-rl actor`)."""
+
+    in_process: ClassVar[bool] = False
 
     address: str = "tcp://127.0.0.1:5555"
     """Where the learner binds and actors connect (`--bind` / `--connect` override it). Binding to
@@ -50,3 +67,57 @@ class ZmqTransportConfig(TransportConfig):
     copy_on_send: bool = True
     """Actor: copy each chunk when it is handed over, so an env or camera driver that reuses its buffers
     cannot change it afterwards; turn off only for envs that return fresh tensors (saves one copy)."""
+
+    def open_learner(self, spec: EnvSpec) -> LearnerLink:
+        """Bind ``address``; a chunk is acknowledged only once the learner confirms it stored (durably)."""
+        from robot_rl.transport.zmq_transport import ZmqLearnerEndpoint, ZmqSettings
+
+        return ZmqLink(ZmqLearnerEndpoint(self.address, spec, ZmqSettings.from_config(self, ack_after="confirm")))
+
+    def connect_actor(self, spec: EnvSpec, actor_id: int) -> ActorEndpoint:
+        """Connect to the learner at ``address`` as actor ``actor_id``."""
+        from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
+
+        return ZmqActorEndpoint(self.address, actor_id, spec, ZmqSettings.from_config(self))
+
+
+class InprocLink:
+    """:class:`LearnerLink` of the in-process transport."""
+
+    address: str | None = None
+
+    def __init__(self, transport: Any) -> None:
+        self.transport = transport
+        self.endpoint: LearnerEndpoint = transport.learner_endpoint()
+
+    def local_actor(self, actor_id: int) -> ActorEndpoint:
+        """A queue endpoint for actor thread ``actor_id``."""
+        return typing.cast(ActorEndpoint, self.transport.actor_endpoint(actor_id))
+
+    def metrics(self) -> dict[str, float]:
+        """No network: nothing to count beyond the learner endpoint's stats."""
+        return {}
+
+    def close(self) -> None:
+        """Queues need no release."""
+
+
+class ZmqLink:
+    """:class:`LearnerLink` of the ZeroMQ transport."""
+
+    def __init__(self, endpoint: Any) -> None:
+        self._zmq = endpoint  # a ZmqLearnerEndpoint (imported lazily: pyzmq is loaded only when chosen)
+        self.endpoint: LearnerEndpoint = endpoint
+        self.address: str | None = str(endpoint.address)
+
+    def local_actor(self, actor_id: int) -> ActorEndpoint:
+        """ZeroMQ actors are processes (`robot-rl actor --connect ADDRESS`), not threads."""
+        raise ConfigError(f"transport.type=zmq: actors connect from their own processes to {self.address}")
+
+    def metrics(self) -> dict[str, float]:
+        """Throughput, acknowledgements, weight lag and rejects (docs/distributed.md)."""
+        return typing.cast(dict[str, float], self._zmq.metrics())
+
+    def close(self) -> None:
+        """Unbind and stop the I/O thread."""
+        self._zmq.close()
