@@ -23,7 +23,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 import yaml
@@ -87,7 +86,6 @@ class HILLearner:
             restore_stored_chunks(self.learner, chunks)
         storage = self.learner.storage
         if isinstance(storage, MixingSampler):
-            storage.sample = self._counting(storage.sample)  # type: ignore[method-assign]
             held = len(storage.buffers["demos"])
             if held:  # a resumed run's demo buffer came back from disk: loading the demos again would double it
                 log.info("demo buffer already holds %d transitions (demos and interventions); not loading "
@@ -110,15 +108,6 @@ class HILLearner:
         """The bound address (with the real port when bound to port 0)."""
         return str(self.endpoint.address)
 
-    def _counting(self, sample: Any) -> Any:
-        def counted(batch_size: int, generator: torch.Generator | None = None) -> TransitionBatch:
-            batch = sample(batch_size, generator)
-            self.stats.rows_sampled += len(batch)
-            self.stats.intervened_sampled += int(batch.intervened.sum())
-            return batch
-
-        return counted
-
     def step(self, recv_timeout_s: float = 0.02, max_updates: int = 4) -> None:
         """Ingest what arrived, run owed updates (at most ``max_updates``), publish and checkpoint when due."""
         while self.learner.pump(recv_timeout_s):
@@ -128,6 +117,9 @@ class HILLearner:
         if isinstance(storage, MixingSampler):  # intervened rows are copied there by MixingSampler.add
             self.stats.intervened_received = len(storage.buffers["demos"]) - self.stats.demos
         done = self.learner.update_off_policy(max_updates)
+        if isinstance(storage, MixingSampler):  # RLPD's 50/50 draw: how many sampled rows a human acted in
+            self.stats.rows_sampled = storage.rows_sampled
+            self.stats.intervened_sampled = storage.intervened_sampled
         self._since_publish += done
         self.stats.updates = self.learner.updates
         if self._since_publish >= self.publish_every:

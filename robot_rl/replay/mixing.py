@@ -35,6 +35,8 @@ class MixingSampler:
         self.proportions = {k: v / sum(proportions.values()) for k, v in proportions.items()}
         self.online = online
         self.route_interventions_to = route_interventions_to
+        self.rows_sampled = 0
+        self._intervened_sampled: torch.Tensor | int = 0  # a device tensor: counting never syncs the GPU
 
     @property
     def persisted(self) -> bool:
@@ -73,7 +75,15 @@ class MixingSampler:
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> TransitionBatch:
         """``batch_size`` rows, ``counts(batch_size)[k]`` of them from buffer ``k``."""
         parts = [self.buffers[k].sample(n, generator) for k, n in self.counts(batch_size).items() if n > 0]
-        return concat_batches(parts)
+        batch = concat_batches(parts)
+        self.rows_sampled += len(batch)
+        self._intervened_sampled = self._intervened_sampled + batch.intervened.sum()
+        return batch
+
+    @property
+    def intervened_sampled(self) -> int:
+        """Sampled rows a human acted in, since construction (HIL-SERL's learner logs the share)."""
+        return int(self._intervened_sampled)
 
     def state_dict(self) -> dict[str, Any]:
         """Every buffer's state, by name."""
