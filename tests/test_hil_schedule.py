@@ -13,12 +13,12 @@ pytest.importorskip("mujoco")
 
 from robot_rl.data.episode import Episode, spec_of
 from robot_rl.data.store import EpisodeStore
+from robot_rl.human_loop.config import HILConfig
 from robot_rl.human_loop.devices.base import TeleopReading
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
+from robot_rl.human_loop.schedule import HILController
 from robot_rl.loop.config import resolve_train_config
 from robot_rl.loop.runner import InProcessRunner
-from robot_rl.rewards.hil_config import HILConfig
-from robot_rl.rewards.schedule import HILController
 from robot_rl.sims.mujoco.tasks import MujocoReachConfig
 
 OFFSET = slice(19, 22)  # goal − grip in mujoco/reach's state vector

@@ -12,11 +12,11 @@ from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.data.episode import spec_of
 from robot_rl.data.store import EpisodeStore
+from robot_rl.human_loop.schedule import HILPhase, HILSchedule, ReturnAndExplore
 from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.rewards.classifier import SuccessClassifier
 from robot_rl.rewards.composer import ComposerConfig, compose, relabel_replay, relabel_store, shaping
 from robot_rl.rewards.demos import reach_pixel_demos
-from robot_rl.rewards.schedule import HILPhase, HILSchedule, ReturnAndExplore
 from robot_rl.rewards.wrapper import RewardWrapper
 from robot_rl.sims.reach import ReachConfig
 from robot_rl.sims.reach_pixels import ReachPixelsConfig

@@ -55,7 +55,7 @@ class Actor:
         self.max_staleness = max_staleness
         self.stale_pauses = 0
         self.stale_s = 0.0
-        #: Optional :class:`~robot_rl.rewards.schedule.HILController`: teleop takeover, demo-state resets.
+        #: Optional :class:`~robot_rl.human_loop.schedule.HILController`: teleop takeover, demo-state resets.
         self.hil: Any = None
         self.episodes = EpisodeStats()
         n = env.num_envs

@@ -4,7 +4,6 @@
 - :mod:`~robot_rl.rewards.prm`: a process reward model (VLAC style): progress between two frames;
 - :mod:`~robot_rl.rewards.wrapper`: batched classifier/PRM rewards inside any VecEnv's step;
 - :mod:`~robot_rl.rewards.composer`: sparse + potential shaping + human keys + penalties, relabelling;
-- :mod:`~robot_rl.rewards.schedule`: the graded human-in-the-loop schedule and return-and-explore.
 - :mod:`~robot_rl.rewards.service`: a classifier or PRM served in batches over ZeroMQ, so actors never wait.
 
 See docs/rewards.md.

@@ -1,6 +1,6 @@
 """The graded human-in-the-loop schedule's configs (torch-free, so :mod:`robot_rl.loop.config` can hold them).
 
-The machinery that runs them is :mod:`robot_rl.rewards.schedule`.
+The machinery that runs them is :mod:`robot_rl.human_loop.schedule`.
 """
 
 from __future__ import annotations

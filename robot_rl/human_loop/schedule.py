@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from robot_rl.core.env import StepResult, VecEnv
-from robot_rl.rewards.hil_config import PHASES, HILConfig, HILPhase, HILSchedule
+from robot_rl.human_loop.config import PHASES, HILConfig, HILPhase, HILSchedule
 
 __all__ = ["PHASES", "HILConfig", "HILController", "HILPhase", "HILSchedule", "ReturnAndExplore", "StateRestorable",
            "demo_buffer", "run_offline_phase"]
