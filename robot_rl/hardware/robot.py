@@ -104,7 +104,7 @@ class RobotConfig:
         return 7 if self.control_mode == "ee_delta" else self.num_joints + 1
 
 
-ROBOTS: Registry[type[RobotConfig]] = Registry("robot")
+ROBOTS: Registry[type[RobotConfig]] = Registry("robot", "robot_rl.robots")
 RobotConfig.registry = ROBOTS
 
 

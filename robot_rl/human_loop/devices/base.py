@@ -98,5 +98,5 @@ class TeleopConfig:
         return [], ""
 
 
-TELEOP_DEVICES: Registry[type[TeleopConfig]] = Registry("teleop device")
+TELEOP_DEVICES: Registry[type[TeleopConfig]] = Registry("teleop device", "robot_rl.teleop_devices")
 TeleopConfig.registry = TELEOP_DEVICES
