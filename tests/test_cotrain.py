@@ -267,6 +267,83 @@ def test_flow_ppo_calls_the_hook() -> None:
     assert hook.calls == 2 and real.drawn == 8
 
 
+def _small_algos() -> dict[str, tuple[EnvSpec, dict[str, object]]]:
+    """A config small enough for one quick update, per registered algorithm: ``name -> (spec, fields)``."""
+    from robot_rl.policies.flow.model import FlowVLAConfig
+
+    flow = FlowVLAConfig(horizon=4, hidden=16, state_features=8, num_steps=2)
+    return {"sac": (STATE, {"actor_hidden": (16,), "critic_hidden": (16,), "batch_size": 8}),
+            "ppo": (STATE, {"actor_hidden": (16,), "critic_hidden": (16,), "rollout_length": 2, "num_epochs": 1,
+                            "num_minibatches": 1}),
+            "flow_ppo": (CHUNK, {"policy": flow, "critic_hidden": (16,), "rollout_length": 2, "num_epochs": 1,
+                                 "num_minibatches": 1}),
+            "hiors": (CHUNK, {"policy": flow, "rollout_length": 2, "min_buffer": 1, "updates_per_rollout": 2,
+                              "batch_size": 4})}
+
+
+def _one_update(algo: object, spec: EnvSpec) -> None:
+    """One ``update`` on random transitions: a sampled minibatch (off-policy) or a full rollout (on-policy)."""
+    from robot_rl.core.algorithm import OffPolicyAlgorithm, OnPolicyAlgorithm
+
+    g = torch.Generator().manual_seed(0)
+    n = 4
+    obs = {k: torch.randn(n, *s.shape, generator=g) for k, s in spec.observation.items()}
+    ones = torch.ones(n, dtype=torch.bool)  # every step ends a successful episode (hiors accepts them)
+
+    def batch(action: torch.Tensor, extras: dict[str, torch.Tensor]) -> TransitionBatch:
+        return TransitionBatch(obs=obs, action=action, reward=torch.ones(n), terminated=ones, truncated=~ones,
+                               next_obs=obs, intervened=~ones, policy_version=torch.zeros(n, dtype=torch.int64),
+                               env_index=torch.arange(n), extras=extras)
+
+    if isinstance(algo, OffPolicyAlgorithm):
+        algo.update(batch(torch.rand(n, *spec.action.shape, generator=g) * 2 - 1, {}))
+        return
+    assert isinstance(algo, OnPolicyAlgorithm)
+    storage, policy = algo.make_storage(n), algo.make_policy()
+    while not storage.is_full():  # type: ignore[attr-defined]
+        storage.add(batch(*policy.act(obs)))
+    algo.update(storage)
+
+
+@pytest.mark.parametrize("name", ALGOS.names())
+def test_every_algorithm_adds_the_aux_hook_or_refuses_cotraining(name: str) -> None:
+    from robot_rl.core.algorithm import SupervisedLoss
+
+    small = _small_algos()
+    assert name in small, f"add a small {name!r} config to _small_algos so that its aux hook is tested"
+    spec, fields = small[name]
+    algo = _small(name, **fields).build(spec, "cpu", 0)  # type: ignore[attr-defined]
+    real = _real(spec)
+    hook = AuxLoss(CotrainConfig(weight=0.5, batch_size=4), real, lambda: 0, seed=0)
+    if not isinstance(algo, SupervisedLoss):
+        with pytest.raises(TypeError, match="co-training needs an algorithm with a supervised loss"):
+            hook(algo)
+        return
+    calls: list[object] = []
+
+    def spy(a: object) -> torch.Tensor | None:
+        calls.append(a)
+        return hook(a)
+
+    algo.aux_hook = spy
+    _one_update(algo, spec)
+    assert calls and all(a is algo for a in calls), f"{name}.update never called its aux hook"
+    assert real.drawn == 4 * len(calls)
+
+
+def test_an_algorithm_without_a_supervised_loss_is_refused() -> None:
+    from robot_rl.core.algorithm import SupervisedLoss
+    from robot_rl.policies.flow.lerobot_flow_ppo import LeRobotFlowPPOAlgorithm
+
+    # flow_ppo on a LeRobot SmolVLA (built from a checkpoint, so not in the sweep above) has no supervised loss.
+    lerobot = object.__new__(LeRobotFlowPPOAlgorithm)
+    assert not isinstance(lerobot, SupervisedLoss)
+    with pytest.raises(TypeError, match="LeRobotFlowPPOAlgorithm has none"):
+        AuxLoss(CotrainConfig(batch_size=4), _real(CHUNK), lambda: 0, seed=0)(lerobot)
+    with pytest.raises(TypeError, match="co-training needs"):
+        warm_start(lerobot, _real(CHUNK), None, CotrainConfig(sft_steps=1), seed=0)
+
+
 # ---- stage 1 ----------------------------------------------------------------------------------
 
 

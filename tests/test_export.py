@@ -126,6 +126,17 @@ def test_verification_catches_a_wrong_export(tmp_path):
         export_actor(policy, spec, "c", tmp_path, variants=("float32",), num_random=100, graph=graph)
 
 
+@pytest.mark.parametrize("arch", ARCHS[:2] + ARCHS[3:5], ids=lambda a: f"{a[0]}-{a[1]}")
+def test_export_reads_the_policys_own_deterministic_action(arch):
+    from robot_rl.core.algorithm import DeterministicActor, MLPActor
+
+    policy, spec = _policy(*arch, seed=2)
+    assert isinstance(policy, DeterministicActor) and isinstance(policy, MLPActor)
+    obs = {k: torch.from_numpy(v) for k, v in random_observations(spec, policy, 64, seed=3).items()}
+    with torch.no_grad():
+        assert torch.equal(policy.deterministic_action(obs), policy.act(obs, deterministic=True)[0])
+
+
 # ---- unsupported architectures --------------------------------------------------------------------
 
 

@@ -4,16 +4,21 @@ An :class:`Algorithm` lives in the learner. It owns every network, optimiser and
 resume needs (``state_dict``), and publishes only what actors need (``actor_weights``) — for SAC
 the actor network and the observation encoder, never the critics or optimisers.
 
-A :class:`Policy` lives in the actor. It is built by :meth:`Algorithm.make_policy` from the same
-config and spec, and receives new weights with :meth:`Policy.load_actor_weights` without being
-rebuilt, so actors pick up new versions without stopping.
+A :class:`Policy` lives in the actor. An actor process builds it alone from the config and spec
+(``AlgoConfig.build_policy``: no critic, no optimiser), an in-process actor gets a copy from
+:meth:`Algorithm.make_policy`; either receives new weights with :meth:`Policy.load_actor_weights` without
+being rebuilt, so actors pick up new versions without stopping.
+
+Optional capabilities are Protocols checked with ``isinstance``: :class:`SupervisedLoss` (co-training,
+SFT), :class:`DeterministicActor` and :class:`MLPActor` (export).
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import torch
 from torch import nn
@@ -108,14 +113,37 @@ class NamedBufferStorage(Storage, Protocol):
 
 @runtime_checkable
 class SupervisedLoss(Protocol):
-    """An algorithm that can score demonstrations: the supervised loss of its actor on ``batch``.
+    """An algorithm (or a bare policy) whose actor learns from demonstrations: co-training and SFT call it.
 
-    Co-training's anchor loss and behaviour cloning call it; it is written next to the algorithm's own
-    losses, so nobody recomputes a log-likelihood from the algorithm's private fields.
+    The loss is written next to the algorithm's own losses, so nobody recomputes a log-likelihood from the
+    algorithm's private fields. Co-training's stage 1 (robot_rl/cotrain/sft.py) calls ``prepare_supervised``
+    with the demos' observations, steps its own optimiser over ``supervised_parameters`` on
+    ``supervised_loss(..., train_encoder=True)``, then calls ``finish_supervised``; stage 2 adds
+    ``λ·supervised_loss(..., train_encoder=False)`` on real demos to the actor's loss (``Algorithm.aux_hook``).
+    An algorithm without one sets ``supervised_loss = None`` or leaves these methods out: co-training then
+    refuses it.
     """
 
-    def supervised_loss(self, obs: Obs, action: torch.Tensor) -> torch.Tensor:
-        """Scalar loss, differentiable in the actor's parameters, for demonstrated ``action`` ``[B, *A]``."""
+    def supervised_loss(self, obs: Obs, action: torch.Tensor, mask: torch.Tensor | None = None,
+                        generator: torch.Generator | None = None, train_encoder: bool = False) -> torch.Tensor:
+        """Scalar loss, differentiable in the actor's parameters, of demonstrated env actions ``[B, *A]``.
+
+        ``mask`` ``[B, H]`` weights the steps of action chunks (1 = a real action, 0 = padding past the
+        episode's end); ``generator`` draws the noise a loss needs (flow matching); ``train_encoder=False``
+        keeps the gradient out of an observation encoder that another loss trains (SAC: the critic's).
+        """
+        ...
+
+    def supervised_parameters(self) -> list[nn.Parameter]:
+        """The actor parameters supervised learning trains (what an SFT optimiser steps)."""
+        ...
+
+    def prepare_supervised(self, obs: Obs) -> None:
+        """Fold demonstration observations ``{key: [M, ...]}`` into the actor's input statistics (normalisers)."""
+        ...
+
+    def finish_supervised(self) -> None:
+        """After supervised steps moved the actor, move what follows it (target encoder, KL reference, …)."""
         ...
 
 
@@ -124,7 +152,42 @@ class DeterministicActor(Protocol):
     """A policy with a deterministic action that export can trace: ``obs -> action`` with no sampling."""
 
     def deterministic_action(self, obs: Obs) -> torch.Tensor:
-        """``[B, *action_shape]`` inside the action bounds, the mode of the policy (no noise)."""
+        """``[B, *action_shape]`` inside the action bounds, the mode of the policy (no noise).
+
+        The same numbers as ``act(obs, deterministic=True)[0]``; a pure function of ``obs`` (traceable).
+        """
+        ...
+
+
+@dataclass
+class MLPActorParts:
+    """A deterministic actor that is an MLP over a flat ``state``, in the parts the C exporter reads.
+
+    ``action = out(mlp(norm(state))[:, :act_dim]).reshape(-1, *action_shape)``, where ``norm`` is the
+    ``normalizer`` (a running normaliser: ``clamp((x − mean)/sqrt(var + eps), ±clip)``; ``None`` = identity),
+    ``mlp`` a sequence of ``nn.Linear`` and activation modules, and ``out`` is ``tanh(y)·out_a + out_b``
+    (``"tanh_scale"``), ``clamp(y, out_a, out_b)`` (``"clamp"``, ±inf where unbounded) or ``y`` (``"identity"``).
+    """
+
+    obs_dim: int
+    normalizer: nn.Module | None
+    mlp: nn.Module
+    act_dim: int
+    """Rows of the last layer that are the action (SAC's head also predicts log σ after them)."""
+    output: Literal["tanh_scale", "clamp", "identity"]
+    out_a: torch.Tensor
+    """``[act_dim]``: the scale (``tanh_scale``) or the lower bound (``clamp``)."""
+    out_b: torch.Tensor
+    """``[act_dim]``: the bias (``tanh_scale``) or the upper bound (``clamp``)."""
+    action_shape: tuple[int, ...]
+
+
+@runtime_checkable
+class MLPActor(DeterministicActor, Protocol):
+    """A deterministic actor that can describe itself as :class:`MLPActorParts` (C export for microcontrollers)."""
+
+    def mlp_parts(self) -> MLPActorParts | None:
+        """The parts of :meth:`deterministic_action`, or ``None`` when this instance is not an MLP over ``state``."""
         ...
 
 

@@ -1,12 +1,12 @@
 """The deterministic actor as a flat list of dense layers: what the C generator consumes.
 
-A trained policy (:class:`~robot_rl.policies.sac.SACPolicy` or :class:`~robot_rl.policies.ppo.PPOPolicy`)
-is reduced to an :class:`MLPGraph`:
+A trained policy that describes its deterministic action as an MLP (:class:`~robot_rl.core.algorithm.MLPActor`:
+SAC and PPO, whose ``mlp_parts`` say which pieces it is made of) is reduced to an :class:`MLPGraph`:
 
 ``state [D]`` → optional normalisation ``clamp((x − μ)/σ, ±clip)`` → dense layers with activations →
 output map, which is ``tanh(y)·scale + bias`` for SAC (the tanh-squashed Gaussian mean) or
-``clamp(y, low, high)`` for PPO (the clamped Gaussian mean). SAC's head also predicts log σ; only the
-mean rows of its last layer are kept, since the deterministic action never uses σ.
+``clamp(y, low, high)`` for PPO (the clamped Gaussian mean). Only the action rows of the last layer are kept
+(SAC's head also predicts log σ, which the deterministic action never uses).
 
 Anything else (a CNN image encoder, recurrent cells, LayerNorm inside the MLP) is not an MLP actor;
 :func:`extract_mlp` raises :class:`UnsupportedArchitectureError` naming what is supported.
@@ -21,6 +21,8 @@ from typing import Literal
 import numpy as np
 import torch
 from torch import nn
+
+from robot_rl.core.algorithm import MLPActor
 
 Activation = Literal["relu", "elu", "tanh", "silu", "gelu", "identity"]
 OutputMap = Literal["tanh_scale", "clamp", "identity"]
@@ -127,10 +129,12 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().to("cpu", torch.float32).numpy().copy()
 
 
-def _check_not_recurrent(policy: nn.Module) -> None:
+def _check_supported_modules(policy: nn.Module) -> None:
     for name, module in policy.named_modules():
         if isinstance(module, (nn.RNNBase, nn.RNNCellBase)):
             raise UnsupportedArchitectureError(f"a recurrent layer ({type(module).__name__} at '{name}')")
+        if isinstance(module, nn.modules.conv._ConvNd):
+            raise UnsupportedArchitectureError(f"a CNN image encoder ({type(module).__name__} at '{name}')")
 
 
 def _dense_stack(mlp: nn.Module, where: str) -> list[DenseLayer]:
@@ -154,41 +158,28 @@ def _dense_stack(mlp: nn.Module, where: str) -> list[DenseLayer]:
     return layers
 
 
-def _bounds(low: float | None, high: float | None, n: int) -> tuple[np.ndarray, np.ndarray]:
-    lo = -math.inf if low is None else float(low)
-    hi = math.inf if high is None else float(high)
-    return np.full(n, lo, np.float32), np.full(n, hi, np.float32)
-
-
 def extract_mlp(policy: nn.Module) -> MLPGraph:
-    """Reduce a SAC or PPO policy to an :class:`MLPGraph`; raise :class:`UnsupportedArchitectureError` otherwise."""
-    from robot_rl.policies.modules.normalizer import RunningNormalizer
-    from robot_rl.policies.ppo import PPOPolicy
-    from robot_rl.policies.sac import SACPolicy
+    """Reduce an :class:`~robot_rl.core.algorithm.MLPActor` (SAC, PPO) to an :class:`MLPGraph`.
 
-    _check_not_recurrent(policy)
-    if isinstance(policy, SACPolicy):
-        enc = policy.encoder
-        if enc.cnn is not None:
-            raise UnsupportedArchitectureError(f"a CNN image encoder (cameras {', '.join(enc.image_keys)})")
-        layers = _dense_stack(policy.trunk, "the SAC actor head")
-        last = layers[-1]
-        a = policy.act_dim
-        # Rows [0, A) are the Gaussian mean, [A, 2A) its log σ: the deterministic action needs the mean.
-        layers[-1] = DenseLayer(last.weight[:a].copy(), last.bias[:a].copy(), "identity")
-        norm = enc.normalizer
-        graph = MLPGraph(enc.state_dim, layers, "tanh_scale", _np(policy.action_scale), _np(policy.action_bias),
-                         action_shape=tuple(policy.action_shape))
-    elif isinstance(policy, PPOPolicy):
-        layers = _dense_stack(policy.actor, "the PPO actor")
-        low, high = _bounds(policy.low, policy.high, int(layers[-1].weight.shape[0]))
-        bounded = policy.low is not None or policy.high is not None
-        norm = policy.normalizer if isinstance(policy.normalizer, RunningNormalizer) else None
-        graph = MLPGraph(int(layers[0].weight.shape[1]), layers, "clamp" if bounded else "identity", low, high,
-                         action_shape=tuple(policy.action_shape))
-    else:
+    The policy's own ``mlp_parts`` say what its deterministic action is made of; anything else (no parts, a
+    CNN, a recurrent or a LayerNorm layer) raises :class:`UnsupportedArchitectureError`.
+    """
+    from robot_rl.policies.modules.normalizer import RunningNormalizer
+
+    _check_supported_modules(policy)
+    parts = policy.mlp_parts() if isinstance(policy, MLPActor) else None
+    if parts is None:
         raise UnsupportedArchitectureError(f"an actor of type {type(policy).__name__}")
+    layers = _dense_stack(parts.mlp, f"the actor MLP of {type(policy).__name__}")
+    last = layers[-1]
+    # Only the first act_dim rows are the action (SAC's head also predicts log σ, which the mode never uses).
+    layers[-1] = DenseLayer(last.weight[:parts.act_dim].copy(), last.bias[:parts.act_dim].copy(), "identity")
+    graph = MLPGraph(parts.obs_dim, layers, parts.output, _np(parts.out_a), _np(parts.out_b),
+                     action_shape=tuple(parts.action_shape))
+    norm = parts.normalizer
     if norm is not None:
+        if not isinstance(norm, RunningNormalizer):
+            raise UnsupportedArchitectureError(f"an observation normaliser of type {type(norm).__name__}")
         graph.norm_mean = _np(norm.mean)
         # torch evaluates sqrt(var + eps) in float32; the C code divides by exactly these numbers.
         graph.norm_std = _np(torch.sqrt(norm.var + norm.eps))

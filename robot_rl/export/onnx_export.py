@@ -2,8 +2,9 @@
 
 The graph takes the observation arrays as separate named inputs (``state`` float32 ``[N, D]``, each
 ``image.<camera>`` uint8 ``[N, H, W, C]``), with a dynamic batch axis ``N``, and returns ``action``
-``[N, *action_shape]``: the same numbers ``policy.act(obs, deterministic=True)`` gives, normalisation,
-CNN, squashing and scaling (SAC) or clamping (PPO) included.
+``[N, *action_shape]``: the policy's own ``deterministic_action``
+(:class:`~robot_rl.core.algorithm.DeterministicActor`), the same numbers ``policy.act(obs, deterministic=True)``
+gives, normalisation, CNN, squashing and scaling (SAC) or clamping (PPO) included.
 """
 
 from __future__ import annotations
@@ -16,39 +17,29 @@ import numpy as np
 import torch
 from torch import nn
 
+from robot_rl.core.algorithm import DeterministicActor
 from robot_rl.core.specs import EnvSpec
 
 OPSET = 17
 
 
-class DeterministicActor(nn.Module):
-    """``policy.act(obs, deterministic=True)`` as a plain ``forward(*arrays)`` (no RNG, no dict input)."""
+class ArrayActor(nn.Module):
+    """The policy's ``deterministic_action`` as a plain ``forward(*arrays)`` (no RNG, no dict input)."""
+
+    policy: DeterministicActor
 
     def __init__(self, policy: nn.Module, spec: EnvSpec) -> None:
         super().__init__()
-        from robot_rl.policies.ppo import PPOPolicy
-        from robot_rl.policies.sac import SACPolicy
-
-        if not isinstance(policy, (SACPolicy, PPOPolicy)):
-            raise ValueError(f"ONNX export knows SAC and PPO actors, not {type(policy).__name__}")
+        if not isinstance(policy, DeterministicActor):
+            raise ValueError(f"ONNX export needs a policy with a deterministic action (robot_rl.core.algorithm."
+                             f"DeterministicActor: SAC, PPO), not {type(policy).__name__}")
         self.policy = policy
         self.input_names = (["state"] if "state" in spec.observation else []) + spec.image_keys
         self.action_shape = tuple(spec.action.shape)
 
     def forward(self, *arrays: torch.Tensor) -> torch.Tensor:
         """Observation arrays in :attr:`input_names` order → action ``[N, *action_shape]``."""
-        from robot_rl.policies.sac import SACPolicy
-
-        obs = dict(zip(self.input_names, arrays))
-        p = self.policy
-        if isinstance(p, SACPolicy):
-            mean, _ = p.gaussian(p.encoder(obs))
-            action = torch.tanh(mean) * p.action_scale + p.action_bias
-        else:
-            action = p.actor(p.normalize(obs["state"]))
-            if p.low is not None or p.high is not None:
-                action = action.clamp(p.low, p.high)
-        return action.reshape(-1, *self.action_shape)
+        return self.policy.deterministic_action(dict(zip(self.input_names, arrays))).reshape(-1, *self.action_shape)
 
 
 @dataclass
@@ -66,7 +57,7 @@ def export_onnx(policy: nn.Module, spec: EnvSpec, path: Path) -> list[str]:
         import onnx  # noqa: F401 - the exporter needs it
     except ImportError:
         raise ImportError("ONNX export needs onnx: pip install 'robot-rl[export]'") from None
-    actor = DeterministicActor(policy, spec).eval().cpu()
+    actor = ArrayActor(policy, spec).eval().cpu()
     example = tuple(_example(spec, name, 2) for name in actor.input_names)
     path.parent.mkdir(parents=True, exist_ok=True)
     axes = {name: {0: "batch"} for name in actor.input_names} | {"action": {0: "batch"}}
@@ -93,7 +84,7 @@ def check_onnx(path: Path, policy: nn.Module, spec: EnvSpec, obs: dict[str, np.n
         import onnxruntime as ort
     except ImportError:
         raise ImportError("checking the ONNX export needs onnxruntime: pip install 'robot-rl[export]'") from None
-    actor = DeterministicActor(policy, spec).eval().cpu()
+    actor = ArrayActor(policy, spec).eval().cpu()
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     n = len(next(iter(obs.values())))
     worst, start, i = 0.0, 0, 0

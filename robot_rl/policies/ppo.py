@@ -26,7 +26,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from robot_rl.core.algorithm import OnPolicyAlgorithm, Policy, Weights
+from robot_rl.core.algorithm import MLPActorParts, OnPolicyAlgorithm, Policy, Weights
 from robot_rl.core.config import ALGOS, AlgoConfig
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs
@@ -93,6 +93,14 @@ class PPOConfig(AlgoConfig):
     def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> PPOAlgorithm:
         """Build the PPO learner for envs with ``spec``."""
         return PPOAlgorithm(self, spec, device, seed)
+
+    def build_policy(self, spec: EnvSpec, device: torch.device | str, seed: int = 0) -> PPOPolicy:
+        """The actor alone (normaliser, Gaussian; no critic, no optimiser); ``seed`` seeds its init and its noise."""
+        device = torch.device(device)
+        with torch.random.fork_rng(devices=[]):
+            torch.default_generator.manual_seed(seed)
+            policy = ppo_policy(self, spec, torch.Generator(device=device).manual_seed(seed))
+        return policy.to(device)
 
 
 # --------------------------------------------------------------------------------------------
@@ -213,6 +221,32 @@ class PPOPolicy(Policy):
         return action, {"log_prob": log_prob, "raw_action": raw, "mean": mean}
 
 
+    def deterministic_action(self, obs: Obs) -> torch.Tensor:
+        """The Gaussian mean clamped to the bounds, ``clamp(μ(s), low, high)`` → ``[N, *action_shape]``."""
+        mean = self.actor(self.normalize(obs["state"])).reshape(-1, *self.action_shape)
+        return mean.clamp(self.low, self.high) if self.low is not None or self.high is not None else mean
+
+    def mlp_parts(self) -> MLPActorParts:
+        """Normaliser, actor MLP and ``clamp`` (``identity`` without bounds)."""
+        act_dim = math.prod(self.action_shape)
+        low = torch.full((act_dim,), -math.inf if self.low is None else float(self.low))
+        high = torch.full((act_dim,), math.inf if self.high is None else float(self.high))
+        norm = self.normalizer if isinstance(self.normalizer, RunningNormalizer) else None
+        bounded = self.low is not None or self.high is not None
+        return MLPActorParts(_first_linear(self.actor).in_features, norm, self.actor, act_dim,
+                             "clamp" if bounded else "identity", low, high, tuple(self.action_shape))
+
+
+def _first_linear(mlp: nn.Module) -> nn.Linear:
+    return next(m for m in mlp.modules() if isinstance(m, nn.Linear))
+
+
+def ppo_policy(cfg: PPOConfig, spec: EnvSpec, generator: torch.Generator | None) -> PPOPolicy:
+    """A fresh :class:`PPOPolicy` for ``cfg`` (on the CPU; its sampling noise from ``generator``)."""
+    return PPOPolicy(spec, cfg.actor_hidden, cfg.activation, cfg.init_noise_std, cfg.normalize_obs,
+                     cfg.noise_std_type, generator)
+
+
 # --------------------------------------------------------------------------------------------
 # Algorithm (learner side)
 # --------------------------------------------------------------------------------------------
@@ -240,9 +274,7 @@ class PPOAlgorithm(OnPolicyAlgorithm):
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
 
     def _new_policy(self, generator: torch.Generator | None) -> PPOPolicy:
-        c = self.cfg
-        return PPOPolicy(self.spec, c.actor_hidden, c.activation, c.init_noise_std, c.normalize_obs,
-                         c.noise_std_type, generator)
+        return ppo_policy(self.cfg, self.spec, generator)
 
     def make_policy(self) -> PPOPolicy:
         """An independent actor copy with its own noise generator (seeded from the run seed)."""
@@ -263,6 +295,30 @@ class PPOAlgorithm(OnPolicyAlgorithm):
     def load_actor_weights(self, weights: Weights) -> None:
         """Load actor weights (strict) into the learner's actor."""
         self.policy.load_actor_weights(weights)
+
+    # ---- supervised learning (co-training, SFT): robot_rl.core.algorithm.SupervisedLoss -------------
+
+    def supervised_loss(self, obs: Obs, action: torch.Tensor, mask: torch.Tensor | None = None,
+                        generator: torch.Generator | None = None, train_encoder: bool = False) -> torch.Tensor:
+        """Behaviour cloning: ``−mean_b log N(a_b; μ(s_b), σ²)`` for demonstrated actions ``[B, *A]``.
+
+        ``mask``, ``generator`` and ``train_encoder`` are not used (one action per row, no noise, no encoder).
+        """
+        policy = self.policy
+        mean = policy.actor(policy.normalize(obs["state"].float()))
+        return -gaussian_log_prob(action.reshape(mean.shape), mean, policy.log_std()).mean()
+
+    def supervised_parameters(self) -> list[nn.Parameter]:
+        """The actor MLP and its log-std (the normaliser's statistics are buffers)."""
+        return list(self.policy.parameters())
+
+    def prepare_supervised(self, obs: Obs) -> None:
+        """Fold the demos' ``state`` into the observation normaliser (the policy's inputs must be the RL's)."""
+        if isinstance(self.policy.normalizer, RunningNormalizer):
+            self.policy.normalizer.update(obs["state"].float())
+
+    def finish_supervised(self) -> None:
+        """Nothing follows the actor: the critic learns its values from the first rollout."""
 
     def _set_lr(self, lr: float) -> None:
         self.lr = lr

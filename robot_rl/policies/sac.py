@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from robot_rl.core.algorithm import OffPolicyAlgorithm, Policy, Weights
+from robot_rl.core.algorithm import MLPActorParts, OffPolicyAlgorithm, Policy, Weights
 from robot_rl.core.config import ALGOS, AlgoConfig
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, TransitionBatch
@@ -43,6 +43,8 @@ from robot_rl.policies.modules.obs_encoder import ObsEncoder
 from robot_rl.replay.buffer import MixingSampler, ReplayBuffer
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+#: Demonstrated actions are pulled this far inside ±1 before ``atanh`` (a demo at the bound has no finite pre-image).
+SQUASH_EPS = 1e-3
 
 
 @ALGOS.register("sac")
@@ -114,6 +116,12 @@ class SACConfig(AlgoConfig):
     def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> SACAlgorithm:
         """The learner for environments with ``spec``, its networks seeded by ``seed``."""
         return SACAlgorithm(self, spec, torch.device(device), seed)
+
+    def build_policy(self, spec: EnvSpec, device: torch.device | str, seed: int = 0) -> SACPolicy:
+        """The actor alone (encoder and head; no critics, no optimisers), initialised from ``seed``."""
+        with torch.random.fork_rng(devices=[]):
+            torch.random.default_generator.manual_seed(seed)
+            return SACPolicy(spec, self).to(device)
 
 
 # --------------------------------------------------------------------------------------------
@@ -229,10 +237,25 @@ class SACPolicy(Policy):
     @torch.no_grad()
     def act(self, obs: Obs, deterministic: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Actions ``[N, *action_shape]`` in the spec's bounds (``tanh μ`` when deterministic); no extras."""
+        if deterministic:
+            return self.deterministic_action(obs), {}
         mean, log_std = self.gaussian(self.encoder(obs))
-        u = mean if deterministic else mean + log_std.exp() * torch.randn_like(mean)
+        u = mean + log_std.exp() * torch.randn_like(mean)
         action = torch.tanh(u) * self.action_scale + self.action_bias
         return action.reshape(-1, *self.action_shape), {}
+
+    def deterministic_action(self, obs: Obs) -> torch.Tensor:
+        """The squashed mean ``tanh(μ(s))·scale + bias`` → ``[N, *action_shape]`` (what export traces)."""
+        mean, _ = self.gaussian(self.encoder(obs))
+        return (torch.tanh(mean) * self.action_scale + self.action_bias).reshape(-1, *self.action_shape)
+
+    def mlp_parts(self) -> MLPActorParts | None:
+        """Normaliser, head (its first ``|A|`` rows are μ) and ``tanh_scale``; ``None`` with a CNN encoder."""
+        enc = self.encoder
+        if enc.cnn is not None:
+            return None
+        return MLPActorParts(enc.state_dim, enc.normalizer, self.trunk, self.act_dim, "tanh_scale", self.action_scale,
+                             self.action_bias, tuple(self.action_shape))
 
 
 # --------------------------------------------------------------------------------------------
@@ -355,6 +378,41 @@ class SACAlgorithm(OffPolicyAlgorithm):
         q = self.critic(features, action, detach_params=True)
         q_pi = q.min(dim=0).values if self.num_sampled == self.cfg.num_critics else q.mean(dim=0)
         return (alpha * log_prob - q_pi).mean(), log_prob.detach()
+
+    # ---- supervised learning (co-training, SFT): robot_rl.core.algorithm.SupervisedLoss -------------
+
+    def supervised_loss(self, obs: Obs, action: torch.Tensor, mask: torch.Tensor | None = None,
+                        generator: torch.Generator | None = None, train_encoder: bool = False) -> torch.Tensor:
+        """Behaviour cloning, ``−mean_b log π(a_b|s_b)``, for demonstrated env actions ``[B, *A]``.
+
+        The action is mapped to the squashed space and pulled ``SQUASH_EPS`` inside ±1, ``u = atanh(a)``:
+        ``log π(a|s) = Σ_i [−z_i²/2 − log σ_i − log(2π)/2 − log(1 − a_i²)]`` with ``z = (u − μ)/σ`` (the change
+        of variables of ``a = tanh u``). ``train_encoder=False`` detaches the features: the critic trains the
+        encoder, as in the actor loss. ``mask`` and ``generator`` are not used (one action per row, no noise).
+        """
+        actor = self.actor
+        features = actor.encoder(obs)
+        if not train_encoder:
+            features = features.detach()
+        mean, log_std = actor.gaussian(features)
+        a = (action.reshape(mean.shape) - actor.action_bias) / actor.action_scale
+        a = a.clamp(-1 + SQUASH_EPS, 1 - SQUASH_EPS)
+        u = torch.atanh(a)
+        z = (u - mean) * torch.exp(-log_std)
+        log_prob = (-0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi) - torch.log1p(-a.square())).sum(-1)
+        return -log_prob.mean()
+
+    def supervised_parameters(self) -> list[nn.Parameter]:
+        """The whole actor: encoder (CNN) and head."""
+        return list(self.actor.parameters())
+
+    def prepare_supervised(self, obs: Obs) -> None:
+        """Fold the demos' ``state`` into the observation normaliser."""
+        self.actor.encoder.update_normalizer(obs)
+
+    def finish_supervised(self) -> None:
+        """The target encoder restarts from the encoder supervised learning trained."""
+        self.load_actor_weights(self.actor_weights())
 
     @torch.no_grad()
     def soft_update_targets(self) -> None:

@@ -39,7 +39,7 @@ from robot_rl.core.config import ALGOS, AlgoConfig
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import Obs
 from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy
-from robot_rl.policies.flow.onpolicy import FlowOnPolicyAlgorithm, load_sft_into
+from robot_rl.policies.flow.onpolicy import FlowOnPolicyAlgorithm, build_flow_policy, load_sft_into
 from robot_rl.replay.rollout import RolloutStorage
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,10 @@ class HiORSConfig(AlgoConfig):
     def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> HiORSAlgorithm:
         """Build the Hi-ORS learner."""
         return HiORSAlgorithm(self, spec, device, seed)
+
+    def build_policy(self, spec: EnvSpec, device: torch.device | str, seed: int = 0) -> FlowVLAPolicy:
+        """The flow policy alone (no reference, buffer or optimiser; ``init_from`` is not read)."""
+        return build_flow_policy(self.policy, spec, device, seed)
 
 
 class AcceptedBuffer:

@@ -56,7 +56,7 @@ from robot_rl.policies.flow.lerobot_base import (
     load_lerobot_flow_policy_for_spec,
 )
 from robot_rl.policies.flow.model import FlowVLAPolicy
-from robot_rl.policies.flow.ppo import FlowPPOAlgorithm
+from robot_rl.policies.flow.ppo import FlowPPOAlgorithm, FlowPPOConfig
 from robot_rl.policies.modules.mlp import MLP
 
 log = logging.getLogger(__name__)
@@ -294,18 +294,13 @@ class LeRobotFlowPPOAlgorithm(FlowPPOAlgorithm):
     #: ``freeze_encoder=None`` keeps the VLM frozen: only the action expert and σ train.
     default_freeze_encoder = True
 
+    #: Co-training has no supervised loss for a SmolVLA (flow matching through lerobot's model is not written):
+    #: ``None`` makes this algorithm no :class:`~robot_rl.core.algorithm.SupervisedLoss`, so co-training refuses it.
+    supervised_loss = None  # type: ignore[assignment]
+
     def _build_networks(self) -> tuple[Any, nn.Module, Any, list[nn.Parameter]]:
         cfg = self.cfg
-        assert cfg.init_from is not None
-        kind = lerobot_policy_type(cfg.init_from)
-        if kind != "smolvla":  # checked before loading: a pi0 takes minutes to load only to be refused
-            raise NotImplementedError(f"{cfg.init_from}: Flow-Noise PPO drives LeRobot SmolVLA checkpoints, not "
-                                      f"{kind!r}; use DSRL (--task dsrl --algo sac task.init_from=...) for it")
-        table = instruction_table(self.spec)
-        if not table and cfg.instruction is None:
-            raise ValueError(f"the task {self.spec.extras.get('task')!r} has no instruction table: set "
-                             "algo.instruction='<what the robot should do>' for the LeRobot policy")
-        base = load_lerobot_flow_policy_for_spec(cfg.init_from, self.spec, table, cfg.instruction, self.device)
+        base = _load_base(cfg, self.spec, self.device)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             policy = LeRobotFlowNoisePolicy(base, cfg.policy.init_noise_std, train_backbone=not self.freeze_encoder)
@@ -360,6 +355,37 @@ class LeRobotFlowPPOAlgorithm(FlowPPOAlgorithm):
         self.generator.set_state(state["generator"].cpu())
 
 
+def _load_base(cfg: FlowPPOConfig, spec: EnvSpec, device: torch.device | str) -> LeRobotFlowPolicy:
+    """The frozen SmolVLA of ``cfg.init_from`` for a task with ``spec`` (its instructions from the task)."""
+    assert cfg.init_from is not None
+    kind = lerobot_policy_type(cfg.init_from)
+    if kind != "smolvla":  # checked before loading: a pi0 takes minutes to load only to be refused
+        raise NotImplementedError(f"{cfg.init_from}: Flow-Noise PPO drives LeRobot SmolVLA checkpoints, not "
+                                  f"{kind!r}; use DSRL (--task dsrl --algo sac task.init_from=...) for it")
+    table = instruction_table(spec)
+    if not table and cfg.instruction is None:
+        raise ValueError(f"the task {spec.extras.get('task')!r} has no instruction table: set "
+                         "algo.instruction='<what the robot should do>' for the LeRobot policy")
+    return load_lerobot_flow_policy_for_spec(cfg.init_from, spec, table, cfg.instruction, device)
+
+
+def build_lerobot_noise_policy(cfg: FlowPPOConfig, spec: EnvSpec, device: torch.device | str,
+                               seed: int = 0) -> LeRobotFlowNoisePolicy:
+    """An actor's policy alone (no critic, no reference, no optimiser).
+
+    The SmolVLA of ``cfg.init_from`` with fresh σ, the same tensors trainable as the learner's
+    (``freeze_encoder``: they are what ``actor_weights`` carries), sampling noise seeded by ``seed``.
+    """
+    freeze = LeRobotFlowPPOAlgorithm.default_freeze_encoder if cfg.freeze_encoder is None else cfg.freeze_encoder
+    base = _load_base(cfg, spec, device)
+    with torch.random.fork_rng(devices=[]):
+        torch.random.default_generator.manual_seed(seed)
+        policy = LeRobotFlowNoisePolicy(base, cfg.policy.init_noise_std, train_backbone=not freeze)
+    policy.to(device)
+    policy.reseed(seed)
+    return policy
+
+
 def _named_state(module: nn.Module, names: list[str]) -> Weights:
     params = dict(module.named_parameters())
     return {n: params[n].detach().to("cpu", copy=True) for n in names}
@@ -376,4 +402,5 @@ def _load_named(module: nn.Module, weights: Weights, names: list[str], what: str
             params[n].copy_(w)
 
 
-__all__ = ["LeRobotFlowNoisePolicy", "LeRobotFlowPPOAlgorithm", "PrefixContext", "instruction_table"]
+__all__ = ["LeRobotFlowNoisePolicy", "LeRobotFlowPPOAlgorithm", "PrefixContext", "build_lerobot_noise_policy",
+           "instruction_table"]

@@ -362,6 +362,26 @@ class FlowVLAPolicy(Policy):
             return err.mean()
         return (err * mask).sum() / mask.sum().clamp_min(1.0)
 
+    # ---- supervised learning (co-training, SFT): robot_rl.core.algorithm.SupervisedLoss --------------
+
+    def supervised_loss(self, obs: Obs, action: torch.Tensor, mask: torch.Tensor | None = None,
+                        generator: torch.Generator | None = None, train_encoder: bool = False) -> torch.Tensor:
+        """The flow-matching loss on target chunks ``[B, H, A]`` (:meth:`flow_matching_loss`).
+
+        The encoder always trains with it (``train_encoder`` is not used: no other loss trains it).
+        """
+        return self.flow_matching_loss(obs, action, mask, generator)
+
+    def supervised_parameters(self) -> list[nn.Parameter]:
+        """Everything but the Flow-Noise ``log_sigma`` (flow matching does not use σ)."""
+        return [p for n, p in self.named_parameters() if n != "log_sigma"]
+
+    def prepare_supervised(self, obs: Obs) -> None:
+        """Nothing to fit: the encoder has no running statistics."""
+
+    def finish_supervised(self) -> None:
+        """Nothing follows a bare policy."""
+
     def _mean_step(self, x: torch.Tensor, k: int, cond: torch.Tensor) -> torch.Tensor:
         """The integrator's update ``μ_k(x)`` from ``t_k = k/K`` to ``t_{k+1}``."""
         dt = 1.0 / self.cfg.num_steps

@@ -43,11 +43,12 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from robot_rl.core.algorithm import Policy
 from robot_rl.core.config import ALGOS, AlgoConfig
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import Obs
 from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy, VLAEncoder
-from robot_rl.policies.flow.onpolicy import FlowOnPolicyAlgorithm, load_sft_into
+from robot_rl.policies.flow.onpolicy import FlowOnPolicyAlgorithm, build_flow_policy, load_sft_into
 from robot_rl.policies.modules.mlp import MLP
 from robot_rl.policies.ppo import clipped_surrogate_loss, gaussian_kl, value_loss
 from robot_rl.replay.rollout import RolloutStorage, compute_gae, iter_minibatches
@@ -125,6 +126,20 @@ class FlowPPOConfig(AlgoConfig):
 
             return LeRobotFlowPPOAlgorithm(self, spec, device, seed)
         return FlowPPOAlgorithm(self, spec, device, seed)
+
+    def build_policy(self, spec: EnvSpec, device: torch.device | str, seed: int = 0) -> Policy:
+        """The flow policy alone (no critic, reference or optimiser).
+
+        A LeRobot ``init_from`` is loaded (its frozen VLM is not in the actor weights); an SFT one is not (the
+        actor weights replace it).
+        """
+        from robot_rl.policies.flow.lerobot_base import lerobot_policy_type
+
+        if self.init_from and lerobot_policy_type(self.init_from) is not None:
+            from robot_rl.policies.flow.lerobot_flow_ppo import build_lerobot_noise_policy
+
+            return build_lerobot_noise_policy(self, spec, device, seed)
+        return build_flow_policy(self.policy, spec, device, seed)
 
 
 class _Critic(nn.Module):
@@ -224,6 +239,12 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
         ``cond`` is the policy's condition, for adapters whose reference shares a frozen encoder with the policy.
         """
         return self.reference.chain_means(chain, self.reference.encoder(obs))
+
+    def finish_supervised(self) -> None:
+        """The reference and the critic's encoder start from the supervised policy, as with ``init_from``."""
+        super().finish_supervised()
+        if isinstance(self.critic, _Critic):
+            self.critic.encoder.load_state_dict(self.policy.encoder.state_dict())
 
     @torch.no_grad()
     def _advantages(self, storage: RolloutStorage) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
