@@ -13,7 +13,7 @@ from robot_rl.policies.flow.chunking import ChunkExecutor, ChunkExecutorConfig
 from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy
 from robot_rl.policies.flow.sft import chunk_dataset, load_flow_policy, save_flow_policy
 from robot_rl.sims.lang_reach import LangReachConfig
-from robot_rl.sims.lang_tokenizer import HashTokenizer, InstructionTooLongError
+from robot_rl.tokenizer import HashTokenizer, InstructionTooLongError
 
 TINY = dict(hidden=32, expert_layers=2, image_features=8, cnn_channels=4, cnn_layers=2, state_features=8,
             lang_features=8)

@@ -1,7 +1,7 @@
 """A process reward model (VLAC style): ``(obs_t, obs_t+k, goal) → (progress delta in [-1, 1], P(done))``.
 
 Built-in model: one CNN encodes both frames (per camera, :class:`~robot_rl.rewards.nets.CameraEncoder`),
-a bag-of-words encoder over :class:`~robot_rl.rewards.text.HashTokenizer` ids encodes the goal, and an
+a bag-of-words encoder over :class:`~robot_rl.tokenizer.HashTokenizer` ids encodes the goal, and an
 MLP on ``[f_t, f_t+k, f_t+k − f_t, text]`` outputs ``tanh`` progress and a done logit.
 
 Training pairs from demos (successful episodes, progress ``p(t) = t / (L − 1)`` over the ``L`` frames):
@@ -34,7 +34,8 @@ from robot_rl.data.episode import Episode
 from robot_rl.rewards.ckpt import load_model_dir, save_model_dir
 from robot_rl.rewards.data import RewardDataError, camera_keys, episode_frames, load_episodes
 from robot_rl.rewards.nets import CameraEncoder
-from robot_rl.rewards.text import HashTokenizer, TextEncoder, UnseenInstructionError
+from robot_rl.rewards.text import TextEncoder, UnseenInstructionError
+from robot_rl.tokenizer import HashTokenizer
 
 #: Instructions of other tasks, used as mismatched negatives when the data has a single task.
 DISTRACTORS = ("open the top drawer", "push the blue block to the left", "pick up the red cube",
@@ -114,7 +115,7 @@ class ProcessRewardModel(nn.Module):
     def save(self, out: Path | str) -> Path:
         """Write the checkpoint directory (weights, the tokenizer's seen ids, shapes)."""
         meta = {**self.meta, "image_shapes": self.encoder.shapes, "known_ids": sorted(self.tokenizer.known),
-                "features": self.encoder.features, "text_dim": self.text.dim, "buckets": self.tokenizer.buckets,
+                "features": self.encoder.features, "text_dim": self.text.dim, "buckets": self.tokenizer.vocab_size,
                 "channels": self.encoder.channels}
         return save_model_dir(out, "process_reward_model", self.state_dict(), meta)
 

@@ -33,9 +33,9 @@ from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.sims.base import SimTaskConfig
 from robot_rl.sims.chunked import ChunkDemonstrator, execute_chunk
 from robot_rl.sims.lang_reach import FLOW_PPO_TUNED
-from robot_rl.sims.lang_tokenizer import HashTokenizer
 from robot_rl.sims.render2d import Disc, Shape
 from robot_rl.sims.torch_task import TorchTask
+from robot_rl.tokenizer import HashTokenizer
 
 #: Block colours by name (RGB).
 BLOCK_COLORS: dict[str, tuple[int, int, int]] = {"red": (225, 30, 30), "blue": (30, 70, 235)}

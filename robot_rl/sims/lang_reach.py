@@ -30,9 +30,9 @@ from robot_rl.core.config import TASKS
 from robot_rl.core.env import StepResult
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.sims.chunked import ChunkDemonstrator, execute_chunk
-from robot_rl.sims.lang_tokenizer import HashTokenizer
 from robot_rl.sims.reach import ReachConfig, ReachTask, forward_kinematics
 from robot_rl.sims.render2d import Capsule, Disc, Shape
+from robot_rl.tokenizer import HashTokenizer
 
 #: Target colours by name (RGB), in the order targets are assigned.
 COLORS: dict[str, tuple[int, int, int]] = {"red": (225, 30, 30), "green": (30, 170, 50), "blue": (30, 70, 235)}
