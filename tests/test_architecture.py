@@ -168,3 +168,32 @@ def test_the_walker_sees_lazy_and_type_checking_imports():
     lazy = [m for m, p in sources.items() if p.with_suffix(".py").is_file()
             and "    from robot_rl." in p.with_suffix(".py").read_text()]
     assert lazy and all(graph[m] for m in lazy)
+
+
+# ---- size limits (issue 19): no file in robot_rl/ over 500 lines, no function or method over 80 ----------------------
+
+MAX_FILE_LINES, MAX_FUNCTION_LINES = 500, 80
+# Files still over the limit, each waiting for its owner's split. Like KNOWN_VIOLATIONS this list only shrinks:
+# an entry back under the limit fails the test until it is deleted here.
+# - robot_rl/policies/sac.py: 517 lines since supervised_loss/deterministic_action moved into the algorithm (ea8f296).
+OVERSIZE_FILES: set[str] = {"robot_rl/policies/sac.py"}
+
+
+def test_no_file_over_500_lines():
+    lines = {p.relative_to(ROOT.parent).as_posix(): len(p.read_text().splitlines()) for p in sorted(ROOT.rglob("*.py"))}
+    over = {f: n for f, n in lines.items() if n > MAX_FILE_LINES}
+    bad = [f"{f}: {n} lines" for f, n in over.items() if f not in OVERSIZE_FILES]
+    assert not bad, f"files over {MAX_FILE_LINES} lines (split them along a seam):\n" + "\n".join(bad)
+    stale = OVERSIZE_FILES - set(over)
+    assert not stale, f"back under the limit, delete from OVERSIZE_FILES: {stale}"
+
+
+def test_no_function_over_80_lines():
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    bad.append(f"{path.relative_to(ROOT.parent).as_posix()}:{node.lineno} {node.name}: {n} lines")
+    assert not bad, f"functions over {MAX_FUNCTION_LINES} lines (break them into named helpers):\n" + "\n".join(bad)
