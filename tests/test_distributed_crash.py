@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from waiting import wait_until
 
 from robot_rl.checkpoint import list_checkpoints
 from robot_rl.replay.segments import decode_segment
@@ -41,12 +42,13 @@ def _learner(run_dir: Path, addr: str, resume: bool) -> subprocess.Popen:
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def _wait_for_rows(run_dir: Path, min_rows: int, deadline: float) -> None:
-    """Until the replay on disk holds ``min_rows`` rows more (the learner is mid-run, storing)."""
+def _wait_for_rows(run_dir: Path, min_rows: int, deadline: float, learner: subprocess.Popen) -> None:
+    """Until the replay on disk holds ``min_rows`` rows more (the learner is mid-run, storing); fails at deadline."""
     seg_dir = run_dir / "replay" / "online"
     start = _disk_rows(seg_dir)
-    while time.monotonic() < deadline and _disk_rows(seg_dir) < start + min_rows:
-        time.sleep(0.05)
+    wait_until(lambda: _disk_rows(seg_dir) >= start + min_rows, max(deadline - time.monotonic(), 0.0),
+               f"{min_rows} more rows in {seg_dir}/manifest.json (from {start})", poll_s=0.05,
+               seen=lambda: f"{_disk_rows(seg_dir)} rows, learner exit code {learner.poll()}")
 
 
 def _disk_rows(seg_dir: Path) -> int:
@@ -72,6 +74,7 @@ def _replay_rows(seg_dir: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tenso
     return cat["row.actor_id"], cat["row.env_index"], cat["row.reward"], cat["row.action"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_learner_killed_twice_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     addr = f"tcp://127.0.0.1:{_free_port()}"
@@ -94,11 +97,12 @@ def test_learner_killed_twice_loses_and_duplicates_nothing(tmp_path: Path) -> No
             # may be under way, acknowledgements may be in flight). The first kill may come before
             # the first checkpoint (the restart keeps the replay, networks start fresh); the second
             # comes after one, so the restart must restore it.
-            _wait_for_rows(run_dir, 150, hard)
-            while kill and not list_checkpoints(run_dir) and time.monotonic() < hard:
-                time.sleep(0.05)
+            _wait_for_rows(run_dir, 150, hard, learner)
+            if kill:
+                wait_until(lambda: list_checkpoints(run_dir), max(hard - time.monotonic(), 0.0),
+                           "a first checkpoint before the second kill", poll_s=0.05)
             delay = rng.uniform(0.0, 0.6)
-            time.sleep(delay)
+            time.sleep(delay)  # what is tested: a kill at a random moment of the learner's work
             learner.send_signal(signal.SIGKILL)
             learner.wait(timeout=10)
             ckpts = list_checkpoints(run_dir)
@@ -197,16 +201,12 @@ def test_a_resend_that_arrived_before_the_windows_were_loaded_is_dropped_and_ack
     actor = ZmqActorEndpoint(learner.address, 1, SPEC, fast)
     try:
         assert actor.send(id_rows(0, 3, random.Random(0)), 5.0)
-        deadline = time.monotonic() + 5
-        while learner.pending() == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: learner.pending() > 0, 5, "the chunk at the learner")
         # A restarted learner learns from its replay on disk that chunk 0 of this session is stored.
         learner.merge_state_dict({"sessions": {actor.session: {"floor": 1, "above": []}}})
         assert learner.recv(0.3) is None
         assert learner.stats.rejected.get("duplicate") == 1
-        while actor.unacked() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert actor.unacked() == 0
+        wait_until(lambda: actor.unacked() == 0, 5, "the dropped resend acknowledged", seen=actor.unacked)
         assert learner.state_dict()["sessions"][actor.session] == {"floor": 1, "above": []}
     finally:
         actor.close()

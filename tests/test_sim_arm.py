@@ -8,6 +8,8 @@ import time
 
 import numpy as np
 import pytest
+from needs import need_mujoco_rendering
+from waiting import wait_until
 
 pytest.importorskip("mujoco")
 pytest.importorskip("msgpack")
@@ -17,18 +19,18 @@ from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.sim_arm import SimulatedArm, SimulatedArmConfig, pick_expert_action
 from robot_rl.hardware.sim_arm_server import pack_array, unpack_array
 
+pytestmark = pytest.mark.sim
+
 
 def _connect(cfg: SimulatedArmConfig) -> SimulatedArm:
     arm = cfg.make()
-    try:
-        arm.connect()
-    except RobotError as e:
-        pytest.skip(f"simulated arm could not start here: {e}")
+    arm.connect()  # MuJoCo is installed: an arm that does not start is a failure, not a skip
     return arm
 
 
 @pytest.fixture(scope="module")
 def arm():
+    need_mujoco_rendering()  # the cameras render in the simulator's process
     a = _connect(SimulatedArmConfig(cameras={"front": (32, 40), "wrist": (24, 24)}, seed=3))
     yield a
     a.disconnect()
@@ -58,19 +60,25 @@ def test_send_action_returns_applied_and_rejects_nonfinite(arm):
 
 def test_physics_runs_at_wall_clock_pace(arm):
     s0, t0 = arm.sim_stats()["sim_time"], time.monotonic()
-    time.sleep(0.6)
+    time.sleep(0.6)  # the measurement window (what is measured, not a synchronisation)
     s1, t1 = arm.sim_stats()["sim_time"], time.monotonic()
     ratio = (s1 - s0) / (t1 - t0)
-    assert 0.8 < ratio < 1.2, f"simulated {s1 - s0:.3f}s in {t1 - t0:.3f}s of wall clock"
+    # Wall-clock pace, neither free-running (many times faster) nor stalled; generous for a loaded 2-core machine.
+    assert 0.5 < ratio < 1.5, f"simulated {s1 - s0:.3f}s in {t1 - t0:.3f}s of wall clock"
 
 
 def test_cameras_show_the_scene_and_change_when_the_arm_moves(arm):
     arm.reset_task(seed=2)
     before = arm.observe()
-    for _ in range(8):
-        arm.send_action(np.array([0, 0, -1.0, 0, 0, 0, 1.0], np.float32))
-        time.sleep(0.05)
-    after = arm.observe()
+    down = np.array([0, 0, -1.0, 0, 0, 0, 1.0], np.float32)
+
+    def lowered() -> dict[str, np.ndarray] | None:
+        arm.send_action(down)
+        obs = arm.observe()
+        return obs if obs["state"][8] < before["state"][8] - 0.03 else None
+
+    after = wait_until(lowered, 10.0, "the grip site to go down 3 cm", poll_s=0.05,
+                       seen=lambda: arm.observe()["state"][8] - before["state"][8])
     for k in ("image.front", "image.wrist"):
         assert before[k].std() > 5.0, f"{k} is flat"
         assert np.abs(after[k].astype(int) - before[k].astype(int)).mean() > 0.5, f"{k} did not change"
@@ -85,12 +93,12 @@ def test_reset_places_the_cube_randomly_and_the_pick_task_can_succeed(arm):
     assert np.ptp(np.array(cubes)[:, :2], axis=0).max() > 0.005
     assert np.abs(arm.observe()["state"][9:12]).max() < 0.3  # orientation relative to home: no ±π wrap
     assert not arm.task_status().success
-    for _ in range(60):
-        obs = arm.observe()
-        arm.send_action(pick_expert_action(obs, arm.config))
-        time.sleep(0.03)
-        if arm.task_status().success:
-            break
+
+    def picked() -> bool:
+        arm.send_action(pick_expert_action(arm.observe(), arm.config))
+        return arm.task_status().success
+
+    wait_until(picked, 30.0, "the scripted pick to succeed", poll_s=0.03, seen=lambda: arm.task_status().info)
     status = arm.task_status()
     assert status.success and status.info["lifted_m"] >= arm.config.lift_height
 
@@ -108,10 +116,8 @@ def test_estop_guard_holds_the_arm_through_its_own_connection(arm, tmp_path):
         down = np.array([0, 0, -1.0, 0, 0, 0, 1.0], np.float32)
         assert not safety.step(down)[1]["safety_held"]
         trigger.touch()
-        deadline = time.monotonic() + 5.0
-        while not guard.tripped and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert guard.tripped and "file" in guard.reason
+        wait_until(lambda: guard.tripped, 5.0, "the e-stop guard to trip on its trigger file")
+        assert "file" in guard.reason
         _, info = safety.step(down)
         assert info["safety_latched"] == "estop" and info["safety_held"]
     finally:
@@ -134,7 +140,9 @@ def round_trip(a: SimulatedArm) -> float:
 
 def test_latency_delays_every_request(arm, slow_arm):
     base, delayed = round_trip(arm), round_trip(slow_arm)
-    assert 0.045 <= delayed - base < 0.1, f"{base * 1e3:.1f} ms vs {delayed * 1e3:.1f} ms"
+    # Each request is served latency_s (50 ms) after it arrived: a floor that load cannot lower (a difference
+    # with the base could). Above: less than twice the latency, averaged over 5 requests, with 50 ms of room.
+    assert delayed >= 0.05 and delayed - base < 0.1, f"{base * 1e3:.1f} ms vs {delayed * 1e3:.1f} ms"
 
 
 def test_killed_simulator_gives_a_clear_error_and_the_safety_layer_holds(slow_arm):
@@ -147,10 +155,9 @@ def test_killed_simulator_gives_a_clear_error_and_the_safety_layer_holds(slow_ar
         slow_arm.process.wait(timeout=5)
         with pytest.raises(RobotError, match="exited with code -9"):
             safety.step(np.array([0, 0, 0, 0, 0, 0, 1.0], np.float32))
-        deadline = time.monotonic() + 1.0
-        while safety.latched is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert safety.latched == "watchdog"  # no fresh command reached the arm: held and latched
+        # no fresh command reached the arm: held and latched
+        wait_until(lambda: safety.latched is not None, 5.0, "the watchdog to latch after the kill")
+        assert safety.latched == "watchdog"
         assert not slow_arm.is_connected
     finally:
         safety.close()
@@ -172,12 +179,14 @@ def test_disconnect_while_the_watchdog_holds_raises_nothing_in_either_thread():
 
     arm = _connect(SimulatedArmConfig(cameras={}, seed=4))
     errors: list[BaseException] = []
+    holds = [0]
     started, done = threading.Event(), threading.Event()
 
     def watchdog() -> None:
         try:
             while not done.is_set():
                 arm.hold()
+                holds[0] += 1
                 started.set()
         except BaseException as e:  # any error here is the failure under test
             errors.append(e)
@@ -188,7 +197,8 @@ def test_disconnect_while_the_watchdog_holds_raises_nothing_in_either_thread():
     t.start()
     assert started.wait(10.0)
     arm.disconnect()
-    time.sleep(0.05)  # holds after the disconnect must be no-ops, not errors
+    after = holds[0]  # holds after the disconnect must be no-ops, not errors
+    wait_until(lambda: holds[0] >= after + 3 or errors, 5.0, "holds after the disconnect", seen=lambda: errors)
     done.set()
     t.join(10.0)
     assert not t.is_alive() and errors == []

@@ -11,25 +11,24 @@ import pytest
 pytest.importorskip("mujoco")
 pytest.importorskip("msgpack")
 
-from robot_rl.hardware.robot import RobotError
 from robot_rl.hardware.sim_arm import SimulatedArmConfig, pick_expert_action
 from robot_rl.hardware.sim_arm_server import SimArmWorld, unpack_array
+
+pytestmark = pytest.mark.sim
 
 
 def test_time_scale_runs_the_physics_that_many_times_faster_than_the_wall_clock():
     arm = SimulatedArmConfig(cameras={}, time_scale=3.0).make()
-    try:
-        arm.connect()
-    except RobotError as e:
-        pytest.skip(f"simulated arm could not start here: {e}")
+    arm.connect()  # MuJoCo is installed: an arm that does not start is a failure, not a skip
     try:
         s0, t0 = arm.sim_stats()["sim_time"], time.monotonic()
-        time.sleep(1.5)  # long against the delay of a request on a loaded machine
+        time.sleep(1.5)  # the measurement window: long against the delay of a request on a loaded machine
         s1, t1 = arm.sim_stats()["sim_time"], time.monotonic()
     finally:
         arm.disconnect()
     ratio = (s1 - s0) / (t1 - t0)
-    assert 2.4 < ratio < 3.6, f"simulated {s1 - s0:.3f}s in {t1 - t0:.3f}s of wall clock"
+    # Generous for a loaded 2-core machine, and still far from real time (1) and from free-running.
+    assert 2.0 < ratio < 4.0, f"simulated {s1 - s0:.3f}s in {t1 - t0:.3f}s of wall clock"
     with pytest.raises(ValueError, match="time_scale"):
         SimulatedArmConfig(time_scale=0.0)
 

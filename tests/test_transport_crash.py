@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from transport_helpers import free_tcp_addr, tagged_batch
+from waiting import wait_until
 
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.core.transition import TransitionBatch
@@ -72,22 +73,19 @@ def test_learner_kill9_and_restart_loses_nothing_and_stores_nothing_twice(tmp_pa
     addr = free_tcp_addr()
     learner = _start_learner(script, addr, store)
     actors = [ZmqActorEndpoint(addr, i, SPEC, FAST) for i in (1, 2)]
-    n, killed = 50, False
+    n = 50
     try:
         for k in range(n):
             for i, a in enumerate(actors):
                 assert a.send(tagged_batch(1000 * (i + 1) + k), timeout_s=5.0)
-            time.sleep(0.01)
-            if not killed and len(_records(store)) >= 25:
-                learner.send_signal(signal.SIGKILL)  # mid-stream: chunks in flight, acks unsent
+            if k == n // 2:  # mid-stream: half sent, some stored, the rest in flight or not yet sent
+                wait_until(lambda: len(_records(store)) >= 25, 60, "the learner to store 25 chunks",
+                           poll_s=0.005, seen=lambda: f"{len(_records(store))} stored")
+                learner.send_signal(signal.SIGKILL)  # chunks in flight, acks unsent
                 learner.wait()
-                killed = True
                 learner = _start_learner(script, addr, store)
-        assert killed
-        deadline = time.monotonic() + 60
-        while any(a.unacked() for a in actors) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not any(a.unacked() for a in actors)
+        wait_until(lambda: not any(a.unacked() for a in actors), 60, "every chunk acknowledged",
+                   poll_s=0.05, seen=lambda: [a.unacked() for a in actors])
         tags = sorted(r[2] for r in _records(store))
         assert tags == sorted(1000 * (i + 1) + k for i in range(2) for k in range(n))  # zero lost, zero twice
     finally:
@@ -122,32 +120,42 @@ def test_actor_kill9_keeps_acked_transitions_and_marks_the_cut(tmp_path: Path):
 
     got: list[TransitionBatch] = []
 
-    def drain(until, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not until() and time.monotonic() < deadline:
-            b = learner.recv(0.05)
-            if b is not None:
-                got.append(b)
+    def receive() -> None:
+        b = learner.recv(0.05)
+        if b is not None:
+            got.append(b)
+
+    def drain_until(n: int, proc: subprocess.Popen) -> None:
+        def enough() -> bool:
+            receive()
+            return len(got) >= n
+
+        def seen() -> str:  # an actor that died says why
+            code = proc.poll()
+            return f"{len(got)} chunks; actor " + ("running" if code is None else
+                                                   f"exited {code}: {proc.stderr.read()[-2000:]}")
+
+        wait_until(enough, 60, f"{n} chunks from the actor", poll_s=0.0, seen=seen)
 
     first = actor()
     try:
-        drain(lambda: len(got) >= 45)  # 45 steps x 2 sub-envs: four 10-step episodes done, one under way
+        drain_until(45, first)  # 45 steps x 2 sub-envs: four 10-step episodes done, one under way
         first.send_signal(signal.SIGKILL)
         first.wait()
-        drain(lambda: False, timeout=0.5)  # what was already on its way
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:  # what was already on its way (nothing more can come: none is waited for)
+            receive()
         before = len(got)
-        assert before >= 45
         second = actor()
         try:
-            drain(lambda: len(got) >= before + 5)
+            drain_until(before + 5, second)
             cuts = learner.pop_cut_sessions()
         finally:
             second.kill()
-            _, err = second.communicate()
+            second.communicate()
     finally:
         first.kill()
         learner.close()
-    assert len(got) >= before + 5, err[-2000:]
     # The restarted actor is a new session; the learner found the old one cut, with every chunk it stored.
     assert len(cuts) == 1 and cuts[0].actor_id == 1 and cuts[0].stored_seqs == before
     old = got[:before]

@@ -5,7 +5,8 @@ import time
 
 import pytest
 import torch
-from transport_helpers import free_tcp_addr, tagged_batch, wait_until
+from transport_helpers import drain, free_tcp_addr, tagged_batch
+from waiting import wait_until
 
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.core.transition import TransitionBatch
@@ -38,17 +39,12 @@ def test_fault_proxy_nothing_corrupt_or_duplicated_is_stored_and_everything_arri
     learner = ZmqLearnerEndpoint(back, SPEC, FAST)
     proxy = FaultProxy("tcp://127.0.0.1:0", back, drop=0.1, duplicate=0.1, reorder=0.1, flip=0.1, seed=7)
     actors = [ZmqActorEndpoint(proxy.front, i, SPEC, FAST) for i in (1, 2)]
-    got: list[TransitionBatch] = []
     try:
         n = 60
         for k in range(n):
             for i, a in enumerate(actors):
                 assert a.send(_batch(1000 * (i + 1) + k), timeout_s=5.0)
-        deadline = time.monotonic() + 60
-        while len(got) < 2 * n and time.monotonic() < deadline:
-            b = learner.recv(0.05)
-            if b is not None:
-                got.append(b)
+        got = drain(learner, 2 * n, timeout=60)
         tags = [_intact(b) for b in got]
         assert sorted(tags) == sorted(1000 * (i + 1) + k for i in range(2) for k in range(n))  # all, once
         for aid in (1, 2):  # and in sequence order per actor
@@ -84,26 +80,27 @@ def test_stalled_actor_pauses_when_stale_and_converges_to_the_newest_weights():
     def run() -> None:
         while not stop.is_set():
             actor.step()
-            time.sleep(0.005)
+            time.sleep(0.005)  # the actor's control period (a paced loop, not a synchronisation)
 
     thread = threading.Thread(target=run, daemon=True)
     try:
         learner.publish_weights(VersionedWeights(1, algo.actor_weights()))
         actor.wait_for_weights(-1, 10)
         thread.start()
-        assert wait_until(lambda: actor.env_steps > 20)
+        wait_until(lambda: actor.env_steps > 20, 20, "the actor to take 20 steps")
         proxy.drop_types = {"weights"}  # the link stalls for weights; heartbeats still announce versions
         for v in range(2, 7):
             learner.publish_weights(VersionedWeights(v, algo.actor_weights()))
-        assert wait_until(lambda: actor.stale_pauses == 1)
+        wait_until(lambda: actor.stale_pauses == 1, 20, "the actor to pause on stale weights")
         paused_at = actor.env_steps
-        time.sleep(0.5)
+        time.sleep(0.5)  # what is tested: for this long, no step is taken (and stale_s counts it below)
         assert actor.env_steps == paused_at  # not exploring with 5-versions-old weights
         assert actor.policy_version == 1
         proxy.drop_types = set()  # the stall ends: the learner resends the newest weights
-        assert wait_until(lambda: actor.policy_version == 6 and actor.env_steps > paused_at + 20)
+        wait_until(lambda: actor.policy_version == 6 and actor.env_steps > paused_at + 20, 20,
+                   "the actor to resume with v6", seen=lambda: (actor.policy_version, actor.env_steps - paused_at))
         assert actor.stale_pauses == 1 and actor.stale_s > 0.4
-        assert wait_until(lambda: learner.peers() == {1: 6})
+        wait_until(lambda: learner.peers() == {1: 6}, 20, "the actor to report v6", seen=learner.peers)
     finally:
         stop.set()
         thread.join(5)

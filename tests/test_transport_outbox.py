@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from transport_helpers import drain, free_tcp_addr, tagged_batch, wait_until
+from transport_helpers import drain, free_tcp_addr, tagged_batch
+from waiting import wait_until
 
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.core.transition import TransitionBatch
@@ -33,7 +34,7 @@ def test_block_policy_paces_the_sender_and_loses_nothing():
         learner = ZmqLearnerEndpoint(addr, SPEC, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3))
         try:
             assert _tags(drain(learner, 8)) == list(range(8))
-            assert wait_until(lambda: actor.unacked() == 0)
+            wait_until(lambda: actor.unacked() == 0, 20, "every chunk acknowledged", seen=actor.unacked)
             assert actor.send(tagged_batch(8), timeout_s=0.1)  # room again
             assert _tags(drain(learner, 1)) == [8]
         finally:
@@ -52,8 +53,10 @@ def test_spill_policy_never_waits_resends_from_disk_and_counts_every_drop(tmp_pa
     try:
         t0 = time.monotonic()
         assert all(actor.send(tagged_batch(k), timeout_s=0.5) for k in range(30))
-        assert time.monotonic() - t0 < 2.0 and actor.stats.send_timeouts == 0
-        assert wait_until(lambda: actor._outgoing.qsize() == 0)
+        # Never waits: blocking would cost 0.5 s per chunk over the outbox (13 s); generous for a loaded machine.
+        assert time.monotonic() - t0 < 5.0 and actor.stats.send_timeouts == 0
+        wait_until(lambda: actor._outgoing.qsize() == 0, 20, "the I/O thread to take every queued chunk",
+                   seen=actor._outgoing.qsize)
         files = sorted(spill.glob("*.chunk"))
         # 4 in memory; the rest on disk up to the 5 KiB budget (10 chunks); the overflow dropped, counted, logged.
         assert actor.spill is not None and len(files) == actor.spill.spilled == len(actor.spill)
@@ -70,7 +73,7 @@ def test_spill_policy_never_waits_resends_from_disk_and_counts_every_drop(tmp_pa
             expected = 4 + len(files) - 1
             got = _tags(drain(learner, expected))
             assert len(got) == expected and got == sorted(got) and len(set(got)) == expected
-            assert wait_until(lambda: actor.unacked() == 0)
+            wait_until(lambda: actor.unacked() == 0, 20, "every chunk acknowledged", seen=actor.unacked)
             assert actor.spill.corrupt == 1 and actor.dropped() == dropped_full + 1
             assert not list(spill.glob("*.chunk"))  # resent from disk, then removed
             assert any("unreadable" in r.getMessage() for r in caplog.records)
@@ -85,7 +88,8 @@ def test_spill_policy_never_waits_resends_from_disk_and_counts_every_drop(tmp_pa
 
 @pytest.mark.timeout(90)
 def test_50hz_actor_keeps_its_period_and_bounded_memory_next_to_a_slow_learner(tmp_path: Path):
-    from robot_rl.loop.actor import Actor, RateLimiter
+    from robot_rl.hardware.rate import RateLoop
+    from robot_rl.loop.actor import Actor
     from robot_rl.policies.sac import SACConfig
     from robot_rl.testing import FakeVecEnv
 
@@ -100,7 +104,7 @@ def test_50hz_actor_keeps_its_period_and_bounded_memory_next_to_a_slow_learner(t
     def slow_learner() -> None:
         while not stop.is_set():
             if learner.recv(0.05) is not None:
-                time.sleep(0.1)  # a learner busy in update(): 10 chunks/s against 50 produced
+                time.sleep(0.1)  # simulates a learner busy in update(): 10 chunks/s against 50 produced
 
     from robot_rl.core.transport import VersionedWeights
 
@@ -110,17 +114,18 @@ def test_50hz_actor_keeps_its_period_and_bounded_memory_next_to_a_slow_learner(t
     actor = Actor(env, algo.make_policy(), endpoint, send_timeout_s=5.0)
     try:
         actor.wait_for_weights(-1, 10)
-        rate, ticks = RateLimiter(50.0), []
+        rate, ticks = RateLoop(50.0, max_ticks=150), []
         max_in_memory = 0
-        for _ in range(150):  # 3 s at 50 Hz
+        for _ in rate:  # 3 s at 50 Hz
             ticks.append(time.monotonic())
             actor.sync_weights()
             actor.step()
             max_in_memory = max(max_in_memory, len(endpoint._outbox) + endpoint._outgoing.qsize())
-            rate.sleep()
         periods = [b - a for a, b in itertools.pairwise(ticks)]
         mean, median = statistics.mean(periods), statistics.median(periods)
-        assert abs(mean - 0.02) < 0.002 and abs(median - 0.02) < 0.002, (mean, median, rate.overruns)
+        # A sender paced by the learner would tick at ~0.1 s; the bounds leave room for a loaded 2-core machine
+        # (a late tick is not made up, so load only lengthens the mean).
+        assert abs(median - 0.02) < 0.004 and 0.019 < mean < 0.03, (mean, median, rate.overruns)
         assert actor.dropped_batches == 0 and endpoint.stats.send_timeouts == 0
         # Memory stays bounded: the learner holds 2, the actor at most its outbox (+ a queue of 16); the
         # backlog went to disk, and nothing was dropped.
@@ -143,11 +148,8 @@ def test_a_buffer_reused_by_the_env_after_send_does_not_change_the_chunk():
         assert actor.send(batch, timeout_s=1.0)
         batch.obs["state"].fill_(-1.0)  # a driver writing the next frame into the same buffer
         batch.reward.fill_(-1.0)
-        b = None
-        deadline = time.monotonic() + 20
-        while b is None and time.monotonic() < deadline:
-            b = learner.recv(0.05)
-        assert b is not None and torch.equal(b.obs["state"], torch.full((2, 3), 7.0)) and float(b.reward[0]) == 7.0
+        (b,) = drain(learner, 1)
+        assert torch.equal(b.obs["state"], torch.full((2, 3), 7.0)) and float(b.reward[0]) == 7.0
         assert learner.stats.rejected.get("bad_crc", 0) == 0
     finally:
         actor.close()

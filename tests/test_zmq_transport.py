@@ -2,11 +2,11 @@
 
 import logging
 import socket
-import time
 
 import pytest
 import torch
-from transport_helpers import drain, tagged_batch, wait_until
+from transport_helpers import drain, tagged_batch
+from waiting import wait_until
 
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.core.transport import VersionedWeights
@@ -36,14 +36,16 @@ def test_two_actors_deliver_everything_once_and_get_newest_weights():
         assert len(got) == 50
         keys = {(b.actor_id, b.seq) for b in got}
         assert len(keys) == 50 and {a for a, _ in keys} == {1, 2}
-        assert wait_until(lambda: all(a.unacked() == 0 for a in actors))
-        for v in range(1, 4):
+        wait_until(lambda: all(a.unacked() == 0 for a in actors), 20, "every chunk acknowledged",
+                   seen=lambda: [a.unacked() for a in actors])
+        for v in range(1, 4):  # one version after another: each reaches both actors before the next
             learner.publish_weights(VersionedWeights(v, {"w": torch.full((5,), float(v))}))
-            time.sleep(0.05)
+            wait_until(lambda v=v: all(a.poll_weights(v - 1) is not None for a in actors), 20,
+                       f"weights v{v} at both actors")
         for a in actors:
             w = a.wait_weights(2, timeout_s=10)
             assert w is not None and w.version == 3 and torch.equal(w.weights["w"], torch.full((5,), 3.0))
-        assert wait_until(lambda: learner.peers() == {1: 3, 2: 3})
+        wait_until(lambda: learner.peers() == {1: 3, 2: 3}, 20, "both actors to report v3", seen=learner.peers)
         assert learner.stats.rejected.get("duplicate", 0) == 0
         from robot_rl.loop.progress import transport_summary
 
@@ -52,7 +54,8 @@ def test_two_actors_deliver_everything_once_and_get_newest_weights():
         assert m["weight_lag/actor1"] == 0.0 and m["weight_lag_max"] == 0.0 and m["inbox"] == 0.0
         learner.publish_weights(VersionedWeights(9, {"w": torch.zeros(5)}))
         assert set(learner.weight_lag().values()) <= {0, 6}  # 6 until their heartbeats report v9
-        assert wait_until(lambda: learner.weight_lag() == {1: 0, 2: 0})
+        wait_until(lambda: learner.weight_lag() == {1: 0, 2: 0}, 20, "both actors to report v9",
+                   seen=learner.weight_lag)
         line = transport_summary(m)
         assert "tr/s" in line and "MB/s" in line and "acks pending 0" in line and "lag 1:0,2:0" in line
     finally:
@@ -68,7 +71,7 @@ def test_spec_mismatch_is_refused_at_handshake():
     other = EnvSpec({"state": ArraySpec((4,))}, ArraySpec((2,), low=-1.0, high=1.0))
     actor = ZmqActorEndpoint(addr, 7, other, FAST)
     try:
-        assert wait_until(lambda: actor.handshake_error is not None)
+        wait_until(lambda: actor.handshake_error is not None, 20, "the handshake to be refused")
         assert "observation['state']" in actor.handshake_error
         assert not actor.connected.is_set()
         assert learner.stats.rejected.get("handshake", 0) >= 1
@@ -88,17 +91,18 @@ def test_learner_restart_loses_nothing():
         for k in range(10):
             actor.send(tagged_batch(float(k), 4), 1.0)
         first = drain(learner, 10)
-        assert wait_until(lambda: actor.unacked() == 0)
+        wait_until(lambda: actor.unacked() == 0, 20, "the first 10 chunks acknowledged", seen=actor.unacked)
         learner.close()
         # The learner is gone: the actor keeps producing into its outbox, nothing blocks.
         for k in range(10, 30):
             assert actor.send(tagged_batch(float(k), 4), 1.0)
-        time.sleep(0.5)
+        # It notices (3 silent heartbeats) before the learner comes back, so it reconnects and resends.
+        wait_until(lambda: not actor.connected.is_set(), 10, "the actor to notice the learner is gone")
         learner = ZmqLearnerEndpoint(addr, SPEC, FAST)
         second = drain(learner, 20, timeout=30)
         rewards = sorted(int(b.reward[0]) for b in first + second)
         assert rewards == list(range(30))  # none lost, none twice
-        assert wait_until(lambda: actor.unacked() == 0)
+        wait_until(lambda: actor.unacked() == 0, 20, "the resent chunks acknowledged", seen=actor.unacked)
     finally:
         actor.close()
         learner.close()
@@ -130,7 +134,7 @@ def test_garbage_and_pickle_on_the_socket_are_rejected_and_learner_keeps_running
         raw.send_multipart([payload])
         raw.send_multipart(encode_transitions(tagged_batch(1.0, 4), "s"))  # before any hello
         raw.send_multipart(encode("hello", "s", 0, meta={"actor_id": 9, "session": "raw", "spec": SPEC.to_dict()}))
-        time.sleep(0.2)
+        wait_until(lambda: 9 in learner.peers(), 10, "the learner to welcome the raw socket", seen=learner.peers)
         for _ in range(300):
             frames = [os.urandom(rng.randrange(1, 100)) for _ in range(rng.randrange(1, 4))]
             raw.send_multipart(frames)
@@ -178,10 +182,10 @@ def test_curve_accepts_allow_listed_keys_only(tmp_path, caplog):
         # Peers retry every 100 ms. On localhost a plaintext peer's greeting can fail before the
         # monitor reads the descriptor's address (logged as "?"), or the peer hangs up first
         # (handshake_aborted); wait until both peers were refused with their address read.
-        assert wait_until(lambda: {r for r, addr in learner.monitor.refused if addr != "?"}
-                     & {"refused_protocol", "handshake_aborted"}
-                     and any(r == "refused_key" and addr != "?" for r, addr in learner.monitor.refused),
-                     timeout=10), learner.monitor.refused
+        wait_until(lambda: {r for r, addr in learner.monitor.refused if addr != "?"}
+                   & {"refused_protocol", "handshake_aborted"}
+                   and any(r == "refused_key" and addr != "?" for r, addr in learner.monitor.refused),
+                   10, "both peers refused with their address read", seen=lambda: learner.monitor.refused)
         assert not mallory.connected.is_set() and not plaintext.connected.is_set()
         assert set(learner.peers()) == {1}
         assert learner.stats.rejected["refused_key"] >= 1

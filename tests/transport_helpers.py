@@ -1,12 +1,11 @@
-"""Helpers the transport tests share: free TCP addresses, tagged chunks, and bounded waits."""
+"""Helpers the transport tests share: free TCP addresses, tagged chunks, and draining a learner."""
 
 from __future__ import annotations
 
 import socket
-import time
-from collections.abc import Callable
 
 import torch
+from waiting import wait_until
 
 from robot_rl.core.transition import TransitionBatch
 
@@ -29,21 +28,14 @@ def tagged_batch(tag: float, n: int = 2, action: float = 0.0, next_offset: float
 
 
 def drain(learner, count: int, timeout: float = 20.0) -> list[TransitionBatch]:
-    """Receive up to ``count`` chunks, giving up after ``timeout`` seconds."""
+    """Receive ``count`` chunks; the test fails if they have not all arrived within ``timeout`` seconds."""
     got: list[TransitionBatch] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < count and time.monotonic() < deadline:
-        b = learner.recv(0.05)
+
+    def received() -> bool:
+        b = learner.recv(0.05)  # blocks up to 50 ms: the poll period
         if b is not None:
             got.append(b)
+        return len(got) >= count
+
+    wait_until(received, timeout, f"{count} chunks at the learner", poll_s=0.0, seen=lambda: f"{len(got)} chunks")
     return got
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 20.0) -> bool:
-    """Poll ``cond`` every 20 ms until it holds (True) or ``timeout`` passes (False)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False
