@@ -91,7 +91,6 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path: Path):
     import signal
     import subprocess
     import sys
-    import time
 
     run = tmp_path / "intr"
     cmd = [sys.executable, "-m", "robot_rl.cli", "train", "--name", "intr", f"run.root={tmp_path}",
@@ -102,10 +101,18 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path: Path):
     # it ignored (inherited across exec): the test is about Ctrl-C reaching `robot-rl train`.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 120
-    while not (run / "train.csv").exists() and time.monotonic() < deadline:  # training is under way
-        time.sleep(0.2)
-    time.sleep(1.0)
+
+    def updating() -> bool:  # training is under way: train.csv has a row with gradient updates
+        try:
+            rows = (run / "train.csv").read_text().splitlines()[1:]
+        except FileNotFoundError:
+            return False
+        return any(len(r.split(",")) >= 3 and r.split(",")[2].isdigit() and int(r.split(",")[2]) > 0 for r in rows)
+
+    from waiting import wait_until
+
+    wait_until(updating, 120, "a train.csv row with updates > 0", poll_s=0.2,
+               seen=lambda: f"train exit code {proc.poll()}")
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, out
