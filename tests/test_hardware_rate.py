@@ -14,8 +14,10 @@ def test_loop_holds_its_period():
     wall = time.perf_counter() - start
     stats = loop.stats()
     assert ticks == list(range(20)) and stats.ticks == 20
-    assert wall == pytest.approx(19 * 0.02, rel=0.25)
-    assert stats.p50_s == pytest.approx(0.02, rel=0.2)  # loose: 2 shared cores
+    # Never faster than the period; slower only by what a loaded 2-core machine costs (generous: a loop that
+    # ignored its period would take ~0 s, one that slept twice 2x).
+    assert 0.95 * 19 * 0.02 <= wall < 1.6 * 19 * 0.02, wall
+    assert 0.019 <= stats.p50_s < 0.03, stats.p50_s
     assert "50 Hz" in stats.summary()
 
 
@@ -23,9 +25,9 @@ def test_overrun_is_counted_and_not_followed_by_a_burst():
     loop = RateLoop(20.0, max_ticks=6)
     for tick in loop:
         if tick == 2:
-            time.sleep(0.12)  # 2.4 periods
+            time.sleep(0.12)  # what is tested: a tick that overruns by 2.4 periods
     stats = loop.stats()
-    assert stats.overruns == 1
+    assert stats.overruns >= 1  # the stall (a loaded machine may make another tick 10 % late as well)
     periods = list(loop.periods)
     assert periods[2] >= 0.12 and min(periods[3:]) >= 0.04  # no back-to-back catch-up ticks
     assert stats.max_s >= 0.12

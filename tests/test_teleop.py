@@ -5,6 +5,7 @@ import time
 
 import numpy as np
 import pytest
+from waiting import wait_until
 
 from robot_rl.cli import main
 from robot_rl.human_loop.devices.base import TeleopReading
@@ -47,11 +48,11 @@ def test_toggle_mode():
 def test_device_freezing_mid_intervention_holds_until_released():
     dev = ScriptedDevice(human(range(0, 100)))
     dev.connect()
-    ctl = InterventionController(dev, InterventionConfig(stale_after_s=0.05))
+    ctl = InterventionController(dev, InterventionConfig(stale_after_s=0.2))
     assert ctl.step(POLICY).source == "human"
     dev.freeze()
     assert ctl.step(POLICY).source == "human"  # still fresh for a moment
-    time.sleep(0.08)
+    time.sleep(0.25)  # what is tested: the frozen device's last reading outlives stale_after_s
     for _ in range(3):  # stale: the arm holds; the policy does NOT take over
         step = ctl.step(POLICY)
         assert step.source == "hold" and not step.intervened and np.allclose(step.action[:6], 0)
@@ -84,20 +85,21 @@ def test_keyboard_through_a_pipe():
     kb.connect()
     try:
         os.write(w, b"wwqoG")
-        deadline = time.monotonic() + 2
-        reading = kb.read()
-        events = reading.events
-        while reading.gripper is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-            reading = kb.read()
-            events += reading.events
+        events: tuple[str, ...] = ()
+
+        def gripper_read():
+            nonlocal events
+            r = kb.read()
+            events += r.events
+            return r if r.gripper is not None else None
+
+        reading = wait_until(gripper_read, 5.0, "the reader to take the piped keys", seen=lambda: events)
         assert reading.engage and reading.delta[0] == 1.0 and reading.delta[5] == 1.0 and reading.gripper == 1.0
         assert events == ("success",)  # upper case counts too
-        time.sleep(0.15)
-        assert not kb.read().engage  # no repeat arrived within the hold window: released
+        # No repeat arrives within the hold window (0.1 s): released.
+        wait_until(lambda: not kb.read().engage, 5.0, "the keys to be released after the hold window")
         os.close(w)  # terminal gone: the reader stops, so the device is disconnected
-        time.sleep(0.15)
-        assert not kb.is_connected
+        wait_until(lambda: not kb.is_connected, 5.0, "the keyboard to disconnect when its terminal closed")
     finally:
         kb.disconnect()
         os.close(r)
