@@ -292,7 +292,8 @@ def _busy_learner(addr: str, seconds: float) -> None:
 
 
 def _loop_periods(addr: str | None, seconds: float, spill_dir: str = "") -> tuple[list[float], int, int]:
-    from robot_rl.loop.actor import Actor, RateLimiter
+    from robot_rl.hardware.rate import RateLoop
+    from robot_rl.loop.actor import Actor
     from robot_rl.policies.sac import SACConfig
     from robot_rl.sims.reach import ReachConfig
     from robot_rl.transport.inproc import InprocTransport
@@ -311,14 +312,13 @@ def _loop_periods(addr: str | None, seconds: float, spill_dir: str = "") -> tupl
         endpoint = ZmqActorEndpoint(addr, 1, env.spec, ZmqSettings(outbox_policy="spill", spill_dir=spill_dir))
     actor = Actor(env, algo.make_policy(), endpoint)
     actor.wait_for_weights(-1, 120)
-    rate, ticks = RateLimiter(50.0), []
+    rate, ticks = RateLoop(50.0), []
     t_end = time.monotonic() + seconds
     while time.monotonic() < t_end:
+        rate.wait()
         ticks.append(time.monotonic())
         actor.sync_weights()
         actor.step()
-        rate.sleep()
-    ticks.append(time.monotonic())
     version, spilled = actor.policy_version, 0
     if addr is not None:
         spilled = endpoint.spill.spilled

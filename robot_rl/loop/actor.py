@@ -193,27 +193,3 @@ class Actor:
         out, self.episodes = self.episodes, EpisodeStats()
         return out
 
-
-class RateLimiter:
-    """Paces a control loop at ``hz`` on absolute deadlines (no drift); counts overruns.
-
-    ``hz <= 0`` never waits. A late tick is not made up by running faster afterwards: the schedule
-    restarts from now, as a robot controller would.
-    """
-
-    def __init__(self, hz: float) -> None:
-        self.period = 1.0 / hz if hz > 0 else 0.0
-        self.overruns = 0
-        self._next = time.monotonic() + self.period
-
-    def sleep(self) -> None:
-        """Wait for the next tick."""
-        if self.period <= 0:
-            return
-        now = time.monotonic()
-        if now > self._next:
-            self.overruns += 1
-            self._next = now + self.period
-            return
-        time.sleep(self._next - now)
-        self._next += self.period

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from robot_rl.core.algorithm import OnPolicyAlgorithm
 from robot_rl.core.config import ConfigError
-from robot_rl.loop.actor import Actor, RateLimiter
+from robot_rl.hardware.rate import RateLoop
+from robot_rl.loop.actor import Actor
 from robot_rl.loop.config import TrainConfig
 from robot_rl.loop.run_context import resolve_device, seed_everything
 from robot_rl.transport.config import ZmqTransportConfig
@@ -49,7 +50,8 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None)
     endpoint = ZmqActorEndpoint(t.address, actor_id, env.spec, ZmqSettings.from_config(t))
     actor = Actor(env, algo.make_policy(), endpoint, seed=seed, send_timeout_s=cfg.loop.max_wait_s,
                   max_staleness=cfg.loop.max_staleness)
-    rate = RateLimiter(cfg.loop.actor_hz)
+    # loop.actor_hz paces the loop like deploy's and record's (absolute deadlines, overruns counted); 0 = unpaced.
+    rate = RateLoop(cfg.loop.actor_hz) if cfg.loop.actor_hz > 0 else None
     rollout = algo.rollout_length if isinstance(algo, OnPolicyAlgorithm) else 0
     try:
         actor.wait_for_weights(-1, cfg.loop.max_wait_s)
@@ -58,6 +60,8 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None)
         while max_env_steps is None or actor.env_steps < max_env_steps:
             if endpoint.handshake_error:
                 raise ConfigError(f"the learner refused this actor: {endpoint.handshake_error}")
+            if rate is not None:
+                rate.wait()
             if rollout and steps_in_rollout == rollout:
                 actor.wait_for_weights(actor.policy_version, cfg.loop.max_wait_s)
                 steps_in_rollout = 0
@@ -65,7 +69,6 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None)
                 actor.sync_weights()
             actor.step()
             steps_in_rollout += 1
-            rate.sleep()
         # A graceful stop drains the outbox: nothing produced is dropped while the learner is alive.
         deadline = time.monotonic() + cfg.loop.max_wait_s
         while endpoint.unacked() and time.monotonic() < deadline:
@@ -75,8 +78,10 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None)
     finally:
         endpoint.close()
         env.close()
+        if rate is not None:
+            log.info("actor %d: %s", actor_id, rate.stats().summary())
     return ActorReport(actor.env_steps, endpoint.stats.batches_sent, endpoint.acked, endpoint.unacked(),
                        actor.policy_version, actor.nonfinite_rows, actor.dropped_batches + endpoint.dropped(),
-                       actor.stale_pauses, rate.overruns)
+                       actor.stale_pauses, rate.overruns if rate is not None else 0)
 
 
