@@ -17,7 +17,7 @@ _GL_LIBS = {"osmesa": ("OSMesa", "libosmesa6"), "egl": ("EGL", "libegl1")}
 
 
 def need_mujoco_rendering() -> None:
-    """Skip unless MuJoCo and the OpenGL library its ``MUJOCO_GL`` backend loads are installed.
+    """Skip (a test or a whole module) unless MuJoCo and the OpenGL library its ``MUJOCO_GL`` backend loads exist.
 
     ``tests/conftest.py`` sets ``MUJOCO_GL=osmesa`` (CPU rendering) unless it is already set; the simulated
     arm's process does the same without a display.
@@ -26,7 +26,8 @@ def need_mujoco_rendering() -> None:
     backend = os.environ.get("MUJOCO_GL", "osmesa")
     lib = _GL_LIBS.get(backend)
     if lib is not None and ctypes.util.find_library(lib[0]) is None:
-        pytest.skip(f"MuJoCo rendering with MUJOCO_GL={backend} needs lib{lib[0]}: apt-get install {lib[1]}")
+        pytest.skip(f"MuJoCo rendering with MUJOCO_GL={backend} needs lib{lib[0]}: apt-get install {lib[1]}",
+                    allow_module_level=True)
 
 
 def need_vulkan_driver() -> None:
@@ -39,4 +40,5 @@ def need_vulkan_driver() -> None:
         return
     dirs = ("/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d", "/usr/local/share/vulkan/icd.d")
     if not any(glob.glob(os.path.join(d, "*.json")) for d in dirs):
-        pytest.skip("no Vulkan driver for SAPIEN: apt-get install mesa-vulkan-drivers (lavapipe, Mesa >= 25)")
+        pytest.skip("no Vulkan driver for SAPIEN: apt-get install mesa-vulkan-drivers (lavapipe, Mesa >= 25)",
+                    allow_module_level=True)

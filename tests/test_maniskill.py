@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from needs import need_vulkan_driver
 
 gym = pytest.importorskip("gymnasium")
 pytest.importorskip("mani_skill")
@@ -22,16 +23,13 @@ from robot_rl.sims.maniskill import ManiSkillTaskConfig, ManiSkillVecEnv  # noqa
 
 CPU = {"sim_backend": "physx_cpu", "render_backend": "sapien_cpu"}
 # ManiSkill 3.0.1 calls np.isnan on torch actions (CPU backend); numpy 2 warns about it on every step.
-pytestmark = pytest.mark.filterwarnings("ignore:__array_wrap__ must accept context:DeprecationWarning")
+pytestmark = [pytest.mark.sim,
+              pytest.mark.filterwarnings("ignore:__array_wrap__ must accept context:DeprecationWarning")]
 
 
 def _make(cfg: ManiSkillTaskConfig, device: str = "cpu", seed: int = 0) -> ManiSkillVecEnv:
-    try:
-        return cfg.make(device, seed)
-    except RuntimeError as e:  # no Vulkan driver: ManiSkill cannot build any scene
-        if "vk" in str(e).lower() or "render" in str(e).lower():
-            pytest.skip(f"no Vulkan device for SAPIEN: {e}")
-        raise
+    need_vulkan_driver()  # skips only without a driver; with one, a scene that cannot be built is a failure
+    return cfg.make(device, seed)
 
 
 def _raw(env_id: str, **kwargs: object) -> gym.Env:
@@ -180,6 +178,7 @@ def test_train_config_resolves_with_env_id():
     assert (cfg.task.num_envs, cfg.algo.gamma) == (1024, 0.8)
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (physx_cuda)")
 def test_physx_cuda_batched_on_gpu_without_copies():
     env = _make(ManiSkillTaskConfig(num_envs=4, max_episode_steps=3), device="cuda")

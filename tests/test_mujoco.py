@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from needs import need_mujoco_rendering
 
 os.environ.setdefault("MUJOCO_GL", "osmesa")  # read once, when mujoco is first imported
 pytest.importorskip("mujoco")
@@ -13,6 +14,8 @@ pytest.importorskip("mujoco")
 from robot_rl.core.config import TASKS
 from robot_rl.core.env import NonFiniteActionError
 from robot_rl.sims.mujoco import MujocoReachConfig
+
+pytestmark = pytest.mark.sim
 
 NAMES = ["mujoco/reach", "mujoco/push", "mujoco/pick_cube", "mujoco/peg_insert"]
 
@@ -253,17 +256,13 @@ def test_actuator_gain_reaches_the_simulation():
     assert sideways(1.0) > 0.05 and abs(sideways(0.0)) < 0.02
 
 
-def _gl_or_skip(env_cfg):
-    try:
-        return env_cfg.make("cpu", 0)
-    except RuntimeError as e:
-        if "OpenGL" in str(e):
-            pytest.skip(f"no OpenGL: {e}")
-        raise
+def _pixels(env_cfg):
+    need_mujoco_rendering()  # skips only without the GL library; with it, a renderer that fails is a failure
+    return env_cfg.make("cpu", 0)
 
 
 def test_pixels_are_non_constant_images_of_declared_shape():
-    env = _gl_or_skip(TASKS.get("mujoco/pick_cube")(num_envs=2, obs="pixels", image_size=48, max_episode_steps=2))
+    env = _pixels(TASKS.get("mujoco/pick_cube")(num_envs=2, obs="pixels", image_size=48, max_episode_steps=2))
     obs = env.reset()
     img = obs["image.front"]
     assert img.shape == (2, 48, 48, 3) and img.dtype == torch.uint8
@@ -281,7 +280,7 @@ def test_pixels_are_non_constant_images_of_declared_shape():
 def test_closing_one_pixel_env_leaves_another_envs_frames_intact():
     # mujoco.Renderer.close frees GL objects in the *current* context; ours makes its own current first.
     cfg = TASKS.get("mujoco/pick_cube")(num_envs=2, obs="pixels", image_size=32)
-    first = _gl_or_skip(cfg)
+    first = _pixels(cfg)
     first.reset(0)
     second = cfg.make("cpu", 0)
     before = second.reset(0)["image.front"].clone()
@@ -293,8 +292,8 @@ def test_closing_one_pixel_env_leaves_another_envs_frames_intact():
 def test_state_pixels_gives_the_full_state_and_a_camera_and_select_drops_the_camera():
     from robot_rl.core.env import SelectObservation
 
-    env = _gl_or_skip(TASKS.get("mujoco/pick_cube")(num_envs=2, obs="state_pixels", image_size=32,
-                                                    max_episode_steps=2))
+    env = _pixels(TASKS.get("mujoco/pick_cube")(num_envs=2, obs="state_pixels", image_size=32,
+                                                max_episode_steps=2))
     state_env = TASKS.get("mujoco/pick_cube")(num_envs=2, max_episode_steps=2).make("cpu", 0)
     assert env.spec.observation["state"] == state_env.spec.observation["state"]
     obs, ref = env.reset(3), state_env.reset(3)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from needs import need_mujoco_rendering
 
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 pytest.importorskip("mujoco")
@@ -18,8 +19,15 @@ from robot_rl.rewards.prm import ProcessRewardModel
 from robot_rl.rewards.wrapper import ProgressShapingWrapper, RewardWrapper, pop_reward_terms
 from robot_rl.sims.mujoco.env import MujocoVecEnv
 
+pytestmark = pytest.mark.sim
+
 GOAL = "pick up the red cube"
 SHAPE = (16, 16, 3)
+
+
+@pytest.fixture(autouse=True)
+def _rendering() -> None:
+    need_mujoco_rendering()  # the pick_cube task renders its camera (state_pixels)
 
 
 @pytest.fixture
