@@ -1,9 +1,9 @@
 """The deploy learner keeps robot data through a kill: replay segments on disk, durable acks, resume."""
 
-import time
 
 import pytest
 import torch
+from waiting import wait_until
 
 from robot_rl.core.config import ConfigError
 from robot_rl.core.specs import EnvSpec
@@ -32,10 +32,12 @@ def _chunk(spec: EnvSpec, n: int, start: int, intervened: bool) -> TransitionBat
 def _send_and_store(learner: HILLearner, actor: ZmqActorEndpoint, chunks: list[TransitionBatch]) -> None:
     for c in chunks:
         assert actor.send(c, timeout_s=5.0)
-    deadline = time.monotonic() + 30
-    while actor.unacked() and time.monotonic() < deadline:  # acknowledged only once on disk
+
+    def stored() -> bool:  # acknowledged only once on disk
         learner.step(recv_timeout_s=0.02, max_updates=2)
-    assert actor.unacked() == 0
+        return actor.unacked() == 0
+
+    wait_until(stored, 30, "every chunk stored and acknowledged", poll_s=0.0, seen=actor.unacked)
 
 
 def test_a_killed_deploy_learner_resumes_with_every_acknowledged_row(tmp_path):

@@ -167,7 +167,7 @@ def test_runner_stops_actors_on_a_full_disk(tmp_path: Path, monkeypatch):
         runner.train()
     assert runner._stop.is_set()  # the actor threads were told to stop collecting
     held = [a.env_steps for a in runner.actors]
-    time.sleep(0.3)
+    time.sleep(0.3)  # what is tested: for this long, no actor takes a step
     assert [a.env_steps for a in runner.actors] == held  # and they hold
     assert runner.learner.transitions < 100000
     _, meta, _ = load_latest(tmp_path / "full")  # the last good checkpoint loads
