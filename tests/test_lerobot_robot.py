@@ -5,11 +5,11 @@ Needs lerobot (CI: the .venv-lerobot step); skips without it.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from waiting import wait_until
 
 pytest.importorskip("lerobot")
 
@@ -69,8 +69,9 @@ def test_features_units_and_applied_action(tmp_path: Path) -> None:
         got_q = lo + (applied[:5] + 1) / 2 * (hi - lo)
         assert np.degrees(got_q[0]) == pytest.approx(5.0, abs=1e-3)
         assert applied[5] == pytest.approx(0.1, abs=1e-6)  # gripper 50 -> clipped to 55 of 100: opening 0.55
-        time.sleep(0.02)
-        assert robot.measure().joints[0] == pytest.approx(np.radians(5.0), abs=1e-6)
+        # the fake servo moves at max_speed: wait until it has reached the applied goal
+        wait_until(lambda: robot.measure().joints[0] == pytest.approx(np.radians(5.0), abs=1e-6), 5.0,
+                   "shoulder_pan at the applied +5 deg", seen=lambda: np.degrees(robot.measure().joints[0]))
         sent = robot.lerobot.sent[-1]
         assert sent["shoulder_pan.pos"] == pytest.approx(5.0) and sent["gripper.pos"] == pytest.approx(55.0)
     assert not robot.is_connected and not robot.lerobot.torque  # lerobot disabled torque on disconnect
@@ -91,8 +92,8 @@ def test_safety_layer_on_lerobot_robot_and_hold(tmp_path: Path) -> None:
         robot.hold()  # … hold sends the present position as the goal: the arm stops short of 80
         held = robot.lerobot.goal["elbow_flex"]
         assert abs(held - HOME["elbow_flex"]) < 5.0  # where it was (a few ms of motion at most), not 80
-        time.sleep(0.02)
-        assert np.degrees(robot.measure().joints[2]) == pytest.approx(held, abs=1e-6)
+        wait_until(lambda: np.degrees(robot.measure().joints[2]) == pytest.approx(held, abs=1e-6), 5.0,
+                   "elbow_flex at the held goal", seen=lambda: np.degrees(robot.measure().joints[2]))
 
 
 def test_unreachable_and_mismatched_robot(tmp_path: Path) -> None:
@@ -153,10 +154,8 @@ def test_leader_arm_lost_counts_as_not_intervening(tmp_path: Path) -> None:
         r = device.read()
         assert r is not None and r.joints.shape == (5,) and r.engage and r.gripper == pytest.approx(0.0)
         fake.disconnect()  # the next poll raises: the reader stops, the device reads as disconnected
-        deadline = time.monotonic() + 2.0
-        while device.is_connected and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert not device.is_connected and device.error is not None
+        wait_until(lambda: not device.is_connected, 5.0, "the leader arm to read as disconnected")
+        assert device.error is not None
 
 
 def test_leader_arm_listed_by_devices() -> None:
