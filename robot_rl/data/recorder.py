@@ -200,16 +200,18 @@ def record_run(run_dir: Path, out: Path, episodes: int = 10, fmt: str = "episode
 
     ``fmt="episodes"`` writes an :class:`EpisodeStore`; ``fmt="lerobot"`` a LeRobotDataset v3.
     """
-    from robot_rl.checkpoint import load_latest
-    from robot_rl.loop.runner import load_run_config, resolve_device
+    from robot_rl.loop.run_context import load_run_config, resolve_device
+    from robot_rl.policy_io import load_policy
 
     cfg = load_run_config(run_dir)
     dev = resolve_device(device)
-    state, _meta, ckpt = load_latest(run_dir)
     env = cfg.make_env(dev, seed, num_envs=max(1, min(num_envs, episodes)), role="eval")
-    algo = cfg.algo.build(env.spec, dev, cfg.run.seed)
-    algo.load_state_dict(state["algo"])
-    policy = algo.make_policy()
+    try:
+        loaded = load_policy(run_dir, env.spec, dev)
+    except BaseException:
+        env.close()
+        raise
+    policy, ckpt = loaded.policy, loaded.checkpoint
     task = type(cfg.task).registry.name_of(cfg.task)
     source = {"run_dir": str(run_dir), "checkpoint": str(ckpt), "deterministic": deterministic, "seed": seed}
     sink: EpisodeSink

@@ -19,16 +19,17 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-import yaml
 from torch import nn
 
 from robot_rl.core.algorithm import Policy
+from robot_rl.core.config import TaskConfig
 from robot_rl.core.specs import EnvSpec
 from robot_rl.export.c_codegen import VARIANTS, Variant, check_name, generate_c
 from robot_rl.export.graph import MLPGraph, extract_mlp
 from robot_rl.export.onnx_export import check_onnx, export_onnx
 from robot_rl.export.quantize import int8_error_bound
 from robot_rl.export.toolchain import CORTEX_TARGETS, arm_available, build_host_harness, cross_compile, write_sources
+from robot_rl.policy_io import load_policy, run_spec, run_task
 
 log = logging.getLogger(__name__)
 
@@ -48,28 +49,23 @@ class LoadedActor:
     spec: EnvSpec
     run_dir: Path
     checkpoint: Path
-    cfg: Any
+    task: TaskConfig
+    """The run's task: recorded verification observations come from its env."""
 
 
-def load_actor(run_dir: Path) -> LoadedActor:
-    """The actor of ``run_dir``'s newest verifiable checkpoint (as ``robot-rl eval`` loads it)."""
-    from robot_rl.checkpoint import load_latest
-    from robot_rl.loop.runner import load_run_config
+def load_actor(run_dir: Path, spec: EnvSpec | None = None) -> LoadedActor:
+    """The actor of ``run_dir``'s newest verifiable checkpoint (:func:`robot_rl.policy_io.load_policy`).
 
+    A run from before ``spec.yaml`` was written takes ``spec``, or the spec of its task's env.
+    """
     run_dir = Path(run_dir)
-    cfg = load_run_config(run_dir)
-    state, _meta, path = load_latest(run_dir)
-    spec_file = run_dir / "spec.yaml"
-    if spec_file.is_file():
-        spec = EnvSpec.from_dict(yaml.safe_load(spec_file.read_text()))
-    else:  # older runs: ask the task itself
-        env = cfg.make_env(torch.device("cpu"), cfg.run.seed, num_envs=1, role="eval")
+    task = run_task(run_dir)
+    if spec is None and run_spec(run_dir) is None:  # older runs: ask the task itself
+        env = task.make(torch.device("cpu"), 0, num_envs=1)
         spec = env.spec
         env.close()
-    algo = cfg.algo.build(spec, torch.device("cpu"), cfg.run.seed)
-    algo.load_state_dict(state["algo"])
-    policy = algo.make_policy().eval()
-    return LoadedActor(policy, spec, run_dir, path, cfg)
+    loaded = load_policy(run_dir, spec, "cpu")
+    return LoadedActor(loaded.policy.eval(), loaded.spec, run_dir, loaded.checkpoint, task)
 
 
 def random_observations(spec: EnvSpec, policy: nn.Module, n: int, seed: int) -> dict[str, np.ndarray]:
@@ -108,7 +104,7 @@ def _normalizer(policy: nn.Module) -> Any:
 @torch.no_grad()
 def recorded_observations(loaded: LoadedActor, n: int, seed: int, num_envs: int = 16) -> dict[str, np.ndarray]:
     """``n`` observations visited by the deterministic policy in the run's own task."""
-    env = loaded.cfg.make_env(torch.device("cpu"), seed, num_envs=num_envs, role="eval")
+    env = loaded.task.make(torch.device("cpu"), seed, num_envs=num_envs)
     try:
         obs = env.reset(seed=seed)
         chunks: list[dict[str, torch.Tensor]] = []

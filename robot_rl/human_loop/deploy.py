@@ -31,7 +31,6 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
-import yaml
 
 from robot_rl.core.algorithm import Policy
 from robot_rl.core.config import AlgoConfig
@@ -139,29 +138,14 @@ def load_run_policy(run_dir: Path, spec: EnvSpec, device: str = "cpu") -> tuple[
     """The acting policy of a run directory's newest checkpoint, and its weight version.
 
     The run's recorded spec must match the robot's ``spec`` (a policy trained on other cameras or another
-    state layout is refused with the differences listed).
+    state layout is refused with the differences listed). Only the policy is built
+    (:func:`robot_rl.policy_io.load_policy`).
     """
-    from robot_rl.checkpoint import load_latest
-    from robot_rl.config_io import from_dict, load_yaml
-    from robot_rl.core.config import ConfigError
+    from robot_rl.policy_io import load_policy
 
-    run_dir = Path(run_dir)
-    if not (run_dir / "config.yaml").is_file():
-        raise FileNotFoundError(f"{run_dir} is not a run directory (no config.yaml)")
-    data = load_yaml(run_dir / "config.yaml")
-    if "algo" not in data:
-        raise ConfigError(f"{run_dir}/config.yaml has no algo section")
-    algo_cfg = from_dict(AlgoConfig, data["algo"], where="algo")
-    if (run_dir / "spec.yaml").is_file():
-        EnvSpec.from_dict(yaml.safe_load((run_dir / "spec.yaml").read_text())).assert_compatible(spec, "the robot")
-    state, meta, path = load_latest(run_dir)
-    algo = algo_cfg.build(spec, device, 0)
-    if "actor_weights" in state:
-        algo.load_actor_weights(state["actor_weights"])
-    else:
-        algo.load_state_dict(state["algo"])
-    log.info("deploy: acting with %s (policy v%s)", path, meta.get("policy_version"))
-    return algo.make_policy(), int(meta.get("policy_version", 0))
+    loaded = load_policy(run_dir, spec, device)
+    log.info("deploy: acting with %s (policy v%s)", loaded.checkpoint, loaded.meta.get("policy_version"))
+    return loaded.policy, loaded.version
 
 
 @runtime_checkable

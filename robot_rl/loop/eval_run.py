@@ -6,9 +6,9 @@ from pathlib import Path
 
 import torch
 
-from robot_rl.checkpoint import load_latest
 from robot_rl.loop.evaluate import EvalResult, evaluate
-from robot_rl.loop.runner import load_run_config, resolve_device
+from robot_rl.loop.run_context import load_run_config, resolve_device
+from robot_rl.policy_io import load_policy
 
 
 def evaluate_run(run_dir: Path, episodes: int = 100, seed: int = 12345, device: str = "cpu",
@@ -16,13 +16,12 @@ def evaluate_run(run_dir: Path, episodes: int = 100, seed: int = 12345, device: 
     """Score the newest verifiable checkpoint of ``run_dir``; write ``video`` if given."""
     cfg = load_run_config(run_dir)
     dev = resolve_device(device)
-    state, _meta, _path = load_latest(run_dir)
     env = cfg.make_env(dev, seed, num_envs=min(episodes, 256), role="eval")
-    algo = cfg.algo.build(env.spec, dev, cfg.run.seed)
-    algo.load_state_dict(state["algo"])
-    policy = algo.make_policy()
-    result = evaluate(policy, env, episodes, seed=seed)
-    env.close()
+    try:
+        policy = load_policy(run_dir, env.spec, dev).policy
+        result = evaluate(policy, env, episodes, seed=seed)
+    finally:
+        env.close()
     if video is not None:
         write_video(cfg.make_env(dev, seed, num_envs=1, role="eval"), policy, Path(video), video_episodes, fps)
     return result

@@ -6,8 +6,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from robot_rl.core.algorithm import OnPolicyAlgorithm
-from robot_rl.core.config import ConfigError
+from robot_rl.core.config import ConfigError, OnPolicyConfig
 from robot_rl.hardware.rate import RateLoop
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.config import TrainConfig
@@ -46,13 +45,14 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None)
     seed = cfg.run.seed + 7919 * (actor_id + 1)
     seed_everything(seed)
     env = cfg.make_env(device, seed)
-    algo = cfg.algo.build(env.spec, device, cfg.run.seed)
+    # The policy alone (no critics, no optimisers); its weights arrive from the learner before the first step.
+    policy = cfg.algo.build_policy(env.spec, device, seed)
     endpoint = ZmqActorEndpoint(t.address, actor_id, env.spec, ZmqSettings.from_config(t))
-    actor = Actor(env, algo.make_policy(), endpoint, seed=seed, send_timeout_s=cfg.loop.max_wait_s,
+    actor = Actor(env, policy, endpoint, seed=seed, send_timeout_s=cfg.loop.max_wait_s,
                   max_staleness=cfg.loop.max_staleness)
     # loop.actor_hz paces the loop like deploy's and record's (absolute deadlines, overruns counted); 0 = unpaced.
     rate = RateLoop(cfg.loop.actor_hz) if cfg.loop.actor_hz > 0 else None
-    rollout = algo.rollout_length if isinstance(algo, OnPolicyAlgorithm) else 0
+    rollout = cfg.algo.rollout_length if isinstance(cfg.algo, OnPolicyConfig) else 0
     try:
         actor.wait_for_weights(-1, cfg.loop.max_wait_s)
         log.info("actor %d: connected, acting with weights v%d", actor_id, actor.policy_version)
