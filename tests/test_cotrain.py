@@ -402,6 +402,7 @@ def test_misaligned_real_dataset_fails_before_training(tmp_path: Path) -> None:
     assert rc == 2
 
 
+@pytest.mark.sim
 def test_shifted_reach_is_real_stand_in(tmp_path: Path) -> None:
     pytest.importorskip("mujoco")
     from robot_rl.core.config import TASKS

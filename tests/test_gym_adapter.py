@@ -203,6 +203,7 @@ def test_prefixed_task_id_builds_the_env():
         GymnasiumTaskConfig(env_id="NoSuchEnv-v0").make("cpu", seed=0)
 
 
+@pytest.mark.sim
 def test_gymnasium_mujoco_env_sync_and_async():
     pytest.importorskip("mujoco")
     for vector in ("sync", "async"):
@@ -228,6 +229,7 @@ def _gym_hil_usable() -> None:
             pytest.skip(f"gym_hil needs mujoco{req.specifier}, mujoco {mujoco.__version__} is installed")
 
 
+@pytest.mark.sim
 def test_gym_hil_panda_state_env():
     _gym_hil_usable()
     env = GymnasiumTaskConfig(env_id="gym_hil/PandaPickCubeBase-v0", num_envs=1).make("cpu", seed=0)

@@ -21,6 +21,8 @@ from robot_rl.loop.config import resolve_train_config
 from robot_rl.loop.runner import InProcessRunner
 from robot_rl.sims.mujoco.tasks import MujocoReachConfig
 
+pytestmark = pytest.mark.sim
+
 OFFSET = slice(19, 22)  # goal − grip in mujoco/reach's state vector
 SCALE = 0.03  # the task's action_scale: metres per unit action
 

@@ -238,14 +238,17 @@ def test_params_read_write_through_actor_properties():
         env.set_params("dof_damping", torch.full((3, 2), math.nan))
 
 
-def test_device_placement_cpu_and_cuda():
+def test_device_placement_cpu():
     env = cartpole(num_envs=2)
     res = env.step(torch.zeros(2, 1))
     tensors = [res.obs["state"], res.reward, res.terminated, res.truncated, *res.info["final_obs"].values(),
                res.info["success"], res.info["episode_return"], res.info["episode_length"]]
     assert all(t.device.type == "cpu" for t in tensors)
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA here: the GPU pipeline part needs a GPU")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the GPU pipeline")
+def test_device_placement_cuda():
     env = IsaacGymTaskConfig(api=FAKE, num_envs=4).make("cuda", seed=0)
     assert env.sim.params.use_gpu_pipeline and env.dof_state.device.type == "cuda"
     res = env.step(torch.zeros(4, 1, device="cuda"))

@@ -12,6 +12,7 @@ from robot_rl.core.config import TASKS
 
 
 @pytest.mark.slow
+@pytest.mark.sim
 def test_mjx_matches_cpu_and_follows_the_contract():
     cpu = TASKS.get("mujoco/reach")(num_envs=2, max_episode_steps=3).make("cpu", 0)
     mjx = TASKS.get("mujoco/reach")(num_envs=2, max_episode_steps=3, backend="mjx").make("cpu", 0)

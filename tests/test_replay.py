@@ -246,6 +246,7 @@ def test_mixing_counts_by_hand_for_three_named_buffers():
     assert s.reward.tolist() == [0] * 5 + [1] * 3 + [2] * 2
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_buffer_samples_the_same_rows_as_cpu():
     cpu, gpu = (ReplayBuffer(STATE, 64, device=d, n_step=3, gamma=0.5, frame_stack=2) for d in ("cpu", "cuda"))

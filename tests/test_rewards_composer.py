@@ -161,6 +161,7 @@ def test_schedule_phases_and_return_and_explore_fallback() -> None:
     assert not rae.supported and rae.reset_rows(torch.tensor([0])) is None
 
 
+@pytest.mark.sim
 def test_return_and_explore_restores_demo_states_in_mujoco() -> None:
     pytest.importorskip("mujoco")
     from robot_rl.sims.mujoco.tasks import MujocoReachConfig

@@ -21,7 +21,7 @@ from robot_rl.sims.render2d import Capsule, Disc, rasterize
 
 BUILTIN = ["reach", "reach_pixels", "push", "pendulum"]
 T = TypeVar("T", bound=TorchTask)
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+DEVICES = ["cpu"] + ([pytest.param("cuda", marks=pytest.mark.gpu)] if torch.cuda.is_available() else [])
 
 
 def make(name: str, n: int = 4, seed: int = 0, device: str = "cpu", **fields: Any) -> TorchTask:
