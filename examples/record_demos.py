@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
+from robot_rl.cli.record import RecordArgs, run_record
 from robot_rl.data.demos import RaCWeights, load_demos, read_episodes
 from robot_rl.data.episode import SEGMENT_NAMES
 from robot_rl.hardware.xarm import XArmRobot, XArmRobotConfig
 from robot_rl.human_loop.devices.base import TeleopReading
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
-from robot_rl.human_loop.record_cli import RecordArgs, run_record
 from robot_rl.testing.fake_xarm import FakeXArmAPI
 
 EPISODE = 60  # control steps per scripted demo

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from robot_rl.cli.deploy import DeployArgs, resolve_deploy_config
 from robot_rl.core.config import ConfigError
 from robot_rl.core.transport import VersionedWeights
 from robot_rl.hardware.robot import Robot, RobotConfig, RobotState
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
-from robot_rl.human_loop.cli import DeployArgs, resolve_deploy_config
 from robot_rl.human_loop.deploy import DeployConfig, Deployer, TaskRobot, rows_to_batch
 from robot_rl.human_loop.devices.base import TeleopReading
 from robot_rl.human_loop.devices.scripted import ScriptedDevice

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from robot_rl.cli import deploy as deploy_cli
+from robot_rl.cli.deploy import DeployArgs, resolve_estop_tty
 from robot_rl.core.config import ConfigError
 from robot_rl.hardware.estop import ESTOP_KEYS, EStopGuard, EStopGuardConfig, WriteTimeStop
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.xarm import XArmRobot, XArmRobotConfig
-from robot_rl.human_loop import cli as deploy_cli
-from robot_rl.human_loop.cli import DeployArgs, resolve_estop_tty
 from robot_rl.human_loop.deploy import DeployConfig, Deployer
 from robot_rl.human_loop.devices.keyboard import EVENT_KEYS, KeyboardDevice, QueueKeys, TerminalKeys
 from robot_rl.human_loop.status import StatusLine

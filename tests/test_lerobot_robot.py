@@ -20,7 +20,7 @@ from robot_rl.human_loop.devices.base import TeleopReading
 from robot_rl.human_loop.devices.leader_arm import LeaderArmConfig, LeaderArmDevice
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
 from robot_rl.human_loop.record import DemoRecorder, RecordConfig
-from robot_rl.human_loop.record_cli import open_sink
+from robot_rl.human_loop.record_sinks import open_sink
 from robot_rl.testing.fake_lerobot import (
     HOME,
     FakeFollower,

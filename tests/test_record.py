@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from robot_rl.cli.record import RecordArgs, build_configs, run_record
 from robot_rl.data.demos import RaCWeights, load_demos, rac_weights
 from robot_rl.data.episode import SEGMENT_CORRECTION, SEGMENT_NONE, SEGMENT_REWIND, to_transitions
 from robot_rl.data.store import EpisodeStore
@@ -16,7 +17,7 @@ from robot_rl.human_loop.devices.base import TeleopReading
 from robot_rl.human_loop.devices.leader_arm import JointBlend
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
 from robot_rl.human_loop.record import DemoRecorder, RecordConfig, Segmenter
-from robot_rl.human_loop.record_cli import RecordArgs, build_configs, open_sink, run_record, staging_path
+from robot_rl.human_loop.record_sinks import open_sink, staging_path
 from robot_rl.testing.fake_xarm import FakeXArmAPI
 
 HZ = 200.0  # fast ticks keep the test short; the loop is the same at 20 Hz

@@ -2,16 +2,39 @@
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal, TypeVar, Union
 
 import tyro
 
+from robot_rl.cli.base import Command
+
+_Verb = TypeVar("_Verb", bound=Command)
+
+
+def _bad_data_exits_2(run: Callable[[_Verb], int]) -> Callable[[_Verb], int]:
+    """Report bad data, a missing file or a missing extra as `robot-rl reward: error: …` and exit code 2."""
+
+    @functools.wraps(run)
+    def guarded(self: _Verb) -> int:
+        from robot_rl.data.store import StoreError
+        from robot_rl.rewards.data import RewardDataError
+
+        try:
+            return run(self)
+        except (RewardDataError, StoreError, ImportError, FileNotFoundError, ValueError) as e:
+            print(f"robot-rl reward: error: {e}", file=sys.stderr)
+            return 2
+
+    return guarded
+
 
 @dataclass
-class TrainClassifierArgs:
+class TrainClassifierArgs(Command):
     """Train a success classifier on an episode store or LeRobotDataset v3 and calibrate it.
 
     The threshold is chosen on held-out episodes to reach the target precision; --out gets model.pt,
@@ -39,9 +62,20 @@ class TrainClassifierArgs:
     seed: int = 0
     """Seed."""
 
+    @_bad_data_exits_2
+    def run(self) -> int:
+        """Train, calibrate and print the summary."""
+        from robot_rl.rewards.classifier import ClassifierConfig, train_classifier
+
+        cfg = ClassifierConfig(cameras=self.cameras, label=self.label, last_k=self.last_k,
+                               target_precision=self.target_precision, held_out=self.held_out, steps=self.steps,
+                               backbone=self.backbone, seed=self.seed)
+        print(train_classifier(self.data, self.out, cfg).summary())
+        return 0
+
 
 @dataclass
-class CalibrateArgs:
+class CalibrateArgs(Command):
     """Choose a new threshold for a trained classifier without retraining (e.g. another target precision).
 
     By default DATA is the classifier's own training data and only its held-out episodes are scored
@@ -58,9 +92,18 @@ class CalibrateArgs:
     fresh: bool = False
     """DATA is new episodes the classifier never saw: score all of them."""
 
+    @_bad_data_exits_2
+    def run(self) -> int:
+        """Recalibrate and print the summary."""
+        from robot_rl.rewards.classifier import recalibrate_classifier
+
+        print(recalibrate_classifier(self.model, self.data, self.target_precision,
+                                     "all" if self.fresh else "training_split").summary())
+        return 0
+
 
 @dataclass
-class TrainPRMArgs:
+class TrainPRMArgs(Command):
     """Train the built-in process reward model (progress between two frames for a language goal) on demos."""
 
     data: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="DATA")]]
@@ -76,9 +119,19 @@ class TrainPRMArgs:
     seed: int = 0
     """Seed."""
 
+    @_bad_data_exits_2
+    def run(self) -> int:
+        """Train and print the summary."""
+        from robot_rl.rewards.prm import PRMConfig, train_prm
+
+        report = train_prm(self.data, self.out, PRMConfig(cameras=self.cameras, instruction=self.instruction,
+                                                          steps=self.steps, seed=self.seed))
+        print(report.summary())
+        return 0
+
 
 @dataclass
-class ServeArgs:
+class ServeArgs(Command):
     """Serve a trained classifier or PRM to actors over ZeroMQ, batched across them (docs/rewards.md).
 
     Actors use it with `robot_rl.rewards.wrapper.remote_reward_wrapper(env, ADDRESS)`. Runs until Ctrl-C.
@@ -104,6 +157,43 @@ class ServeArgs:
     allowed_clients_dir: Path | None = None
     """CURVE: the directory of the actors' public key files (.key)."""
 
+    def run(self) -> int:
+        """Serve until Ctrl-C or --duration-s; 2 when the model cannot be loaded or the address bound."""
+        import threading
+
+        import torch
+
+        from robot_rl.rewards.service import RewardServer, load_reward_model
+
+        if self.torch_threads > 0:
+            torch.set_num_threads(self.torch_threads)
+        try:
+            model = load_reward_model(self.model, self.on_unseen)
+            server = RewardServer(model, self.bind, self.max_batch, self.batch_wait_ms / 1000,
+                                  secret_key=str(self.secret_key) if self.secret_key else None,
+                                  allowed_clients_dir=(str(self.allowed_clients_dir) if self.allowed_clients_dir
+                                                       else None))
+        except (OSError, ValueError, KeyError) as e:
+            print(f"robot-rl reward serve: error: {e}", file=sys.stderr)
+            return 2
+        print(f"serving {server.kind} from {self.model} at {server.address} (inputs: "
+              f"{', '.join(f'{k} {v[0]}' for k, v in server.welcome_meta()['inputs'].items())})", flush=True)
+        stop = threading.Event()
+        if self.duration_s > 0:
+            timer = threading.Timer(self.duration_s, stop.set)
+            timer.daemon = True
+            timer.start()
+        try:
+            server.serve(stop)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            st = server.stats
+            print(f"served {st.requests} requests ({st.rows} rows) in {st.batches} batches; "
+                  f"rejected {dict(st.errors) or 0}", flush=True)
+            server.close()
+        return 0
+
 
 RewardVerb = Union[
     Annotated[TrainClassifierArgs, tyro.conf.subcommand("train-classifier")],
@@ -114,78 +204,13 @@ RewardVerb = Union[
 
 
 @dataclass
-class RewardArgs:
+class RewardArgs(Command):
     """Reward models: a calibrated success classifier, a process reward model, a reward server. See docs/rewards.md."""
 
     action: tyro.conf.OmitSubcommandPrefixes[RewardVerb]  # type: ignore[valid-type]
     """What to do."""
 
-
-def run_reward(args: RewardArgs) -> int:
-    """The `reward` verb: 0 on success, 2 on bad data or a model that cannot be served."""
-    from robot_rl.data.store import StoreError
-    from robot_rl.rewards.data import RewardDataError
-
-    a = args.action
-    if isinstance(a, ServeArgs):
-        return _serve(a)
-    try:
-        if isinstance(a, TrainClassifierArgs):
-            from robot_rl.rewards.classifier import ClassifierConfig, train_classifier
-
-            cfg = ClassifierConfig(cameras=a.cameras, label=a.label, last_k=a.last_k,
-                                   target_precision=a.target_precision, held_out=a.held_out, steps=a.steps,
-                                   backbone=a.backbone, seed=a.seed)
-            print(train_classifier(a.data, a.out, cfg).summary())
-            return 0
-        if isinstance(a, CalibrateArgs):
-            from robot_rl.rewards.classifier import recalibrate_classifier
-
-            print(recalibrate_classifier(a.model, a.data, a.target_precision,
-                                         "all" if a.fresh else "training_split").summary())
-            return 0
-        from robot_rl.rewards.prm import PRMConfig, train_prm
-
-        report = train_prm(a.data, a.out, PRMConfig(cameras=a.cameras, instruction=a.instruction, steps=a.steps,
-                                                    seed=a.seed))
-        print(report.summary())
-        return 0
-    except (RewardDataError, StoreError, ImportError, FileNotFoundError, ValueError) as e:
-        print(f"robot-rl reward: error: {e}", file=sys.stderr)
-        return 2
-
-
-def _serve(a: ServeArgs) -> int:
-    import threading
-
-    import torch
-
-    from robot_rl.rewards.service import RewardServer, load_reward_model
-
-    if a.torch_threads > 0:
-        torch.set_num_threads(a.torch_threads)
-    try:
-        model = load_reward_model(a.model, a.on_unseen)
-        server = RewardServer(model, a.bind, a.max_batch, a.batch_wait_ms / 1000,
-                              secret_key=str(a.secret_key) if a.secret_key else None,
-                              allowed_clients_dir=str(a.allowed_clients_dir) if a.allowed_clients_dir else None)
-    except (OSError, ValueError, KeyError) as e:
-        print(f"robot-rl reward serve: error: {e}", file=sys.stderr)
-        return 2
-    print(f"serving {server.kind} from {a.model} at {server.address} (inputs: "
-          f"{', '.join(f'{k} {v[0]}' for k, v in server.welcome_meta()['inputs'].items())})", flush=True)
-    stop = threading.Event()
-    if a.duration_s > 0:
-        timer = threading.Timer(a.duration_s, stop.set)
-        timer.daemon = True
-        timer.start()
-    try:
-        server.serve(stop)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        st = server.stats
-        print(f"served {st.requests} requests ({st.rows} rows) in {st.batches} batches; "
-              f"rejected {dict(st.errors) or 0}", flush=True)
-        server.close()
-    return 0
+    def run(self) -> int:
+        """Run the sub-verb: 0 on success, 2 on bad data or a model that cannot be served."""
+        result: int = self.action.run()
+        return result

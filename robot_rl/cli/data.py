@@ -9,25 +9,43 @@ from typing import Annotated, Literal, Union
 
 import tyro
 
+from robot_rl.cli.base import Command
+
 
 @dataclass
-class DataInspectArgs:
+class DataInspectArgs(Command):
     """Print the features, episodes, frames and fps of an episode store, a LeRobotDataset v3 or a run directory."""
 
     path: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="PATH")]]
     """The dataset or run directory."""
 
+    def run(self) -> int:
+        """Print the summary."""
+        from robot_rl.data import tools
+
+        print(tools.inspect_path(self.path))
+        return 0
+
 
 @dataclass
-class DataVerifyArgs:
+class DataVerifyArgs(Command):
     """Check every episode: checksums, frame counts against the metadata, shapes, NaN/inf. Exit 1 on a problem."""
 
     path: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="PATH")]]
     """The dataset or run directory (a run's checkpoints and the datasets inside it are checked too)."""
 
+    def run(self) -> int:
+        """Print one report per dataset; 1 when any has a problem."""
+        from robot_rl.data import tools
+
+        reports = tools.verify_path(self.path)
+        for rep in reports:
+            print(rep.text())
+        return 0 if all(r.ok for r in reports) else 1
+
 
 @dataclass
-class DataImportArgs:
+class DataImportArgs(Command):
     """Convert a local LeRobotDataset v3 into an episode store, for `loop.demos_path` (needs the lerobot extra)."""
 
     src: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="LEROBOT_DIR")]]
@@ -35,9 +53,18 @@ class DataImportArgs:
     out: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="OUT")]]
     """The episode store to create (a new or empty directory)."""
 
+    def run(self) -> int:
+        """Convert and say how to train on the result."""
+        from robot_rl.data import tools
+
+        store = tools.import_lerobot(self.src, self.out)
+        print(f"imported {len(store)} episodes ({store.total_frames} frames) into {self.out}; train with "
+              f"loop.demos_path={self.out} algo.demo_ratio=0.5")
+        return 0
+
 
 @dataclass
-class DataExportArgs:
+class DataExportArgs(Command):
     """Write recorded episodes (an episode store, or the one inside a run directory) as a LeRobotDataset v3."""
 
     src: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="SRC")]]
@@ -56,9 +83,19 @@ class DataExportArgs:
     robot_type: str | None = None
     """LeRobot's robot_type field."""
 
+    def run(self) -> int:
+        """Write the dataset."""
+        from robot_rl.data import tools
+
+        _quiet_progress_bars()
+        episodes, frames = tools.export_lerobot(self.src, self.out, repo_id=self.repo_id, task=self.task,
+                                                use_videos=self.video, fps=self.fps, robot_type=self.robot_type)
+        print(f"wrote a LeRobotDataset v3 with {episodes} episodes ({frames} frames) to {self.out}")
+        return 0
+
 
 @dataclass
-class DataRecordArgs:
+class DataRecordArgs(Command):
     """Roll out a run's newest checkpoint and record whole episodes (obs, action, reward, flags, success)."""
 
     run_dir: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="RUN_DIR")]]
@@ -82,6 +119,19 @@ class DataRecordArgs:
     device: str = "cpu"
     """Device to run the policy and env on."""
 
+    def run(self) -> int:
+        """Roll out and record."""
+        from robot_rl.data.recorder import record_run
+
+        if self.format == "lerobot":
+            _quiet_progress_bars()
+        result = record_run(self.run_dir, self.out, episodes=self.episodes, fmt=self.format, seed=self.seed,
+                            device=self.device, num_envs=self.num_envs, fps=self.fps,
+                            deterministic=not self.stochastic, use_videos=self.video)
+        print(f"recorded {result.episodes} episodes ({result.frames} frames, {result.successes} successes) "
+              f"into {result.out}")
+        return 0
+
 
 DataVerb = Union[
     Annotated[DataInspectArgs, tyro.conf.subcommand("inspect")],
@@ -93,7 +143,7 @@ DataVerb = Union[
 
 
 @dataclass
-class DataArgs:
+class DataArgs(Command):
     """Datasets: inspect, verify, import (LeRobot v3 → demos), export (→ LeRobot v3), record (a run's policy).
 
     Demos for training: `robot-rl data import LEROBOT_DIR demos/` then
@@ -103,51 +153,16 @@ class DataArgs:
     action: tyro.conf.OmitSubcommandPrefixes[DataVerb]  # type: ignore[valid-type]
     """What to do."""
 
+    def run(self) -> int:
+        """Run the sub-verb; 0 on success, 1 when verification finds problems, 2 on a bad store or path."""
+        from robot_rl.data.store import StoreError
 
-def run_data(args: DataArgs) -> int:
-    """The `data` verb: dispatch to the sub-verb; 0 on success, 1 when verification finds problems."""
-    from robot_rl.data.store import StoreError
-
-    try:
-        return _run(args.action)
-    except (StoreError, ImportError, FileExistsError) as e:
-        print(f"robot-rl data: error: {e}", file=sys.stderr)
-        return 2
-
-
-def _run(a: object) -> int:
-    from robot_rl.data import tools
-
-    if isinstance(a, DataInspectArgs):
-        print(tools.inspect_path(a.path))
-        return 0
-    if isinstance(a, DataVerifyArgs):
-        reports = tools.verify_path(a.path)
-        for rep in reports:
-            print(rep.text())
-        return 0 if all(r.ok for r in reports) else 1
-    if isinstance(a, DataImportArgs):
-        store = tools.import_lerobot(a.src, a.out)
-        print(f"imported {len(store)} episodes ({store.total_frames} frames) into {a.out}; train with "
-              f"loop.demos_path={a.out} algo.demo_ratio=0.5")
-        return 0
-    if isinstance(a, DataExportArgs):
-        _quiet_progress_bars()
-        episodes, frames = tools.export_lerobot(a.src, a.out, repo_id=a.repo_id, task=a.task, use_videos=a.video,
-                                                fps=a.fps, robot_type=a.robot_type)
-        print(f"wrote a LeRobotDataset v3 with {episodes} episodes ({frames} frames) to {a.out}")
-        return 0
-    from robot_rl.data.recorder import record_run
-
-    if not isinstance(a, DataRecordArgs):
-        raise TypeError(f"unknown data sub-verb {type(a).__name__}")
-    if a.format == "lerobot":
-        _quiet_progress_bars()
-    result = record_run(a.run_dir, a.out, episodes=a.episodes, fmt=a.format, seed=a.seed, device=a.device,
-                        num_envs=a.num_envs, fps=a.fps, deterministic=not a.stochastic, use_videos=a.video)
-    print(f"recorded {result.episodes} episodes ({result.frames} frames, {result.successes} successes) "
-          f"into {result.out}")
-    return 0
+        try:
+            result: int = self.action.run()
+        except (StoreError, ImportError, FileExistsError) as e:
+            print(f"robot-rl data: error: {e}", file=sys.stderr)
+            return 2
+        return result
 
 
 def _quiet_progress_bars() -> None:
@@ -158,5 +173,3 @@ def _quiet_progress_bars() -> None:
         return  # LeRobot is not installed; the writer will say how to install it
     disable_progress_bar()
 
-
-__all__ = ["DataArgs", "run_data"]

@@ -4,31 +4,24 @@
 and does, in this order, everything that can fail *before* the arm is touched: resolve the configs,
 check the output directories and the free disk space, connect the teleop device; then it connects the
 robot through the safety layer, opens the sink and records (:class:`~robot_rl.human_loop.record.DemoRecorder`).
-
-``--format lerobot`` writes each episode twice: into an episode store ``<out>.episodes`` (committed, with
-fsync, as each episode ends) and into the LeRobotDataset at ``<out>`` (LeRobot writes its parquet footers
-and metadata only when the dataset is finalised at the end). If the session dies before that, nothing is
-lost: ``robot-rl data export <out>.episodes NEW_DIR`` rebuilds the dataset.
+Where the episodes go, and why ``--format lerobot`` writes them twice: :mod:`robot_rl.human_loop.record_sinks`.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
 import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import tyro
 
+from robot_rl.cli.base import Command
 from robot_rl.config_io import from_dict, load_yaml, parse_override
 from robot_rl.core.config import ConfigError
-from robot_rl.replay.durable import DiskFullError, is_disk_full
-
-if TYPE_CHECKING:  # torch comes with these; `robot-rl --help` should not wait for it
-    from robot_rl.data.episode import Episode
-    from robot_rl.data.recorder import EpisodeSink, StoreSink
+from robot_rl.human_loop.record_sinks import TeeSink, check_output, open_sink, staging_path
+from robot_rl.replay.durable import DiskFullError
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +29,7 @@ SECTIONS = ("robot", "device", "safety", "record")
 
 
 @dataclass
-class RecordArgs:
+class RecordArgs(Command):
     """Record teleoperated demonstrations from a robot (xarm, lerobot, sim_arm …) into a LeRobotDataset v3.
 
     Every action goes through the safety layer at a fixed rate. Keys (keyboard; gamepad buttons in
@@ -75,6 +68,10 @@ class RecordArgs:
     """Refuse to start with less free space than this on the output's disk."""
     quiet: bool = False
     """No live status line."""
+
+    def run(self) -> int:
+        """Record (see :func:`run_record`); 0 when at least one episode was saved, 1 when none, 2 on bad input."""
+        return run_record(self)
 
 
 def _ensure_robots() -> None:
@@ -121,70 +118,6 @@ def build_configs(args: RecordArgs) -> tuple[Any, Any, Any, Any]:
     rec = {f.name: getattr(args, f.name) for f in fields(RecordConfig) if hasattr(args, f.name)}
     record_cfg = from_dict(RecordConfig, {**rec, **tree["record"]}, "record")
     return robot_cfg, device_cfg, safety_cfg, record_cfg
-
-
-def check_output(out: Path, fmt: str, min_free_mb: float) -> None:
-    """Refuse an output that exists (and is not empty) or a disk with less than ``min_free_mb`` free."""
-    targets = [out] + ([staging_path(out)] if fmt == "lerobot" else [])
-    for p in targets:
-        if p.exists() and (not p.is_dir() or any(p.iterdir())):
-            raise FileExistsError(f"{p} already exists; record into a new directory (recordings are never "
-                                  "overwritten or appended to)")
-    probe = out.resolve()
-    while not probe.exists():
-        probe = probe.parent
-    free_mb = shutil.disk_usage(probe).free / 2**20
-    if free_mb < min_free_mb:
-        raise DiskFullError(f"only {free_mb:.0f} MB free on the disk of {out} (need {min_free_mb:.0f} MB, "
-                            "--min-free-mb); free some space first")
-
-
-def staging_path(out: Path) -> Path:
-    """Where ``--format lerobot`` keeps its committed-per-episode copy."""
-    return out.with_name(out.name + ".episodes")
-
-
-class TeeSink:
-    """Commit each episode to an episode store, then hand it to a second sink (the LeRobot writer)."""
-
-    def __init__(self, first: StoreSink, second: EpisodeSink | None) -> None:
-        self.first = first
-        self.second = second
-
-    def write(self, ep: Episode) -> None:
-        """Write to both; a full disk raises DiskFullError (committed episodes stay)."""
-        self.first.write(ep)
-        if self.second is not None:
-            try:
-                self.second.write(ep)
-            except OSError as e:
-                if is_disk_full(e):
-                    raise DiskFullError(f"disk full while writing the LeRobot dataset: {e}; every saved "
-                                        f"episode is committed in {self.first.store.path}") from e
-                raise
-
-    def close(self) -> None:
-        """Finalise the second sink."""
-        self.first.close()
-        if self.second is not None:
-            self.second.close()
-
-
-def open_sink(out: Path, fmt: str, spec: Any, hz: float, task: str, source: dict[str, Any], video: bool = False,
-              repo_id: str = "local/robot_rl_demos", robot_type: str | None = None) -> TeeSink:
-    """The sink for ``fmt``: an episode store at ``out``, or the store ``<out>.episodes`` plus LeRobot at ``out``."""
-    from robot_rl.data.recorder import StoreSink
-    from robot_rl.data.store import EpisodeStore
-
-    if fmt == "episodes":
-        return TeeSink(StoreSink(EpisodeStore.create(out, spec, fps=hz, task=task, source=source)), None)
-    from robot_rl.data.lerobot_io import LeRobotWriter
-
-    # The LeRobot writer first: if lerobot is missing we fail before creating anything.
-    writer = LeRobotWriter(out, spec, hz, repo_id=repo_id, task=task, use_videos=video, robot_type=robot_type,
-                           rac_segments=True)
-    store = EpisodeStore.create(staging_path(out), spec, fps=hz, task=task, source=source)
-    return TeeSink(StoreSink(store), writer)
 
 
 def run_record(args: RecordArgs, robot: Any = None, device: Any = None) -> int:

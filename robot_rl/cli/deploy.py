@@ -1,0 +1,210 @@
+"""`robot-rl deploy`: run a policy on a robot with a human ready to take over (eval, or HIL-SERL actor/learner).
+
+The operator's side (teleop device, e-stop guard) is built by :mod:`robot_rl.human_loop.operator`; this
+module turns the flags into a :class:`~robot_rl.human_loop.deploy.DeployConfig` and runs the chosen role.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import tyro
+
+from robot_rl.cli.base import Command
+from robot_rl.config_io import apply_overrides, from_dict, load_yaml, parse_override
+from robot_rl.core.config import ConfigError
+from robot_rl.human_loop.operator import guard_key_source, make_teleop, start_estop_guard
+
+
+@dataclass
+class DeployArgs(Command):
+    """Run a policy on a robot with a human ready to take over; evaluate it or learn online (HIL-SERL).
+
+    `--role actor` (default) drives the robot: `--mode eval --run-dir runs/X` scores the run's newest
+    checkpoint for `--episodes`; `--mode learn` acts for a learner and sends every step (with who acted)
+    to it. `--role learner` is that learner: it listens on transport.address, mixes interventions and
+    demos 50/50 with the online data, and writes checkpoints to `--run-dir`. Config keys are set as
+    `section.key=value` (sections: robot, safety, intervention, algo, transport), e.g.
+    `robot.type=sim_arm robot.latency_s=0.02 safety.control_hz=20 intervention.mode=toggle`.
+    """
+
+    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
+    """Dotted config overrides (robot.*, safety.*, intervention.*, algo.*, transport.*, replay.*)."""
+    role: Literal["actor", "learner"] = "actor"
+    """actor: drive the robot; learner: train on what actors send."""
+    mode: Literal["eval", "learn"] = "eval"
+    """Actor: eval (score the checkpoint) or learn (act for a learner over ZeroMQ)."""
+    config: Path | None = None
+    """A YAML file with any of the sections; command-line overrides win."""
+    run_dir: Path | None = None
+    """eval: the run to deploy; learn: optional starting weights; learner: where checkpoints go."""
+    teleop: Literal["keyboard", "gamepad", "spacemouse", "scripted", "pick_intervener"] = "keyboard"
+    """The intervention device (pick_intervener: a scripted human for the simulated arm's pick task)."""
+    episodes: int = 10
+    """Episodes to run (0: until Ctrl-C)."""
+    max_episode_steps: int = 60
+    """Steps before an episode is cut."""
+    connect: str | None = None
+    """The learner's address (actor, mode learn) or the address to bind (learner); default transport.address."""
+    demos: Path | None = None
+    """Learner: demonstrations to preload into the demo buffer: an episode store or LeRobotDataset v3 (what
+    `robot-rl record` writes), recorded on a robot with this config's features."""
+    episode_log: Path | None = None
+    """Actor: append one JSON line per episode (success, steps, intervention rate and lengths) here."""
+    max_s: float | None = None
+    """Learner: stop after this many seconds (default: until Ctrl-C)."""
+    resume: bool = False
+    """Learner: continue the run in --run-dir: reload its replay from disk and its newest checkpoint."""
+    no_status: bool = False
+    """Do not draw the live status line."""
+    estop_guard: bool = False
+    """Actor: run the e-stop guard process (holds the robot through its own connection when the e-stop key
+    is pressed, when this process stops beating for --estop-heartbeat-s, or when --estop-file appears); needs
+    a robot with an emergency-stop command (sim_arm, xarm)."""
+    estop_heartbeat_s: float = 0.3
+    """Actor, with --estop-guard: stop the robot when the control loop has not beaten for this long (s); keep
+    it several control periods long (0.3 s is 3 periods at 10 Hz), 0 = do not watch the heartbeat."""
+    estop_file: Path | None = None
+    """Actor, with --estop-guard: `touch` this file from any shell to stop the robot."""
+    estop_tty: str = "auto"
+    """Actor, with --estop-guard: the terminal whose e-stop key (space) the guard process reads, so the key
+    stops the robot even while this process hangs; the keyboard teleop then gets its other keys from the
+    guard. auto: /dev/tty when stdin is a terminal; off: the guard reads no key (the keyboard device reads
+    the terminal, and its space bar latches in this process only); or a terminal's path."""
+
+    def run(self) -> int:
+        """Run the role: the learner, or the actor that drives the robot (eval or learn); print a summary."""
+        from robot_rl.hardware.safety import SafetyLayer
+        from robot_rl.human_loop.deploy import Deployer, load_run_policy
+        from robot_rl.human_loop.status import StatusLine
+        from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
+
+        cfg = resolve_deploy_config(self)
+        if self.role == "learner":
+            return self._run_learner(cfg)
+        if cfg.mode == "eval" and self.run_dir is None:
+            raise ConfigError("--mode eval needs --run-dir (the run whose checkpoint to deploy)")
+        estop_tty = resolve_estop_tty(self)
+        robot = cfg.robot.make()
+        spec = robot.features
+        if self.run_dir is not None:
+            policy, version = load_run_policy(self.run_dir, spec)
+        else:
+            policy, version = cfg.algo.build(spec, "cpu", cfg.seed).make_policy(), 0
+        endpoint = None
+        # With a terminal, the guard is its only reader: the keyboard teleop takes the guard's forwarded keys.
+        guard = (start_estop_guard(robot, self.estop_file, tty=estop_tty, forward_keys=self.teleop == "keyboard",
+                                   heartbeat_timeout_s=self.estop_heartbeat_s)
+                 if self.estop_guard else None)
+        try:
+            keys = guard_key_source(guard) if guard is not None and guard.keys is not None else None
+            device = make_teleop(self.teleop, robot, keys=keys)
+            if estop_tty is not None:
+                print(f"e-stop: the guard process reads the space bar from {estop_tty}", flush=True)
+            with SafetyLayer(robot, cfg.safety, guard=guard) as safety:
+                if cfg.mode == "learn":
+                    endpoint = ZmqActorEndpoint(cfg.transport.address, cfg.actor_id, spec,
+                                                ZmqSettings.from_config(cfg.transport))
+                try:
+                    with device:
+                        deployer = Deployer(cfg, safety, device, policy, endpoint=endpoint,
+                                            policy_version=version if cfg.mode == "eval" else 0,
+                                            status=StatusLine(enabled=cfg.status))
+                        print(f"deploy ({cfg.mode}): {deployer.controller.mode_hint}", flush=True)
+                        report = deployer.run()
+                finally:
+                    if endpoint is not None:
+                        endpoint.close()
+        finally:
+            if guard is not None:
+                guard.close()
+        if self.episode_log is not None:
+            _write_episode_log(self.episode_log, report)
+        rates = [e.intervention_rate for e in report.episodes]
+        estop = f"; E-STOP: {safety.estop_reason}" if safety.estop_reason else ""
+        print(f"{len(report.episodes)} episodes: success {report.success_rate:.0%}, mean intervention rate "
+              f"{(sum(rates) / len(rates) if rates else 0.0):.0%}, policy v{report.policy_version}; "
+              f"{report.rate.summary()}; safety events {report.safety_counts or 'none'}{estop}", flush=True)
+        return 0
+
+    def _run_learner(self, cfg: Any) -> int:
+        """`--role learner`: serve the actors and train until Ctrl-C or --max-s."""
+        from robot_rl.data.demos import RaCWeights, load_demos
+        from robot_rl.human_loop.deploy import robot_spec
+        from robot_rl.human_loop.hil_learner import HILLearner
+
+        if self.run_dir is None:
+            raise ConfigError("--role learner needs --run-dir (where checkpoints go)")
+        rac = None
+        if (cfg.demos_correction_weight, cfg.demos_rewind_weight) != (1, 1):
+            rac = RaCWeights(correction_weight=cfg.demos_correction_weight, rewind_weight=cfg.demos_rewind_weight)
+        demos = load_demos(self.demos, robot_spec(cfg.robot), rac=rac) if self.demos is not None else None
+        learner = HILLearner(cfg, self.run_dir, demos=demos, address=self.connect, resume=self.resume)
+        print(f"HIL learner listening on {learner.address} (run directory {self.run_dir}, "
+              f"{learner.stats.demos} demos)", flush=True)
+        stop = threading.Event()
+        try:
+            stats = learner.serve(stop, max_s=self.max_s)
+        except KeyboardInterrupt:
+            stats = learner.stats
+        finally:
+            learner.close()
+        print(f"stopped after {stats.transitions} transitions ({stats.intervened_received} intervened), "
+              f"{stats.updates} updates, weights v{stats.version}; {stats.intervened_sampled}/{stats.rows_sampled} "
+              f"sampled rows were interventions", flush=True)
+        return 0
+
+
+def resolve_deploy_config(args: DeployArgs) -> Any:
+    """The :class:`~robot_rl.human_loop.deploy.DeployConfig` of ``args`` (YAML file, then overrides)."""
+    import robot_rl.hardware.xarm  # noqa: F401 - registers robot.type=xarm
+    from robot_rl.human_loop.deploy import DeployConfig
+
+    data = load_yaml(args.config) if args.config is not None else {}
+    top = {"mode": args.mode, "episodes": args.episodes, "max_episode_steps": args.max_episode_steps,
+           "status": not args.no_status}
+    cfg = from_dict(DeployConfig, {**top, **data}, where="deploy config")
+    overrides = dict(parse_override(o) for o in args.overrides)
+    if args.connect:
+        overrides["transport.address"] = args.connect
+    return apply_overrides(cfg, overrides)
+
+
+def resolve_estop_tty(args: DeployArgs, stdin_is_tty: bool | None = None) -> str | None:
+    """The terminal the e-stop guard reads its key from (None: none), checked; a ConfigError says what to do.
+
+    ``stdin_is_tty`` overrides ``sys.stdin.isatty()`` for ``--estop-tty auto``.
+    """
+    from robot_rl.hardware.estop import open_terminal
+
+    value = args.estop_tty
+    if value == "off" or (value == "auto" and not args.estop_guard):
+        return None
+    if not args.estop_guard:
+        raise ConfigError(f"--estop-tty {value} is read by the e-stop guard process: add --estop-guard")
+    if value == "auto":
+        if not (sys.stdin.isatty() if stdin_is_tty is None else stdin_is_tty):
+            return None  # no operator at a terminal (a service, a test): the key has nowhere to come from
+        value = "/dev/tty"
+    fix = ("give the terminal the operator types in (run `tty` there to see its path), or --estop-tty off "
+           "to leave the key to the keyboard device (then it cannot stop the robot while this process hangs)")
+    try:
+        os.close(open_terminal(value))
+    except ValueError:
+        raise ConfigError(f"--estop-tty {value} is not a terminal: {fix}") from None
+    except OSError as e:
+        raise ConfigError(f"--estop-tty {value} cannot be opened ({e.strerror or e}): {fix}") from None
+    return value
+
+
+def _write_episode_log(path: Path, report: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        for e in report.episodes:
+            f.write(json.dumps({**asdict(e), "intervention_rate": e.intervention_rate}) + "\n")

@@ -1,0 +1,96 @@
+"""`robot-rl config`, `robot-rl tasks`, `robot-rl devices`: print what can be set, trained on and plugged in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, ClassVar
+
+import tyro
+
+from robot_rl.cli.base import Command
+from robot_rl.config_io import describe, to_dict
+from robot_rl.loop.config import resolve_train_config
+
+
+@dataclass
+class ConfigArgs(Command):
+    """Print the resolved config of a task/algorithm pair: every key, its value and its meaning."""
+
+    config_flags: ClassVar[bool] = True
+
+    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
+    """Dotted overrides to apply before printing."""
+    task: str | None = None
+    """Task name."""
+    algo: str | None = None
+    """Learner name."""
+    config: Path | None = None
+    """A YAML file to resolve."""
+    yaml: bool = False
+    """Print as YAML (a file you can pass to --config) instead of a table."""
+
+    def run(self) -> int:
+        """Print the table (or the YAML)."""
+        cfg = resolve_train_config(self.task, self.algo, self.config, list(self.overrides))
+        if self.yaml:
+            import yaml
+
+            print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
+            return 0
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table("key", "value", "meaning", show_lines=False)
+        for key, value, doc in describe(cfg):
+            table.add_row(key, repr(value) if isinstance(value, str) else str(value), doc)
+        Console().print(table)
+        return 0
+
+
+@dataclass
+class TasksArgs(Command):
+    """List every registered task: its backend, whether that is installed, and what installs it.
+
+    A backend task takes any id of its simulator as `<backend>/<id>`, e.g.
+    `robot-rl train --task maniskill/PickCube-v1` or `--task gymnasium/HalfCheetah-v5`. Nothing is
+    imported to check: simulators are only located.
+    """
+
+    missing: bool = False
+    """Only list tasks whose backend is not installed."""
+
+    def run(self) -> int:
+        """Print the task table."""
+        from rich.console import Console
+        from rich.table import Table
+
+        from robot_rl.sims.extras import task_catalog
+
+        table = Table("task", "backend", "installed", "ids", "install", "what", show_lines=False)
+        for row in task_catalog():
+            if self.missing and row.installed:
+                continue
+            table.add_row(", ".join(row.names), row.backend, "yes" if row.installed else "no", row.id_hint,
+                          row.install if not row.installed else "", row.summary)
+        Console().print(table)
+        return 0
+
+
+@dataclass
+class DevicesArgs(Command):
+    """List the teleop devices that are connected (keyboard, gamepad, SpaceMouse) and what each control does.
+
+    Works with nothing connected (it says so). Gamepads need `pygame`, SpaceMice `hidapi`:
+    `pip install 'robot-rl[teleop]'`.
+    """
+
+    scripted: bool = False
+    """Also list the scripted device used by tests and demos."""
+
+    def run(self) -> int:
+        """Print the device listing."""
+        from robot_rl.human_loop.devices.listing import format_listing, list_devices
+
+        print(format_listing(list_devices(include_scripted=self.scripted)))
+        return 0
