@@ -16,6 +16,7 @@ disk already holds are dropped, not stored twice.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -32,15 +33,8 @@ from robot_rl.config_io import save_yaml
 from robot_rl.core.config import ConfigError
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.human_loop.deploy import DeployConfig, robot_spec
-from robot_rl.loop.learner import Learner
-from robot_rl.loop.learner_state import (
-    attach_run_replay,
-    restore_learner,
-    restore_stored_chunks,
-    save_learner_checkpoint,
-)
+from robot_rl.loop.learner_driver import LearnerDriver
 from robot_rl.replay.mixing import MixingSampler
-from robot_rl.transport.zmq_transport import ZmqLearnerEndpoint, ZmqSettings
 
 log = logging.getLogger(__name__)
 
@@ -75,15 +69,14 @@ class HILLearner:
         (self.run_dir / "spec.yaml").write_text(yaml.safe_dump(self.spec.to_dict()))
         torch.manual_seed(cfg.seed)
         self.algo = cfg.algo.build(self.spec, device, cfg.seed)
-        settings = ZmqSettings.from_config(cfg.transport, ack_after="confirm")
-        self.endpoint = ZmqLearnerEndpoint(address or cfg.transport.address, self.spec, settings)
-        self.learner = Learner(self.algo, self.spec, self.endpoint, device, num_envs_total=1)
+        transport = cfg.transport if address is None else dataclasses.replace(cfg.transport, address=address)
+        self.driver = LearnerDriver(self.algo, self.spec, transport.open_learner(self.spec), device, 1,
+                                    self.run_dir, cfg.replay, resume, "robot-rl deploy --role learner --resume")
+        self.endpoint = self.driver.link.endpoint
+        self.learner = self.driver.learner
         self.stats = HILLearnerStats()
-        self.persisted, chunks = attach_run_replay(self.learner, self.algo, self.run_dir, cfg.replay, resume,
-                                                   "robot-rl deploy --role learner --resume")
         if resume:
-            restore_learner(self.run_dir, self.algo, self.learner, self.persisted)
-            restore_stored_chunks(self.learner, chunks)
+            self.driver.restore()
         storage = self.learner.storage
         if isinstance(storage, MixingSampler):
             held = len(storage.buffers["demos"])
@@ -106,7 +99,7 @@ class HILLearner:
     @property
     def address(self) -> str:
         """The bound address (with the real port when bound to port 0)."""
-        return str(self.endpoint.address)
+        return str(self.driver.link.address)
 
     def step(self, recv_timeout_s: float = 0.02, max_updates: int = 4) -> None:
         """Ingest what arrived, run owed updates (at most ``max_updates``), publish and checkpoint when due."""
@@ -131,8 +124,7 @@ class HILLearner:
     def checkpoint(self) -> Path:
         """Commit the replay, then save what a resume needs (and the actor weights `deploy --mode eval` loads)."""
         self._last_ckpt = time.monotonic()
-        return save_learner_checkpoint(self.run_dir, self.algo, self.learner, self.persisted,
-                                       {"intervened_sampled": self.stats.intervened_sampled})
+        return self.driver.checkpoint({"intervened_sampled": self.stats.intervened_sampled})
 
     def serve(self, stop: threading.Event, max_s: float | None = None) -> HILLearnerStats:
         """Learn until ``stop`` is set (or ``max_s``); checkpoint on the way out."""
@@ -146,7 +138,7 @@ class HILLearner:
 
     def close(self) -> None:
         """Close the endpoint."""
-        self.endpoint.close()
+        self.driver.close()
 
     @contextmanager
     def serving(self) -> Iterator[HILLearner]:

@@ -28,13 +28,7 @@ from robot_rl.loop.actor import Actor
 from robot_rl.loop.config import TrainConfig
 from robot_rl.loop.evaluate import EvalResult
 from robot_rl.loop.evaluator import Evaluator
-from robot_rl.loop.learner import Learner
-from robot_rl.loop.learner_state import (
-    attach_run_replay,
-    restore_learner,
-    restore_stored_chunks,
-    save_learner_checkpoint,
-)
+from robot_rl.loop.learner_driver import LearnerDriver
 from robot_rl.loop.progress import TrainProgress, transport_summary
 from robot_rl.loop.run_context import (
     RunContext,
@@ -112,9 +106,9 @@ class InProcessRunner:
                           else sum(e.num_envs for e in self.envs))
         self.link = cfg.transport.open_learner(self.spec)
         context.on_close(self.link.close)
-        self.learner = Learner(self.algo, self.spec, self.link.endpoint, self.device, num_envs_total)
-        self.replay_persisted, replay_chunks = attach_run_replay(
-            self.learner, self.algo, self.run_dir, cfg.replay, resume, f"robot-rl train --resume {self.run_dir}")
+        self.driver = LearnerDriver(self.algo, self.spec, self.link, self.device, num_envs_total, self.run_dir,
+                                    cfg.replay, resume, f"robot-rl train --resume {self.run_dir}")
+        self.learner = self.driver.learner
         self.cotrain: Any = None
         if cfg.cotrain.enabled:  # sim–real co-training: stage-1 SFT, then the aux-loss hook on the algorithm
             from robot_rl.cotrain.extension import CoTraining
@@ -126,7 +120,6 @@ class InProcessRunner:
         self.evaluator = Evaluator(self.algo, self.eval_env, cfg.loop, seed=seed + 7)
         if resume:
             self._restore()
-            restore_stored_chunks(self.learner, replay_chunks)
         if cfg.loop.demos_path is not None:
             self._load_demos(Path(cfg.loop.demos_path))
         self.learner.publish()
@@ -173,10 +166,9 @@ class InProcessRunner:
         log.info("loaded %d demo transitions from %s", n, path)
 
     def _restore(self) -> None:
-        restored = restore_learner(self.run_dir, self.algo, self.learner, self.replay_persisted)
-        if restored is None:
+        meta = self.driver.restore()
+        if meta is None:
             return
-        _, meta = restored
         self.wall_offset = float(meta.get("wall_s", 0.0))
         self.evaluator.resume_at(self.learner.transitions, float(meta.get("best_success", 0.0)))
 
@@ -185,8 +177,7 @@ class InProcessRunner:
 
         Raises :class:`DiskFullError` when the disk is full (the previous checkpoint stays intact).
         """
-        return save_learner_checkpoint(self.run_dir, self.algo, self.learner, self.replay_persisted,
-                                       {"wall_s": wall_s, "best_success": self.evaluator.best_success})
+        return self.driver.checkpoint({"wall_s": wall_s, "best_success": self.evaluator.best_success})
 
     def _attach_hil(self, hil: Any) -> None:
         """One schedule controller per actor; the teleop device (one human) drives actor 0's sub-env 0."""
