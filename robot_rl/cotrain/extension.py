@@ -14,13 +14,12 @@ import csv
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from robot_rl.core.algorithm import Policy
+from robot_rl.core.algorithm import Algorithm, Policy
 from robot_rl.core.specs import EnvSpec
-from robot_rl.cotrain.aux import AuxLoss, supervised_loss
+from robot_rl.cotrain.aux import AuxLoss, supervised, supervised_loss
 from robot_rl.cotrain.config import CotrainConfig
 from robot_rl.cotrain.data import DemoSet, episodes_to_demoset, load_aligned_episodes, split_holdout
 from robot_rl.cotrain.sft import warm_start
@@ -34,11 +33,13 @@ HELDOUT_ROWS = 4096
 class CoTraining:
     """Stage 1 + the stage-2 hook on ``algo`` (see the module docstring)."""
 
-    def __init__(self, cfg: CotrainConfig, algo: Any, spec: EnvSpec, device: torch.device | str, seed: int,
+    def __init__(self, cfg: CotrainConfig, algo: Algorithm, spec: EnvSpec, device: torch.device | str, seed: int,
                  progress: Callable[[], int], run_dir: Path | None = None, resume: bool = False) -> None:
         if cfg.real_dataset is None:
             raise ValueError("co-training needs cotrain.real_dataset")
+        supervised(algo)  # an algorithm without a supervised loss is refused before the datasets load
         self.cfg, self.algo = cfg, algo
+        self._scoring_policy: Policy | None = None  # built at the first held-out report
         real_eps = load_aligned_episodes(cfg.real_dataset, spec, cfg.camera_map, "the real demonstrations")
         if cfg.heldout_dataset is not None:
             train_eps = real_eps
@@ -74,10 +75,10 @@ class CoTraining:
     @torch.no_grad()
     def action_error(self, demos: DemoSet) -> float:
         """Mean squared error of the policy's deterministic actions against the demo actions (masked chunks)."""
-        policy = next((p for p in (getattr(self.algo, "actor", None), getattr(self.algo, "policy", None))
-                       if isinstance(p, Policy)), None)
-        if policy is None:
-            return float("nan")
+        if self._scoring_policy is None:
+            self._scoring_policy = self.algo.make_policy()
+        policy = self._scoring_policy
+        policy.load_actor_weights(self.algo.actor_weights())  # the learner's current actor
         idx = torch.arange(min(len(demos), HELDOUT_ROWS), device=demos.action.device)
         obs, action, mask = demos.rows(idx)
         err = (policy.act(obs, deterministic=True)[0].reshape(action.shape) - action).square().mean(-1)
@@ -99,5 +100,5 @@ class CoTraining:
 
     def detach(self) -> None:
         """Remove the hook from the algorithm (plain RL from here on)."""
-        if getattr(self.algo, "aux_hook", None) is self.hook:
+        if self.algo.aux_hook is self.hook:
             self.algo.aux_hook = None
