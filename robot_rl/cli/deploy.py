@@ -96,7 +96,7 @@ class DeployArgs(Command):
         if self.run_dir is not None:
             policy, version = load_run_policy(self.run_dir, spec)
         else:
-            policy, version = cfg.algo.build(spec, "cpu", cfg.seed).make_policy(), 0
+            policy, version = cfg.algo.build_policy(spec, "cpu", cfg.seed), 0
         endpoint = None
         # With a terminal, the guard is its only reader: the keyboard teleop takes the guard's forwarded keys.
         guard = (start_estop_guard(robot, self.estop_file, tty=estop_tty, forward_keys=self.teleop == "keyboard",

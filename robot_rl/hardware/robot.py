@@ -23,7 +23,7 @@ import abc
 import math
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -102,6 +102,15 @@ class RobotConfig:
     def action_dim(self) -> int:
         """Length of the action vector in this control mode."""
         return 7 if self.control_mode == "ee_delta" else self.num_joints + 1
+
+
+@runtime_checkable
+class EmergencyStoppable(Protocol):
+    """A robot whose stop can be commanded from another process (the e-stop guard, robot_rl/hardware/estop.py)."""
+
+    def emergency_stop_command(self) -> Any:
+        """A picklable callable that stops the robot over its own connection (call after ``connect``)."""
+        ...
 
 
 ROBOTS: Registry[type[RobotConfig]] = Registry("robot", "robot_rl.robots")

@@ -178,6 +178,10 @@ class XArmRobot(Robot):
                 self._check(arm.set_gripper_position(gripper * GRIPPER_OPEN_PULSES), "set_gripper_position")
                 self._grip_sent = gripper
 
+    def emergency_stop_command(self) -> XArmEmergencyStop:
+        """The guard process's stop: its own SDK connection to the controller at ``config.ip``."""
+        return XArmEmergencyStop(self.config.ip)
+
     def hold(self) -> None:
         """Stop the arm now (``set_state(4)``); callable from the watchdog thread without the driver lock."""
         if self._arm is None:

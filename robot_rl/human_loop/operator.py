@@ -38,15 +38,13 @@ def start_estop_guard(robot: Any, trigger_file: Path | None, tty: str | None = N
     ``guard.keys`` for the keyboard teleop (see :func:`guard_key_source`).
     """
     from robot_rl.hardware.estop import EStopGuard, EStopGuardConfig
-    from robot_rl.hardware.xarm import XArmEmergencyStop, XArmRobot
+    from robot_rl.hardware.robot import EmergencyStoppable
 
     if heartbeat_timeout_s < 0:  # before connecting: a bad flag should not touch the robot
         raise ConfigError(f"--estop-heartbeat-s must be >= 0 (0 = off), got {heartbeat_timeout_s}")
     robot.connect()  # the simulator's address (the guard's own connection) exists once it runs
-    if isinstance(robot, XArmRobot):
-        command: Any = XArmEmergencyStop(robot.config.ip)
-    elif hasattr(robot, "emergency_stop_command"):
-        command = robot.emergency_stop_command()
+    if isinstance(robot, EmergencyStoppable):
+        command: Any = robot.emergency_stop_command()
     else:
         raise ConfigError(f"{type(robot).__name__} has no emergency-stop command for the guard process")
     cfg = EStopGuardConfig(trigger_file=str(trigger_file) if trigger_file else None, tty=tty,

@@ -23,7 +23,7 @@ def record_device_demos(safety: SafetyLayer, cfg: DeployConfig, device: TeleopDe
     """``episodes`` episodes driven by ``device`` (connected), as one batch for a learner's demo buffer."""
     robot = safety.robot
     deployer = Deployer(replace(cfg, mode="eval", episodes=episodes, seed=seed, status=False), safety, device,
-                        cfg.algo.build(robot.features, "cpu", 0).make_policy())
+                        cfg.algo.build_policy(robot.features, "cpu", 0))
     deployer.collected = []
     report = deployer.run()
     return rows_to_batch(deployer.collected), report
