@@ -38,6 +38,7 @@ def _run_until_killed(ctx, run: Path, events: Path, seed: int, point: str, delay
     assert p.exitcode is not None and p.exitcode < 0, f"writer ended with {p.exitcode}, expected a kill"
 
 
+@pytest.mark.slow  # 26 kills, ~17 s on 2 cores
 def test_kill_9_in_a_loop_loses_nothing_committed(tmp_path: Path, ctx):
     run, events = tmp_path / "run", tmp_path / "events.log"
     rng = random.Random(1234)

@@ -15,6 +15,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # 35-50 s each on 2 cores
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("algo", ["sac", "ppo"])
 def test_learner_and_two_actor_processes(tmp_path: Path, algo: str):

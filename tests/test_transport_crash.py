@@ -66,6 +66,7 @@ def _start_learner(script: Path, addr: str, store: Path) -> subprocess.Popen:
     return p
 
 
+@pytest.mark.slow  # ~9 s: learner processes started twice
 @pytest.mark.timeout(120)
 def test_learner_kill9_and_restart_loses_nothing_and_stores_nothing_twice(tmp_path: Path):
     script, store = tmp_path / "learner.py", tmp_path / "store.json"
@@ -95,6 +96,7 @@ def test_learner_kill9_and_restart_loses_nothing_and_stores_nothing_twice(tmp_pa
         learner.wait()
 
 
+@pytest.mark.slow  # ~16 s: two `robot-rl actor` processes
 @pytest.mark.timeout(150)
 def test_actor_kill9_keeps_acked_transitions_and_marks_the_cut(tmp_path: Path):
     from robot_rl.config_io import apply_overrides
