@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from waiting import wait_until
 
 from robot_rl.cli import deploy as deploy_cli
 from robot_rl.cli.deploy import DeployArgs, resolve_estop_tty
@@ -36,13 +37,6 @@ def terminal():
     os.close(slave)
 
 
-def _wait(cond, timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not cond() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    return bool(cond())
-
-
 def _guard(terminal, stop_file: Path, forward_keys: bool = True) -> EStopGuard:
     return EStopGuard(WriteTimeStop(str(stop_file)), EStopGuardConfig(heartbeat_timeout_s=0, tty=terminal[1]),
                       forward_keys=forward_keys)
@@ -51,13 +45,18 @@ def _guard(terminal, stop_file: Path, forward_keys: bool = True) -> EStopGuard:
 def _read_until(kb: KeyboardDevice, done, timeout_s: float = 5.0) -> tuple[tuple, float | None, tuple[str, ...]]:
     """Readings of ``kb`` until ``done(events, gripper)``: (delta, gripper, all events)."""
     events: tuple[str, ...] = ()
-    deadline = time.monotonic() + timeout_s
-    while True:
-        r = kb.read()
-        events += r.events
-        if done(events, r.gripper) or time.monotonic() > deadline:
-            return tuple(r.delta), r.gripper, events
-        time.sleep(0.005)
+    last = None
+
+    def read() -> bool:
+        nonlocal events, last
+        last = kb.read()
+        events += last.events
+        return done(events, last.gripper)
+
+    wait_until(read, timeout_s, "the typed keys at the keyboard", poll_s=0.005,
+               seen=lambda: (events, last))
+    assert last is not None
+    return tuple(last.delta), last.gripper, events
 
 
 def test_the_keyboard_and_the_guard_share_one_estop_key():
@@ -71,9 +70,9 @@ def test_guard_trips_on_the_key_and_forwards_every_other_key(terminal, tmp_path)
     guard = _guard(terminal, stop_file)
     with guard:
         os.write(master, b"t g")  # the e-stop key between two others, in one read
-        assert _wait(lambda: guard.tripped), "the guard did not trip on the e-stop key"
+        wait_until(lambda: guard.tripped, 5.0, "the guard to trip on the e-stop key")
         # The guard flags the trip first (the layer latches at once), then runs the stop command.
-        assert _wait(stop_file.exists), "the stop command did not run in the guard"
+        wait_until(stop_file.exists, 5.0, "the stop command to run in the guard")
         assert guard.reason == "e-stop key"
         forwarded = b""
         while forwarded != b"tg":
@@ -117,7 +116,8 @@ def test_the_key_stops_the_robot_while_this_process_is_hung(terminal, tmp_path):
     stop_file = tmp_path / "stopped"
     guard = _guard(terminal, stop_file, forward_keys=False)
     with guard:
-        # The operator, in another process, presses the key 0.2 s into the hang (and notes when).
+        # The operator, in another process, presses the key 0.2 s into the hang (and notes when): that sleep
+        # is part of the scenario, a key typed while this process is hung.
         typed_file = tmp_path / "typed"
         typist = subprocess.Popen([sys.executable, "-c", "import os, sys, time; time.sleep(0.2); "
                                    "open(sys.argv[2], 'w').write(repr(time.monotonic())); "
@@ -131,7 +131,7 @@ def test_the_key_stops_the_robot_while_this_process_is_hung(terminal, tmp_path):
             n += 1
         hung_to = time.monotonic()
         typist.wait(timeout=5)
-        assert _wait(stop_file.exists), "the guard did not stop the robot"
+        wait_until(stop_file.exists, 5.0, "the guard to stop the robot")
         stopped, typed = float(stop_file.read_text()), float(typed_file.read_text())
         print(f"key typed {(typed - hung_from) * 1e3:.0f} ms into a {(hung_to - hung_from) * 1e3:.0f} ms hang, "
               f"robot stopped {(stopped - typed) * 1e3:.1f} ms later")
@@ -171,8 +171,8 @@ def test_a_guard_trip_latches_the_safety_layer_and_the_status_line_says_why(term
 
             def operator():
                 os.write(master, b"g")  # episode 0: success key
-                if _wait(lambda: len(d.episodes) >= 1):
-                    os.write(master, ESTOP_KEYS[0].encode())  # during episode 1 (4 s at most): e-stop
+                wait_until(lambda: len(d.episodes) >= 1, 10.0, "episode 0 to end")
+                os.write(master, ESTOP_KEYS[0].encode())  # during episode 1 (4 s at most): e-stop
 
             typing = threading.Thread(target=operator, daemon=True)
             typing.start()
@@ -204,6 +204,7 @@ def test_estop_tty_errors_say_what_to_do(tmp_path, terminal):
         EStopGuard(WriteTimeStop(str(tmp_path / "s")), EStopGuardConfig(tty=str(plain))).start()
 
 
+@pytest.mark.sim
 def test_deploy_cli_gives_the_terminal_to_the_guard_and_the_keyboard_reads_the_guard(terminal, tmp_path,
                                                                                       monkeypatch, capsys):
     pytest.importorskip("mujoco")  # the simulated arm
@@ -230,12 +231,20 @@ def test_deploy_cli_gives_the_terminal_to_the_guard_and_the_keyboard_reads_the_g
         return started[-1]
 
     monkeypatch.setattr(deploy_cli, "start_estop_guard", spy)
+    episodes: list[int] = []
+    real_episode = Deployer.run_episode
 
-    def operator():
-        if _wait(lambda: bool(started)):
-            os.write(master, b"g")  # episode 0 ends on the keyboard's success key, through the guard
-            time.sleep(1.0)  # episode 0 has ended (its first step reads the key), episode 1 lasts 6 s
-            os.write(master, b" ")  # episode 1: the guard's e-stop key
+    def episode_spy(self, index):
+        episodes.append(index)
+        return real_episode(self, index)
+
+    monkeypatch.setattr(Deployer, "run_episode", episode_spy)
+
+    def operator():  # (a failed wait here leaves a key untyped: the episode ends asserted below show it)
+        wait_until(lambda: started, 60.0, "the deploy verb to start the guard")
+        os.write(master, b"g")  # episode 0 ends on the keyboard's success key, through the guard
+        wait_until(lambda: 1 in episodes, 60.0, "episode 1 to start")  # it lasts 6 s unless stopped
+        os.write(master, b" ")  # episode 1: the guard's e-stop key
 
     typing = threading.Thread(target=operator, daemon=True)
     typing.start()
