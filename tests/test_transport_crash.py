@@ -145,7 +145,7 @@ def test_actor_kill9_keeps_acked_transitions_and_marks_the_cut(tmp_path: Path):
         first.send_signal(signal.SIGKILL)
         first.wait()
         end = time.monotonic() + 0.5
-        while time.monotonic() < end:  # what was already on its way (nothing more can come: none is waited for)
+        while time.monotonic() < end:  # a 0.5 s window for chunks already on their way from the dead actor
             receive()
         before = len(got)
         second = actor()
