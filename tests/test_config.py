@@ -76,8 +76,7 @@ def test_yaml_file_then_cli_override(tmp_path: Path):
 def test_task_preset_applies_only_for_its_algo():
     reach = TASKS.get("reach")
     preset = reach.presets.get("ppo", {})
-    if "task.num_envs" not in preset:
-        pytest.skip("reach has no ppo num_envs preset")
+    assert "task.num_envs" in preset, "this test needs reach's ppo preset to set task.num_envs"
     cfg_ppo = resolve_train_config(task="reach", algo="ppo")
     cfg_sac = resolve_train_config(task="reach", algo="sac")
     assert cfg_ppo.task.num_envs == preset["task.num_envs"]

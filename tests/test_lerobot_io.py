@@ -139,7 +139,8 @@ def test_video_features_round_trip(tmp_path):
         err = np.abs(a.obs["image.front"].astype(int) - b.obs["image.front"].astype(int))
         assert err.mean() < 4 and b.obs["image.front"].shape == a.obs["image.front"].shape  # AV1 is lossy
     if not _torchcodec_works():
-        pytest.skip("torchcodec unavailable: LeRobot's own video loader cannot run here (docs/datasets.md)")
+        pytest.skip("torchcodec or FFmpeg's shared libraries missing (apt-get install libavdevice59): LeRobot's "
+                    "own video loader cannot run here (docs/datasets.md)")
     theirs = LeRobotDataset("local/robot_rl", root=tmp_path / "lr")
     flat = np.concatenate([e.obs["image.front"] for e in ours])
     for i in range(len(theirs)):
