@@ -162,14 +162,13 @@ def test_no_import_cycle_spans_packages(graph):
     assert not cycles, "import cycles across packages:\n" + "\n".join(", ".join(c) for c in cycles)
 
 
-def test_the_walker_sees_lazy_and_type_checking_imports():
-    # A rule checked by a walker that misses imports would pass on anything: prove it finds the two hidden kinds.
-    graph = import_graph()
-    assert any(graph.values()), "the walker found no imports at all"
-    sources = {m: ROOT.parent.joinpath(*m.split(".")) for m in graph}
-    lazy = [m for m, p in sources.items() if p.with_suffix(".py").is_file()
-            and "    from robot_rl." in p.with_suffix(".py").read_text()]
-    assert lazy and all(graph[m] for m in lazy)
+def test_the_walker_sees_lazy_and_type_checking_imports(graph):
+    # A rule checked by a walker that misses imports would pass on anything: prove it finds the two hidden kinds,
+    # on imports that exist only in those forms.
+    assert "robot_rl.core.algorithm" in graph["robot_rl.core.config"]  # only under TYPE_CHECKING there
+    assert "robot_rl.data.demos" in graph["robot_rl.loop.runner"]  # only inside InProcessRunner._load_demos
+    assert "robot_rl.cotrain.extension" in graph["robot_rl.loop.runner"]  # only inside a method
+    assert "robot_rl.sims.randomize" in graph["robot_rl.sims.base"]  # only inside a nested function
 
 
 # ---- size limits (issue 19): no file in robot_rl/ over 500 lines, no function or method over 80 ----------------------
