@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from robot_rl.core.algorithm import Algorithm, Policy
     from robot_rl.core.env import VecEnv
     from robot_rl.core.specs import EnvSpec
-    from robot_rl.core.transport import ActorEndpoint, LearnerLink
+    from robot_rl.core.transport import LearnerLink, RemoteActorEndpoint
 
 
 class ConfigError(ValueError):
@@ -85,7 +85,7 @@ class TransportConfig:
         """The learner's side, listening; acknowledgements (where the transport has them) wait for ``confirm``."""
         raise NotImplementedError
 
-    def connect_actor(self, spec: EnvSpec, actor_id: int) -> ActorEndpoint:
+    def connect_actor(self, spec: EnvSpec, actor_id: int) -> RemoteActorEndpoint:
         """An actor process's endpoint, connected to the learner (transports with ``in_process = False``)."""
         raise NotImplementedError
 

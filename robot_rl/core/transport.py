@@ -91,6 +91,31 @@ class LearnerEndpoint(Protocol):
 
 
 @runtime_checkable
+class RemoteActorEndpoint(ActorEndpoint, Protocol):
+    """An actor process's endpoint (``TransportConfig.connect_actor``).
+
+    It keeps every chunk until the learner acknowledges it, and can be refused by the learner at connect
+    time (a spec mismatch, a key not in the allow-list).
+    """
+
+    handshake_error: str | None
+    acked: int
+    stats: TransportStats
+
+    def unacked(self) -> int:
+        """Chunks sent but not yet acknowledged."""
+        ...
+
+    def dropped(self) -> int:
+        """Chunks given up on (a full spill directory); counted, never silent."""
+        ...
+
+    def close(self) -> None:
+        """Say goodbye to the learner and release the socket."""
+        ...
+
+
+@runtime_checkable
 class LearnerLink(Protocol):
     """The learner's side of an opened transport (``TransportConfig.open_learner``).
 

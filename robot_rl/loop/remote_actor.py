@@ -11,8 +11,6 @@ from robot_rl.hardware.rate import RateLoop
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.config import TrainConfig
 from robot_rl.loop.run_context import resolve_device, seed_everything
-from robot_rl.transport.config import ZmqTransportConfig
-from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
 log = logging.getLogger(__name__)
 
@@ -38,16 +36,16 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None)
     On-policy algorithms wait for the next weight version after every ``rollout_length`` steps; the
     wait has the deadline ``loop.max_wait_s``.
     """
-    if not isinstance(cfg.transport, ZmqTransportConfig):
-        raise ConfigError("robot-rl actor needs transport.type=zmq (and the learner's address)")
-    t = cfg.transport
+    if cfg.transport.in_process:
+        raise ConfigError("robot-rl actor needs a transport actor processes connect to: transport.type=zmq "
+                          "(and the learner's address)")
     device = resolve_device(cfg.run.device)
     seed = cfg.run.seed + 7919 * (actor_id + 1)
     seed_everything(seed)
     env = cfg.make_env(device, seed)
     # The policy alone (no critics, no optimisers); its weights arrive from the learner before the first step.
     policy = cfg.algo.build_policy(env.spec, device, seed)
-    endpoint = ZmqActorEndpoint(t.address, actor_id, env.spec, ZmqSettings.from_config(t))
+    endpoint = cfg.transport.connect_actor(env.spec, actor_id)
     actor = Actor(env, policy, endpoint, seed=seed, send_timeout_s=cfg.loop.max_wait_s,
                   max_staleness=cfg.loop.max_staleness)
     # loop.actor_hz paces the loop like deploy's and record's (absolute deadlines, overruns counted); 0 = unpaced.

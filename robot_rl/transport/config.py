@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from robot_rl.core.config import TRANSPORTS, ConfigError, TransportConfig
 from robot_rl.core.specs import EnvSpec
-from robot_rl.core.transport import ActorEndpoint, LearnerEndpoint, LearnerLink
+from robot_rl.core.transport import ActorEndpoint, LearnerEndpoint, LearnerLink, RemoteActorEndpoint
 
 
 @TRANSPORTS.register("inproc")
@@ -25,7 +25,7 @@ class InprocTransportConfig(TransportConfig):
 
         return InprocLink(InprocTransport(self.max_queued_batches))
 
-    def connect_actor(self, spec: EnvSpec, actor_id: int) -> ActorEndpoint:
+    def connect_actor(self, spec: EnvSpec, actor_id: int) -> RemoteActorEndpoint:
         """In-process actors are threads of the learner: there is nothing to connect to."""
         raise ConfigError("transport.type=inproc has no actor processes: `robot-rl train` runs the actors as "
                           "threads; for `robot-rl actor` use transport.type=zmq")
@@ -74,7 +74,7 @@ class ZmqTransportConfig(TransportConfig):
 
         return ZmqLink(ZmqLearnerEndpoint(self.address, spec, ZmqSettings.from_config(self, ack_after="confirm")))
 
-    def connect_actor(self, spec: EnvSpec, actor_id: int) -> ActorEndpoint:
+    def connect_actor(self, spec: EnvSpec, actor_id: int) -> RemoteActorEndpoint:
         """Connect to the learner at ``address`` as actor ``actor_id``."""
         from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
