@@ -60,8 +60,9 @@ class Learner:
             self.spec.action.check("action", batch.action)
         except SpecMismatchError as e:
             return "nonfinite" if "NaN" in str(e) else f"spec: {e}"
-        for name in ("reward", "terminated", "truncated", "intervened", "policy_version", "env_index"):
-            t = getattr(batch, name)
+        per_row = {"reward": batch.reward, "terminated": batch.terminated, "truncated": batch.truncated,
+                   "intervened": batch.intervened, "policy_version": batch.policy_version, "env_index": batch.env_index}
+        for name, t in per_row.items():
             if tuple(t.shape) != (n,):
                 return f"spec: {name} has shape {list(t.shape)}, expected [{n}]"
         if not bool(torch.isfinite(batch.reward).all()):
