@@ -1,5 +1,6 @@
 """Suite-wide settings."""
 
+import ctypes.util
 import importlib.util
 import os
 
@@ -9,8 +10,13 @@ import torch
 # MuJoCo must load its OpenGL (OSMesa) before anything else does: test_maniskill.py imports SAPIEN at
 # collection, and once SAPIEN's stack has loaded first, OSMesa contexts fail (gladLoadGL error, or an
 # abort inside Mesa). Users hit the same rule in one process (docs/sims-maniskill.md).
-os.environ.setdefault("MUJOCO_GL", "osmesa")
-os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+# Without libOSMesa (a fresh machine before `apt-get install libosmesa6`), MUJOCO_GL=osmesa would make
+# `import mujoco` itself raise inside PyOpenGL and stop collection; then MuJoCo runs without a renderer
+# (physics tests run) and the rendering tests skip naming the package (tests/needs.py).
+if "MUJOCO_GL" not in os.environ and ctypes.util.find_library("OSMesa") is not None:
+    os.environ["MUJOCO_GL"] = "osmesa"
+if os.environ.get("MUJOCO_GL") == "osmesa":
+    os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 if importlib.util.find_spec("mujoco") is not None:
     import mujoco  # noqa: F401
 

@@ -1,15 +1,13 @@
 """MuJoCo arm tasks on the CPU backend: spec, stepping, auto-reset, determinism, parallel == serial,
 rendering, domain-randomisation parameters and bad input."""
 
-import os
 
 import numpy as np
 import pytest
 import torch
 from needs import need_mujoco_rendering
 
-os.environ.setdefault("MUJOCO_GL", "osmesa")  # read once, when mujoco is first imported
-pytest.importorskip("mujoco")
+pytest.importorskip("mujoco")  # MUJOCO_GL is chosen in conftest.py, before anything imports mujoco
 
 from robot_rl.core.config import TASKS
 from robot_rl.core.env import NonFiniteActionError

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 import torch
 from needs import need_mujoco_rendering
 
-os.environ.setdefault("MUJOCO_GL", "osmesa")
-pytest.importorskip("mujoco")
+pytest.importorskip("mujoco")  # MUJOCO_GL is chosen in conftest.py, before anything imports mujoco
 
 from robot_rl.core.env import SelectObservation
 from robot_rl.loop.config import resolve_train_config

@@ -18,6 +18,7 @@ pitch, yaw are relative to that pointing-down home frame (zero there), so they n
 
 from __future__ import annotations
 
+import ctypes.util
 import json
 import logging
 import os
@@ -171,8 +172,16 @@ class SimulatedArm(Robot):
     def _spawn(self) -> tuple[subprocess.Popen[str], str]:
         cfg = {k: v for k, v in asdict(self.config).items() if k not in ("address",)}
         env = dict(os.environ)
-        env.setdefault("MUJOCO_GL", "osmesa" if not env.get("DISPLAY") else "glfw")
-        env.setdefault("PYOPENGL_PLATFORM", env["MUJOCO_GL"] if env["MUJOCO_GL"] != "glfw" else "")
+        if "MUJOCO_GL" not in env:
+            # Headless: OSMesa renders the cameras on the CPU. Without libOSMesa (no libosmesa6), MUJOCO_GL=osmesa
+            # would break `import mujoco` itself; the arm then runs without a renderer and a camera fails to
+            # start with a message naming the package.
+            if env.get("DISPLAY"):
+                env["MUJOCO_GL"] = "glfw"
+            elif ctypes.util.find_library("OSMesa") is not None:
+                env["MUJOCO_GL"] = "osmesa"
+        if env.get("MUJOCO_GL") == "osmesa":
+            env.setdefault("PYOPENGL_PLATFORM", "osmesa")
         proc = subprocess.Popen([sys.executable, "-m", "robot_rl.hardware.sim_arm_server", json.dumps(cfg)],
                                 stdout=subprocess.PIPE, stderr=None, text=True, env=env)
         assert proc.stdout is not None

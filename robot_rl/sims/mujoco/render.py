@@ -7,6 +7,7 @@ never touch the OpenGL context (it belongs to the thread that created it: the en
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 import sys
 from typing import Any
@@ -21,8 +22,13 @@ def choose_gl(device_type: str) -> None:
     """
     if "mujoco" in sys.modules or "MUJOCO_GL" in os.environ or os.environ.get("DISPLAY"):
         return
-    os.environ["MUJOCO_GL"] = "egl" if device_type == "cuda" else "osmesa"
-    os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+    backend, lib = ("egl", "EGL") if device_type == "cuda" else ("osmesa", "OSMesa")
+    if ctypes.util.find_library(lib) is None:
+        # Choosing a backend whose library is missing would break `import mujoco` itself (inside PyOpenGL),
+        # physics included; without it MuJoCo still simulates and CameraRenderer says what to install.
+        return
+    os.environ["MUJOCO_GL"] = backend
+    os.environ.setdefault("PYOPENGL_PLATFORM", backend)
 
 
 class CameraRenderer:
