@@ -48,6 +48,12 @@ class Learner:
         self._unconfirmed: list[TransitionBatch] = []  # stored, waiting for a replay commit to be acked
         self._oldest_unconfirmed = 0.0
         self.cut_sessions = 0  # actor sessions that ended without a goodbye (process killed)
+        # Capabilities resolved once: an isinstance against a runtime Protocol costs ~8 us, several times the
+        # empty recv that pump() makes between actor steps.
+        self._acking = endpoint if isinstance(endpoint, AckingEndpoint) else None
+        self._sessions = endpoint if isinstance(endpoint, SessionEndpoint) else None
+        self._durable = self.storage if isinstance(self.storage, DurableStorage) else None
+        self._rollout = self.storage if isinstance(self.storage, OnPolicyStorage) else None
 
     # ---- data in ----------------------------------------------------------------------------
 
@@ -84,8 +90,7 @@ class Learner:
         # a restarted learner rebuilds its de-duplication window from the disk, not from the older
         # checkpoint, so a resend of a stored chunk whose acknowledgement was lost is dropped.
         buf = primary_buffer(self.storage)
-        tracks_sessions = buf is not None and isinstance(self.endpoint, SessionEndpoint)
-        session = self.endpoint.session_of(batch) if tracks_sessions else None  # type: ignore[attr-defined]
+        session = self._sessions.session_of(batch) if buf is not None and self._sessions is not None else None
         if buf is not None and session is not None:
             keep_chunk_whole(buf, len(batch))
         self.storage.add(batch.to(self.device))
@@ -106,8 +111,8 @@ class Learner:
         self.ingest(batch)
         # Stored (or rejected for good): a transport that acknowledges on confirmation may do so now,
         # or, with persisted replay, once the rows are on disk (see _confirm_durable).
-        if isinstance(self.endpoint, AckingEndpoint):
-            self._confirm_durable(batch, self.endpoint)
+        if self._acking is not None:
+            self._confirm_durable(batch, self._acking)
         return True
 
     #: With persisted replay, acknowledgements wait for a segment commit; at most this many chunks or
@@ -116,7 +121,7 @@ class Learner:
     ack_max_delay_s = 1.0
 
     def _confirm_durable(self, batch: TransitionBatch, endpoint: AckingEndpoint) -> None:
-        if not (isinstance(self.storage, DurableStorage) and self.storage.persisted):
+        if not (self._durable is not None and self._durable.persisted):
             endpoint.confirm(batch)
             return
         if not self._unconfirmed:
@@ -126,15 +131,15 @@ class Learner:
 
     def confirm_due(self, force: bool = False) -> None:
         """Commit the replay and acknowledge the stored chunks if enough are waiting or the oldest waited long."""
-        if not self._unconfirmed or not isinstance(self.endpoint, AckingEndpoint):
+        if not self._unconfirmed or self._acking is None:
             return
         if not (force or len(self._unconfirmed) >= self.ack_max_chunks
                 or time.monotonic() - self._oldest_unconfirmed >= self.ack_max_delay_s):
             return
-        if isinstance(self.storage, DurableStorage):
-            self.storage.flush()
+        if self._durable is not None:
+            self._durable.flush()
         for b in self._unconfirmed:
-            self.endpoint.confirm(b)
+            self._acking.confirm(b)
         self._unconfirmed.clear()
 
     def _end_cut_sessions(self) -> None:
@@ -142,11 +147,11 @@ class Learner:
 
         Marked truncated, so on-policy returns never run across the cut into the restarted actor's steps.
         """
-        if not isinstance(self.endpoint, SessionEndpoint):
+        if self._sessions is None:
             return
-        for cut in self.endpoint.pop_cut_sessions():
-            if isinstance(self.storage, OnPolicyStorage):
-                self.storage.truncate_actor(cut.actor_id)
+        for cut in self._sessions.pop_cut_sessions():
+            if self._rollout is not None:
+                self._rollout.truncate_actor(cut.actor_id)
             self.cut_sessions += 1
 
     # ---- learning ---------------------------------------------------------------------------
@@ -173,9 +178,9 @@ class Learner:
     def update_on_policy(self) -> bool:
         """On-policy: update once the rollout is full; ``True`` if it did."""
         algo = cast(OnPolicyAlgorithm, self.algo)
-        if not isinstance(self.storage, OnPolicyStorage):
+        if self._rollout is None:
             raise TypeError(f"{type(self.storage).__name__} is not a rollout; on-policy learners need one")
-        if not self.storage.is_full():
+        if not self._rollout.is_full():
             return False
         self.last_stats = algo.update(self.storage)
         self.updates += 1
