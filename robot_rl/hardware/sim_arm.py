@@ -126,6 +126,7 @@ class SimulatedArm(Robot):
         self._socks: dict[str, Any] = {}
         self._locks = {"main": threading.Lock(), "hold": threading.Lock()}
         self._connected = False
+        self._disconnecting = False  # set while disconnect() holds and shuts the server down
         self.last_observation: dict[str, np.ndarray] | None = None
         self.cube: np.ndarray = np.zeros(3)
         self._task: dict[str, Any] | None = None
@@ -162,6 +163,7 @@ class SimulatedArm(Robot):
         else:
             self.address = self.config.address
         self._connected = True
+        self._disconnecting = False
         try:
             self._call("hello", timeout_s=self.config.start_timeout_s)
             self._call("hold")
@@ -203,6 +205,7 @@ class SimulatedArm(Robot):
         """Hold, stop the server (if this client started it) and close the sockets. Safe to call twice."""
         if not self._connected:
             return
+        self._disconnecting = True
         try:
             if self.is_connected:
                 self._call("hold")
@@ -319,6 +322,11 @@ class SimulatedArm(Robot):
                 self._call("hold", channel="hold")
             except NotConnectedError:
                 pass
+            except RobotError:
+                # The server may exit under this hold once disconnect() has sent it "shutdown" (after its own
+                # hold): the arm is held by then, so a racing hold has nothing left to do.
+                if not self._disconnecting:
+                    raise
 
     def emergency_stop_command(self) -> Any:
         """A picklable ``hold`` for :class:`~robot_rl.hardware.estop.EStopGuard` (after :meth:`connect`)."""
