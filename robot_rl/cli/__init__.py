@@ -28,7 +28,7 @@ from robot_rl.cli.deploy import DeployArgs
 from robot_rl.cli.distributed import ActorArgs, KeysArgs, LearnerArgs
 from robot_rl.cli.export import ExportArgs
 from robot_rl.cli.flow import FlowSFTArgs
-from robot_rl.cli.info import ConfigArgs, DevicesArgs, TasksArgs
+from robot_rl.cli.info import ConfigArgs, DevicesArgs, TasksArgs, VerbConfigArgs
 from robot_rl.cli.record import RecordArgs
 from robot_rl.cli.reward import RewardArgs
 from robot_rl.cli.train import EvalArgs, TrainArgs
@@ -95,11 +95,26 @@ def dotted_flags(argv: list[str]) -> list[str]:
     return out + overrides  # positional overrides go last, after every option
 
 
+def verb_config(argv: list[str]) -> VerbConfigArgs:
+    """`robot-rl config VERB [VERB's options and overrides] [--yaml]`: VERB parsed as it would run."""
+    rest = dotted_flags([a for a in argv if a != "--yaml"])
+    command = tyro.cli(VERBS[rest[0]], args=rest[1:], prog=f"robot-rl config {rest[0]}",
+                       description=f"Print the config `robot-rl {rest[0]}` would run with these options (--yaml: "
+                                   "as a file its --config takes).")
+    # A verb with sub-verbs (reward) is named with the one chosen: "reward serve".
+    name = " ".join(rest[:2]) if hasattr(command, "action") else rest[0]
+    return VerbConfigArgs(verb=name, command=command, yaml="--yaml" in argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `robot-rl` console script: parse ``argv`` (default: sys.argv) and run the verb."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    argv = dotted_flags(sys.argv[1:] if argv is None else list(argv))
-    args: Command = tyro.cli(verb_union(), args=argv, prog="robot-rl", description=DESCRIPTION)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args: Command
+    if len(argv) > 1 and argv[0] == "config" and argv[1] in VERBS and argv[1] != "config":
+        args = verb_config(argv[1:])
+    else:
+        args = tyro.cli(verb_union(), args=dotted_flags(argv), prog="robot-rl", description=DESCRIPTION)
     try:
         return args.run()
     except DiskFullError as e:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
 class Command(ABC):
@@ -20,3 +20,11 @@ class Command(ABC):
     @abstractmethod
     def run(self) -> int:
         """Run the verb; the exit code (0 ok, 1 the verb's own "found problems", 2 bad input)."""
+
+    def resolved_config(self) -> Any:
+        """The config this command would run with, fully resolved (YAML file, defaults, overrides), or None.
+
+        A dataclass tree or a ``{section: dataclass}`` dict; `robot-rl config VERB …` prints it. Building it
+        must touch no robot, device, file or socket: only the configs.
+        """
+        return None

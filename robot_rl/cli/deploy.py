@@ -85,7 +85,7 @@ class DeployArgs(Command):
         from robot_rl.human_loop.status import StatusLine
         from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
-        cfg = resolve_deploy_config(self)
+        cfg = self.resolved_config()
         if self.role == "learner":
             return self._run_learner(cfg)
         if cfg.mode == "eval" and self.run_dir is None:
@@ -132,6 +132,10 @@ class DeployArgs(Command):
               f"{(sum(rates) / len(rates) if rates else 0.0):.0%}, policy v{report.policy_version}; "
               f"{report.rate.summary()}; safety events {report.safety_counts or 'none'}{estop}", flush=True)
         return 0
+
+    def resolved_config(self) -> Any:
+        """The :class:`~robot_rl.human_loop.deploy.DeployConfig` both roles run with."""
+        return resolve_deploy_config(self)
 
     def _run_learner(self, cfg: Any) -> int:
         """`--role learner`: serve the actors and train until Ctrl-C or --max-s."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import tyro
 
@@ -40,22 +40,25 @@ class LearnerArgs(Command):
 
     def run(self) -> int:
         """Listen for actors and train until a stop rule fires."""
-        from robot_rl.loop.runner import InProcessRunner, load_run_config
+        from robot_rl.loop.runner import InProcessRunner
 
-        overrides = [*self.overrides, *([f"run.name={self.name}"] if self.name else [])]
-        if self.resume is not None:
-            from robot_rl.config_io import parse_override
-
-            extra = ["transport.type=zmq", *([f"transport.address={self.bind}"] if self.bind else []), *overrides]
-            cfg = load_run_config(self.resume, dict(parse_override(o) for o in extra))
-            runner = InProcessRunner(cfg, run_dir=self.resume, resume=True, remote_actors=True)
-        else:
-            cfg = zmq_config(self.task, self.algo, self.config, tuple(overrides), self.bind)
-            runner = InProcessRunner(cfg, remote_actors=True)
+        runner = InProcessRunner(self.resolved_config(), run_dir=self.resume, resume=self.resume is not None,
+                                 remote_actors=True)
         print(f"learner listening on {runner.address} (run directory {runner.run_dir})", flush=True)
         result = runner.train()
         print(f"stopped ({result.stop_reason}) after {result.env_steps:,} env steps, {result.updates:,} updates")
         return 0
+
+    def resolved_config(self) -> Any:
+        """The run's TrainConfig with a ZeroMQ transport bound at --bind (the resumed run's own with --resume)."""
+        overrides = [*self.overrides, *([f"run.name={self.name}"] if self.name else [])]
+        if self.resume is not None:
+            from robot_rl.config_io import parse_override
+            from robot_rl.loop.runner import load_run_config
+
+            extra = ["transport.type=zmq", *([f"transport.address={self.bind}"] if self.bind else []), *overrides]
+            return load_run_config(self.resume, dict(parse_override(o) for o in extra))
+        return zmq_config(self.task, self.algo, self.config, tuple(overrides), self.bind)
 
 
 @dataclass
@@ -83,13 +86,16 @@ class ActorArgs(Command):
         """Act for the learner until it stops, Ctrl-C or --max-env-steps; print what was sent."""
         from robot_rl.loop.remote_actor import run_actor
 
-        cfg = zmq_config(self.task, self.algo, self.config, self.overrides, self.connect)
-        report = run_actor(cfg, self.actor_id, self.max_env_steps)
+        report = run_actor(self.resolved_config(), self.actor_id, self.max_env_steps)
         print(f"actor {self.actor_id}: {report.env_steps:,} env steps, {report.chunks_acked}/{report.chunks_sent} "
               f"chunks acknowledged, {report.unacked} unacknowledged, {report.dropped_chunks} dropped, "
               f"weights v{report.policy_version}, {report.stale_pauses} stale pauses, {report.overruns} overruns",
               flush=True)
         return 0
+
+    def resolved_config(self) -> Any:
+        """The run's TrainConfig with a ZeroMQ transport connecting to --connect."""
+        return zmq_config(self.task, self.algo, self.config, self.overrides, self.connect)
 
 
 @dataclass

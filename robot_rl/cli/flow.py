@@ -47,14 +47,7 @@ class FlowSFTArgs(Command):
 
     def run(self) -> int:
         """Record demos (--record, when DEMOS does not exist), train, write results.json, print the evaluations."""
-        from robot_rl.core.config import ConfigError
-        from robot_rl.loop.config import resolve_train_config
-
-        bad = [o for o in self.overrides if not o.startswith("task.")]
-        if bad:
-            raise ConfigError(f"flow-sft takes task.KEY=VALUE overrides only, got {bad}")
-        # "sac" only to resolve the task section: no task has SFT presets, and flow_ppo's would switch to chunk actions.
-        task = resolve_train_config(self.task, "sac", overrides=list(self.overrides)).task
+        task = self.resolved_config()["task"]
         if self.record and not self.demos.exists():
             from robot_rl.data.recorder import StoreSink, record_episodes
             from robot_rl.data.store import EpisodeStore
@@ -77,6 +70,18 @@ class FlowSFTArgs(Command):
                   f"return {stats['mean_return']:.1f}")
         print(f"checkpoint: {result.checkpoint}")
         return 0
+
+    def resolved_config(self) -> dict[str, Any]:
+        """``{"task": the evaluation task's config, "sft": the SFT settings}``."""
+        from robot_rl.core.config import ConfigError
+        from robot_rl.loop.config import resolve_train_config
+
+        bad = [o for o in self.overrides if not o.startswith("task.")]
+        if bad:
+            raise ConfigError(f"flow-sft takes task.KEY=VALUE overrides only, got {bad}")
+        # "sac" only to resolve the task section: no task has SFT presets, and flow_ppo's would switch to chunk actions.
+        task = resolve_train_config(self.task, "sac", overrides=list(self.overrides)).task
+        return {"task": task, "sft": self.sft}
 
 
 def scripted_demonstrator(env: Any, task_name: str) -> ChunkDemonstrator:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import tyro
 
@@ -15,7 +15,13 @@ from robot_rl.loop.config import resolve_train_config
 
 @dataclass
 class ConfigArgs(Command):
-    """Print the resolved config of a task/algorithm pair: every key, its value and its meaning."""
+    """Print the resolved config of a task/algorithm pair: every key, its value and its meaning.
+
+    Any other command that takes a config prints its own the same way when prefixed with `robot-rl config`:
+    `robot-rl config deploy --mode learn robot.type=sim_arm`, `robot-rl config record --robot sim_arm`,
+    `robot-rl config reward train-classifier demos --out clf`, `robot-rl config flow-sft demos`. Add --yaml
+    for a file that command's --config takes. Nothing is connected, trained or written.
+    """
 
     config_flags: ClassVar[bool] = True
 
@@ -32,20 +38,46 @@ class ConfigArgs(Command):
 
     def run(self) -> int:
         """Print the table (or the YAML)."""
-        cfg = resolve_train_config(self.task, self.algo, self.config, list(self.overrides))
-        if self.yaml:
-            import yaml
-
-            print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
-            return 0
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table("key", "value", "meaning", show_lines=False)
-        for key, value, doc in describe(cfg):
-            table.add_row(key, repr(value) if isinstance(value, str) else str(value), doc)
-        Console().print(table)
+        print_config(resolve_train_config(self.task, self.algo, self.config, list(self.overrides)), self.yaml)
         return 0
+
+
+@dataclass
+class VerbConfigArgs(Command):
+    """`robot-rl config VERB …`: print the config ``command`` (VERB parsed with its options) would run with."""
+
+    verb: str
+    command: Command
+    yaml: bool = False
+
+    def run(self) -> int:
+        """Print the table (or the YAML); say so when the verb takes no config."""
+        cfg = self.command.resolved_config()
+        if cfg is None:
+            print(f"robot-rl {self.verb} takes no config beyond its options: `robot-rl {self.verb} --help` lists "
+                  "them")
+            return 0
+        print_config(cfg, self.yaml)
+        return 0
+
+
+def print_config(cfg: Any, as_yaml: bool) -> None:
+    """Print a config (a dataclass tree or ``{section: dataclass}``) as a key/value/meaning table or as YAML."""
+    sections = cfg if isinstance(cfg, dict) else {"": cfg}
+    if as_yaml:
+        import yaml
+
+        data = {k: to_dict(v) for k, v in sections.items()}
+        print(yaml.safe_dump(data.get("", data), sort_keys=False), end="")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("key", "value", "meaning", show_lines=False)
+    for name, section in sections.items():
+        for key, value, doc in describe(section, f"{name}." if name else ""):
+            table.add_row(key, repr(value) if isinstance(value, str) else str(value), doc)
+    Console(width=max(160, Console().width)).print(table)
 
 
 @dataclass

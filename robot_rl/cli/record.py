@@ -73,6 +73,10 @@ class RecordArgs(Command):
         """Record (see :func:`run_record`); 0 when at least one episode was saved, 1 when none, 2 on bad input."""
         return run_record(self)
 
+    def resolved_config(self) -> Any:
+        """The robot, device, safety and record sections (what `--config` takes), as built configs."""
+        return dict(zip(SECTIONS, build_configs(self), strict=True))
+
 
 def _ensure_robots() -> None:
     import robot_rl.hardware.lerobot_robot

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal, TypeVar, Union
+from typing import Annotated, Any, Literal, TypeVar, Union
 
 import tyro
 
@@ -65,13 +65,18 @@ class TrainClassifierArgs(Command):
     @_bad_data_exits_2
     def run(self) -> int:
         """Train, calibrate and print the summary."""
-        from robot_rl.rewards.classifier import ClassifierConfig, train_classifier
+        from robot_rl.rewards.classifier import train_classifier
 
-        cfg = ClassifierConfig(cameras=self.cameras, label=self.label, last_k=self.last_k,
-                               target_precision=self.target_precision, held_out=self.held_out, steps=self.steps,
-                               backbone=self.backbone, seed=self.seed)
-        print(train_classifier(self.data, self.out, cfg).summary())
+        print(train_classifier(self.data, self.out, self.resolved_config()).summary())
         return 0
+
+    def resolved_config(self) -> Any:
+        """The :class:`~robot_rl.rewards.classifier.ClassifierConfig` the options make."""
+        from robot_rl.rewards.classifier import ClassifierConfig
+
+        return ClassifierConfig(cameras=self.cameras, label=self.label, last_k=self.last_k,
+                                target_precision=self.target_precision, held_out=self.held_out, steps=self.steps,
+                                backbone=self.backbone, seed=self.seed)
 
 
 @dataclass
@@ -122,12 +127,16 @@ class TrainPRMArgs(Command):
     @_bad_data_exits_2
     def run(self) -> int:
         """Train and print the summary."""
-        from robot_rl.rewards.prm import PRMConfig, train_prm
+        from robot_rl.rewards.prm import train_prm
 
-        report = train_prm(self.data, self.out, PRMConfig(cameras=self.cameras, instruction=self.instruction,
-                                                          steps=self.steps, seed=self.seed))
-        print(report.summary())
+        print(train_prm(self.data, self.out, self.resolved_config()).summary())
         return 0
+
+    def resolved_config(self) -> Any:
+        """The :class:`~robot_rl.rewards.prm.PRMConfig` the options make."""
+        from robot_rl.rewards.prm import PRMConfig
+
+        return PRMConfig(cameras=self.cameras, instruction=self.instruction, steps=self.steps, seed=self.seed)
 
 
 @dataclass
@@ -214,3 +223,7 @@ class RewardArgs(Command):
         """Run the sub-verb: 0 on success, 2 on bad data or a model that cannot be served."""
         result: int = self.action.run()
         return result
+
+    def resolved_config(self) -> Any:
+        """The sub-verb's config (None for calibrate and serve, which take options only)."""
+        return self.action.resolved_config()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import tyro
 
@@ -42,25 +42,25 @@ class TrainArgs(Command):
 
     def run(self) -> int:
         """Train until a stop rule fires; print how it ended and where the run is."""
-        from robot_rl.loop.runner import load_run_config, train
+        from robot_rl.loop.runner import train
 
-        overrides = list(self.overrides)
-        if self.name:
-            overrides.append(f"run.name={self.name}")
-        if self.resume is not None:
-            from robot_rl.config_io import parse_override
-
-            cfg = load_run_config(self.resume, dict(parse_override(o) for o in overrides))
-            result = train(cfg, resume_dir=self.resume)
-        else:
-            cfg = resolve_train_config(self.task, self.algo, self.config, overrides)
-            result = train(cfg)
+        result = train(self.resolved_config(), resume_dir=self.resume)
         ev = result.last_eval
         status = "reached the success threshold" if result.reached_threshold else f"stopped ({result.stop_reason})"
         print(f"{status} after {result.env_steps:,} env steps, {result.updates:,} updates, {result.wall_s:.0f}s"
               + (f"; eval success {ev.success_rate:.0%}, return {ev.mean_return:.2f}" if ev else ""))
         print(f"run written to {result.run_dir}")
         return 0
+
+    def resolved_config(self) -> Any:
+        """The run's TrainConfig: the resumed run's own (with the overrides), or task/algo presets, file, overrides."""
+        overrides = [*self.overrides, *([f"run.name={self.name}"] if self.name else [])]
+        if self.resume is not None:
+            from robot_rl.config_io import parse_override
+            from robot_rl.loop.runner import load_run_config
+
+            return load_run_config(self.resume, dict(parse_override(o) for o in overrides))
+        return resolve_train_config(self.task, self.algo, self.config, overrides)
 
 
 @dataclass
