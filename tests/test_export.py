@@ -258,7 +258,8 @@ def test_cortex_m_sizes_for_a_3x256_mlp(tmp_path):
 
 
 @pytest.mark.skipif(not (arm_available() and shutil.which("qemu-system-arm") and shutil.which("cmake")),
-                    reason="needs arm-none-eabi-gcc, cmake and qemu-system-arm")
+                    reason="needs arm-none-eabi-gcc, cmake and qemu-system-arm (apt-get install gcc-arm-none-eabi "
+                           "libnewlib-arm-none-eabi cmake qemu-system-arm, or scripts/install-system-deps.sh)")
 def test_firmware_runs_under_qemu_and_matches_host(tmp_path):
     policy, _ = _policy("ppo", 7, (16, 16), "elu", True, (3,), (-1.0, 1.0), seed=2)
     graph = extract_mlp(policy)

@@ -32,3 +32,19 @@ def test_readme_links_resolve():
     for target in re.findall(r"\]\(([^)#]+)\)", text):
         if not target.startswith("http"):
             assert (ROOT / target).exists(), target
+
+
+def test_the_fresh_machine_check_hides_every_system_package_the_install_script_installs():
+    import re
+
+    scripts = ROOT / "scripts"
+    installs = set()
+    for line in (scripts / "install-system-deps.sh").read_text().splitlines():
+        if "apt-get install" in line:
+            words = line.split("apt-get install", 1)[1].split(">", 1)[0].split()
+            installs |= {w for w in words if not w.startswith("-") and w != "bookworm-backports"}
+    hidden = re.search(r"^PACKAGES=\(([^)]*)\)", (scripts / "without-system-deps.sh").read_text(), re.M)
+    assert hidden is not None
+    assert installs and installs == set(hidden.group(1).split())
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert ci.index("without-system-deps.sh") < ci.index("install-system-deps.sh")
