@@ -231,3 +231,28 @@ def test_weight_gate_accepts_close_policies_and_rejects_bad_ones():
     assert not crash.ok and "ZeroDivisionError" in crash.reason
     assert gate.version == 2 and gate.counts == {"accepted": 2, "rejected": 4}
     assert not check_policy_update(_policy(), None, {"state": np.zeros((0, 4))}).ok
+
+
+def test_watchdog_counts_from_the_first_command_and_its_latch_says_what_to_change():
+    import time
+
+    from waiting import wait_until
+
+    robot = PoseRobot()
+    layer = SafetyLayer(robot, SafetyConfig(workspace_low=list(LOW), workspace_high=list(HIGH),
+                                            watchdog_timeout_s=0.05))
+    with layer:
+        layer.connect()
+        # A slow start (a first camera render, a policy loading) is not a stalled stream: no command yet, no trip.
+        time.sleep(0.25)
+        assert layer.latched is None and robot.holds == 0
+        layer.step(np.zeros(7))  # the stream starts, then stalls
+        wait_until(lambda: layer.latched == "watchdog", 5.0, "the watchdog to latch after the stream stalled")
+        detail = layer.latch_detail
+        assert detail is not None and "safety.watchdog_timeout_s=0.05" in detail
+        suggested = float(detail.split("set safety.watchdog_timeout_s=")[1].split()[0])
+        assert suggested >= 2 * layer.watchdog.last_trip_delay_s and suggested >= 0.1
+        # Re-armed, the deadline again waits for the next command.
+        layer.rearm()
+        time.sleep(0.2)
+        assert layer.latched is None

@@ -1,12 +1,15 @@
 """A watchdog thread that holds the robot when commands stop arriving.
 
-Every fresh command calls :meth:`Watchdog.kick`. If no kick arrives within ``timeout_s`` of the last one,
-the watchdog calls ``on_trip`` once from its own thread and stays tripped (latched) until
-:meth:`Watchdog.arm` is called again. The thread sleeps on an event with the exact remaining time, so it
-fires within the OS scheduling latency of the deadline, not on a polling grid.
+Every fresh command calls :meth:`Watchdog.kick`. If no kick arrives within ``timeout_s`` of the last one, the
+watchdog calls ``on_trip`` once from its own thread and stays tripped (latched) until :meth:`Watchdog.arm` is
+called again. An armed watchdog starts counting at the first kick after :meth:`~Watchdog.arm`: what it guards is a
+command stream that stops, and before the first command there is none (the robot holds what it measured at the re-
+arm). So a slow start (a first camera render, a policy loading) does not trip it; a stream that stalls after its
+first command does. The thread sleeps on an event with the exact remaining time, so it fires within the OS
+scheduling latency of the deadline, not on a polling grid.
 
-Limit: this thread needs Python's GIL for a moment to run. A main thread stuck inside a C call that holds
-the GIL delays it; :class:`~robot_rl.hardware.estop.EStopGuard` is a separate process that covers that case.
+Limit: this thread needs Python's GIL for a moment to run. A main thread stuck inside a C call that holds the GIL
+delays it; :class:`~robot_rl.hardware.estop.EStopGuard` is a separate process that covers that case.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class Watchdog:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._armed = False
+        self._started = False  # a kick arrived since arm(): the deadline runs
         self._last = time.monotonic()
         self.tripped = False
         self.trips = 0
@@ -40,9 +44,9 @@ class Watchdog:
         self._thread.start()
 
     def arm(self) -> None:
-        """Start (or restart after a trip) watching, counting from now."""
+        """Start (or restart after a trip) watching; the deadline counts from the next :meth:`kick`."""
         with self._lock:
-            self._armed, self.tripped, self._last = True, False, time.monotonic()
+            self._armed, self._started, self.tripped, self._last = True, False, False, time.monotonic()
         self._wake.set()
 
     def disarm(self) -> None:
@@ -55,6 +59,9 @@ class Watchdog:
         """A fresh command arrived."""
         with self._lock:
             self._last = time.monotonic()
+            first, self._started = not self._started, True
+        if first:
+            self._wake.set()
 
     @property
     def armed(self) -> bool:
@@ -70,7 +77,7 @@ class Watchdog:
     def _run(self) -> None:
         while not self._stop.is_set():
             with self._lock:
-                armed, last = self._armed, self._last
+                armed, last = self._armed and self._started, self._last
             if not armed:
                 self._wake.wait()
                 self._wake.clear()
