@@ -3,8 +3,8 @@
 Every fresh command calls :meth:`Watchdog.kick`. If no kick arrives within ``timeout_s`` of the last one, the
 watchdog calls ``on_trip`` once from its own thread and stays tripped (latched) until :meth:`Watchdog.arm` is
 called again. An armed watchdog starts counting at the first kick after :meth:`~Watchdog.arm`: what it guards is a
-command stream that stops, and before the first command there is none (the robot holds what it measured at the re-
-arm). So a slow start (a first camera render, a policy loading) does not trip it; a stream that stalls after its
+command stream that stops, and before the first command there is none (the robot holds what it measured at
+arming). So a slow start (a first camera render, a policy loading) does not trip it; a stream that stalls after its
 first command does. The thread sleeps on an event with the exact remaining time, so it fires within the OS
 scheduling latency of the deadline, not on a polling grid.
 
