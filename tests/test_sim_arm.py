@@ -204,3 +204,50 @@ def test_disconnect_while_the_watchdog_holds_raises_nothing_in_either_thread():
     assert not t.is_alive() and errors == []
     with pytest.raises(NotConnectedError):
         arm.observe()
+
+
+OWNER = """
+import sys, time
+from robot_rl.hardware.sim_arm import SimulatedArmConfig
+arm = SimulatedArmConfig(cameras={}).make()
+arm.connect()
+try:
+    print("ready", arm.process.pid, flush=True)  # inside the try: the signal may come right after this line
+    while True:
+        arm.measure()
+        time.sleep(0.02)
+except KeyboardInterrupt:
+    arm.disconnect()  # holds the arm first: the simulator must still be there to answer
+    print("held and disconnected", flush=True)
+"""
+
+
+def test_ctrl_c_in_the_terminal_reaches_the_owner_not_the_simulator():
+    import subprocess
+    import sys
+
+    # The owner leads its own process group, as a command started from a shell does; Ctrl-C signals that group.
+    proc = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline().split()
+        assert first[:1] == ["ready"], proc.stderr.read() if proc.stderr else first
+        server = int(first[1])
+        assert os.getpgid(server) != os.getpgid(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and "held and disconnected" in out, err
+    assert "exited with code" not in err
+    wait_until(lambda: not os.path.exists(f"/proc/{server}") or _zombie(server), 10.0, "the simulator to stop")
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True

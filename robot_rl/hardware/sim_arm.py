@@ -184,8 +184,11 @@ class SimulatedArm(Robot):
                 env["MUJOCO_GL"] = "osmesa"
         if env.get("MUJOCO_GL") == "osmesa":
             env.setdefault("PYOPENGL_PLATFORM", "osmesa")
+        # Its own session: Ctrl-C in the terminal reaches the owner only, which holds the arm and then shuts the
+        # server down (in the terminal's process group it died first, and the hold failed). An orphaned server
+        # stops by itself (it watches its parent).
         proc = subprocess.Popen([sys.executable, "-m", "robot_rl.hardware.sim_arm_server", json.dumps(cfg)],
-                                stdout=subprocess.PIPE, stderr=None, text=True, env=env)
+                                stdout=subprocess.PIPE, stderr=None, text=True, env=env, start_new_session=True)
         assert proc.stdout is not None
         deadline = time.monotonic() + self.config.start_timeout_s
         while time.monotonic() < deadline:
@@ -256,13 +259,21 @@ class SimulatedArm(Robot):
             if not self._connected:  # checked under the lock: disconnect() closes sockets under it
                 raise NotConnectedError(f"SimulatedArm.{op} before connect() (or after disconnect())")
             sock = self._socket(channel)
-            sock.send(msgpack.packb({"op": op, **kw}, use_bin_type=True))
-            if not sock.poll(int(timeout * 1e3)):
+            try:
+                sock.send(msgpack.packb({"op": op, **kw}, use_bin_type=True))
+                answered = sock.poll(int(timeout * 1e3))
+                reply = msgpack.unpackb(sock.recv(), raw=False) if answered else None
+            except BaseException:
+                # Ctrl-C between the request and its reply: the same as no reply, below (the next call, e.g. the
+                # hold on the way out, gets a fresh socket).
+                sock.close(0)
+                self._socks.pop(channel, None)
+                raise
+            if reply is None:
                 # A REQ socket without its reply is unusable: drop it, the next call makes a fresh one.
                 sock.close(0)
                 self._socks.pop(channel, None)
                 raise RobotError(self._dead_reason(op, timeout))
-            reply = msgpack.unpackb(sock.recv(), raw=False)
         if not reply.get("ok"):
             raise RobotError(f"simulated arm refused {op}: {reply.get('error')}")
         return dict(reply)
