@@ -182,16 +182,24 @@ def test_learn_mode_sends_flagged_chunks_and_gates_new_weights():
     assert versions[0] == 1 and versions[-1] == 4  # the acting version is recorded per step
 
 
-def test_status_line_says_who_acts_and_how_it_goes():
+def test_status_line_says_who_acts_and_how_it_goes_in_80_columns():
     s = StatusLine(enabled=False)
     s.update(version=7, source="human", mode_hint="toggle", period_ms=50.2, p99_ms=53.0, target_ms=50.0,
              successes=3, episodes=4, episode=5, step=12, safety_counts={"clamped": 2, "velocity": 0})
     s.safety(("clamped",))
-    text = s.text()
-    for part in ("v7", "HUMAN acting", "PRESS toggle", "period 50.2 ms", "p99 53.0", "success 3/4 (75%)",
-                 "clamped 2", "last: clamped"):
-        assert part in text, part
-    assert "velocity" not in text
+    first, second = s.text().split("\n")
+    assert first.startswith("HUMAN acting (toggle to take over)") and "ep 5 step 12" in first and "v7" in first
+    assert "50.2 ms/step (p99 53)" in first
+    for part in ("success 3/4 (75%)", "clamped 2", "last: clamped"):
+        assert part in second, part
+    assert "velocity" not in second
+    # The policy alone vs with the human's help; many safety events push out the loop rate, never the success.
+    s.update(alone=(4, 6), helped=(3, 4), safety_counts={"clamped": 1234, "change_limit": 56789, "velocity": 12,
+                                                          "workspace": 3, "nonfinite": 1}, estop="e-stop key (guard)")
+    first, second = s.text().split("\n")
+    assert first.startswith("E-STOP: e-stop key (guard) | HUMAN acting")
+    assert second.startswith("alone 4/6 (67%), helped 3/4 | safety ") and "change_limit 56789" in second
+    assert max(len(first), len(second)) <= 80, (first, second)
 
 
 def test_deploy_config_from_cli_options_and_errors(tmp_path):

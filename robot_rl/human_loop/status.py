@@ -1,33 +1,48 @@
-"""The deploy status line: one live terminal line an operator can read at a glance.
+"""The deploy status: two live terminal lines an operator reads at a glance, each within 80 columns.
 
-``v12 | POLICY acting (hold: HOLD to take over) | period 50.1 ms (p99 52.3, target 50.0) | success 4/10
-(40%) | ep 11 step 23 | safety clamped 3, change_limit 1 (last: clamped)``
+``POLICY acting (hold to take over) | ep 11 step 23 | v12 | 50.1 ms/step (p99 52)``
+``alone 4/6 (67%), helped 3/4 | safety change_limit 1, clamped 3 (last: clamped)``
 
-After an e-stop it starts with why, e.g. ``E-STOP: e-stop key (guard) | v12 | ...``.
+First what matters first: who acts and how to take over, where the run is; then how it goes. "alone"
+counts the episodes the policy ran without a single intervened step, "helped" the others: in learn mode a
+success with the human's help is not the policy's. After an e-stop the first line starts with why, e.g.
+``E-STOP: e-stop key (guard) | ...``. Parts that do not fit in 80 columns are dropped from the end of a line
+(the loop rate first); only a single part too long for the line is cut, with an ellipsis.
 
 Drawn with ``rich`` (a :class:`rich.live.Live` on stderr, 4 refreshes a second) when enabled; the text
-itself comes from :meth:`StatusLine.text`, so tests and logs get the same words.
+itself comes from :meth:`StatusLine.text`, so tests and logs get the same words. While it is live, log
+records below ERROR go to ``log_file`` (when given) instead of the terminal, so they cannot scroll the
+status away; errors still show.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+WIDTH = 80
+
 
 class StatusLine:
-    """Collects the loop's numbers and renders them; a context manager that starts/stops the live line."""
+    """Collects the loop's numbers and renders them; a context manager that starts/stops the live lines."""
 
-    def __init__(self, enabled: bool = True) -> None:
+    def __init__(self, enabled: bool = True, log_file: Path | None = None) -> None:
         self.enabled = enabled
+        self.log_file = log_file
         self.values: dict[str, Any] = {"version": 0, "source": "policy", "mode_hint": "hold", "period_ms": 0.0,
                                        "p99_ms": 0.0, "target_ms": 0.0, "successes": 0, "episodes": 0,
-                                       "episode": 0, "step": 0, "safety_counts": {}, "estop": None}
+                                       "alone": None, "helped": None, "episode": 0, "step": 0,
+                                       "safety_counts": {}, "estop": None}
         self.last_safety: tuple[str, ...] = ()
         self._live: Any = None
+        self._diverted: list[tuple[logging.Handler, int]] = []
+        self._file_handler: logging.Handler | None = None
 
     def update(self, **values: Any) -> None:
-        """Set any of the shown values and redraw."""
+        """Set any of the shown values and redraw. ``alone``/``helped``: ``(successes, episodes)`` pairs."""
         self.values.update(values)
         if self._live is not None:
             self._live.update(self._render())
@@ -38,19 +53,17 @@ class StatusLine:
             self.last_safety = tuple(events)
 
     def text(self) -> str:
-        """The status as plain text."""
+        """The status as plain text: two lines, each at most 80 columns."""
         v = self.values
         who = {"policy": "POLICY acting", "human": "HUMAN acting", "hold": "HOLD (teleop lost)"}.get(
             v["source"], str(v["source"]))
-        hint = "HOLD the control to take over" if v["mode_hint"] == "hold" else "PRESS toggle to take over"
-        rate = f"{v['successes'] / v['episodes']:.0%}" if v["episodes"] else "-"
-        counts = {k: n for k, n in sorted(v["safety_counts"].items()) if n}
-        safety = ", ".join(f"{k} {n}" for k, n in counts.items()) or "none"
-        last = f" (last: {', '.join(self.last_safety)})" if self.last_safety else ""
-        estop = f"E-STOP: {v['estop']} | " if v["estop"] else ""
-        return (f"{estop}v{v['version']} | {who} ({v['mode_hint']}: {hint}) | period {v['period_ms']:.1f} ms "
-                f"(p99 {v['p99_ms']:.1f}, target {v['target_ms']:.1f}) | success {v['successes']}/{v['episodes']} "
-                f"({rate}) | ep {v['episode']} step {v['step']} | safety {safety}{last}")
+        hint = "hold to take over" if v["mode_hint"] == "hold" else "toggle to take over"
+        estop = [f"E-STOP: {v['estop']}"] if v["estop"] else []
+        rate = f"{v['period_ms']:.1f} ms/step (p99 {v['p99_ms']:.0f})" if v["target_ms"] else ""
+        first = [*estop, f"{who} ({hint})", f"ep {v['episode']} step {v['step']}", f"v{v['version']}", rate]
+        success = _success(v)
+        second = [success, _safety(v["safety_counts"], self.last_safety, WIDTH - len(success) - 3)]
+        return f"{_fit(first)}\n{_fit(second)}"
 
     def _render(self) -> Any:
         from rich.text import Text
@@ -65,6 +78,7 @@ class StatusLine:
             from rich.console import Console
             from rich.live import Live
 
+            self._divert_logs()
             self._live = Live(self._render(), console=Console(stderr=True), refresh_per_second=4, transient=False)
             self._live.start()
         return self
@@ -74,3 +88,63 @@ class StatusLine:
         if self._live is not None:
             self._live.stop()
             self._live = None
+        for handler, level in self._diverted:
+            handler.setLevel(level)
+        self._diverted = []
+        if self._file_handler is not None:
+            logging.getLogger().removeHandler(self._file_handler)
+            self._file_handler.close()
+            self._file_handler = None
+            print(f"warnings of this run: {self.log_file}", file=sys.stderr)
+
+    def _divert_logs(self) -> None:
+        if self.log_file is None:
+            return
+        root = logging.getLogger()
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        self._file_handler = logging.FileHandler(self.log_file)
+        self._file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(self._file_handler)
+        if root.level > logging.INFO or root.level == logging.NOTSET:
+            root.setLevel(logging.INFO)
+        for handler in root.handlers:
+            if handler is not self._file_handler and isinstance(handler, logging.StreamHandler) \
+                    and getattr(handler, "stream", None) in (sys.stderr, sys.stdout):
+                self._diverted.append((handler, handler.level))
+                handler.setLevel(max(handler.level, logging.ERROR))
+
+
+def _success(v: dict[str, Any]) -> str:
+    if v["alone"] is None:
+        rate = f" ({v['successes'] / v['episodes']:.0%})" if v["episodes"] else ""
+        return f"success {v['successes']}/{v['episodes']}{rate}"
+    (a_ok, a_n), (h_ok, h_n) = v["alone"], v["helped"] or (0, 0)
+    rate = f" ({a_ok / a_n:.0%})" if a_n else ""
+    return f"alone {a_ok}/{a_n}{rate}, helped {h_ok}/{h_n}"
+
+
+def _safety(counts: dict[str, int], last: tuple[str, ...], budget: int) -> str:
+    """``safety clamped 3, change_limit 1 (last: clamped)`` within ``budget`` columns: the most frequent first."""
+    items = sorted(((n, k) for k, n in counts.items() if n), key=lambda t: (-t[0], t[1]))
+    if not items:
+        return "safety none"
+    shown: list[str] = []
+    for i, (n, k) in enumerate(items):
+        more = len(items) - i - 1
+        candidate = ", ".join([*shown, f"{k} {n}"]) + (f" +{more} more" if more else "")
+        if shown and len("safety " + candidate) > budget:
+            break
+        shown.append(f"{k} {n}")
+    rest = len(items) - len(shown)
+    text = "safety " + ", ".join(shown) + (f" +{rest} more" if rest else "")
+    tail = f" (last: {', '.join(last)})" if last else ""
+    return text + tail if len(text + tail) <= budget else text
+
+
+def _fit(parts: list[str], width: int = WIDTH) -> str:
+    """Join the non-empty parts with `` | ``, dropping whole parts from the end until the line fits."""
+    kept = [p for p in parts if p]
+    while len(kept) > 1 and len(" | ".join(kept)) > width:
+        kept.pop()
+    line = " | ".join(kept)
+    return line if len(line) <= width else line[: width - 1] + "…"
