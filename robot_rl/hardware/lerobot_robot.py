@@ -19,7 +19,7 @@ returns what lerobot says it applied (its own ``max_relative_target`` clipping i
 
 Without kinematics the safety layer cannot check the Cartesian workspace box: it enforces the joint
 limits, speed and change limits only (said at connect). lerobot is imported only in :meth:`connect`
-or :meth:`make_lerobot_robot` (``pip install 'robot-rl[lerobot]'``; SO arms also need ``lerobot[feetech]``,
+or :meth:`make_lerobot_robot` (lerobot installed as docs/datasets.md says; SO arms also need ``lerobot[feetech]``,
 Koch ``lerobot[dynamixel]``). Tests drive it against :mod:`robot_rl.testing.fake_lerobot`.
 """
 
@@ -41,8 +41,9 @@ from robot_rl.hardware.robot import ROBOTS, NotConnectedError, Robot, RobotConfi
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = ("LeRobot robots and leader arms need lerobot: pip install 'robot-rl[lerobot]' (SO-100/SO-101 "
-                "also lerobot[feetech], Koch lerobot[dynamixel])")
+INSTALL_HINT = ("LeRobot robots and leader arms need lerobot 0.4.x: pip install 'lerobot[feetech]' (SO-100/SO-101) or "
+                "'lerobot[dynamixel]' (Koch), with the torch it accepts; docs/datasets.md#installing-lerobot gives the "
+                "tested lines")
 SO_JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll"]
 
 
