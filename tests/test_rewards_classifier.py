@@ -59,6 +59,9 @@ def test_multi_camera_shared_and_backbone_round_trip(tmp_path: Path) -> None:
     eps = reach_pixel_demos(8, image_size=24, wrist_size=16, seed=1)
     rep = train_classifier(eps, tmp_path / "a", ClassifierConfig(steps=3, features=16, channels=4))
     assert rep.model.cameras == ["image.top", "image.wrist"]
+    # 2 of 8 episodes held out: the summary says how little that is and what to do.
+    assert rep.held_out_episodes == 2 and rep.held_out_successes <= 2
+    assert "of 2 held-out episodes" in rep.summary() and "Record more episodes" in rep.summary()
     with pytest.raises(ValueError, match="one shape"):
         train_classifier(eps, None, ClassifierConfig(steps=1, shared_encoder=True))
     torch.save(rep.model.encoder.state_dict(), tmp_path / "backbone.pt")

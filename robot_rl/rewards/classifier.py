@@ -203,6 +203,10 @@ def score_frames(model: SuccessClassifier, frames: LabelledFrames, batch: int = 
     return torch.cat(out).numpy()
 
 
+#: Below this many successful held-out episodes the summary warns that the calibration is rough.
+MIN_CALIBRATION_SUCCESSES = 10
+
+
 @dataclass
 class ClassifierReport:
     """What :func:`train_classifier` produced."""
@@ -213,6 +217,11 @@ class ClassifierReport:
     held_out_frames: int
     train_s: float
     model: SuccessClassifier
+    held_out_episodes: int = 0
+    """Episodes the threshold was chosen on; their frames are correlated, so this, not the frame count, is what
+    the precision estimate rests on."""
+    held_out_successes: int = 0
+    """Of those, episodes with a success label."""
 
     def summary(self) -> str:
         """One paragraph for the command line."""
@@ -220,10 +229,19 @@ class ClassifierReport:
         status = "reached" if c.reached else "NOT reached (the classifier never fires; add data or lower the target)"
         head = (f"trained on {self.train_frames} frames in {self.train_s:.1f}s" if self.train_frames
                 else "recalibrated (weights unchanged)")
-        return (f"{head}; calibrated on {self.held_out_frames} "
-                f"held-out frames ({c.positives} success): threshold {c.threshold:.4f}, precision {c.precision:.3f}, "
+        return (f"{head}; calibrated on {self.held_out_frames} held-out frames of {self.held_out_episodes} episodes "
+                f"({c.positives} success frames): threshold {c.threshold:.4f}, precision {c.precision:.3f}, "
                 f"recall {c.recall:.3f}; target precision {c.target_precision:g} {status}"
+                + self._few_episodes_warning()
                 + (f"\nwritten to {self.out} (model.pt, meta.json, pr_curve.png)" if self.out else ""))
+
+    def _few_episodes_warning(self) -> str:
+        if not self.held_out_episodes or self.held_out_successes >= MIN_CALIBRATION_SUCCESSES:
+            return ""
+        return (f"\nwarning: only {self.held_out_successes} successful of {self.held_out_episodes} held-out episodes: "
+                f"frames within an episode look alike, so one episode can move the precision by up to "
+                f"1/{max(self.held_out_successes, 1)}. Record more episodes (at least {MIN_CALIBRATION_SUCCESSES} "
+                "successful held out) or raise --held-out, then `robot-rl reward calibrate --fresh`")
 
 
 def train_classifier(source: Path | str | list[Episode], out: Path | str | None = None,
@@ -266,7 +284,8 @@ def train_classifier(source: Path | str | list[Episode], out: Path | str | None 
     if out is not None:
         model.save(out)
         plot_pr_curve(cal, Path(out) / "pr_curve.png", title=f"success classifier ({task or 'task'})")
-    return ClassifierReport(Path(out) if out is not None else None, cal, len(train), len(val), train_s, model)
+    return ClassifierReport(Path(out) if out is not None else None, cal, len(train), len(val), train_s, model,
+                            len(val_ids), _successful(episodes, val_ids))
 
 
 def recalibrate_classifier(model_dir: Path | str, source: Path | str | list[Episode], target_precision: float,
@@ -301,4 +320,9 @@ def recalibrate_classifier(model_dir: Path | str, source: Path | str | list[Epis
     model.save(model_dir)
     plot_pr_curve(cal, Path(model_dir) / "pr_curve.png",
                   title=f"success classifier ({task or model.meta.get('task') or 'task'}), recalibrated")
-    return ClassifierReport(Path(model_dir), cal, 0, len(frames.label), 0.0, model)
+    return ClassifierReport(Path(model_dir), cal, 0, len(frames.label), 0.0, model, len(ids),
+                            _successful(episodes, ids))
+
+
+def _successful(episodes: list[Episode], ids: list[int]) -> int:
+    return sum(bool(np.asarray(episodes[i].success).any()) for i in ids)
