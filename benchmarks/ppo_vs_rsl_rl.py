@@ -49,35 +49,6 @@ from robot_rl.policies.ppo import PPOConfig
 # --------------------------------------------------------------------------------------------
 
 
-def make_rsl_env(env: VecEnv, seed: int) -> Any:
-    """Wrap one of our VecEnvs in rsl_rl's VecEnv contract (``policy`` observation group)."""
-    from rsl_rl.env import VecEnv as RslVecEnv
-
-    class RslAdapter(RslVecEnv):
-        def __init__(self) -> None:
-            self.env = env
-            self.num_envs = env.num_envs
-            self.num_actions = env.spec.action_dim
-            self.max_episode_length = env.max_episode_steps
-            self.episode_length_buf = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
-            self.device = env.device
-            self.cfg: dict[str, Any] = {}
-            self._obs = env.reset(seed=seed)
-
-        def get_observations(self) -> TensorDict:
-            return TensorDict({"policy": self._obs["state"]}, batch_size=[self.num_envs])
-
-        def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-            # rsl_rl hands over the raw Gaussian sample; our env clamps it into [-1, 1].
-            res = self.env.step(actions)
-            self._obs = res.obs
-            dones = (res.terminated | res.truncated).long()
-            # rsl_rl bootstraps time-outs with γ·V(s_t) (it never sees the final observation).
-            return self.get_observations(), res.reward, dones, {"time_outs": res.truncated}
-
-    return RslAdapter()
-
-
 def rsl_train_cfg(cfg: PPOConfig) -> dict[str, Any]:
     """rsl_rl's runner config carrying the same hyper-parameters as ``cfg``."""
     return {
@@ -120,8 +91,12 @@ def setup_rsl(cfg: PPOConfig, args: argparse.Namespace) -> Contender:
 
     from rsl_rl.runners import OnPolicyRunner
 
+    from robot_rl.gym.rsl_rl import RslRlVecEnv
+
     task = TASKS.get(args.task)(num_envs=args.num_envs)
-    env = make_rsl_env(task.make("cpu", args.seed), args.seed)
+    # The shipped adapter (rsl_rl bootstraps time-outs with γ·V(s_t): it never sees the final observation).
+    # No log_dir here, so its per-episode log extras would be dropped: log_episodes=False skips them.
+    env = RslRlVecEnv(task.make("cpu", args.seed), seed=args.seed, log_episodes=False)
     torch.manual_seed(args.seed)
     with contextlib.redirect_stdout(io.StringIO()):  # it prints both models
         runner = OnPolicyRunner(env, rsl_train_cfg(cfg), log_dir=None, device="cpu")
