@@ -54,8 +54,11 @@ def test_a_killed_deploy_learner_resumes_with_every_acknowledged_row(tmp_path):
         assert actor.connected.wait(10)
         # 6 chunks of 4 rows, every other one driven by the human.
         _send_and_store(learner, actor, [_chunk(spec, 4, k, intervened=k % 2 == 1) for k in range(3)])
+        learner.step(max_updates=8)
         learner.checkpoint()
         updates_at_checkpoint = learner.learner.updates
+        sampled_at_checkpoint = (learner.stats.rows_sampled, learner.stats.intervened_sampled)
+        assert sampled_at_checkpoint[0] > 0
         _send_and_store(learner, actor, [_chunk(spec, 4, k, intervened=k % 2 == 1) for k in range(3, 6)])
     finally:
         actor.close()
@@ -70,6 +73,10 @@ def test_a_killed_deploy_learner_resumes_with_every_acknowledged_row(tmp_path):
         assert len(buffers["demos"]) == 12 + 12  # the demos once (not reloaded on top) + 3 intervened chunks
         assert resumed.learner.transitions == 24
         assert resumed.learner.updates == updates_at_checkpoint
+        # The counters are the whole run's, like the transitions: 12 demos loaded at its start, 12 intervened rows.
+        assert resumed.stats.demos == 12 and resumed.stats.intervened_received == 12
+        assert resumed.learner.storage.rows_sampled == sampled_at_checkpoint[0]
+        assert resumed.learner.storage.intervened_sampled == sampled_at_checkpoint[1]
         rewards = sorted(set(buffers["online"].sample(512).reward.tolist()))
         assert rewards == [float(k) for k in range(6)]
     finally:

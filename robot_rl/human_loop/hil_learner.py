@@ -75,8 +75,7 @@ class HILLearner:
         self.endpoint = self.driver.link.endpoint
         self.learner = self.driver.learner
         self.stats = HILLearnerStats()
-        if resume:
-            self.driver.restore()
+        meta = self.driver.restore() if resume else None
         storage = self.learner.storage
         if isinstance(storage, MixingSampler):
             held = len(storage.buffers["demos"])
@@ -86,6 +85,13 @@ class HILLearner:
             elif demos is not None and len(demos):
                 storage.add_to("demos", demos.to(device))
             self.stats.demos = len(storage.buffers["demos"])
+            if meta is not None and "demos" in meta:
+                # Counters are the whole run's, like the learner's transitions: the demos loaded at its start,
+                # and the sampling counts so far (the interventions are the demo buffer's other rows).
+                self.stats.demos = int(meta["demos"])
+                storage.rows_sampled = int(meta.get("rows_sampled", 0))
+                storage.restore_intervened_sampled(int(meta.get("intervened_sampled", 0)))
+            self.stats.intervened_received = len(storage.buffers["demos"]) - self.stats.demos
         elif demos is not None:
             log.warning("algo has no demo buffer (demo_ratio=0): %d demonstrations go to the online buffer",
                         len(demos))
@@ -124,7 +130,8 @@ class HILLearner:
     def checkpoint(self) -> Path:
         """Commit the replay, then save what a resume needs (and the actor weights `deploy --mode eval` loads)."""
         self._last_ckpt = time.monotonic()
-        return self.driver.checkpoint({"intervened_sampled": self.stats.intervened_sampled})
+        return self.driver.checkpoint({"demos": self.stats.demos, "rows_sampled": self.stats.rows_sampled,
+                                       "intervened_sampled": self.stats.intervened_sampled})
 
     def serve(self, stop: threading.Event, max_s: float | None = None) -> HILLearnerStats:
         """Learn until ``stop`` is set (or ``max_s``); checkpoint on the way out."""

@@ -85,6 +85,10 @@ class MixingSampler:
         """Sampled rows a human acted in, since construction (HIL-SERL's learner logs the share)."""
         return int(self._intervened_sampled)
 
+    def restore_intervened_sampled(self, count: int) -> None:
+        """Continue the count from a resumed run's checkpoint."""
+        self._intervened_sampled = count
+
     def state_dict(self) -> dict[str, Any]:
         """Every buffer's state, by name."""
         return {k: b.state_dict() for k, b in self.buffers.items()}
