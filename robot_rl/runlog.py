@@ -1,4 +1,8 @@
-"""What a run writes: TensorBoard scalars, an evaluation CSV, a learning-curve PNG and a summary."""
+"""What a run writes: TensorBoard scalars, an evaluation CSV, a learning-curve PNG and a summary.
+
+Other scalar sinks (wandb: :class:`~robot_rl.viz.wandb_sink.WandbSink`) get every scalar TensorBoard gets, at the
+same step, and the learning curve as an image.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import csv
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -15,22 +19,40 @@ EVAL_FIELDS = ["env_steps", "updates", "wall_s", "policy_version", "success_rate
                "mean_length", "episodes"]
 
 
-class RunLog:
-    """Writer for one run directory (appends when resuming)."""
+class ScalarSink(Protocol):
+    """Somewhere else the run's scalars go (wandb), beside TensorBoard."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def scalars(self, values: dict[str, float], step: int) -> None:
+        """``values`` (full names, e.g. ``eval/success_rate``) at env step ``step``."""
+
+    def image(self, key: str, path: Path, step: int) -> None:
+        """An image file (the learning curve) at env step ``step``."""
+
+    def close(self) -> None:
+        """Finish (flush, end the run)."""
+
+
+class RunLog:
+    """Writer for one run directory (appends when resuming); ``sinks`` mirror the TensorBoard scalars."""
+
+    def __init__(self, run_dir: Path, sinks: list[ScalarSink] | None = None) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         from torch.utils.tensorboard import SummaryWriter
 
         self.tb = SummaryWriter(str(self.run_dir / "tb"))
+        self.sinks: list[ScalarSink] = list(sinks or [])
         self.eval_csv = self.run_dir / "eval.csv"
         self.train_csv = self.run_dir / "train.csv"
 
     def scalars(self, values: dict[str, float], step: int, prefix: str = "") -> None:
-        """Write scalars to TensorBoard at ``step`` (env transitions)."""
-        for k, v in values.items():
-            self.tb.add_scalar(f"{prefix}{k}", float(v), step)
+        """Write scalars to TensorBoard (and the other sinks) at ``step`` (env transitions)."""
+        named = {f"{prefix}{k}": float(v) for k, v in values.items()}
+        for k, v in named.items():
+            self.tb.add_scalar(k, v, step)
+        if named:
+            for sink in self.sinks:
+                sink.scalars(named, step)
 
     def eval_row(self, row: dict[str, Any]) -> None:
         """Append an evaluation row to ``eval.csv`` and TensorBoard."""
@@ -81,6 +103,9 @@ class RunLog:
         path = self.run_dir / "learning_curve.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)
+        last = int(max([r["env_steps"] for r in rows] + [r["env_steps"] for r in train]))
+        for sink in self.sinks:
+            sink.image("learning_curve", path, last)
         return path
 
     def write_summary(self, summary: dict[str, Any]) -> None:
@@ -93,9 +118,15 @@ class RunLog:
         (self.run_dir / "summary.md").write_text("\n".join(lines) + "\n")
 
     def close(self) -> None:
-        """Flush and close TensorBoard."""
+        """Flush and close TensorBoard, then the other sinks."""
         self.tb.flush()
         self.tb.close()
+        sinks, self.sinks = self.sinks, []
+        for sink in sinks:
+            try:
+                sink.close()
+            except Exception:  # one sink failing to finish must not keep the others open
+                log.exception("closing %s failed", sink)
 
 
 def _read_csv(path: Path) -> list[dict[str, float]]:

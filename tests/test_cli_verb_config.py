@@ -9,7 +9,7 @@ import yaml
 
 from robot_rl.cli import main
 from robot_rl.cli.deploy import DeployArgs, resolve_deploy_config
-from robot_rl.cli.record import RecordArgs, build_configs
+from robot_rl.cli.record import RecordArgs, build_configs, build_viz_config
 from robot_rl.config_io import to_dict
 
 
@@ -34,14 +34,16 @@ def test_deploy_config_reflects_flags_and_overrides_and_loads_back(tmp_path: Pat
     assert to_dict(again) == data
 
 
-def test_record_config_has_its_four_sections_and_loads_back(tmp_path: Path, capsys):
-    data = _yaml_of(capsys, "record", "--robot", "sim_arm", "--hz", "12.5", "--episodes", "3", "robot.latency_s=0.02")
-    assert list(data) == ["robot", "device", "safety", "record"]
+def test_record_config_has_its_five_sections_and_loads_back(tmp_path: Path, capsys):
+    data = _yaml_of(capsys, "record", "--robot", "sim_arm", "--hz", "12.5", "--episodes", "3", "--viz", "rerun",
+                    "robot.latency_s=0.02")
+    assert list(data) == ["robot", "device", "safety", "record", "viz"]
     assert data["safety"]["control_hz"] == 12.5 and data["robot"]["latency_s"] == 0.02
-    assert data["record"]["episodes"] == 3 and data["device"]["type"] == "keyboard"
+    assert data["record"]["episodes"] == 3 and data["device"]["type"] == "keyboard" and data["viz"]["sink"] == "rerun"
     path = tmp_path / "record.yaml"
     path.write_text(yaml.safe_dump(data))
-    again = build_configs(RecordArgs(robot="sim_arm", config=path, hz=12.5, episodes=3))
+    args = RecordArgs(robot="sim_arm", config=path, hz=12.5, episodes=3)
+    again = [*build_configs(args), build_viz_config(args)]
     assert [to_dict(c) for c in again] == list(data.values())
 
 

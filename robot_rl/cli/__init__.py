@@ -56,7 +56,7 @@ VERBS: dict[str, type[Command]] = {
 }
 
 #: The sections a `--section.key VALUE` flag may name (verbs with ``config_flags``).
-_CONFIG_SECTIONS = ("task", "algo", "loop", "transport", "run", "replay", "cotrain")
+_CONFIG_SECTIONS = ("task", "algo", "loop", "transport", "run", "replay", "cotrain", "reward", "viz")
 
 DESCRIPTION = "Reinforcement learning for robots: train, evaluate, inspect configs."
 

@@ -28,3 +28,9 @@ class Command(ABC):
         must touch no robot, device, file or socket: only the configs.
         """
         return None
+
+
+def viz_overrides(args: Any) -> list[str]:
+    """The ``viz.*`` overrides of a verb's ``--viz`` / ``--viz-file`` flags (train, deploy, record)."""
+    out = [f"viz.sink={args.viz}"] if args.viz is not None else []
+    return out + ([f"viz.file={args.viz_file}"] if args.viz_file is not None else [])

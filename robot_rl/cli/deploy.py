@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 import tyro
 
-from robot_rl.cli.base import Command
+from robot_rl.cli.base import Command, viz_overrides
 from robot_rl.config_io import apply_overrides, from_dict, load_yaml, parse_override
 from robot_rl.core.config import ConfigError
 from robot_rl.human_loop.operator import guard_key_source, make_teleop, start_estop_guard
@@ -30,12 +30,12 @@ class DeployArgs(Command):
     checkpoint for `--episodes`; `--mode learn` acts for a learner and sends every step (with who acted)
     to it. `--role learner` is that learner: it listens on transport.address, mixes interventions and
     demos 50/50 with the online data, and writes checkpoints to `--run-dir`. Config keys are set as
-    `section.key=value` (sections: robot, safety, intervention, algo, transport), e.g.
+    `section.key=value` (sections: robot, safety, intervention, algo, transport, replay, viz), e.g.
     `robot.type=sim_arm robot.latency_s=0.02 safety.control_hz=20 intervention.mode=toggle`.
     """
 
     overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
-    """Dotted config overrides (robot.*, safety.*, intervention.*, algo.*, transport.*, replay.*)."""
+    """Dotted config overrides (robot.*, safety.*, intervention.*, algo.*, transport.*, replay.*, viz.*)."""
     role: Literal["actor", "learner"] = "actor"
     """actor: drive the robot; learner: train on what actors send."""
     mode: Literal["eval", "learn"] = "eval"
@@ -77,6 +77,13 @@ class DeployArgs(Command):
     stops the robot even while this process hangs; the keyboard teleop then gets its other keys from the
     guard. auto: /dev/tty when stdin is a terminal; off: the guard reads no key (the keyboard device reads
     the terminal, and its space bar latches in this process only); or a terminal's path."""
+    viz: Literal["none", "rerun"] | None = None
+    """Actor: live view of every step (cameras, the action by who acted, the policy's own action during a takeover,
+    reward, success, interventions): `rerun` streams to a Rerun viewer on 127.0.0.1:9876 if one is running, else
+    saves <run-dir>/deploy-<time>.rrd (./deploy-<time>.rrd without --run-dir) for `rerun FILE`. Sets viz.sink;
+    needs `pip install 'robot-rl[viz]'`."""
+    viz_file: Path | None = None
+    """Actor, with --viz rerun: save the recording here (also while streaming to a viewer)."""
 
     def run(self) -> int:
         """Run the role: the learner, or the actor that drives the robot (eval or learn); print a summary."""
@@ -97,12 +104,13 @@ class DeployArgs(Command):
             policy, version = load_run_policy(self.run_dir, spec)
         else:
             policy, version = cfg.algo.build_policy(spec, "cpu", cfg.seed), 0
-        endpoint = None
+        endpoint = viz = None
         # With a terminal, the guard is its only reader: the keyboard teleop takes the guard's forwarded keys.
         guard = (start_estop_guard(robot, self.estop_file, tty=estop_tty, forward_keys=self.teleop == "keyboard",
                                    heartbeat_timeout_s=self.estop_heartbeat_s)
                  if self.estop_guard else None)
         try:
+            viz = open_deploy_viz(cfg, self.run_dir)
             keys = guard_key_source(guard) if guard is not None and guard.keys is not None else None
             device = make_teleop(self.teleop, robot, keys=keys)
             if estop_tty is not None:
@@ -115,7 +123,7 @@ class DeployArgs(Command):
                     with device:
                         deployer = Deployer(cfg, safety, device, policy, endpoint=endpoint,
                                             policy_version=version if cfg.mode == "eval" else 0,
-                                            status=StatusLine(enabled=cfg.status))
+                                            status=StatusLine(enabled=cfg.status), viz=viz)
                         print(f"deploy ({cfg.mode}): {deployer.controller.mode_hint}", flush=True)
                         report = deployer.run()
                 finally:
@@ -124,6 +132,9 @@ class DeployArgs(Command):
         finally:
             if guard is not None:
                 guard.close()
+            if viz is not None:
+                viz.close()
+                print(f"live view: {viz.where}", flush=True)
         if self.episode_log is not None:
             _write_episode_log(self.episode_log, report)
         rates = [e.intervention_rate for e in report.episodes]
@@ -174,10 +185,23 @@ def resolve_deploy_config(args: DeployArgs) -> Any:
     top = {"mode": args.mode, "episodes": args.episodes, "max_episode_steps": args.max_episode_steps,
            "status": not args.no_status}
     cfg = from_dict(DeployConfig, {**top, **data}, where="deploy config")
-    overrides = dict(parse_override(o) for o in args.overrides)
+    overrides = dict(parse_override(o) for o in (*args.overrides, *viz_overrides(args)))
     if args.connect:
         overrides["transport.address"] = args.connect
     return apply_overrides(cfg, overrides)
+
+
+def open_deploy_viz(cfg: Any, run_dir: Path | None) -> Any:
+    """The actor's live view (``cfg.viz``), or None; the default file is ``<run_dir|.>/deploy-<time>.rrd``."""
+    from datetime import datetime
+
+    from robot_rl.viz import open_viz
+
+    stamp = f"deploy-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    viz = open_viz(cfg.viz, (run_dir or Path(".")) / f"{stamp}.rrd", stamp, f"robot-rl deploy ({cfg.mode})")
+    if viz is not None:
+        print(f"live view: {viz.where}", flush=True)
+    return viz
 
 
 def resolve_estop_tty(args: DeployArgs, stdin_is_tty: bool | None = None) -> str | None:

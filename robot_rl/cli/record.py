@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 import tyro
 
-from robot_rl.cli.base import Command
+from robot_rl.cli.base import Command, viz_overrides
 from robot_rl.config_io import from_dict, load_yaml, parse_override
 from robot_rl.core.config import ConfigError
 from robot_rl.human_loop.record_sinks import TeeSink, check_output, open_sink, staging_path
@@ -25,7 +25,7 @@ from robot_rl.replay.durable import DiskFullError
 
 log = logging.getLogger(__name__)
 
-SECTIONS = ("robot", "device", "safety", "record")
+SECTIONS = ("robot", "device", "safety", "record", "viz")
 
 
 @dataclass
@@ -34,14 +34,14 @@ class RecordArgs(Command):
 
     Every action goes through the safety layer at a fixed rate. Keys (keyboard; gamepad buttons in
     `robot-rl devices`): n start / stop+save, g success (labelled at that step), b failure, t discard,
-    [ rewind segment, ] correction segment, space E-STOP. Set robot, device, safety and record keys as
+    [ rewind segment, ] correction segment, space E-STOP. Set robot, device, safety, record and viz keys as
     `section.key=value`, e.g. `robot-rl record --robot xarm --out demos robot.ip=192.168.1.185` or
     `robot-rl record --robot lerobot --device leader_arm --out demos robot.port=/dev/ttyACM0
     device.port=/dev/ttyACM1`.
     """
 
     overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
-    """Dotted overrides (sections: robot, device, safety, record)."""
+    """Dotted overrides (sections: robot, device, safety, record, viz)."""
     robot: Annotated[str, tyro.conf.arg(metavar="NAME")] = "sim_arm"
     """Robot: xarm, lerobot (SO-100/SO-101, Koch … through lerobot) or sim_arm (the MuJoCo stand-in)."""
     device: Annotated[str, tyro.conf.arg(metavar="NAME")] = "keyboard"
@@ -68,14 +68,20 @@ class RecordArgs(Command):
     """Refuse to start with less free space than this on the output's disk."""
     quiet: bool = False
     """No live status line."""
+    viz: Literal["none", "rerun"] | None = None
+    """Live view of the recorded steps (cameras, the operator's actions vs holds, success, episode ends): `rerun`
+    streams to a Rerun viewer on 127.0.0.1:9876 if one is running, else saves <out>.rrd next to the recording
+    for `rerun <out>.rrd`. Sets viz.sink; needs `pip install 'robot-rl[viz]'`."""
+    viz_file: Path | None = None
+    """With --viz rerun: save the recording here (also while streaming to a viewer)."""
 
     def run(self) -> int:
         """Record (see :func:`run_record`); 0 when at least one episode was saved, 1 when none, 2 on bad input."""
         return run_record(self)
 
     def resolved_config(self) -> Any:
-        """The robot, device, safety and record sections (what `--config` takes), as built configs."""
-        return dict(zip(SECTIONS, build_configs(self), strict=True))
+        """The robot, device, safety, record and viz sections (what `--config` takes), as built configs."""
+        return {**dict(zip(SECTIONS[:4], build_configs(self), strict=True)), "viz": build_viz_config(self)}
 
 
 def _ensure_robots() -> None:
@@ -98,7 +104,7 @@ def resolve_sections(args: RecordArgs) -> dict[str, dict[str, Any]]:
             raise ConfigError(f"{args.config}: unknown section(s) {unknown}; valid: {', '.join(SECTIONS)}")
         for s in SECTIONS:
             tree[s].update(data.get(s) or {})
-    for text in args.overrides:
+    for text in (*args.overrides, *viz_overrides(args)):
         key, value = parse_override(text)
         section, _, name = key.partition(".")
         if section not in SECTIONS or not name:
@@ -122,6 +128,25 @@ def build_configs(args: RecordArgs) -> tuple[Any, Any, Any, Any]:
     rec = {f.name: getattr(args, f.name) for f in fields(RecordConfig) if hasattr(args, f.name)}
     record_cfg = from_dict(RecordConfig, {**rec, **tree["record"]}, "record")
     return robot_cfg, device_cfg, safety_cfg, record_cfg
+
+
+def build_viz_config(args: RecordArgs) -> Any:
+    """The ``viz`` section (the YAML file's, the overrides, then ``--viz`` / ``--viz-file``)."""
+    from robot_rl.viz import VizConfig
+
+    return from_dict(VizConfig, resolve_sections(args)["viz"], "viz")
+
+
+def open_record_viz(args: RecordArgs) -> Any:
+    """The live view the args ask for (None without), saving to ``<out>.rrd`` when no viewer is reached."""
+    from robot_rl.viz import open_viz
+
+    out = Path(args.out)
+    viz = open_viz(build_viz_config(args), out.with_name(f"{out.name}.rrd"), f"record-{out.name}",
+                   f"robot-rl record {out}")
+    if viz is not None:
+        print(f"live view: {viz.where}", file=sys.stderr, flush=True)
+    return viz
 
 
 def run_record(args: RecordArgs, robot: Any = None, device: Any = None) -> int:
@@ -155,11 +180,13 @@ def run_record(args: RecordArgs, robot: Any = None, device: Any = None) -> int:
         except (RobotError, OSError, TimeoutError) as e:
             layer.close()
             return fail(f"robot {args.robot!r} not reachable: {e}")
+        viz = None
         try:
             source = {"robot": args.robot, "device": args.device, "hz": args.hz}
             sink = open_sink(args.out, args.format, robot.features, args.hz, args.task, source, args.video,
                              args.repo_id, getattr(robot.config, "robot_type", args.robot))
-            recorder = DemoRecorder(layer, device, sink, record_cfg, status=status)
+            viz = open_record_viz(args)
+            recorder = DemoRecorder(layer, device, sink, record_cfg, status=status, viz=viz)
             print(f"recording into {args.out} ({args.format}); {KEY_LINE}", file=sys.stderr, flush=True)
             if status is not None:
                 with status:
@@ -171,7 +198,11 @@ def run_record(args: RecordArgs, robot: Any = None, device: Any = None) -> int:
                 if sink is not None:
                     sink.close()
             finally:
-                layer.close()
+                try:
+                    if viz is not None:
+                        viz.close()
+                finally:
+                    layer.close()
     except DiskFullError as e:
         return fail(f"disk full: {e}")
     finally:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 import tyro
 
-from robot_rl.cli.base import Command
+from robot_rl.cli.base import Command, viz_overrides
 from robot_rl.loop.config import resolve_train_config
 
 
@@ -27,7 +27,8 @@ class TrainArgs(Command):
 
     overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
     """Dotted config overrides `section.key=value` (sections: task, algo, loop, replay, transport, run,
-    cotrain); `--section.key VALUE` flags work too, e.g. `--cotrain.real-dataset PATH --cotrain.weight 0.1`."""
+    cotrain, reward, viz); `--section.key VALUE` flags work too, e.g. `--cotrain.real-dataset PATH
+    --cotrain.weight 0.1`."""
     task: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
     """Task id: a name (reach, push, pendulum, reach_pixels, mujoco/reach, ...) or `<backend>/<id>`
     (gymnasium/Pendulum-v1, maniskill/PickCube-v1, isaacgym/cartpole); `robot-rl tasks` lists them."""
@@ -39,6 +40,12 @@ class TrainArgs(Command):
     """Continue the run in this directory from its last checkpoint (overrides still apply)."""
     name: str | None = None
     """Run name (directory under run.root); default <task>-<algo>-<timestamp>."""
+    viz: Literal["none", "rerun"] | None = None
+    """Live view of sub-env 0 (cameras, actions, reward, success): `rerun` streams to a Rerun viewer on
+    127.0.0.1:9876 if one is running, else saves <run>/viz.rrd (`rerun <run>/viz.rrd` opens it); sets viz.sink,
+    other viz.* keys in docs/visualisation.md. Needs `pip install 'robot-rl[viz]'`."""
+    viz_file: Path | None = None
+    """With --viz rerun: save the recording here (also while streaming to a viewer)."""
 
     def run(self) -> int:
         """Train until a stop rule fires; print how it ended and where the run is."""
@@ -54,7 +61,7 @@ class TrainArgs(Command):
 
     def resolved_config(self) -> Any:
         """The run's TrainConfig: the resumed run's own (with the overrides), or task/algo presets, file, overrides."""
-        overrides = [*self.overrides, *([f"run.name={self.name}"] if self.name else [])]
+        overrides = [*self.overrides, *([f"run.name={self.name}"] if self.name else []), *viz_overrides(self)]
         if self.resume is not None:
             from robot_rl.config_io import parse_override
             from robot_rl.loop.runner import load_run_config

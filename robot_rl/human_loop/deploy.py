@@ -46,6 +46,7 @@ from robot_rl.human_loop.intervention import InterventionConfig, InterventionCon
 from robot_rl.human_loop.status import StatusLine
 from robot_rl.loop.config import ReplayConfig
 from robot_rl.transport.config import ZmqTransportConfig
+from robot_rl.viz import StepViz, VizConfig
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,8 @@ class DeployConfig:
     """Seed of the policy's sampling and of task resets."""
     status: bool = True
     """Show the live status line in the terminal."""
+    viz: VizConfig = field(default_factory=VizConfig)
+    """Live view in Rerun: cameras, actions by who acted, reward, success, interventions (``--viz rerun``)."""
 
     def __post_init__(self) -> None:
         if self.reward_source not in ("robot", "keys", "classifier"):
@@ -274,7 +277,7 @@ class Deployer:
 
     def __init__(self, cfg: DeployConfig, safety: SafetyLayer, device: TeleopDevice, policy: Policy,
                  endpoint: Any = None, policy_version: int = 0, stop: threading.Event | None = None,
-                 status: StatusLine | None = None) -> None:
+                 status: StatusLine | None = None, viz: StepViz | None = None) -> None:
         if cfg.mode == "learn" and endpoint is None:
             raise ValueError("mode=learn needs a learner endpoint")
         self.cfg = cfg
@@ -292,6 +295,7 @@ class Deployer:
         self.gate = WeightGate({}, WeightCheckConfig(max_deviation=cfg.weight_max_deviation))
         self.gate.current, self.gate.version = policy_act_fn(policy), policy_version
         self.status = status or StatusLine(enabled=False)
+        self.viz = viz
         self.episodes: list[EpisodeRecord] = []
         self.steps = 0
         self.chunks_sent = 0
@@ -394,6 +398,7 @@ class Deployer:
         pending: dict[str, Any] | None = None
         ret, end, success, t = 0.0, "time_limit", False, 0
         flags: list[bool] = []  # who acted, per step sent to the robot
+        shown: tuple[Any, ...] = ()  # the pending step for the live view: step, action sent, source, proposal
         task = self.robot if isinstance(self.robot, TaskRobot) and self.cfg.reward_source == "robot" else None
         while not self.stop.is_set():
             self.rate.wait()
@@ -422,12 +427,17 @@ class Deployer:
                 ret += reward
                 self._record({**pending, "next_obs": obs, "reward": reward, "terminated": success,
                               "truncated": done and not success})
+                if self.viz is not None:  # the step this transition completes, by who acted
+                    n, sent, source, proposal = shown
+                    self.viz.step(n, sent, source=source, reward=reward, success=success, obs=pending["obs"],
+                                  proposal=proposal)
             if done:
                 break
             applied, info = self.safety.step(step.action)
             self.status.safety(info["safety_events"])
             pending = {"obs": obs, "action": applied, "intervened": step.intervened, "version": self.version,
                        "extras": extras}
+            shown = (self.steps, applied, step.source, policy_action if step.intervened else None)
             flags.append(step.intervened)
             t += 1
             self.steps += 1
@@ -438,6 +448,8 @@ class Deployer:
         lengths = intervention_runs(flags)
         record = EpisodeRecord(success, t, ret, sum(flags), len(lengths), lengths, end, time.monotonic() - t0,
                                self.version)
+        if self.viz is not None:
+            self.viz.episode_end(self.steps - 1, index=index, outcome=end, ret=ret, length=t)
         self.episodes.append(record)
         log.info("episode %d: %s after %d steps, return %.2f, intervention rate %.0f%% (%d interventions, "
                  "lengths %s), policy v%d", index, end, t, ret, 100 * record.intervention_rate,

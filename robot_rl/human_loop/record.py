@@ -52,6 +52,7 @@ from robot_rl.hardware.rate import RateLoop, RateStats
 from robot_rl.hardware.robot import RobotState, hold_action, joints_to_action
 from robot_rl.hardware.safety import SafetyLayer
 from robot_rl.human_loop.devices.base import TeleopDevice, TeleopReading
+from robot_rl.viz.base import StepViz
 
 log = logging.getLogger(__name__)
 
@@ -171,16 +172,20 @@ class DemoRecorder:
     """Records episodes from ``device`` acting on the robot behind ``layer`` into ``sink``.
 
     ``layer`` must be connected and armed (use it as a context manager around :meth:`run`); ``device``
-    connected. ``status`` receives the one-line status about five times a second (None: no status).
+    connected. ``status`` receives the one-line status about five times a second (None: no status). ``viz``: a
+    live view of the recorded steps (``human`` when the operator acts, ``hold`` otherwise) on the tick timeline.
     """
 
     def __init__(self, layer: SafetyLayer, device: TeleopDevice, sink: EpisodeSink,
-                 config: RecordConfig | None = None, status: StatusFn | None = None) -> None:
+                 config: RecordConfig | None = None, status: StatusFn | None = None,
+                 viz: StepViz | None = None) -> None:
         self.layer = layer
         self.device = device
         self.sink = sink
         self.config = config or RecordConfig()
         self.status = status
+        self.viz = viz
+        self._tick = 0
         self.robot_cfg = layer.robot.config
         self.leader = not device.relative
         if device.relative and self.robot_cfg.control_mode != "ee_delta":
@@ -270,6 +275,8 @@ class DemoRecorder:
         if self._episode is not None:
             log.warning("episode discarded (%s, %d steps)", why, len(self._episode))
             self.summary.discarded += 1
+            if self.viz is not None:
+                self.viz.note(f"episode discarded ({why}, {len(self._episode)} steps)", self._tick)
         self._episode = None
 
     def _end(self, outcome: str) -> None:
@@ -283,6 +290,9 @@ class DemoRecorder:
         self.summary.successes += int(ep.is_success)
         self.summary.outcomes.append(outcome)
         log.info("episode %d saved: %d steps, %s", self.summary.saved, len(ep), outcome)
+        if self.viz is not None:
+            self.viz.episode_end(self._tick, index=self.summary.saved - 1, outcome=outcome,
+                                 ret=float(ep.reward.sum()), length=len(ep))
 
     def _handle(self, events: tuple[str, ...], step_index: int) -> None:
         for ev in events:
@@ -329,6 +339,10 @@ class DemoRecorder:
                 if ep is not None:
                     ep.safety.update(info["safety_events"])
                     ep.add(obs, applied, acting, self.segmenter.label)
+                    self._tick = tick  # the newest recorded step: where an episode's end is shown
+                    if self.viz is not None:
+                        self.viz.step(tick, applied, source="human" if acting else "hold", obs=obs,
+                                      reward=float(ep.success_now), success=ep.success_now)
                     if self._pending_end == "failure":
                         self._end("failure")
                     elif ep.success_now and not was_success and cfg.end_on_success:

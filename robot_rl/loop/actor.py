@@ -24,6 +24,7 @@ from robot_rl.core.algorithm import Policy
 from robot_rl.core.env import VecEnv
 from robot_rl.core.transition import TransitionBatch, finite_obs_rows
 from robot_rl.core.transport import ActorEndpoint, VersionAwareEndpoint
+from robot_rl.viz.base import StepViz
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,9 @@ class Actor:
         self.stale_s = 0.0
         #: Optional :class:`~robot_rl.human_loop.schedule.HILController`: teleop takeover, demo-state resets.
         self.hil: Any = None
+        #: Optional live view (``viz.*``): sub-env 0's steps and episodes.
+        self.viz: StepViz | None = None
+        self._viz_episodes = 0
         self.episodes = EpisodeStats()
         n = env.num_envs
         self._obs = env.reset(seed=seed)
@@ -153,6 +157,8 @@ class Actor:
             self.nonfinite_rows += bad
         if n_done:
             self._record_episodes(result.info, done, good)
+        if self.viz is not None:
+            self._viz_step(obs, action, intervened, reward, result, n_done > 0)
         # Sub-envs with a non-finite fresh observation stay quarantined until they finish an episode.
         self._quarantined = (self._quarantined & ~done) | ~finite_obs_rows(result.obs, n) | (
             ~torch.isfinite(result.reward) & ~done)
@@ -162,6 +168,25 @@ class Actor:
         if len(to_send):
             self._send(to_send)
         return batch
+
+    def _viz_step(self, obs: dict[str, torch.Tensor], action: torch.Tensor, intervened: torch.Tensor,
+                  reward: torch.Tensor, result: Any, any_done: bool) -> None:
+        """Sub-env 0's step (and episode end) to the live view (~50 us a logged step on CPU: visualisation.md)."""
+        viz = self.viz
+        assert viz is not None
+        t = self.env_steps // self.env.num_envs  # sub-env 0's steps before this one
+        info = result.info
+        if viz.due(t):
+            keys = [k for k in obs if k == "state" or (k.startswith("image.") and viz.camera_due(t))]
+            viz.step(t, _host(action)[0], source="human" if _host(intervened)[0] else "policy",
+                     reward=float(_host(reward)[0]), success=bool(_host(info["success"])[0]),
+                     obs={k: obs[k][0].cpu().numpy() for k in keys})
+        if any_done and (bool(_host(result.terminated)[0]) or bool(_host(result.truncated)[0])):
+            success, terminated = bool(_host(info["success"])[0]), bool(_host(result.terminated)[0])
+            viz.episode_end(t, index=self._viz_episodes,
+                            outcome="success" if success else ("terminated" if terminated else "time_limit"),
+                            ret=float(_host(info["episode_return"])[0]), length=int(_host(info["episode_length"])[0]))
+            self._viz_episodes += 1
 
     def _send(self, batch: TransitionBatch) -> None:
         # Wait in short slices so that a stop request is honoured promptly even when the queue is full.
@@ -193,3 +218,7 @@ class Actor:
         out, self.episodes = self.episodes, EpisodeStats()
         return out
 
+
+def _host(x: torch.Tensor) -> Any:
+    """``x`` as a numpy array (a view on CPU; one copy from an accelerator)."""
+    return x.detach().cpu().numpy()

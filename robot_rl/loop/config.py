@@ -1,4 +1,4 @@
-"""A whole run's config: task, algorithm, loop, transport, replay, run, co-training and reward sections.
+"""A whole run's config: task, algorithm, loop, transport, replay, run, co-training, reward and viz sections.
 
 Resolution order for ``robot-rl train``: defaults of the chosen task and algorithm → the task's preset for
 that algorithm → ``--config FILE.yaml`` → dotted overrides (``algo.batch_size=512``).
@@ -9,7 +9,7 @@ from __future__ import annotations
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from robot_rl.config_io import apply_overrides, flatten, load_yaml, merge_implied, parse_override
 from robot_rl.core.config import ALGOS, TASKS, AlgoConfig, DiscountedConfig, TaskConfig, TransportConfig
@@ -17,6 +17,7 @@ from robot_rl.cotrain.config import CotrainConfig
 from robot_rl.human_loop.config import HILConfig
 from robot_rl.rewards.train_config import EnvRole, RewardModelsConfig
 from robot_rl.transport.config import InprocTransportConfig
+from robot_rl.viz.config import VizConfig
 
 if TYPE_CHECKING:
     from robot_rl.core.env import VecEnv
@@ -99,6 +100,16 @@ class RunConfig:
     default on GPU)."""
     progress: bool = True
     """Show the live progress line."""
+    wandb: bool = False
+    """Mirror every TensorBoard scalar (same env step), the config and the learning curve to Weights & Biases
+    (the ``wandb`` extra; docs/visualisation.md); the wandb run id is the run directory's name."""
+    wandb_project: str | None = None
+    """wandb project (null: ``$WANDB_PROJECT``, else ``robot-rl``)."""
+    wandb_entity: str | None = None
+    """wandb entity, a user or team (null: ``$WANDB_ENTITY``, else your default)."""
+    wandb_mode: Literal["online", "offline", "disabled"] | None = None
+    """``online``, ``offline`` (write locally; `wandb sync` uploads later) or ``disabled`` (null: ``$WANDB_MODE``,
+    else online)."""
 
 
 def _default_task() -> TaskConfig:
@@ -124,6 +135,8 @@ class TrainConfig:
     reward: RewardModelsConfig = field(default_factory=RewardModelsConfig)
     """Learned rewards in the training envs (success classifier, PRM shaping) and the keys the policy sees
     (docs/rewards.md); off by default."""
+    viz: VizConfig = field(default_factory=VizConfig)
+    """Live view in Rerun of sub-env 0 of actor 0 (``--viz rerun``; docs/visualisation.md); off by default."""
 
     def make_env(self, device: Any, seed: int, num_envs: int | None = None, role: EnvRole = "train") -> VecEnv:
         """The task's env as this run's policy meets it: with the ``reward`` section applied.

@@ -33,8 +33,10 @@ from robot_rl.loop.progress import TrainProgress, transport_summary
 from robot_rl.loop.run_context import (
     RunContext,
     load_run_config,
+    open_run_viz,
     resolve_device,
     run_title,
+    scalar_sinks,
     seed_everything,
     set_torch_threads,
 )
@@ -129,12 +131,16 @@ class InProcessRunner:
                   send_timeout_s=cfg.loop.max_wait_s, stop=self._stop) for i, env in enumerate(self.envs)]
         for a in self.actors:
             a.sync_weights()
+        self.viz = None if self.remote else open_run_viz(cfg, self.run_dir)
+        if self.viz is not None:
+            context.on_close(self.viz.close)  # after the actors stopped: train() stops them before closing
+            self.actors[0].viz = self.viz
         if cfg.loop.hil is not None:
             self._attach_hil(cfg.loop.hil)
         self.updates: UpdateStrategy = (
             OnPolicyUpdates(self.learner, self.algo, self.actors, cfg.loop, self._stop, self.remote)
             if self.algo.on_policy else OffPolicyUpdates(self.learner, self.actors, cfg.loop, self._stop))
-        self.runlog = RunLog(self.run_dir)
+        self.runlog = RunLog(self.run_dir, scalar_sinks(cfg, self.run_dir))
         context.on_close(self.runlog.close)
 
     def close(self) -> None:
@@ -203,7 +209,11 @@ class InProcessRunner:
     def run_eval(self, wall_s: float) -> EvalResult:
         """Evaluate the learner's current actor weights on the evaluation env."""
         learner = self.learner
-        return self.evaluator.run(self.runlog, learner.transitions, learner.updates, learner.version, wall_s)
+        result = self.evaluator.run(self.runlog, learner.transitions, learner.updates, learner.version, wall_s)
+        if self.viz is not None:
+            self.viz.note(f"eval @ {learner.transitions} env steps: success {result.success_rate:.0%}, "
+                          f"return {result.mean_return:.2f}")
+        return result
 
     # ---- main loop --------------------------------------------------------------------------
 
@@ -233,6 +243,8 @@ class InProcessRunner:
     def _run(self, progress: TrainProgress, t0: float) -> tuple[bool, str]:
         cfg, learner, evaluator = self.cfg, self.learner, self.evaluator
         progress.print(f"run directory: {self.run_dir}")
+        if self.viz is not None:
+            progress.print(f"live view (sub-env 0 of actor 0): {self.viz.where}")
         if learner.transitions == 0:
             # A baseline before any learning, so the curve starts where the policy started.
             ev = self.run_eval(0.0)
