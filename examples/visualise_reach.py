@@ -1,4 +1,4 @@
-"""A short SAC run on `reach` logged to wandb (offline) and to a Rerun recording, then both read back.
+"""A short SAC run on `reach` (too short to learn: it shows the logging) to wandb, offline, and to a Rerun recording.
 
     pip install 'robot-rl[wandb,viz]'
     python examples/visualise_reach.py
@@ -21,7 +21,7 @@ run_dir = Path("runs/example-visualise")
 shutil.rmtree(run_dir, ignore_errors=True)  # an example: start fresh each time
 os.environ.setdefault("WANDB_SILENT", "true")
 cfg = resolve_train_config(task="reach", algo="sac", overrides=[
-    "run.name=example-visualise", "loop.total_env_steps=4000", "loop.eval_every_env_steps=2000",
+    "run.name=example-visualise", "task.num_envs=8", "loop.total_env_steps=6000", "loop.eval_every_env_steps=2000",
     "run.wandb=true", "run.wandb_mode=offline",            # every TensorBoard scalar, the config, the curve
     "viz.sink=rerun", "viz.connect=off", "viz.every=2",  # sub-env 0 of actor 0, every other step, to a file
 ])
