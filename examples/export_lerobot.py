@@ -2,8 +2,9 @@
 
     python examples/export_lerobot.py --out /tmp/reach_demos
 
-Writes <out>/episodes (the toolkit's append-only store) and <out>/lerobot (LeRobotDataset v3, needs
-the lerobot extra, see docs/datasets.md). Then train with the demos mixed into every batch:
+Writes <out>/episodes (the toolkit's append-only store) and <out>/lerobot (LeRobotDataset v3, written
+natively: needs only `pip install 'robot-rl[datasets]'`; LeRobot's own loader reads it back where lerobot
+is installed, see docs/datasets.md). Then train with the demos mixed into every batch:
 
     robot-rl train loop.demos_path=<out>/episodes algo.demo_ratio=0.5
 
@@ -46,7 +47,8 @@ def main() -> None:
     print(inspect_path(args.out / "episodes"))
 
     try:
-        episodes, frames = export_lerobot(args.out / "episodes", args.out / "lerobot", repo_id="local/reach_demos")
+        episodes, frames = export_lerobot(args.out / "episodes", args.out / "lerobot", repo_id="local/reach_demos",
+                                          robot_type="reach")  # a simulated arm: the task names it
     except ImportError as e:
         print(f"skipping the LeRobot export: {e}")
         return
@@ -54,8 +56,11 @@ def main() -> None:
     for report in verify_path(args.out / "lerobot"):
         print(report.text())
 
-    from lerobot.datasets.lerobot_dataset import LeRobotDataset
-
+    try:
+        from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    except ImportError:
+        print("lerobot is not installed: skipping the check with LeRobot's own loader")
+        return
     ds = LeRobotDataset("local/reach_demos", root=args.out / "lerobot")
     first = ds[0]
     print(f"LeRobot's loader: {len(ds)} frames, {ds.num_episodes} episodes; frame 0 action "

@@ -168,9 +168,10 @@ def test_cli_errors_are_clear(tmp_path, capsys):
     assert main(["data", "inspect", str(tmp_path / "nope")]) == 2
     assert "not an episode store, a LeRobotDataset v3 or a run directory" in capsys.readouterr().err
     _record(tmp_path / "s", episodes=1, image=False)
-    if importlib.util.find_spec("lerobot") is None:
+    if importlib.util.find_spec("pyarrow") is None:  # export needs the datasets extra (not LeRobot)
         assert main(["data", "export", str(tmp_path / "s"), str(tmp_path / "lr")]) == 2
-        assert "needs lerobot" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "needs pyarrow" in err and "robot-rl[datasets]" in err
     (tmp_path / "fake_lr" / "meta").mkdir(parents=True)
     (tmp_path / "fake_lr" / "meta" / "info.json").write_text(json.dumps({"codebase_version": "v3.0",
                                                                           "features": {}, "fps": 10}))

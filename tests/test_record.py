@@ -250,13 +250,15 @@ def test_disk_full_mid_session_keeps_committed_episodes(tmp_path: Path, capsys: 
 
 
 def test_lerobot_format_round_trip_with_labels(tmp_path: Path) -> None:
-    pytest.importorskip("lerobot")
+    pytest.importorskip("pyarrow")  # the datasets extra; LeRobot itself is not needed to write
     from robot_rl.data.lerobot_io import SEGMENT, LeRobotReader
 
     events = {0: ("reset",), 2: ("rewind",), 4: ("correct",), 6: ("success",), 8: ("reset",), 11: ("failure",)}
     assert run_record(_args(tmp_path, format="lerobot", episodes=2), robot=_robot(), device=_script(events)) == 0
     reader = LeRobotReader(tmp_path / "out")
     assert SEGMENT in reader.features and reader.num_episodes == 2
+    assert reader.info["robot_type"] == "xarm"  # the robot config's robot_type, else the --robot name
+    assert EpisodeStore(staging_path(tmp_path / "out")).meta["source"]["robot_type"] == "xarm"
     staged = list(EpisodeStore(staging_path(tmp_path / "out")))
     for got, want in zip(reader, staged):
         np.testing.assert_array_equal(got.segment, want.segment)

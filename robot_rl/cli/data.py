@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,7 @@ class DataVerifyArgs(Command):
 
 @dataclass
 class DataImportArgs(Command):
-    """Convert a local LeRobotDataset v3 into an episode store, for `loop.demos_path` (needs the lerobot extra)."""
+    """Convert a local LeRobotDataset v3 into an episode store, for `loop.demos_path` (needs the datasets extra)."""
 
     src: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="LEROBOT_DIR")]]
     """The LeRobotDataset v3 directory (meta/info.json, data/, videos/)."""
@@ -65,7 +66,10 @@ class DataImportArgs(Command):
 
 @dataclass
 class DataExportArgs(Command):
-    """Write recorded episodes (an episode store, or the one inside a run directory) as a LeRobotDataset v3."""
+    """Write recorded episodes (an episode store, or the one inside a run directory) as a LeRobotDataset v3.
+
+    Written natively (pyarrow, Pillow, PyAV: `pip install 'robot-rl[datasets]'`); LeRobot itself is not needed.
+    """
 
     src: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="SRC")]]
     """The episode store (from `robot-rl data record`, or a run directory holding exactly one)."""
@@ -77,11 +81,12 @@ class DataExportArgs(Command):
     """Task text for every frame (default: the store's task name)."""
     video: bool = False
     """Store cameras as AV1 mp4 `video` features instead of PNG `image` features (lossy, much smaller;
-    reading them back with LeRobot's loader needs torchcodec, see docs/datasets.md)."""
+    LeRobot's own loader decodes them with torchcodec, see docs/datasets.md)."""
     fps: float | None = None
     """Frames per second (default: the store's)."""
     robot_type: str | None = None
-    """LeRobot's robot_type field."""
+    """LeRobot's robot_type field (default: the one the store records: the robot's type for `robot-rl record`,
+    the task for `data record`)."""
 
     def run(self) -> int:
         """Write the dataset."""
@@ -90,7 +95,9 @@ class DataExportArgs(Command):
         _quiet_progress_bars()
         episodes, frames = tools.export_lerobot(self.src, self.out, repo_id=self.repo_id, task=self.task,
                                                 use_videos=self.video, fps=self.fps, robot_type=self.robot_type)
-        print(f"wrote a LeRobotDataset v3 with {episodes} episodes ({frames} frames) to {self.out}")
+        robot_type = json.loads((self.out / "meta" / "info.json").read_text()).get("robot_type")
+        print(f"wrote a LeRobotDataset v3 with {episodes} episodes ({frames} frames) to {self.out}; robot_type "
+              + (repr(robot_type) if robot_type else "unknown (the store does not record it; pass --robot-type)"))
         return 0
 
 
@@ -166,10 +173,10 @@ class DataArgs(Command):
 
 
 def _quiet_progress_bars() -> None:
-    # LeRobot's writer drives `datasets` maps whose per-episode progress bars drown the CLI's output.
+    # LeRobot's own writer (backend="lerobot") drives `datasets` maps whose progress bars drown the CLI's output.
     try:
         from datasets.utils.logging import disable_progress_bar
     except ImportError:
-        return  # LeRobot is not installed; the writer will say how to install it
+        return  # `datasets` is not installed: nothing to quiet
     disable_progress_bar()
 

@@ -15,8 +15,9 @@ Feature mapping (LeRobot key → toolkit):
 ``complementary_info.rac_segment``      segment: rewind-and-correct label, int64 0/1/2 (absent: None)
 =====================================  ==========================================================
 
-Writing uses LeRobot's own ``LeRobotDataset.create`` / ``add_frame`` / ``save_episode`` /
-``finalize``, so stats, episode metadata and video files are exactly what LeRobot produces.
+Writing (:class:`LeRobotWriter`) produces LeRobot 0.4.x's v3.0 files natively by default
+(:mod:`robot_rl.data.lerobot_v3`: pyarrow, Pillow, PyAV; no lerobot package), or through LeRobot's own
+``LeRobotDataset.create`` / ``add_frame`` / ``save_episode`` / ``finalize`` with ``backend="lerobot"``.
 
 Reading goes straight to the v3 files (``meta/info.json``, ``meta/episodes/*.parquet``,
 ``data/chunk-*/file-*.parquet``, ``videos/<key>/chunk-*/file-*.mp4``) with pyarrow, Pillow and PyAV,
@@ -34,14 +35,14 @@ import json
 import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from robot_rl.core.specs import ArraySpec, EnvSpec, SpecMismatchError
 from robot_rl.data.episode import Episode
 
-INSTALL_HINT = ("pip install 'robot-rl[datasets]' to read and write the files; writing with LeRobot's own code also "
+INSTALL_HINT = ("pip install 'robot-rl[datasets]' to read and write the files; only the backend='lerobot' writer "
                 "needs the lerobot package (docs/datasets.md gives the tested install lines)")
 STATE_KEYS = ("observation.state", "observation.environment_state")
 IMAGE_PREFIX = "observation.images."
@@ -269,7 +270,7 @@ def read_lerobot(root: Path | str) -> list[Episode]:
 
 
 # --------------------------------------------------------------------------------------------
-# Writing (LeRobot's own code)
+# Writing (natively by default, or through LeRobot's own API)
 # --------------------------------------------------------------------------------------------
 
 
@@ -297,31 +298,68 @@ def lerobot_features(spec: EnvSpec, use_videos: bool = False, rac_segments: bool
     return features
 
 
+def episode_columns(ep: Episode, rac_segments: bool = False) -> dict[str, np.ndarray]:
+    """One episode as LeRobot feature columns ``[T, *shape]`` (keys of :func:`lerobot_features`)."""
+    n = len(ep)
+    cols: dict[str, np.ndarray] = {IMAGE_PREFIX + k[len("image."):]: np.ascontiguousarray(v)
+                                   for k, v in ep.obs.items() if k.startswith("image.")}
+    if "state" in ep.obs:
+        cols["observation.state"] = ep.obs["state"].astype(np.float32)
+    cols["action"] = ep.action.astype(np.float32)
+    cols[REWARD] = ep.reward.astype(np.float32).reshape(n, 1)
+    cols[DONE] = (ep.terminated | ep.truncated).astype(bool).reshape(n, 1)
+    cols[TRUNCATED] = ep.truncated.astype(bool).reshape(n, 1)
+    cols[SUCCESS] = ep.success.astype(bool).reshape(n, 1)
+    cols[INTERVENTION] = ep.intervened.astype(bool).reshape(n, 1)
+    if rac_segments:
+        seg = ep.segment if ep.segment is not None else np.zeros(n, np.int64)
+        cols[SEGMENT] = np.asarray(seg, np.int64).reshape(n, 1)
+    return cols
+
+
 class LeRobotWriter:
     """Writes episodes into a new LeRobotDataset v3 at ``root`` (an episode sink for the recorder).
 
-    Call :meth:`close` (or use it as a context manager): LeRobot writes the parquet footers and
-    metadata only in ``finalize``. ``rac_segments`` adds the rewind-and-correct label column
-    (``complementary_info.rac_segment``; 0 for episodes without labels).
+    ``backend="native"`` (the default) writes the files itself (:mod:`robot_rl.data.lerobot_v3`; needs
+    only pyarrow, Pillow and, for ``use_videos``, PyAV: ``pip install 'robot-rl[datasets]'``);
+    ``backend="lerobot"`` goes through LeRobot's ``LeRobotDataset.create`` / ``add_frame`` /
+    ``save_episode`` / ``finalize`` (needs the lerobot package). Call :meth:`close` (or use it as a
+    context manager): the parquet footers and the metadata are written then. ``rac_segments`` adds the
+    rewind-and-correct label column (``complementary_info.rac_segment``; 0 for episodes without labels).
+    ``robot_type`` goes to ``meta/info.json``.
     """
 
     def __init__(self, root: Path | str, spec: EnvSpec, fps: float, repo_id: str = "local/robot_rl",
                  task: str = "", use_videos: bool = False, robot_type: str | None = None,
-                 vcodec: str = "libsvtav1", rac_segments: bool = False) -> None:
-        lerobot_dataset = _require("lerobot.datasets.lerobot_dataset")
+                 vcodec: str = "libsvtav1", rac_segments: bool = False,
+                 backend: Literal["native", "lerobot"] = "native") -> None:
         self.root = Path(root)
         if self.root.exists() and any(self.root.iterdir()):
-            raise FileExistsError(f"{self.root} exists and is not empty; LeRobot writes a new dataset")
-        if self.root.exists():
-            self.root.rmdir()  # LeRobotDataset.create makes the directory itself and refuses an existing one
+            raise FileExistsError(f"{self.root} exists and is not empty; a LeRobot dataset is written to a new "
+                                  "directory")
         if fps <= 0 or abs(fps - round(fps)) > 1e-6:
             raise ValueError(f"LeRobot datasets need a whole-number fps > 0, got {fps}")
         self.spec = spec
         self.task = task or "robot_rl"
         self.rac_segments = rac_segments
-        self.dataset = lerobot_dataset.LeRobotDataset.create(
-            repo_id=repo_id, fps=round(fps), features=lerobot_features(spec, use_videos, rac_segments), root=self.root,
-            robot_type=robot_type, use_videos=use_videos, vcodec=vcodec)
+        self.backend = backend
+        features = lerobot_features(spec, use_videos, rac_segments)
+        self.dataset: Any
+        if backend == "native":
+            for module in ("pyarrow.parquet", "PIL.Image", *(("av",) if use_videos else ())):
+                _require(module)
+            from robot_rl.data.lerobot_v3 import LeRobotV3Writer
+
+            self.dataset = LeRobotV3Writer(self.root, features, round(fps), robot_type=robot_type, vcodec=vcodec)
+        elif backend == "lerobot":
+            lerobot_dataset = _require("lerobot.datasets.lerobot_dataset")
+            if self.root.exists():
+                self.root.rmdir()  # LeRobotDataset.create makes the directory itself and refuses an existing one
+            self.dataset = lerobot_dataset.LeRobotDataset.create(
+                repo_id=repo_id, fps=round(fps), features=features, root=self.root, robot_type=robot_type,
+                use_videos=use_videos, vcodec=vcodec)
+        else:
+            raise ValueError(f"unknown LeRobot writer backend {backend!r}; valid: native, lerobot")
         self.episodes = 0
         self.frames = 0
         self._closed = False
@@ -329,22 +367,14 @@ class LeRobotWriter:
     def write(self, ep: Episode) -> None:
         """Add one episode (all its frames) and save it."""
         ep.validate(self.spec)
-        images = {k: IMAGE_PREFIX + k[len("image."):] for k in ep.obs if k.startswith("image.")}
-        for t in range(len(ep)):
-            frame: dict[str, Any] = {name: np.ascontiguousarray(ep.obs[k][t]) for k, name in images.items()}
-            if "state" in ep.obs:
-                frame["observation.state"] = ep.obs["state"][t].astype(np.float32)
-            frame["action"] = ep.action[t].astype(np.float32)
-            frame[REWARD] = np.array([ep.reward[t]], dtype=np.float32)
-            frame[DONE] = np.array([ep.terminated[t] or ep.truncated[t]])
-            frame[TRUNCATED] = np.array([ep.truncated[t]])
-            frame[SUCCESS] = np.array([ep.success[t]])
-            frame[INTERVENTION] = np.array([ep.intervened[t]])
-            if self.rac_segments:
-                frame[SEGMENT] = np.array([ep.segment[t] if ep.segment is not None else 0], dtype=np.int64)
-            frame["task"] = ep.task or self.task
-            self.dataset.add_frame(frame)
-        self.dataset.save_episode()
+        cols = episode_columns(ep, self.rac_segments)
+        task = ep.task or self.task
+        if self.backend == "native":
+            self.dataset.add_episode(cols, task)
+        else:
+            for t in range(len(ep)):
+                self.dataset.add_frame({**{k: v[t] for k, v in cols.items()}, "task": task})
+            self.dataset.save_episode()
         self.episodes += 1
         self.frames += len(ep)
 
@@ -366,8 +396,8 @@ def write_lerobot(episodes: Iterable[Episode], spec: EnvSpec, root: Path | str, 
     """Write ``episodes`` as a new LeRobotDataset v3 at ``root``; returns ``(episodes, frames)``.
 
     ``kwargs`` go to :class:`LeRobotWriter` (``repo_id``, ``task``, ``use_videos``, ``robot_type``,
-    ``vcodec``, ``rac_segments``). Without ``rac_segments`` the RaC label column is written when the
-    first episode carries labels.
+    ``vcodec``, ``rac_segments``, ``backend``). Without ``rac_segments`` the RaC label column is written
+    when the first episode carries labels.
     """
     it = iter(episodes)
     first = next(it, None)

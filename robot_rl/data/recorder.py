@@ -213,14 +213,16 @@ def record_run(run_dir: Path, out: Path, episodes: int = 10, fmt: str = "episode
         raise
     policy, ckpt = loaded.policy, loaded.checkpoint
     task = type(cfg.task).registry.name_of(cfg.task)
-    source = {"run_dir": str(run_dir), "checkpoint": str(ckpt), "deterministic": deterministic, "seed": seed}
+    # A simulated robot has no LeRobot robot type of its own: the task names it.
+    source = {"run_dir": str(run_dir), "checkpoint": str(ckpt), "deterministic": deterministic, "seed": seed,
+              "robot_type": task}
     sink: EpisodeSink
     if fmt == "episodes":
         sink = StoreSink(EpisodeStore.create(out, env.spec, fps=fps, task=task, source=source))
     elif fmt == "lerobot":
         from robot_rl.data.lerobot_io import LeRobotWriter
 
-        sink = LeRobotWriter(out, env.spec, fps, task=task, use_videos=use_videos)
+        sink = LeRobotWriter(out, env.spec, fps, task=task, use_videos=use_videos, robot_type=task)
     else:
         raise ValueError(f"unknown recording format {fmt!r}; valid: episodes, lerobot")
     try:

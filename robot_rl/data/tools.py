@@ -190,7 +190,10 @@ def import_lerobot(src: Path | str, out: Path | str) -> EpisodeStore:
 def export_lerobot(src: Path | str, out: Path | str, repo_id: str = "local/robot_rl", task: str = "",
                    use_videos: bool = False, fps: float | None = None,
                    robot_type: str | None = None) -> tuple[int, int]:
-    """Write the episode store at ``src`` (or the single one inside a run directory) as a LeRobotDataset v3."""
+    """Write the episode store at ``src`` (or the single one inside a run directory) as a LeRobotDataset v3.
+
+    ``robot_type`` defaults to the one the store's ``source`` records (``robot_type``, else ``robot``).
+    """
     from robot_rl.data.lerobot_io import write_lerobot
 
     src = Path(src)
@@ -206,6 +209,9 @@ def export_lerobot(src: Path | str, out: Path | str, repo_id: str = "local/robot
     rate = fps or store.fps
     if not rate:
         raise ValueError(f"{src} does not record its fps; pass --fps")
+    source = store.meta.get("source") or {}
+    # `robot-rl record` stores the robot's LeRobot type (or at least its --robot name), `data record` the task.
+    robot_type = robot_type or source.get("robot_type") or source.get("robot")
     return write_lerobot(iter(store), store.spec, out, rate, repo_id=repo_id, task=task or store.task,
                          use_videos=use_videos, robot_type=robot_type)
 

@@ -1,8 +1,8 @@
 """Where `robot-rl record` writes: checks on the output, and the sink that commits each episode twice.
 
 ``--format lerobot`` writes each episode twice: into an episode store ``<out>.episodes`` (committed, with
-fsync, as each episode ends) and into the LeRobotDataset at ``<out>`` (LeRobot writes its parquet footers
-and metadata only when the dataset is finalised at the end). If the session dies before that, nothing is
+fsync, as each episode ends) and into the LeRobotDataset at ``<out>`` (its parquet footers and metadata are
+written only when the dataset is finalised at the end). If the session dies before that, nothing is
 lost: ``robot-rl data export <out>.episodes NEW_DIR`` rebuilds the dataset.
 """
 
@@ -72,11 +72,13 @@ def open_sink(out: Path, fmt: str, spec: Any, hz: float, task: str, source: dict
     from robot_rl.data.recorder import StoreSink
     from robot_rl.data.store import EpisodeStore
 
+    if robot_type:  # so that `robot-rl data export` of the store records it too
+        source = {**source, "robot_type": robot_type}
     if fmt == "episodes":
         return TeeSink(StoreSink(EpisodeStore.create(out, spec, fps=hz, task=task, source=source)), None)
     from robot_rl.data.lerobot_io import LeRobotWriter
 
-    # The LeRobot writer first: if lerobot is missing we fail before creating anything.
+    # The LeRobot writer first: if pyarrow (the datasets extra) is missing we fail before creating anything.
     writer = LeRobotWriter(out, spec, hz, repo_id=repo_id, task=task, use_videos=video, robot_type=robot_type,
                            rac_segments=True)
     store = EpisodeStore.create(staging_path(out), spec, fps=hz, task=task, source=source)

@@ -112,7 +112,7 @@ def record_demos(env: VecEnv, out: Path | str, episodes: int, demonstrator: Scri
                  fps: float = 20.0) -> int:
     """Record ``episodes`` demonstrator episodes of ``env`` into ``out``; returns the successful ones.
 
-    ``fmt="episodes"`` writes an episode store; ``"lerobot"`` a LeRobotDataset v3 (needs the lerobot extra).
+    ``fmt="episodes"`` writes an episode store; ``"lerobot"`` a LeRobotDataset v3 (needs the datasets extra).
     """
     from robot_rl.data.recorder import StoreSink, record_episodes
     from robot_rl.data.store import EpisodeStore
@@ -120,7 +120,7 @@ def record_demos(env: VecEnv, out: Path | str, episodes: int, demonstrator: Scri
     if fmt == "lerobot":
         from robot_rl.data.lerobot_io import LeRobotWriter
 
-        sink: StoreSink | LeRobotWriter = LeRobotWriter(out, env.spec, fps)
+        sink: StoreSink | LeRobotWriter = LeRobotWriter(out, env.spec, fps, task=task, robot_type=task)
     else:
         sink = StoreSink(EpisodeStore.create(out, env.spec, fps=fps, task=task))
     result = record_episodes(env, demonstrator, sink, episodes, seed=seed, deterministic=False, task=task)
