@@ -311,3 +311,30 @@ def test_deploy_learner_weights_rac_labelled_demos(tmp_path: Path, capsys: pytes
                  "demos_correction_weight=3", "demos_rewind_weight=0"])
     assert code == 0
     assert f"{4 + 0 * 2 + 3 * 3} demos" in capsys.readouterr().out  # corrections thrice, rewinds left out
+
+
+@pytest.mark.sim
+def test_cli_records_scripted_pick_demos_without_a_keyboard(tmp_path: Path) -> None:
+    """`robot-rl record --device pick_demonstrator` as a user runs it with no terminal: it starts each episode
+    itself on a freshly reset task and saves successes; the existing directory then gets a clear refusal."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("mujoco")
+    exe = str(Path(sys.executable).with_name("robot-rl"))
+    out = tmp_path / "demos"
+    cmd = [exe, "record", "--robot", "sim_arm", "--device", "pick_demonstrator", "--out", str(out),
+           "--format", "episodes", "--episodes", "3", "--quiet", "robot.cameras={}", "safety.watchdog_timeout_s=1"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "3 episode(s) saved" in done.stdout and "3 success" in done.stdout
+    episodes = list(EpisodeStore(out))
+    assert len(episodes) == 3 and all(ep.is_success for ep in episodes)
+    cubes = [ep.obs["state"][0, 13:16] for ep in episodes]  # the cube where each episode began
+    assert min(np.linalg.norm(a - b) for i, a in enumerate(cubes) for b in cubes[i + 1:]) > 1e-3
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert again.returncode == 2 and str(out) in again.stderr and "--append" in again.stderr
+    one_more = [("1" if a == "3" else a) for a in cmd] + ["--append"]
+    more = subprocess.run(one_more, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    assert more.returncode == 0, more.stderr[-2000:]
+    assert len(EpisodeStore(out)) == 4

@@ -133,7 +133,13 @@ def test_reading_rejects_unknown_events():
 
 
 def test_devices_verb_works_with_nothing_connected(capsys):
-    assert main(["devices", "--scripted"]) == 0
+    assert main(["devices"]) == 0
     out = capsys.readouterr().out
-    assert "keyboard:" in out and "space" in out and "E-STOP" in out and "scripted:" in out
+    assert "keyboard:" in out and "space" in out and "E-STOP" in out
+    # The scripted ones are listed (last) as what they are: a script in place of a person.
+    for name in ("pick_demonstrator", "pick_intervener", "scripted"):
+        assert f"{name} (scripted, no person):" in out, name
+    assert out.index("keyboard:") < out.index("pick_demonstrator")
+    assert main(["devices", "--no-scripted"]) == 0
+    assert "pick_demonstrator" not in capsys.readouterr().out
     assert "spacemouse:" in out and "gamepad:" in out

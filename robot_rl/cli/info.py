@@ -117,8 +117,9 @@ class DevicesArgs(Command):
     `pip install 'robot-rl[teleop]'`.
     """
 
-    scripted: bool = False
-    """Also list the scripted device used by tests and demos."""
+    scripted: bool = True
+    """Also list the scripted devices (a script in place of a person: the simulated arm's pick demonstrator and
+    intervener, and an idle one for tests); --no-scripted hides them."""
 
     def run(self) -> int:
         """Print the device listing."""

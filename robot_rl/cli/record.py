@@ -64,6 +64,9 @@ class RecordArgs(Command):
     """LeRobot format: store cameras as AV1 video instead of PNG images."""
     repo_id: str = "local/robot_rl_demos"
     """LeRobot format: the dataset's repo id (nothing is uploaded)."""
+    append: bool = False
+    """Add the episodes to an existing episode store at --out (--format episodes; the robot's features must
+    match). Without it an existing --out is refused."""
     min_free_mb: float = 500.0
     """Refuse to start with less free space than this on the output's disk."""
     quiet: bool = False
@@ -161,11 +164,18 @@ def run_record(args: RecordArgs, robot: Any = None, device: Any = None) -> int:
 
     robot_cfg, device_cfg, safety_cfg, record_cfg = build_configs(args)
     try:
-        check_output(args.out, args.format, args.min_free_mb)
+        check_output(args.out, args.format, args.min_free_mb, args.append)
     except (FileExistsError, DiskFullError) as e:
         return fail(str(e))
+    if args.append and args.out.exists():
+        from dataclasses import replace
+
+        from robot_rl.data.store import EpisodeStore
+
+        # New scenes, not the first session's again: the task resets continue from the stored episodes' count.
+        record_cfg = replace(record_cfg, seed=record_cfg.seed + 7919 * len(EpisodeStore(args.out)))
     robot = robot if robot is not None else robot_cfg.make()
-    device = device if device is not None else device_cfg.make()
+    device = device if device is not None else device_cfg.make_for(robot)
     try:
         device.connect()
     except (ImportError, RuntimeError, OSError) as e:
@@ -184,10 +194,11 @@ def run_record(args: RecordArgs, robot: Any = None, device: Any = None) -> int:
         try:
             source = {"robot": args.robot, "device": args.device, "hz": args.hz}
             sink = open_sink(args.out, args.format, robot.features, args.hz, args.task, source, args.video,
-                             args.repo_id, getattr(robot.config, "robot_type", args.robot))
+                             args.repo_id, getattr(robot.config, "robot_type", args.robot), args.append)
             viz = open_record_viz(args)
             recorder = DemoRecorder(layer, device, sink, record_cfg, status=status, viz=viz)
-            print(f"recording into {args.out} ({args.format}); {KEY_LINE}", file=sys.stderr, flush=True)
+            keys = "the scripted device starts each episode itself" if device.drives_episodes else KEY_LINE
+            print(f"recording into {args.out} ({args.format}); {keys}", file=sys.stderr, flush=True)
             if status is not None:
                 with status:
                     summary = recorder.run()

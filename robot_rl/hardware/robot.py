@@ -113,6 +113,19 @@ class EmergencyStoppable(Protocol):
         ...
 
 
+@runtime_checkable
+class TaskRobot(Protocol):
+    """A robot that knows its task (simulators; cells with a success sensor): episodes can reset it."""
+
+    def reset_task(self, seed: int | None = None) -> None:
+        """Start a new episode (the simulator places the object and the arm anew)."""
+        ...
+
+    def task_status(self) -> Any:
+        """An object with ``success`` (bool) and ``reward`` (float) for the current state."""
+        ...
+
+
 ROBOTS: Registry[type[RobotConfig]] = Registry("robot", "robot_rl.robots")
 RobotConfig.registry = ROBOTS
 

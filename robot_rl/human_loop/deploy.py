@@ -27,7 +27,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,7 +37,7 @@ from robot_rl.core.config import AlgoConfig
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.hardware.rate import RateLoop
-from robot_rl.hardware.robot import RobotConfig
+from robot_rl.hardware.robot import RobotConfig, TaskRobot
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.sim_arm import SimulatedArmConfig
 from robot_rl.hardware.weight_check import WeightCheckConfig, WeightGate
@@ -149,17 +149,6 @@ def load_run_policy(run_dir: Path, spec: EnvSpec, device: str = "cpu") -> tuple[
     loaded = load_policy(run_dir, spec, device)
     log.info("deploy: acting with %s (policy v%s)", loaded.checkpoint, loaded.meta.get("policy_version"))
     return loaded.policy, loaded.version
-
-
-@runtime_checkable
-class TaskRobot(Protocol):
-    """A robot that knows its task (simulators; cells with a success sensor)."""
-
-    def reset_task(self, seed: int | None = None) -> None:
-        """Start a new episode."""
-
-    def task_status(self) -> Any:
-        """An object with ``success`` (bool) and ``reward`` (float) for the current state."""
 
 
 @dataclass

@@ -15,19 +15,12 @@ def make_teleop(name: str, robot: Any, keys: Any = None) -> Any:
     """
     from robot_rl.human_loop.devices.base import TELEOP_DEVICES
     from robot_rl.human_loop.devices.keyboard import KeyboardConfig
-    from robot_rl.human_loop.devices.scripted import ScriptedDevice
 
     if keys is not None:
         if name != "keyboard":
             raise ConfigError(f"a key source is for the keyboard teleop, not {name}")
         return KeyboardConfig().make(keys)
-    if name == "pick_intervener":
-        from robot_rl.hardware.sim_arm import PickIntervener, SimulatedArm
-
-        if not isinstance(robot, SimulatedArm):
-            raise ConfigError("teleop pick_intervener scripts the simulated arm's pick task: use robot.type=sim_arm")
-        return ScriptedDevice(PickIntervener(robot))
-    return TELEOP_DEVICES.get(name)().make()
+    return TELEOP_DEVICES.get(name)().make_for(robot)
 
 
 def start_estop_guard(robot: Any, trigger_file: Path | None, tty: str | None = None,

@@ -49,7 +49,7 @@ import numpy as np
 from robot_rl.data.episode import SEGMENT_CORRECTION, SEGMENT_NAMES, SEGMENT_NONE, SEGMENT_REWIND, Episode
 from robot_rl.data.recorder import EpisodeSink
 from robot_rl.hardware.rate import RateLoop, RateStats
-from robot_rl.hardware.robot import RobotState, hold_action, joints_to_action
+from robot_rl.hardware.robot import RobotState, TaskRobot, hold_action, joints_to_action
 from robot_rl.hardware.safety import SafetyLayer
 from robot_rl.human_loop.devices.base import TeleopDevice, TeleopReading
 from robot_rl.viz.base import StepViz
@@ -74,7 +74,10 @@ class RecordConfig:
     end_on_success: bool = True
     """End (and save) the episode at the step success is labelled; otherwise keep recording until stopped."""
     auto_start: bool = False
-    """Start recording the first episode at once instead of waiting for the start key."""
+    """Start recording the first episode at once instead of waiting for the start key (a scripted device, one
+    with ``drives_episodes``, starts every episode itself)."""
+    seed: int = 0
+    """Seed of the task resets between episodes, on a robot that knows its task (the simulated arm)."""
     stale_after_s: float = 0.2
     """A device reading older than this is 'lost': the arm holds."""
     blend_s: float = 1.0
@@ -265,11 +268,20 @@ class DemoRecorder:
         """Whether an episode is being recorded."""
         return self._episode is not None
 
-    def _start(self) -> None:
+    def _start(self) -> bool:
+        """Begin an episode; True when the robot's task was reset (what was observed before is stale)."""
+        robot = self.layer.robot
+        reset = isinstance(robot, TaskRobot)
+        if isinstance(robot, TaskRobot):
+            # A new scene, as a person would set one up: the simulated arm places the cube and the arm anew,
+            # then the change limit restarts from the measured state.
+            robot.reset_task(self.config.seed * 100_003 + self.summary.saved + self.summary.discarded)
+            self.layer.rearm()
         self._episode = _EpisodeBuffer()
         self.segmenter.reset()
         self._blend = None  # a leader arm blends in again from wherever the follower is
         log.info("episode %d: recording", self.summary.saved + 1)
+        return reset
 
     def _discard(self, why: str) -> None:
         if self._episode is not None:
@@ -294,13 +306,15 @@ class DemoRecorder:
             self.viz.episode_end(self._tick, index=self.summary.saved - 1, outcome=outcome,
                                  ret=float(ep.reward.sum()), length=len(ep))
 
-    def _handle(self, events: tuple[str, ...], step_index: int) -> None:
+    def _handle(self, events: tuple[str, ...], step_index: int) -> bool:
+        """Act on the device's events; True when an episode started on a reset task (observe again)."""
+        reset = False
         for ev in events:
             if ev == "estop":
                 self.layer.estop.trigger("operator e-stop key")
             elif self._episode is None:
                 if ev == "reset":
-                    self._start()
+                    reset = self._start()
             elif ev == "reset":
                 self._end("stopped")
             elif ev == "toggle":
@@ -312,6 +326,7 @@ class DemoRecorder:
                 self._pending_end = "failure"
             elif ev in ("rewind", "correct"):
                 self.segmenter.on_event(ev)
+        return reset
 
     # ------------------------------------------------------------------ the loop
 
@@ -319,18 +334,22 @@ class DemoRecorder:
         """Record until ``config.episodes`` are saved (or ``max_ticks``, a safety latch, Ctrl-C)."""
         cfg = self.config
         loop = RateLoop(cfg.hz, max_ticks=cfg.max_ticks)
-        if cfg.auto_start:
-            self._start()
+        start_next = cfg.auto_start or self.device.drives_episodes
         try:
             for tick in loop:
                 self.summary.ticks = tick + 1
                 self._pending_end = None
+                if self._episode is None and start_next:
+                    self._start()
+                    start_next = self.device.drives_episodes
                 obs = self.layer.observe()
                 measured = self._measured(obs)
                 reading = self.device.read() if self.device.is_connected else None
                 events = reading.events if (reading is not None and self._fresh(reading)) else ()
                 was_success = self._episode.success_now if self._episode is not None else False
-                self._handle(events, tick)
+                if self._handle(events, tick):
+                    obs = self.layer.observe()
+                    measured = self._measured(obs)
                 action, acting = self._action(reading, measured)
                 applied, info = self.layer.step(action)
                 if self._lost:

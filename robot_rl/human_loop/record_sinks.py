@@ -19,13 +19,25 @@ if TYPE_CHECKING:  # torch comes with these; `robot-rl --help` should not wait f
     from robot_rl.data.recorder import EpisodeSink, StoreSink
 
 
-def check_output(out: Path, fmt: str, min_free_mb: float) -> None:
-    """Refuse an output that exists (and is not empty) or a disk with less than ``min_free_mb`` free."""
+def check_output(out: Path, fmt: str, min_free_mb: float, append: bool = False) -> None:
+    """Refuse an output that exists and is not empty (an episode store with ``append`` is fine), or a small disk.
+
+    Less than ``min_free_mb`` free is refused: better before the session than mid-episode.
+    """
     targets = [out] + ([staging_path(out)] if fmt == "lerobot" else [])
     for p in targets:
         if p.exists() and (not p.is_dir() or any(p.iterdir())):
-            raise FileExistsError(f"{p} already exists; record into a new directory (recordings are never "
-                                  "overwritten or appended to)")
+            if append and fmt == "episodes":
+                from robot_rl.data.store import is_store
+
+                if is_store(p):
+                    continue
+                raise FileExistsError(f"{p} exists but is not an episode store: --append adds to one")
+            if append:
+                raise FileExistsError(f"{p} already exists, and a LeRobotDataset is written once: --append adds to "
+                                      "an episode store (--format episodes; `robot-rl data export` converts it)")
+            raise FileExistsError(f"{p} already exists: record into a new --out, or add episodes to it with "
+                                  "--append --format episodes (recordings are never overwritten)")
     probe = out.resolve()
     while not probe.exists():
         probe = probe.parent
@@ -67,15 +79,19 @@ class TeeSink:
 
 
 def open_sink(out: Path, fmt: str, spec: Any, hz: float, task: str, source: dict[str, Any], video: bool = False,
-              repo_id: str = "local/robot_rl_demos", robot_type: str | None = None) -> TeeSink:
-    """The sink for ``fmt``: an episode store at ``out``, or the store ``<out>.episodes`` plus LeRobot at ``out``."""
+              repo_id: str = "local/robot_rl_demos", robot_type: str | None = None, append: bool = False) -> TeeSink:
+    """The sink for ``fmt``: an episode store at ``out``, or the store ``<out>.episodes`` plus LeRobot at ``out``.
+
+    ``append``: add to the episode store already at ``out`` (its spec must match the robot's).
+    """
     from robot_rl.data.recorder import StoreSink
     from robot_rl.data.store import EpisodeStore
 
     if robot_type:  # so that `robot-rl data export` of the store records it too
         source = {**source, "robot_type": robot_type}
     if fmt == "episodes":
-        return TeeSink(StoreSink(EpisodeStore.create(out, spec, fps=hz, task=task, source=source)), None)
+        return TeeSink(StoreSink(EpisodeStore.create(out, spec, fps=hz, task=task, source=source,
+                                                     exist_ok=append)), None)
     from robot_rl.data.lerobot_io import LeRobotWriter
 
     # The LeRobot writer first: if pyarrow (the datasets extra) is missing we fail before creating anything.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -52,6 +52,8 @@ class TeleopDevice(abc.ABC):
     name: str = "device"
     relative: bool = True
     """Relative devices (keyboard, gamepad, SpaceMouse) send deltas; absolute ones (leader arms) poses."""
+    drives_episodes: bool = False
+    """A script, not a person: `record` starts each episode itself (no start key), on a reset task."""
 
     @abc.abstractmethod
     def connect(self) -> None:
@@ -87,15 +89,26 @@ class TeleopConfig:
     """Base of device configs (registered in ``TELEOP_DEVICES``)."""
 
     registry: ClassVar[Registry[type[TeleopConfig]]]
+    scripted: ClassVar[bool] = False
+    """A script in place of a person (tests, demos, the simulated arm's workflow)."""
 
     def make(self) -> TeleopDevice:
         """Build the (unconnected) device; optional libraries are imported in ``connect``."""
         raise NotImplementedError
 
+    def make_for(self, robot: Any) -> TeleopDevice:
+        """Build the device for ``robot`` (scripted demonstrators watch the robot they drive); default :meth:`make`."""
+        return self.make()
+
     @classmethod
     def discover(cls) -> tuple[list[str], str]:
         """``(connected devices of this kind, note)``; the note says why none, e.g. a missing extra."""
         return [], ""
+
+    @classmethod
+    def describe_controls(cls) -> dict[str, str]:
+        """Control → what it does (`robot-rl devices`)."""
+        return cls().make().buttons()
 
 
 TELEOP_DEVICES: Registry[type[TeleopConfig]] = Registry("teleop device", "robot_rl.teleop_devices")

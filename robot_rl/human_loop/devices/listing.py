@@ -15,18 +15,19 @@ class DeviceListing:
     found: list[str]
     note: str
     controls: dict[str, str]
+    scripted: bool = False
 
 
-def list_devices(include_scripted: bool = False) -> list[DeviceListing]:
-    """Probe every registered device kind (optional libraries are tried, never required)."""
+def list_devices(include_scripted: bool = True) -> list[DeviceListing]:
+    """Probe every registered device kind (optional libraries are tried, never required); scripted ones last."""
     out = []
-    for kind in TELEOP_DEVICES.names():
-        if kind == "scripted" and not include_scripted:
-            continue
+    kinds = sorted(TELEOP_DEVICES.names(), key=lambda k: (TELEOP_DEVICES.get(k).scripted, k))
+    for kind in kinds:
         cfg_cls = TELEOP_DEVICES.get(kind)
+        if cfg_cls.scripted and not include_scripted:
+            continue
         found, note = cfg_cls.discover()
-        controls = cfg_cls().make().buttons()
-        out.append(DeviceListing(kind, found, note, controls))
+        out.append(DeviceListing(kind, found, note, cfg_cls.describe_controls(), cfg_cls.scripted))
     return out
 
 
@@ -35,10 +36,10 @@ def format_listing(listings: list[DeviceListing]) -> str:
     lines = []
     for item in listings:
         status = ", ".join(item.found) if item.found else f"not found ({item.note})"
-        lines.append(f"{item.kind}: {status}")
+        lines.append(f"{item.kind}{' (scripted, no person)' if item.scripted else ''}: {status}")
         for control, meaning in item.controls.items():
             lines.append(f"    {control:<22} {meaning}")
-    if not any(item.found for item in listings):
+    if not any(item.found for item in listings if not item.scripted):
         lines.append("No teleop device is connected. Plug in a gamepad, SpaceMouse or leader arm, or run from an "
                      "interactive terminal for the keyboard.")
     return "\n".join(lines)

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from robot_rl.human_loop.devices.base import TELEOP_DEVICES, TeleopConfig, TeleopDevice, TeleopReading
 
@@ -22,8 +23,9 @@ class ScriptedDevice(TeleopDevice):
 
     name = "scripted"
 
-    def __init__(self, script: Script | None = None) -> None:
+    def __init__(self, script: Script | None = None, drives_episodes: bool = False) -> None:
         self.script = script or (lambda i: TeleopReading(timestamp=0.0))
+        self.drives_episodes = drives_episodes  # a demonstrator: `record` starts its episodes (no start key)
         self.steps = 0
         self._connected = False
         self._frozen: TeleopReading | None = None
@@ -80,11 +82,92 @@ class ScriptedDevice(TeleopDevice):
 class ScriptedDeviceConfig(TeleopConfig):
     """A device that never intervenes (tests pass a script to :class:`ScriptedDevice` directly)."""
 
+    scripted: ClassVar[bool] = True
+
     def make(self) -> ScriptedDevice:
-        """An idle scripted device."""
-        return ScriptedDevice()
+        """An idle scripted device; `record` starts its episodes, which run to ``max_episode_steps`` holding."""
+        return ScriptedDevice(drives_episodes=True)
 
     @classmethod
     def discover(cls) -> tuple[list[str], str]:
         """Always available."""
         return ["scripted (for tests and demos)"], ""
+
+
+@TELEOP_DEVICES.register("pick_demonstrator")
+@dataclass
+class PickDemonstratorConfig(TeleopConfig):
+    """The simulated arm's scripted expert in control of every step: demonstrations without a person.
+
+    `robot-rl record --robot sim_arm --device pick_demonstrator` records pick demos; it presses success when
+    the cube is lifted. Needs ``robot.type=sim_arm`` (it reads the cube from the arm's state).
+    """
+
+    scripted: ClassVar[bool] = True
+
+    @classmethod
+    def describe_controls(cls) -> dict[str, str]:
+        """What the script does in place of the controls."""
+        return ScriptedDevice().buttons()
+
+    def make(self) -> ScriptedDevice:
+        """Not without the arm: use :meth:`make_for`."""
+        raise ValueError("pick_demonstrator drives the simulated arm: build it with make_for(arm)")
+
+    def make_for(self, robot: Any) -> ScriptedDevice:
+        """The expert on ``robot`` (a connected or connecting :class:`~robot_rl.hardware.sim_arm.SimulatedArm`)."""
+        from robot_rl.hardware.sim_arm import PickIntervener
+
+        return ScriptedDevice(PickIntervener(_sim_arm(robot, "pick_demonstrator"), patience=0,
+                                             takeover_steps=10**9), drives_episodes=True)
+
+    @classmethod
+    def discover(cls) -> tuple[list[str], str]:
+        """Always available (with the simulated arm)."""
+        return ["pick_demonstrator (scripted expert for robot.type=sim_arm)"], ""
+
+
+@TELEOP_DEVICES.register("pick_intervener")
+@dataclass
+class PickIntervenerConfig(TeleopConfig):
+    """A scripted person for the simulated arm's pick: takes over when the policy makes no progress.
+
+    For `robot-rl deploy --mode learn --teleop pick_intervener`: the HIL-SERL loop without a person.
+    """
+
+    scripted: ClassVar[bool] = True
+
+    patience: int = 8
+    """Steps without progress (closer to the cube, or the cube higher) before taking over."""
+    takeover_steps: int = 30
+    """Steps of expert control per takeover."""
+
+    @classmethod
+    def describe_controls(cls) -> dict[str, str]:
+        """What the script does in place of the controls."""
+        return ScriptedDevice().buttons()
+
+    def make(self) -> ScriptedDevice:
+        """Not without the arm: use :meth:`make_for`."""
+        raise ValueError("pick_intervener drives the simulated arm: build it with make_for(arm)")
+
+    def make_for(self, robot: Any) -> ScriptedDevice:
+        """The scripted person watching ``robot`` (a :class:`~robot_rl.hardware.sim_arm.SimulatedArm`)."""
+        from robot_rl.hardware.sim_arm import PickIntervener
+
+        return ScriptedDevice(PickIntervener(_sim_arm(robot, "pick_intervener"), patience=self.patience,
+                                             takeover_steps=self.takeover_steps))
+
+    @classmethod
+    def discover(cls) -> tuple[list[str], str]:
+        """Always available (with the simulated arm)."""
+        return ["pick_intervener (scripted person for robot.type=sim_arm)"], ""
+
+
+def _sim_arm(robot: Any, name: str) -> Any:
+    from robot_rl.core.config import ConfigError
+    from robot_rl.hardware.sim_arm import SimulatedArm
+
+    if not isinstance(robot, SimulatedArm):
+        raise ConfigError(f"{name} scripts the simulated arm's pick task: use robot.type=sim_arm (--robot sim_arm)")
+    return robot
