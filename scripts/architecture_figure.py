@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import test_architecture as arch  # noqa: E402
 
 _NODE = re.compile(r'^\s*(\w+)\["([^"]+)"\]\s*$')
-_EDGE = re.compile(r"^\s*(\w+)\s*-->(?:\|([^|]*)\|)?\s*(.+?)\s*$")
+_EDGE = re.compile(r"^\s*(\w+(?:\s*&\s*\w+)*)\s*-->(?:\|([^|]*)\|)?\s*(.+?)\s*$")
 
 
 def read_mermaid(path: Path) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
@@ -45,7 +45,8 @@ def read_mermaid(path: Path) -> tuple[dict[str, str], list[tuple[str, str, str]]
         if m := _NODE.match(line):
             nodes[m.group(1)] = m.group(2)
         elif m := _EDGE.match(line):
-            edges += [(m.group(1), t.strip(), m.group(2) or "") for t in m.group(3).split("&")]
+            edges += [(a.strip(), b.strip(), m.group(2) or "")
+                      for a in m.group(1).split("&") for b in m.group(3).split("&")]
     return nodes, edges
 
 
