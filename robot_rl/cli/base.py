@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 
@@ -34,3 +38,26 @@ def viz_overrides(args: Any) -> list[str]:
     """The ``viz.*`` overrides of a verb's ``--viz`` / ``--viz-file`` flags (train, deploy, record)."""
     out = [f"viz.sink={args.viz}"] if args.viz is not None else []
     return out + ([f"viz.file={args.viz_file}"] if args.viz_file is not None else [])
+
+
+@contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """Inside, SIGTERM stops the verb like Ctrl-C (a KeyboardInterrupt in the main thread).
+
+    `kill PID`, a service manager's stop or a container's shutdown then ends the episode, holds the robot, writes
+    the logs and prints the summary, as Ctrl-C does. Later SIGTERMs are ignored until the verb is out (its
+    teardown holds the robot and must not be cut short); a second Ctrl-C still interrupts.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 import tyro
 
-from robot_rl.cli.base import Command, viz_overrides
+from robot_rl.cli.base import Command, sigterm_as_ctrl_c, viz_overrides
 from robot_rl.config_io import apply_overrides, from_dict, load_yaml, parse_override
 from robot_rl.core.config import ConfigError
 from robot_rl.human_loop.operator import guard_key_source, make_teleop, start_estop_guard
@@ -55,6 +55,9 @@ class DeployArgs(Command):
     demos: Path | None = None
     """Learner: demonstrations to preload into the demo buffer: an episode store or LeRobotDataset v3 (what
     `robot-rl record` writes), recorded on a robot with this config's features."""
+    log_file: Path | None = None
+    """While the status line is drawn, warnings go here instead of the terminal (errors still show); default
+    <run-dir>/deploy.log, or ./deploy.log without --run-dir."""
     episode_log: Path | None = None
     """Actor: append one JSON line per episode (success, steps, intervention rate and lengths) here."""
     max_s: float | None = None
@@ -121,11 +124,15 @@ class DeployArgs(Command):
                                                 ZmqSettings.from_config(cfg.transport))
                 try:
                     with device:
+                        status = StatusLine(enabled=cfg.status,
+                                            log_file=self.log_file or (self.run_dir or Path(".")) / "deploy.log")
+                        episode_log = EpisodeLog(self.episode_log) if self.episode_log is not None else None
                         deployer = Deployer(cfg, safety, device, policy, endpoint=endpoint,
-                                            policy_version=version if cfg.mode == "eval" else 0,
-                                            status=StatusLine(enabled=cfg.status), viz=viz)
+                                            policy_version=version if cfg.mode == "eval" else 0, status=status,
+                                            viz=viz, on_episode=episode_log.append if episode_log else None)
                         print(f"deploy ({cfg.mode}): {deployer.controller.mode_hint}", flush=True)
-                        report = deployer.run()
+                        with sigterm_as_ctrl_c():
+                            report = deployer.run()
                 finally:
                     if endpoint is not None:
                         endpoint.close()
@@ -135,13 +142,13 @@ class DeployArgs(Command):
             if viz is not None:
                 viz.close()
                 print(f"live view: {viz.where}", flush=True)
-        if self.episode_log is not None:
-            _write_episode_log(self.episode_log, report)
         rates = [e.intervention_rate for e in report.episodes]
         estop = f"; E-STOP: {safety.estop_reason}" if safety.estop_reason else ""
-        print(f"{len(report.episodes)} episodes: success {report.success_rate:.0%}, mean intervention rate "
-              f"{(sum(rates) / len(rates) if rates else 0.0):.0%}, policy v{report.policy_version}; "
-              f"{report.rate.summary()}; safety events {report.safety_counts or 'none'}{estop}", flush=True)
+        stopped = " (stopped by a signal; the running episode dropped)" if deployer.interrupted else ""
+        print(f"{len(report.episodes)} episodes{stopped}: success {report.success_rate:.0%} ({report.split()}), "
+              f"mean intervention rate {(sum(rates) / len(rates) if rates else 0.0):.0%}, policy "
+              f"v{report.policy_version}; {report.rate.summary()}; safety events {report.safety_counts or 'none'}"
+              f"{estop}", flush=True)
         return 0
 
     def resolved_config(self) -> Any:
@@ -165,7 +172,8 @@ class DeployArgs(Command):
               f"{learner.stats.demos} demos)", flush=True)
         stop = threading.Event()
         try:
-            stats = learner.serve(stop, max_s=self.max_s)
+            with sigterm_as_ctrl_c():
+                stats = learner.serve(stop, max_s=self.max_s)
         except KeyboardInterrupt:
             stats = learner.stats
         finally:
@@ -231,8 +239,16 @@ def resolve_estop_tty(args: DeployArgs, stdin_is_tty: bool | None = None) -> str
     return value
 
 
-def _write_episode_log(path: Path, report: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        for e in report.episodes:
-            f.write(json.dumps({**asdict(e), "intervention_rate": e.intervention_rate}) + "\n")
+class EpisodeLog:
+    """`--episode-log`: one JSON line per finished episode, appended and synced to disk as it finishes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def append(self, episode: Any) -> None:
+        """Append ``episode`` (an EpisodeRecord); on disk when this returns, so a kill loses no finished one."""
+        with self.path.open("a") as f:
+            f.write(json.dumps({**asdict(episode), "intervention_rate": episode.intervention_rate}) + "\n")
+            f.flush()
+            os.fsync(f.fileno())

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 import tyro
 
-from robot_rl.cli.base import Command, viz_overrides
+from robot_rl.cli.base import Command, sigterm_as_ctrl_c, viz_overrides
 from robot_rl.config_io import from_dict, load_yaml, parse_override
 from robot_rl.core.config import ConfigError
 from robot_rl.human_loop.record_sinks import TeeSink, check_output, open_sink, staging_path
@@ -199,11 +199,12 @@ def run_record(args: RecordArgs, robot: Any = None, device: Any = None) -> int:
             recorder = DemoRecorder(layer, device, sink, record_cfg, status=status, viz=viz)
             keys = "the scripted device starts each episode itself" if device.drives_episodes else KEY_LINE
             print(f"recording into {args.out} ({args.format}); {keys}", file=sys.stderr, flush=True)
-            if status is not None:
-                with status:
+            with sigterm_as_ctrl_c():
+                if status is not None:
+                    with status:
+                        summary = recorder.run()
+                else:
                     summary = recorder.run()
-            else:
-                summary = recorder.run()
         finally:
             try:
                 if sink is not None:
@@ -225,7 +226,8 @@ def run_record(args: RecordArgs, robot: Any = None, device: Any = None) -> int:
         print(f"loop: {summary.rate.summary()}")
     where = f"{args.out}" + (f" (and {staging_path(args.out)})" if args.format == "lerobot" else "")
     print(f"written to {where}")
-    return 0 if summary.saved else 1
+    # A stop asked for (Ctrl-C, SIGTERM) is a normal end, whatever was saved; otherwise 1 says nothing was.
+    return 0 if summary.saved or summary.stop_reason.startswith("interrupted") else 1
 
 
 KEY_LINE = "keys: n start/stop, g success, b failure, t discard, [ rewind, ] correct, space E-STOP"

@@ -25,6 +25,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,13 @@ class DeployReport:
         """Successful episodes / episodes."""
         return sum(e.success for e in self.episodes) / len(self.episodes) if self.episodes else 0.0
 
+    def split(self) -> str:
+        """``alone 4/6 (67%), with help 3/4``: the policy's own successes apart from those a human helped with."""
+        alone = [e.success for e in self.episodes if e.intervened_steps == 0]
+        helped = [e.success for e in self.episodes if e.intervened_steps > 0]
+        rate = f" ({sum(alone) / len(alone):.0%})" if alone else ""
+        return f"alone {sum(alone)}/{len(alone)}{rate}, with help {sum(helped)}/{len(helped)}"
+
 
 def success_judge(cfg: DeployConfig) -> Any:
     """``obs → bool`` from the configured success classifier (local or served), or None.
@@ -266,7 +274,8 @@ class Deployer:
 
     def __init__(self, cfg: DeployConfig, safety: SafetyLayer, device: TeleopDevice, policy: Policy,
                  endpoint: Any = None, policy_version: int = 0, stop: threading.Event | None = None,
-                 status: StatusLine | None = None, viz: StepViz | None = None) -> None:
+                 status: StatusLine | None = None, viz: StepViz | None = None,
+                 on_episode: Callable[[EpisodeRecord], None] | None = None) -> None:
         if cfg.mode == "learn" and endpoint is None:
             raise ValueError("mode=learn needs a learner endpoint")
         self.cfg = cfg
@@ -285,12 +294,16 @@ class Deployer:
         self.gate.current, self.gate.version = policy_act_fn(policy), policy_version
         self.status = status or StatusLine(enabled=False)
         self.viz = viz
+        self.on_episode = on_episode
+        """Called with each finished episode (the episode log appends it at once: a kill loses none)."""
         self.episodes: list[EpisodeRecord] = []
         self.steps = 0
         self.chunks_sent = 0
         self.dropped_chunks = 0
         self._rows: list[dict[str, Any]] = []
         self.last_source = "policy"
+        self.interrupted = False
+        """Stopped by Ctrl-C or SIGTERM (the report covers the finished episodes)."""
         self.collected: list[dict[str, Any]] | None = None
         """Set to a list to keep every transition here too (e.g. to record demonstrations in eval mode)."""
         self.judge = success_judge(cfg)
@@ -440,6 +453,8 @@ class Deployer:
         if self.viz is not None:
             self.viz.episode_end(self.steps - 1, index=index, outcome=end, ret=ret, length=t)
         self.episodes.append(record)
+        if self.on_episode is not None:
+            self.on_episode(record)
         log.info("episode %d: %s after %d steps, return %.2f, intervention rate %.0f%% (%d interventions, "
                  "lengths %s), policy v%d", index, end, t, ret, 100 * record.intervention_rate,
                  record.interventions, record.intervention_lengths, self.version)
@@ -450,9 +465,13 @@ class Deployer:
             return
         stats = self.rate.stats()
         done = self.episodes
+        alone = [e for e in done if e.intervened_steps == 0]
+        helped = [e for e in done if e.intervened_steps > 0]
         self.status.update(version=self.version, source=self.last_source, mode_hint=self.cfg.intervention.mode,
                            period_ms=stats.p50_s * 1e3, p99_ms=stats.p99_s * 1e3, target_ms=stats.target_period_s * 1e3,
                            successes=sum(e.success for e in done), episodes=len(done), episode=episode, step=step,
+                           alone=(sum(e.success for e in alone), len(alone)),
+                           helped=(sum(e.success for e in helped), len(helped)),
                            safety_counts=dict(self.safety.counts), estop=self.safety.estop_reason)
 
     def run(self) -> DeployReport:
@@ -466,7 +485,8 @@ class Deployer:
                     self.run_episode(i)
                     i += 1
         except KeyboardInterrupt:
-            log.warning("deploy interrupted")
+            log.warning("deploy interrupted: the running episode is dropped, the robot held")
+            self.interrupted = True
         finally:
             self.safety.robot.hold()
             if self.safety.watchdog is not None:  # held on purpose: nothing will command it until re-armed

@@ -381,8 +381,8 @@ class DemoRecorder:
                 self.summary.stop_reason = f"max_ticks ({cfg.max_ticks}) reached"
                 self._discard("max_ticks reached")
         except KeyboardInterrupt:
-            self._discard("Ctrl-C")
-            self.summary.stop_reason = "interrupted (Ctrl-C)"
+            self._discard("stopped by Ctrl-C or SIGTERM")
+            self.summary.stop_reason = "interrupted (Ctrl-C or SIGTERM); the running episode discarded"
         except BaseException:
             self._discard("error")
             raise
