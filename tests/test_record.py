@@ -330,6 +330,8 @@ def test_cli_records_scripted_pick_demos_without_a_keyboard(tmp_path: Path) -> N
     assert "3 episode(s) saved" in done.stdout and "3 success" in done.stdout
     episodes = list(EpisodeStore(out))
     assert len(episodes) == 3 and all(ep.is_success for ep in episodes)
+    # The simulated arm knows its task: rewards are its dense ones (what deploy learns from), success ends it.
+    assert all(ep.reward[-1] == 5.0 and (ep.reward[:-1] < 5.0).all() and ep.terminated[-1] for ep in episodes)
     cubes = [ep.obs["state"][0, 13:16] for ep in episodes]  # the cube where each episode began
     assert min(np.linalg.norm(a - b) for i, a in enumerate(cubes) for b in cubes[i + 1:]) > 1e-3
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)

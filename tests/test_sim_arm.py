@@ -228,7 +228,7 @@ def test_ctrl_c_in_the_terminal_reaches_the_owner_not_the_simulator():
 
     # The owner leads its own process group, as a command started from a shell does; Ctrl-C signals that group.
     proc = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline().split()

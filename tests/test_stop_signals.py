@@ -42,9 +42,10 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _start(cmd: list[str]) -> subprocess.Popen[str]:
-    # Its own process group, as a shell gives a command it starts: killpg(pid) is the terminal's Ctrl-C.
+    # Its own process group, as a shell gives a command it starts: killpg(pid) is the terminal's Ctrl-C. SIGINT at
+    # its default, as in a terminal, even when the suite runs as a background job (started with SIGINT ignored).
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _stop(proc: subprocess.Popen[str], how: str) -> tuple[str, str]:

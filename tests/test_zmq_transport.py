@@ -2,6 +2,7 @@
 
 import logging
 import socket
+import time
 
 import pytest
 import torch
@@ -75,6 +76,13 @@ def test_spec_mismatch_is_refused_at_handshake():
         assert "observation['state']" in actor.handshake_error
         assert not actor.connected.is_set()
         assert learner.stats.rejected.get("handshake", 0) >= 1
+        # Waiting for weights stops at once with the reason (before: the whole deadline, then "is it alive?").
+        from robot_rl.core.transport import HandshakeRefused, wait_first_weights
+
+        t0 = time.monotonic()
+        with pytest.raises(HandshakeRefused, match="observation"):
+            wait_first_weights(actor, timeout_s=30.0)
+        assert time.monotonic() - t0 < 5.0
     finally:
         actor.close()
         learner.close()

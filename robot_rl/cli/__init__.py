@@ -35,6 +35,7 @@ from robot_rl.cli.train import EvalArgs, TrainArgs
 from robot_rl.core.config import ConfigError
 from robot_rl.core.registry import UnknownNameError
 from robot_rl.core.specs import SpecMismatchError
+from robot_rl.core.transport import HandshakeRefused
 from robot_rl.replay.durable import DiskFullError
 
 #: Every verb, in the order `robot-rl --help` lists them.
@@ -120,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     except DiskFullError as e:
         print(f"robot-rl: disk full: {e}", file=sys.stderr)
         return 2
-    except (ConfigError, UnknownNameError, SpecMismatchError, FileNotFoundError, ValueError) as e:
+    except (ConfigError, UnknownNameError, SpecMismatchError, FileNotFoundError, ValueError, TimeoutError,
+            HandshakeRefused) as e:
         print(f"robot-rl: error: {e}", file=sys.stderr)
         return 2
 

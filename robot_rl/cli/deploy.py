@@ -48,7 +48,7 @@ class DeployArgs(Command):
     """The intervention device (pick_intervener: a scripted human for the simulated arm's pick task)."""
     episodes: int = 10
     """Episodes to run (0: until Ctrl-C)."""
-    max_episode_steps: int = 60
+    max_episode_steps: int = 40
     """Steps before an episode is cut."""
     connect: str | None = None
     """The learner's address (actor, mode learn) or the address to bind (learner); default transport.address."""

@@ -191,3 +191,25 @@ class VersionAwareEndpoint(Protocol):
     """An actor endpoint that hears the learner's newest weight version before fetching the weights."""
 
     learner_version: int
+
+
+class HandshakeRefused(RuntimeError):
+    """The learner refused this actor at connect time (spec mismatch, key not allowed): waiting cannot help."""
+
+
+def wait_first_weights(endpoint: ActorEndpoint, timeout_s: float, slice_s: float = 0.25) -> VersionedWeights | None:
+    """The learner's first weights, waiting up to ``timeout_s``; None on the deadline.
+
+    A remote actor's wait stops at once with :class:`HandshakeRefused` when the learner refuses it: without the
+    check it sat out the whole deadline and then blamed a dead learner.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if isinstance(endpoint, RemoteActorEndpoint) and endpoint.handshake_error:
+            raise HandshakeRefused(f"the learner refused this actor: {endpoint.handshake_error}")
+        left = deadline - time.monotonic()
+        new = endpoint.wait_weights(-1, min(slice_s, max(left, 0.0)))
+        if new is not None or left <= 0:
+            return new

@@ -64,9 +64,12 @@ class SimulatedArmConfig(RobotConfig):
     """How often the simulated controller recomputes joint targets (the arm's servo rate)."""
     object_in_state: bool = True
     """Append the cube's position (x, y, z) to ``state`` (a stand-in for an object tracker)."""
-    reward: str = "sparse"
-    """Pick reward: ``sparse`` (1 on success) or ``dense`` (approach, grasp and lift shaping in 0..1, minus 1,
-    on every step before success; 5 on success, so ending the episode by success always pays most)."""
+    reward: str = "dense"
+    """Pick reward: ``dense`` (approach, grasp and lift shaping in 0..1, minus 1, on every step before success; 5
+    on success, so ending the episode by success always pays most) or ``sparse`` (1 on success). Dense is what
+    the documented HIL workflow learns with (docs/deploy.md)."""
+    max_step_m: float = 0.02
+    """ee_delta: translation per step at action 1.0, metres (2 cm: the pick fits in a 40-step episode at 10 Hz)."""
     lift_height: float = 0.04
     """Success: the grasped cube is this far (m) above its resting height."""
     cube_low: tuple[float, float] = (0.36, -0.05)

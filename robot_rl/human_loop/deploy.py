@@ -37,11 +37,13 @@ from robot_rl.core.algorithm import Policy
 from robot_rl.core.config import AlgoConfig
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import TransitionBatch
+from robot_rl.core.transport import wait_first_weights
 from robot_rl.hardware.rate import RateLoop
 from robot_rl.hardware.robot import RobotConfig, TaskRobot
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.sim_arm import SimulatedArmConfig
 from robot_rl.hardware.weight_check import WeightCheckConfig, WeightGate
+from robot_rl.human_loop.deploy_report import DeployReport, EpisodeRecord, intervention_runs
 from robot_rl.human_loop.devices.base import TeleopDevice
 from robot_rl.human_loop.intervention import InterventionConfig, InterventionController
 from robot_rl.human_loop.status import StatusLine
@@ -58,10 +60,16 @@ def _default_algo() -> AlgoConfig:
     # HIL-SERL / RLPD: half of every batch from the demo + intervention buffer, a small warm-up. A robot's
     # state mixes radians and centimetre-scale positions: normalised, and with a small initial entropy
     # temperature (α·H would otherwise outweigh per-step rewards of order 1), the SimulatedArm pick went
-    # from no success of the policy alone to 90-100 % within 3k steps (benchmarks/RESULTS_hil.md).
+    # from no success of the policy alone to 90-100 % within 3k steps (benchmarks/RESULTS_hil.md). Four updates
+    # per robot step and 3-step returns are that recipe too: robot time is what is scarce.
     return SACConfig(demo_ratio=0.5, learning_starts=200, batch_size=128, critic_layer_norm=True,
                      gamma=0.95, buffer_size=200_000, demo_buffer_size=50_000, normalize_obs=True,
-                     init_temperature=0.01)
+                     init_temperature=0.01, utd_ratio=4.0, n_step=3)
+
+
+def _default_safety() -> SafetyConfig:
+    # 10 Hz: HIL-SERL's control rate on real arms, and the rate the defaults were measured at.
+    return SafetyConfig(control_hz=10.0)
 
 
 @dataclass
@@ -70,7 +78,7 @@ class DeployConfig:
 
     robot: RobotConfig = field(default_factory=SimulatedArmConfig)
     """The robot (``robot.type``: sim_arm, xarm, ...)."""
-    safety: SafetyConfig = field(default_factory=SafetyConfig)
+    safety: SafetyConfig = field(default_factory=_default_safety)
     """Limits of the safety layer; ``safety.control_hz`` is the loop rate."""
     intervention: InterventionConfig = field(default_factory=InterventionConfig)
     """How the human takes over (``hold`` or ``toggle``)."""
@@ -89,7 +97,7 @@ class DeployConfig:
     """``eval`` (score ``episodes`` episodes) or ``learn`` (act for a learner, send transitions)."""
     episodes: int = 10
     """Episodes to run (0: until Ctrl-C)."""
-    max_episode_steps: int = 60
+    max_episode_steps: int = 40
     """Steps before an episode is cut (truncated)."""
     actor_id: int = 0
     """This actor's id at the learner."""
@@ -152,54 +160,6 @@ def load_run_policy(run_dir: Path, spec: EnvSpec, device: str = "cpu") -> tuple[
     return loaded.policy, loaded.version
 
 
-@dataclass
-class EpisodeRecord:
-    """One finished episode."""
-
-    success: bool
-    steps: int
-    ret: float
-    intervened_steps: int
-    interventions: int
-    intervention_lengths: list[int]
-    end: str
-    """``success``, ``failure`` (key), ``reset`` (key), ``time_limit`` or ``safety`` (latched)."""
-    wall_s: float
-    policy_version: int
-
-    @property
-    def intervention_rate(self) -> float:
-        """Fraction of the episode's steps under human control."""
-        return self.intervened_steps / self.steps if self.steps else 0.0
-
-
-@dataclass
-class DeployReport:
-    """What a deploy run did."""
-
-    episodes: list[EpisodeRecord]
-    steps: int
-    policy_version: int
-    safety_counts: dict[str, int]
-    rate: Any
-    weights_accepted: int
-    weights_rejected: int
-    chunks_sent: int
-    dropped_chunks: int
-
-    @property
-    def success_rate(self) -> float:
-        """Successful episodes / episodes."""
-        return sum(e.success for e in self.episodes) / len(self.episodes) if self.episodes else 0.0
-
-    def split(self) -> str:
-        """``alone 4/6 (67%), with help 3/4``: the policy's own successes apart from those a human helped with."""
-        alone = [e.success for e in self.episodes if e.intervened_steps == 0]
-        helped = [e.success for e in self.episodes if e.intervened_steps > 0]
-        rate = f" ({sum(alone) / len(alone):.0%})" if alone else ""
-        return f"alone {sum(alone)}/{len(alone)}{rate}, with help {sum(helped)}/{len(helped)}"
-
-
 def success_judge(cfg: DeployConfig) -> Any:
     """``obs → bool`` from the configured success classifier (local or served), or None.
 
@@ -238,18 +198,6 @@ def policy_act_fn(policy: Policy, deterministic: bool = True) -> Any:
         return a.numpy()
 
     return act
-
-
-def intervention_runs(flags: list[bool]) -> list[int]:
-    """Lengths of the runs of consecutive intervened steps (one per intervention)."""
-    runs: list[int] = []
-    for prev, cur in zip([False, *flags], flags):
-        if cur:
-            if prev:
-                runs[-1] += 1
-            else:
-                runs.append(1)
-    return runs
 
 
 def rows_to_batch(rows: list[dict[str, Any]]) -> TransitionBatch:
@@ -339,7 +287,7 @@ class Deployer:
 
     def wait_first_weights(self) -> None:
         """Learn mode: block (up to ``max_wait_s``) for the learner's weights before the robot moves."""
-        new = self.endpoint.wait_weights(-1, self.cfg.max_wait_s)
+        new = wait_first_weights(self.endpoint, self.cfg.max_wait_s)
         if new is None:
             raise TimeoutError(f"no weights from the learner at {self.cfg.transport.address} within "
                                f"{self.cfg.max_wait_s:.0f}s; is `robot-rl deploy --role learner` running?")
@@ -476,10 +424,10 @@ class Deployer:
 
     def run(self) -> DeployReport:
         """Run the configured number of episodes (or until ``stop``); always leaves the robot held."""
-        if self.cfg.mode == "learn" and self.version <= 0:
-            self.wait_first_weights()
         i = 0
         try:
+            if self.cfg.mode == "learn" and self.version <= 0:
+                self.wait_first_weights()
             with self.status:
                 while not self.stop.is_set() and (self.cfg.episodes == 0 or i < self.cfg.episodes):
                     self.run_episode(i)

@@ -139,6 +139,8 @@ class _EpisodeBuffer:
         self.success: list[bool] = []
         self.safety: Counter[str] = Counter()
         self.success_now = False
+        self.rewards: list[float] | None = None
+        """Per step, from a robot that knows its task (what deploy learns from); None: from the success labels."""
 
     def __len__(self) -> int:
         return len(self.action)
@@ -160,8 +162,10 @@ class _EpisodeBuffer:
             terminated[-1] = True
         else:
             truncated[-1] = True
+        reward = (np.asarray(self.rewards, dtype=np.float32) if self.rewards is not None and len(self.rewards) == n
+                  else success.astype(np.float32))
         return Episode(obs={k: np.stack(v) for k, v in self.obs.items()}, action=np.stack(self.action),
-                       reward=success.astype(np.float32), terminated=terminated, truncated=truncated,
+                       reward=reward, terminated=terminated, truncated=truncated,
                        intervened=np.asarray(self.intervened, dtype=bool), success=success,
                        final_obs={k: np.asarray(v) for k, v in final_obs.items()}, task=task,
                        segment=np.asarray(self.segment, dtype=np.int8),
@@ -278,6 +282,8 @@ class DemoRecorder:
             robot.reset_task(self.config.seed * 100_003 + self.summary.saved + self.summary.discarded)
             self.layer.rearm()
         self._episode = _EpisodeBuffer()
+        if reset:
+            self._episode.rewards = []
         self.segmenter.reset()
         self._blend = None  # a leader arm blends in again from wherever the follower is
         log.info("episode %d: recording", self.summary.saved + 1)
@@ -291,11 +297,29 @@ class DemoRecorder:
                 self.viz.note(f"episode discarded ({why}, {len(self._episode)} steps)", self._tick)
         self._episode = None
 
-    def _end(self, outcome: str) -> None:
-        ep_buf, self._episode = self._episode, None
-        if ep_buf is None or len(ep_buf) == 0:
+    def _score_last_step(self, obs: dict[str, np.ndarray]) -> None:
+        """A robot that knows its task judges the newest step by what it led to (``obs``), as deploy does.
+
+        Its reward goes with the step, and its success ends the episode there (with ``end_on_success``).
+        """
+        ep, robot = self._episode, self.layer.robot
+        if ep is None or ep.rewards is None or len(ep.rewards) >= len(ep) or not isinstance(robot, TaskRobot):
             return
-        ep = ep_buf.finish(self.layer.observe(), outcome, self.config.task)
+        status = robot.task_status()
+        ep.rewards.append(float(status.reward))
+        if status.success and not ep.success[-1]:
+            ep.success[-1] = ep.success_now = True
+            if self.config.end_on_success:
+                self._end("success", obs)
+
+    def _end(self, outcome: str, final_obs: dict[str, np.ndarray] | None = None) -> None:
+        if final_obs is None and self._episode is not None and len(self._episode):
+            final_obs = self.layer.observe()
+            self._score_last_step(final_obs)
+        ep_buf, self._episode = self._episode, None
+        if ep_buf is None or len(ep_buf) == 0 or final_obs is None:
+            return
+        ep = ep_buf.finish(final_obs, outcome, self.config.task)
         self.sink.write(ep)  # committed before we go on: a later failure cannot lose it
         self.summary.saved += 1
         self.summary.frames += len(ep)
@@ -343,6 +367,7 @@ class DemoRecorder:
                     self._start()
                     start_next = self.device.drives_episodes
                 obs = self.layer.observe()
+                self._score_last_step(obs)
                 measured = self._measured(obs)
                 reading = self.device.read() if self.device.is_connected else None
                 events = reading.events if (reading is not None and self._fresh(reading)) else ()

@@ -23,7 +23,7 @@ import torch
 from robot_rl.core.algorithm import Policy
 from robot_rl.core.env import VecEnv
 from robot_rl.core.transition import TransitionBatch, finite_obs_rows
-from robot_rl.core.transport import ActorEndpoint, VersionAwareEndpoint
+from robot_rl.core.transport import ActorEndpoint, VersionAwareEndpoint, wait_first_weights
 from robot_rl.viz.base import StepViz
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,8 @@ class Actor:
 
     def wait_for_weights(self, newer_than: int, timeout_s: float) -> None:
         """Block until weights newer than ``newer_than`` arrive (on-policy sync); raise on deadline."""
-        new = self.endpoint.wait_weights(newer_than, timeout_s)
+        new = (wait_first_weights(self.endpoint, timeout_s) if newer_than < 0
+               else self.endpoint.wait_weights(newer_than, timeout_s))
         if new is None:
             raise TimeoutError(f"actor {self.endpoint.actor_id}: no weights newer than v{newer_than} "
                                f"within {timeout_s:.0f}s; is the learner alive?")

@@ -1,0 +1,66 @@
+"""What a deploy run reports: each finished episode (who acted, how it ended) and the run's totals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class EpisodeRecord:
+    """One finished episode."""
+
+    success: bool
+    steps: int
+    ret: float
+    intervened_steps: int
+    interventions: int
+    intervention_lengths: list[int]
+    end: str
+    """``success``, ``failure`` (key), ``reset`` (key), ``time_limit`` or ``safety`` (latched)."""
+    wall_s: float
+    policy_version: int
+
+    @property
+    def intervention_rate(self) -> float:
+        """Fraction of the episode's steps under human control."""
+        return self.intervened_steps / self.steps if self.steps else 0.0
+
+
+@dataclass
+class DeployReport:
+    """What a deploy run did."""
+
+    episodes: list[EpisodeRecord]
+    steps: int
+    policy_version: int
+    safety_counts: dict[str, int]
+    rate: Any
+    weights_accepted: int
+    weights_rejected: int
+    chunks_sent: int
+    dropped_chunks: int
+
+    @property
+    def success_rate(self) -> float:
+        """Successful episodes / episodes."""
+        return sum(e.success for e in self.episodes) / len(self.episodes) if self.episodes else 0.0
+
+    def split(self) -> str:
+        """``alone 4/6 (67%), with help 3/4``: the policy's own successes apart from those a human helped with."""
+        alone = [e.success for e in self.episodes if e.intervened_steps == 0]
+        helped = [e.success for e in self.episodes if e.intervened_steps > 0]
+        rate = f" ({sum(alone) / len(alone):.0%})" if alone else ""
+        return f"alone {sum(alone)}/{len(alone)}{rate}, with help {sum(helped)}/{len(helped)}"
+
+
+def intervention_runs(flags: list[bool]) -> list[int]:
+    """Lengths of the runs of consecutive intervened steps (one per intervention)."""
+    runs: list[int] = []
+    for prev, cur in zip([False, *flags], flags):
+        if cur:
+            if prev:
+                runs[-1] += 1
+            else:
+                runs.append(1)
+    return runs
