@@ -94,16 +94,13 @@ class ScriptedDeviceConfig(TeleopConfig):
         return ["scripted (for tests and demos)"], ""
 
 
-@TELEOP_DEVICES.register("pick_demonstrator")
 @dataclass
-class PickDemonstratorConfig(TeleopConfig):
-    """The simulated arm's scripted expert in control of every step: demonstrations without a person.
-
-    `robot-rl record --robot sim_arm --device pick_demonstrator` records pick demos; it presses success when
-    the cube is lifted. Needs ``robot.type=sim_arm`` (it reads the cube from the arm's state).
-    """
+class _SimArmScriptConfig(TeleopConfig):
+    """A script driving the simulated arm's pick task in place of a person (it reads the cube from the state)."""
 
     scripted: ClassVar[bool] = True
+    name: ClassVar[str] = ""
+    what: ClassVar[str] = ""
 
     @classmethod
     def describe_controls(cls) -> dict[str, str]:
@@ -112,62 +109,62 @@ class PickDemonstratorConfig(TeleopConfig):
 
     def make(self) -> ScriptedDevice:
         """Not without the arm: use :meth:`make_for`."""
-        raise ValueError("pick_demonstrator drives the simulated arm: build it with make_for(arm)")
+        raise ValueError(f"{self.name} drives the simulated arm: build it with make_for(arm)")
 
     def make_for(self, robot: Any) -> ScriptedDevice:
-        """The expert on ``robot`` (a connected or connecting :class:`~robot_rl.hardware.sim_arm.SimulatedArm`)."""
-        from robot_rl.hardware.sim_arm import PickIntervener
+        """The script on ``robot`` (a :class:`~robot_rl.hardware.sim_arm.SimulatedArm`)."""
+        from robot_rl.core.config import ConfigError
+        from robot_rl.hardware.sim_arm import SimulatedArm
 
-        return ScriptedDevice(PickIntervener(_sim_arm(robot, "pick_demonstrator"), patience=0,
-                                             takeover_steps=10**9), drives_episodes=True)
+        if not isinstance(robot, SimulatedArm):
+            raise ConfigError(f"{self.name} scripts the simulated arm's pick task: use robot.type=sim_arm "
+                              "(--robot sim_arm)")
+        return self._device(robot)
+
+    def _device(self, arm: Any) -> ScriptedDevice:
+        raise NotImplementedError
 
     @classmethod
     def discover(cls) -> tuple[list[str], str]:
         """Always available (with the simulated arm)."""
-        return ["pick_demonstrator (scripted expert for robot.type=sim_arm)"], ""
+        return [f"{cls.name} ({cls.what} for robot.type=sim_arm)"], ""
+
+
+@TELEOP_DEVICES.register("pick_demonstrator")
+@dataclass
+class PickDemonstratorConfig(_SimArmScriptConfig):
+    """The simulated arm's scripted expert in control of every step: demonstrations without a person.
+
+    `robot-rl record --robot sim_arm --device pick_demonstrator` records pick demos; it presses success when
+    the cube is lifted. Needs ``robot.type=sim_arm``.
+    """
+
+    name: ClassVar[str] = "pick_demonstrator"
+    what: ClassVar[str] = "scripted expert"
+
+    def _device(self, arm: Any) -> ScriptedDevice:
+        from robot_rl.hardware.sim_arm import PickIntervener
+
+        return ScriptedDevice(PickIntervener(arm, patience=0, takeover_steps=10**9), drives_episodes=True)
 
 
 @TELEOP_DEVICES.register("pick_intervener")
 @dataclass
-class PickIntervenerConfig(TeleopConfig):
+class PickIntervenerConfig(_SimArmScriptConfig):
     """A scripted person for the simulated arm's pick: takes over when the policy makes no progress.
 
     For `robot-rl deploy --mode learn --teleop pick_intervener`: the HIL-SERL loop without a person.
     """
 
-    scripted: ClassVar[bool] = True
+    name: ClassVar[str] = "pick_intervener"
+    what: ClassVar[str] = "scripted person"
 
     patience: int = 8
     """Steps without progress (closer to the cube, or the cube higher) before taking over."""
     takeover_steps: int = 30
     """Steps of expert control per takeover."""
 
-    @classmethod
-    def describe_controls(cls) -> dict[str, str]:
-        """What the script does in place of the controls."""
-        return ScriptedDevice().buttons()
-
-    def make(self) -> ScriptedDevice:
-        """Not without the arm: use :meth:`make_for`."""
-        raise ValueError("pick_intervener drives the simulated arm: build it with make_for(arm)")
-
-    def make_for(self, robot: Any) -> ScriptedDevice:
-        """The scripted person watching ``robot`` (a :class:`~robot_rl.hardware.sim_arm.SimulatedArm`)."""
+    def _device(self, arm: Any) -> ScriptedDevice:
         from robot_rl.hardware.sim_arm import PickIntervener
 
-        return ScriptedDevice(PickIntervener(_sim_arm(robot, "pick_intervener"), patience=self.patience,
-                                             takeover_steps=self.takeover_steps))
-
-    @classmethod
-    def discover(cls) -> tuple[list[str], str]:
-        """Always available (with the simulated arm)."""
-        return ["pick_intervener (scripted person for robot.type=sim_arm)"], ""
-
-
-def _sim_arm(robot: Any, name: str) -> Any:
-    from robot_rl.core.config import ConfigError
-    from robot_rl.hardware.sim_arm import SimulatedArm
-
-    if not isinstance(robot, SimulatedArm):
-        raise ConfigError(f"{name} scripts the simulated arm's pick task: use robot.type=sim_arm (--robot sim_arm)")
-    return robot
+        return ScriptedDevice(PickIntervener(arm, patience=self.patience, takeover_steps=self.takeover_steps))
