@@ -214,3 +214,28 @@ def test_deploy_config_from_cli_options_and_errors(tmp_path):
     assert main(["deploy", "--mode", "eval", "--teleop", "scripted"]) == 2  # eval needs --run-dir
     assert main(["deploy", "--mode", "eval", "--run-dir", str(tmp_path), "--teleop", "scripted",
                  "robot.cameras={}"]) == 2  # not a run directory
+
+
+def test_live_status_sends_warnings_to_the_log_file_and_keeps_errors_on_the_terminal(tmp_path, capsys):
+    import logging
+    import sys
+
+    root = logging.getLogger()
+    terminal = logging.StreamHandler(sys.stderr)
+    root.addHandler(terminal)
+    log_file = tmp_path / "deploy.log"
+    try:
+        with StatusLine(enabled=True, log_file=log_file):
+            logging.getLogger("robot_rl.hardware.safety").warning("safety: change_limit (1 so far)")
+            logging.getLogger("robot_rl.hardware.safety").error("safety: holding the robot (watchdog)")
+        assert terminal.level == logging.NOTSET  # restored
+    finally:
+        root.removeHandler(terminal)
+    err = capsys.readouterr().err
+    text = log_file.read_text()
+    assert "change_limit" in text and "holding the robot" in text
+    assert "change_limit" not in err and "holding the robot" in err and f"warnings of this run: {log_file}" in err
+    assert not (tmp_path / "quiet.log").exists()
+    with StatusLine(enabled=True, log_file=tmp_path / "quiet.log"):
+        pass
+    assert not (tmp_path / "quiet.log").exists()  # nothing logged: no file

@@ -280,7 +280,8 @@ class DemoRecorder:
             # A new scene, as a person would set one up: the simulated arm places the cube and the arm anew,
             # then the change limit restarts from the measured state.
             robot.reset_task(self.config.seed * 100_003 + self.summary.saved + self.summary.discarded)
-            self.layer.rearm()
+            if self.layer.estop_reason is None:  # an e-stop is never cleared here (rearm would refuse it)
+                self.layer.rearm()
         self._episode = _EpisodeBuffer()
         if reset:
             self._episode.rewards = []

@@ -95,14 +95,15 @@ class StatusLine:
             logging.getLogger().removeHandler(self._file_handler)
             self._file_handler.close()
             self._file_handler = None
-            print(f"warnings of this run: {self.log_file}", file=sys.stderr)
+            if self.log_file is not None and self.log_file.exists():
+                print(f"warnings of this run: {self.log_file}", file=sys.stderr)
 
     def _divert_logs(self) -> None:
         if self.log_file is None:
             return
         root = logging.getLogger()
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        self._file_handler = logging.FileHandler(self.log_file)
+        self._file_handler = logging.FileHandler(self.log_file, delay=True)  # no file unless something is logged
         self._file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root.addHandler(self._file_handler)
         if root.level > logging.INFO or root.level == logging.NOTSET:
