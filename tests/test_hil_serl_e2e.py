@@ -23,6 +23,7 @@ from robot_rl.hardware.sim_arm import PickIntervener, SimulatedArmConfig
 from robot_rl.human_loop.deploy import DeployConfig, Deployer
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
 from robot_rl.human_loop.hil_learner import HILLearner
+from robot_rl.human_loop.observation import policy_spec
 from robot_rl.policies.sac import SACConfig
 from robot_rl.transport.config import ZmqTransportConfig
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
@@ -116,20 +117,24 @@ def test_deploy_labels_success_with_a_classifier_local_or_served(tmp_path):
     stop = threading.Event()
     serving = threading.Thread(target=server.serve, args=(stop,), kwargs={"poll_s": 0.01}, daemon=True)
     serving.start()
-    ends = {}
+    ends, seen = {}, {}
     try:
         for name, source in (("local", str(always.save(tmp_path / "clf"))), ("served", server.address)):
             cfg = DeployConfig(robot=SimulatedArmConfig(cameras={"front": (32, 32)}),
                                safety=SafetyConfig(control_hz=20.0, watchdog_timeout_s=1.0),  # loaded machine
                                episodes=1, max_episode_steps=4,
                                reward_source="classifier", classifier=source, classifier_max_wait_s=1.0,
-                               status=False)
+                               status=False, policy_keys=("state",) if name == "served" else ())
             arm = cfg.robot.make()
             safety = SafetyLayer(arm, cfg.safety)
             safety.connect()
             try:
-                policy = SACConfig(actor_hidden=(16,), critic_hidden=(16,)).build(arm.features, "cpu", 0).make_policy()
-                report = Deployer(cfg, safety, ScriptedDevice(), policy).run()
+                spec = policy_spec(cfg, arm.features)
+                policy = SACConfig(actor_hidden=(16,), critic_hidden=(16,)).build(spec, "cpu", 0).make_policy()
+                deployer = Deployer(cfg, safety, ScriptedDevice(), policy)
+                deployer.collected = []
+                report = deployer.run()
+                seen[name] = {k for row in deployer.collected for k in (*row["obs"], *row["next_obs"])}
             finally:
                 safety.close()
                 if arm.is_connected:
@@ -140,6 +145,8 @@ def test_deploy_labels_success_with_a_classifier_local_or_served(tmp_path):
         serving.join(timeout=5)
         server.close()
     assert ends["local"] == [("success", True)]  # threshold 0: the first frame already counts as success
+    # The served classifier read the camera on every step while the policy (and its transitions) saw the state.
+    assert seen["served"] == {"state"}
     assert ends["served"] == [("time_limit", False)]  # threshold 1: never, from the server's own threshold
     assert server.stats.requests >= 4
     with pytest.raises(ValueError, match="classifier="):

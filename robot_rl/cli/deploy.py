@@ -92,6 +92,7 @@ class DeployArgs(Command):
         """Run the role: the learner, or the actor that drives the robot (eval or learn); print a summary."""
         from robot_rl.hardware.safety import SafetyLayer
         from robot_rl.human_loop.deploy import Deployer, load_run_policy
+        from robot_rl.human_loop.observation import policy_spec
         from robot_rl.human_loop.status import StatusLine
         from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
@@ -102,7 +103,7 @@ class DeployArgs(Command):
             raise ConfigError("--mode eval needs --run-dir (the run whose checkpoint to deploy)")
         estop_tty = resolve_estop_tty(self)
         robot = cfg.robot.make()
-        spec = robot.features
+        spec = policy_spec(cfg, robot.features)
         if self.run_dir is not None:
             policy, version = load_run_policy(self.run_dir, spec)
         else:
@@ -157,16 +158,16 @@ class DeployArgs(Command):
 
     def _run_learner(self, cfg: Any) -> int:
         """`--role learner`: serve the actors and train until Ctrl-C or --max-s."""
-        from robot_rl.data.demos import RaCWeights, load_demos
-        from robot_rl.human_loop.deploy import robot_spec
+        from robot_rl.data.demos import RaCWeights
         from robot_rl.human_loop.hil_learner import HILLearner
+        from robot_rl.human_loop.observation import learner_demos
 
         if self.run_dir is None:
             raise ConfigError("--role learner needs --run-dir (where checkpoints go)")
         rac = None
         if (cfg.demos_correction_weight, cfg.demos_rewind_weight) != (1, 1):
             rac = RaCWeights(correction_weight=cfg.demos_correction_weight, rewind_weight=cfg.demos_rewind_weight)
-        demos = load_demos(self.demos, robot_spec(cfg.robot), rac=rac) if self.demos is not None else None
+        demos = learner_demos(cfg, self.demos, rac=rac) if self.demos is not None else None
         learner = HILLearner(cfg, self.run_dir, demos=demos, address=self.connect, resume=self.resume)
         print(f"HIL learner listening on {learner.address} (run directory {self.run_dir}, "
               f"{learner.stats.demos} demos)", flush=True)

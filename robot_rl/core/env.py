@@ -139,13 +139,10 @@ class SelectObservation(VecEnvWrapper):
     """
 
     def __init__(self, env: VecEnv, keep: list[str] | tuple[str, ...]) -> None:
-        missing = [k for k in keep if k not in env.spec.observation]
-        if missing or not keep:
-            raise ValueError(f"cannot keep {missing or 'no keys'}: the env observes {sorted(env.spec.observation)}")
+        spec = env.spec.select(keep)
         super().__init__(env)
         self.keep = tuple(keep)
-        self.spec = EnvSpec(observation={k: env.spec.observation[k] for k in self.keep}, action=env.spec.action,
-                            extras=dict(env.spec.extras))
+        self.spec = spec
 
     def _select(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return {k: obs[k] for k in self.keep}

@@ -128,6 +128,17 @@ class EnvSpec:
         """Observation keys holding camera images."""
         return sorted(k for k in self.observation if k.startswith("image."))
 
+    def select(self, keys: list[str] | tuple[str, ...], what: str = "the env") -> EnvSpec:
+        """The spec with only the observation ``keys`` (in that order); the action and extras unchanged.
+
+        For a policy that sees part of what is observed (a reward model reads the cameras, the policy the state).
+        """
+        missing = [k for k in keys if k not in self.observation]
+        if missing or not keys:
+            raise ValueError(f"cannot keep {missing or 'no keys'}: {what} observes {sorted(self.observation)}")
+        return EnvSpec(observation={k: self.observation[k] for k in keys}, action=self.action,
+                       extras=dict(self.extras))
+
     @property
     def action_dim(self) -> int:
         """Size of the last action axis."""

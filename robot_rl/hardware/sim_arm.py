@@ -371,15 +371,17 @@ class SimulatedArm(Robot):
         return {"sim_time": float(r["sim_time"]), "lag_skips": float(r["lag_skips"])}
 
 
-def pick_expert_action(obs: dict[str, np.ndarray], cfg: SimulatedArmConfig, gain: float = 1.0) -> np.ndarray:
+def pick_expert_action(obs: dict[str, np.ndarray], cfg: SimulatedArmConfig, gain: float = 1.0,
+                       miss_m: float = 0.0) -> np.ndarray:
     """A scripted pick (``ee_delta`` action ``[7]``) from an observation with ``object_in_state``.
 
     Above the cube with the gripper open, down, close, lift: the "human" of tests and benchmarks and the
-    source of demonstrations. ``gain`` scales the motion (1.0: full speed).
+    source of demonstrations. ``gain`` scales the motion (1.0: full speed). ``miss_m`` aims that far beside
+    the cube (along x): the same motions grasping nothing, the failures a success classifier must tell apart.
     """
     state = obs["state"]
     grip_pos, opening, cube = state[6:9], state[12], state[13:16]
-    off = cube - grip_pos
+    off = cube + np.array([miss_m, 0.0, 0.0], np.float32) - grip_pos
     a = np.zeros(7, np.float32)
     horizontal = float(np.linalg.norm(off[:2]))
     if horizontal > 0.012 and cube[2] < 0.04:  # line up above the cube, at a safe height
@@ -407,11 +409,12 @@ class PickIntervener:
     :func:`pick_expert_action` for ``takeover_steps`` steps when the policy made no progress (closer to the
     cube, or the cube higher) for ``patience`` steps (``patience=0``: always in control, i.e. demonstrations). With
     ``press_success`` it presses the success key when it sees the cube lifted. ``intervene=False`` keeps
-    only the keys. Use: ``ScriptedDevice(PickIntervener(arm))``.
+    only the keys. ``miss_m > 0`` grasps that far beside the cube and presses *failure* once the empty gripper
+    is lifted (failed attempts for a classifier's data). Use: ``ScriptedDevice(PickIntervener(arm))``.
     """
 
     def __init__(self, arm: SimulatedArm, patience: int = 8, takeover_steps: int = 30, press_success: bool = True,
-                 intervene: bool = True) -> None:
+                 intervene: bool = True, miss_m: float = 0.0) -> None:
         if not arm.config.object_in_state:
             raise ValueError("PickIntervener reads the cube from the state: set object_in_state=True")
         self.arm = arm
@@ -419,6 +422,7 @@ class PickIntervener:
         self.takeover_steps = takeover_steps
         self.press_success = press_success
         self.intervene = intervene
+        self.miss_m = miss_m
         self.takeovers = 0
         self._new_episode()
         self._prev_cube: np.ndarray | None = None
@@ -446,6 +450,10 @@ class PickIntervener:
         if self.press_success and lifted and not self._pressed:
             self._pressed = True
             events = ("success",)
+        closed_high = state[12] < 0.7 and grip[2] - cube[2] >= self.arm.config.lift_height
+        if self.miss_m and closed_high and not lifted and not self._pressed:
+            self._pressed = True
+            events = ("failure",)
         # Progress is getting closer to the cube or raising it: a policy that holds the cube and lifts it is
         # left to try (as a human lets a lift go on), not taken over because the distance no longer shrinks.
         dist = float(np.linalg.norm(cube - grip)) - max(float(cube[2]) - 0.025, 0.0)
@@ -458,6 +466,6 @@ class PickIntervener:
             self.takeovers += 1
         if self._left > 0:
             self._left -= 1
-            a = pick_expert_action(obs, self.arm.config)
+            a = pick_expert_action(obs, self.arm.config, miss_m=self.miss_m)
             return TeleopReading(timestamp=0.0, delta=a[:6], gripper=float(a[6]), engage=True, events=events)
         return TeleopReading(timestamp=0.0, events=events)

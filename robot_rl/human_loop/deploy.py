@@ -46,6 +46,7 @@ from robot_rl.hardware.weight_check import WeightCheckConfig, WeightGate
 from robot_rl.human_loop.deploy_report import DeployReport, EpisodeRecord, intervention_runs
 from robot_rl.human_loop.devices.base import TeleopDevice
 from robot_rl.human_loop.intervention import InterventionConfig, InterventionController
+from robot_rl.human_loop.observation import robot_spec, select_obs, success_judge  # noqa: F401 - robot_spec: API
 from robot_rl.human_loop.status import StatusLine
 from robot_rl.loop.config import ReplayConfig
 from robot_rl.transport.config import ZmqTransportConfig
@@ -117,6 +118,9 @@ class DeployConfig:
     ``tcp://`` address of `robot-rl reward serve` (never waited on longer than ``classifier_max_wait_s``)."""
     classifier_max_wait_s: float = 0.02
     """A served classifier's deadline per step; a late answer counts as no success (and is counted)."""
+    policy_keys: tuple[str, ...] = ()
+    """The observation keys the policy sees and the learner trains on (empty: all the robot observes), e.g.
+    ``[state]`` when only the success classifier reads the cameras. Learner, actor and eval must agree."""
     rearm_on_reset: bool = True
     """Re-arm a tripped watchdog when a new episode starts (an e-stop always needs a manual reset)."""
     max_wait_s: float = 60.0
@@ -137,13 +141,10 @@ class DeployConfig:
             raise ValueError(f"mode {self.mode!r}; valid: eval, learn")
         if self.max_episode_steps < 1 or self.send_every < 1 or self.episodes < 0:
             raise ValueError("max_episode_steps and send_every must be >= 1, episodes >= 0")
+        if len(set(self.policy_keys)) != len(self.policy_keys):
+            raise ValueError(f"policy_keys {list(self.policy_keys)} names a key twice")
         if self.robot.control_mode != "ee_delta":
             raise ValueError("deploy needs robot.control_mode=ee_delta (teleop deltas apply to the measured pose)")
-
-
-def robot_spec(cfg: RobotConfig) -> EnvSpec:
-    """The spec a robot with ``cfg`` declares (what learner and actor agree on), without connecting."""
-    return cfg.make().features
 
 
 def load_run_policy(run_dir: Path, spec: EnvSpec, device: str = "cpu") -> tuple[Policy, int]:
@@ -158,35 +159,6 @@ def load_run_policy(run_dir: Path, spec: EnvSpec, device: str = "cpu") -> tuple[
     loaded = load_policy(run_dir, spec, device)
     log.info("deploy: acting with %s (policy v%s)", loaded.checkpoint, loaded.meta.get("policy_version"))
     return loaded.policy, loaded.version
-
-
-def success_judge(cfg: DeployConfig) -> Any:
-    """``obs → bool`` from the configured success classifier (local or served), or None.
-
-    One observation per control step, batch of one: the local model costs well under a millisecond on a
-    CPU (benchmarks/RESULTS_rewards.md); a served one is waited on at most ``classifier_max_wait_s``.
-    """
-    if cfg.reward_source != "classifier" or not cfg.classifier:
-        return None
-    model: Any
-    if cfg.classifier.startswith(("tcp://", "ipc://")):
-        from robot_rl.rewards.service import RemoteClassifier, RewardClient
-
-        model = RemoteClassifier(RewardClient(cfg.classifier), max_wait_s=cfg.classifier_max_wait_s)
-    else:
-        from robot_rl.rewards.classifier import SuccessClassifier
-
-        model = SuccessClassifier.load(cfg.classifier)
-    cameras = sorted(model.encoder.shapes) if hasattr(model, "encoder") else list(model.cameras)
-
-    def judge(obs: dict[str, np.ndarray]) -> bool:
-        missing = [c for c in cameras if c not in obs]
-        if missing:
-            raise ValueError(f"the success classifier reads {missing}, which the robot does not observe "
-                             f"(it has {sorted(obs)}); set robot.cameras")
-        return bool(model.predict({c: torch.as_tensor(obs[c])[None] for c in cameras})[0])
-
-    return judge
 
 
 def policy_act_fn(policy: Policy, deterministic: bool = True) -> Any:
@@ -291,13 +263,17 @@ class Deployer:
         if new is None:
             raise TimeoutError(f"no weights from the learner at {self.cfg.transport.address} within "
                                f"{self.cfg.max_wait_s:.0f}s; is `robot-rl deploy --role learner` running?")
-        self.recorded.append(self.safety.observe())
+        self.recorded.append(self._seen(self.safety.observe()))
         self.gate.current = None
         if not self.offer_weights(new.weights, new.version):
             raise RuntimeError(f"the learner's first weights v{new.version} failed the check on a recorded "
                                "observation (non-finite or out-of-bounds actions)")
 
     # ---- transitions ----------------------------------------------------------------------------
+
+    def _seen(self, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """What the policy sees of ``obs`` (``policy_keys``); the success classifier and the live view see all."""
+        return select_obs(obs, self.cfg.policy_keys)
 
     def _act(self, obs: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, torch.Tensor]]:
         with torch.no_grad():
@@ -338,7 +314,7 @@ class Deployer:
         if self.safety.estop_reason is None and (self.safety.latched is None or self.cfg.rearm_on_reset):
             self.safety.rearm()
         obs = self.safety.observe()
-        self.recorded.append(obs)
+        self.recorded.append(self._seen(obs))
         return obs
 
     def run_episode(self, index: int) -> EpisodeRecord:
@@ -348,7 +324,7 @@ class Deployer:
         pending: dict[str, Any] | None = None
         ret, end, success, t = 0.0, "time_limit", False, 0
         flags: list[bool] = []  # who acted, per step sent to the robot
-        shown: tuple[Any, ...] = ()  # the pending step for the live view: step, action sent, source, proposal
+        shown: tuple[Any, ...] = ()  # the pending step for the live view: step, action sent, source, proposal, obs
         task = self.robot if isinstance(self.robot, TaskRobot) and self.cfg.reward_source == "robot" else None
         while not self.stop.is_set():
             self.rate.wait()
@@ -356,7 +332,8 @@ class Deployer:
                 obs = self.safety.observe()
             status = task.task_status() if task is not None else None
             self.sync_weights()
-            policy_action, extras = self._act(obs)
+            seen = self._seen(obs)
+            policy_action, extras = self._act(seen)
             step = self.controller.step(policy_action)
             self.last_source = step.source
             if "estop" in step.events:
@@ -375,19 +352,19 @@ class Deployer:
             if pending is not None:
                 reward = float(status.reward) if status is not None else float(success)
                 ret += reward
-                self._record({**pending, "next_obs": obs, "reward": reward, "terminated": success,
+                self._record({**pending, "next_obs": seen, "reward": reward, "terminated": success,
                               "truncated": done and not success})
                 if self.viz is not None:  # the step this transition completes, by who acted
-                    n, sent, source, proposal = shown
-                    self.viz.step(n, sent, source=source, reward=reward, success=success, obs=pending["obs"],
+                    n, sent, source, proposal, observed = shown
+                    self.viz.step(n, sent, source=source, reward=reward, success=success, obs=observed,
                                   proposal=proposal)
             if done:
                 break
             applied, info = self.safety.step(step.action)
             self.status.safety(info["safety_events"])
-            pending = {"obs": obs, "action": applied, "intervened": step.intervened, "version": self.version,
+            pending = {"obs": seen, "action": applied, "intervened": step.intervened, "version": self.version,
                        "extras": extras}
-            shown = (self.steps, applied, step.source, policy_action if step.intervened else None)
+            shown = (self.steps, applied, step.source, policy_action if step.intervened else None, obs)
             flags.append(step.intervened)
             t += 1
             self.steps += 1

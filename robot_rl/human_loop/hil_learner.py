@@ -32,7 +32,8 @@ from robot_rl.checkpoint import list_checkpoints
 from robot_rl.config_io import save_yaml
 from robot_rl.core.config import ConfigError
 from robot_rl.core.transition import TransitionBatch
-from robot_rl.human_loop.deploy import DeployConfig, robot_spec
+from robot_rl.human_loop.deploy import DeployConfig
+from robot_rl.human_loop.observation import policy_spec
 from robot_rl.loop.learner_driver import LearnerDriver
 from robot_rl.replay.mixing import MixingSampler
 
@@ -64,7 +65,7 @@ class HILLearner:
             raise ConfigError(f"{self.run_dir} holds checkpoints of an earlier run: continue it with "
                               "`robot-rl deploy --role learner --resume` or pick another --run-dir")
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.spec = robot_spec(cfg.robot)
+        self.spec = policy_spec(cfg)
         save_yaml(cfg, self.run_dir / "config.yaml")
         (self.run_dir / "spec.yaml").write_text(yaml.safe_dump(self.spec.to_dict()))
         torch.manual_seed(cfg.seed)

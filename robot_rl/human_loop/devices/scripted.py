@@ -148,6 +148,27 @@ class PickDemonstratorConfig(_SimArmScriptConfig):
         return ScriptedDevice(PickIntervener(arm, patience=0, takeover_steps=10**9), drives_episodes=True)
 
 
+@TELEOP_DEVICES.register("pick_fumbler")
+@dataclass
+class PickFumblerConfig(_SimArmScriptConfig):
+    """The scripted expert's motions grasping ``miss_m`` beside the cube: failed attempts, labelled *failure*.
+
+    A success classifier needs negatives that look like success (a closed gripper lifted, with no cube):
+    `robot-rl record --robot sim_arm --device pick_fumbler --append` adds them to the demos' store.
+    """
+
+    name: ClassVar[str] = "pick_fumbler"
+    what: ClassVar[str] = "scripted failed grasps"
+    miss_m: float = 0.05
+    """How far beside the cube (m, along x) it grasps."""
+
+    def _device(self, arm: Any) -> ScriptedDevice:
+        from robot_rl.hardware.sim_arm import PickIntervener
+
+        return ScriptedDevice(PickIntervener(arm, patience=0, takeover_steps=10**9, press_success=False,
+                                             miss_m=self.miss_m), drives_episodes=True)
+
+
 @TELEOP_DEVICES.register("pick_intervener")
 @dataclass
 class PickIntervenerConfig(_SimArmScriptConfig):
