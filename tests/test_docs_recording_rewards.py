@@ -1,8 +1,8 @@
 """docs/recording.md's scripted recording block and docs/rewards.md's classifier workflow, run as written.
 
 The commands are read from the docs and run as a user runs them (real processes, no terminal; Ctrl-C stops the
-learner and the actor), with the simulated arm at 4x real time (the control rate and speed limits scaled with
-it: the same robot time per step). The docs and the behaviour cannot drift apart.
+learner and the actor); the recording block at real time, the classifier workflow with the simulated arm at 4x
+real time (the control rate and speed limits scaled with it: the same robot time per step). The docs and the behaviour cannot drift apart.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def test_the_scripted_recording_block_records_converts_and_appends(tmp_path: Pat
     wf = _workflow()
     cmds = recording_commands()
     assert len(cmds) == 3 and all("--device pick_demonstrator" in c for c in cmds) and "--append" in cmds[2]
-    first, second, third = (wf.scaled(c, SCALE) for c in cmds)
+    first, second, third = (wf.scaled(c, 1.0) for c in cmds)  # real time: ~30 s of robot time in all
     done = _run(first, tmp_path)
     assert done.returncode == 0, done.stdout[-3000:]
     assert "20 episode(s) saved" in done.stdout and "20 success" in done.stdout

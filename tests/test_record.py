@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 from robot_rl.cli.record import RecordArgs, build_configs, run_record
 from robot_rl.data.demos import RaCWeights, load_demos, rac_weights
-from robot_rl.data.episode import SEGMENT_CORRECTION, SEGMENT_NONE, SEGMENT_REWIND, to_transitions
+from robot_rl.data.episode import SEGMENT_CORRECTION, SEGMENT_NONE, SEGMENT_REWIND, Episode, to_transitions
 from robot_rl.data.store import EpisodeStore
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.xarm import XArmRobot, XArmRobotConfig
@@ -340,3 +341,23 @@ def test_cli_records_scripted_pick_demos_without_a_keyboard(tmp_path: Path) -> N
     more = subprocess.run(one_more, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
     assert more.returncode == 0, more.stderr[-2000:]
     assert len(EpisodeStore(out)) == 4
+
+
+def test_a_slow_episode_write_holds_the_arm_without_latching_the_watchdog(tmp_path: Path) -> None:
+    """A write that outlasts the watchdog (a slow disk, PNG frames under load) pauses it; the next episode runs."""
+    robot = _robot()
+    device = _script({0: ("reset",), 6: ("success",), 8: ("reset",), 14: ("success",)})
+    with SafetyLayer(robot, _safety()) as layer, device:
+        sink = open_sink(tmp_path / "demos", "episodes", robot.features, HZ, "", {})
+        write = sink.write
+
+        def slow_write(ep: Episode) -> None:
+            time.sleep(3 * layer.config.watchdog_timeout_s)
+            write(ep)
+
+        sink.write = slow_write  # type: ignore[method-assign]
+        summary = DemoRecorder(layer, device, sink, RecordConfig(hz=HZ, episodes=2, max_ticks=200)).run()
+        sink.close()
+        assert layer.latched is None and layer.watchdog is not None and layer.watchdog.armed
+    assert summary.saved == 2 and summary.stop_reason == "2 episodes saved", summary.stop_reason
+    assert summary.safety_counts.get("watchdog", 0) == 0

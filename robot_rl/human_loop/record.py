@@ -321,7 +321,7 @@ class DemoRecorder:
         if ep_buf is None or len(ep_buf) == 0 or final_obs is None:
             return
         ep = ep_buf.finish(final_obs, outcome, self.config.task)
-        self.sink.write(ep)  # committed before we go on: a later failure cannot lose it
+        self._write_held(ep)  # committed before we go on: a later failure cannot lose it
         self.summary.saved += 1
         self.summary.frames += len(ep)
         self.summary.successes += int(ep.is_success)
@@ -330,6 +330,23 @@ class DemoRecorder:
         if self.viz is not None:
             self.viz.episode_end(self._tick, index=self.summary.saved - 1, outcome=outcome,
                                  ret=float(ep.reward.sum()), length=len(ep))
+
+    def _write_held(self, ep: Any) -> None:
+        """Write ``ep`` with the arm held and the watchdog paused, then watch again from the next command.
+
+        The write (images, parquet, an fsync) can outlast the watchdog's timeout under load, and nothing commands
+        the arm while it runs: a latch there would end a recording for a pause that was on purpose.
+        """
+        layer = self.layer
+        watchdog = layer.watchdog if layer.latched is None else None
+        if watchdog is not None:
+            layer.robot.hold()
+            watchdog.disarm()
+        try:
+            self.sink.write(ep)
+        finally:
+            if watchdog is not None and layer.latched is None:
+                watchdog.arm()
 
     def _handle(self, events: tuple[str, ...], step_index: int) -> bool:
         """Act on the device's events; True when an episode started on a reset task (observe again)."""
