@@ -18,6 +18,10 @@ if "MUJOCO_GL" not in os.environ and ctypes.util.find_library("OSMesa") is not N
 if os.environ.get("MUJOCO_GL") == "osmesa":
     os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 if importlib.util.find_spec("mujoco") is not None:
+    # Where a CUDA torch brought triton (the LeRobot venv, which has MuJoCo for the arm kinematics), triton's
+    # LLVM must load before OSMesa's: the other way round, torchvision's import of triton segfaults.
+    if os.environ.get("MUJOCO_GL") == "osmesa" and importlib.util.find_spec("triton") is not None:
+        import triton  # noqa: F401
     import mujoco  # noqa: F401
 
 

@@ -5,6 +5,7 @@ Needs lerobot (CI: the .venv-lerobot step); skips without it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -100,17 +101,26 @@ def test_unreachable_and_mismatched_robot(tmp_path: Path) -> None:
     with pytest.raises(RobotError, match=r"could not connect.*Could not connect on port"):
         _cfg(tmp_path, fail_connect=True).make().connect()
     with pytest.raises(ValueError, match="no motor"):
-        LeRobotRobot(LeRobotRobotConfig(joint_names=["a", "b", "c", "d", "e"]),
+        LeRobotRobot(LeRobotRobotConfig(joint_names=["a", "b", "c", "d", "e"], arm=None),
                      robot=FakeFollower(FakeFollowerConfig(id="x", calibration_dir=tmp_path)))
-    with pytest.raises(ValueError, match="joint only"):
-        LeRobotRobotConfig(control_mode="ee_delta")
+    with pytest.raises(ValueError, match=r"ee_delta needs an arm model.*arm=so100, so101 or koch"):
+        LeRobotRobotConfig(control_mode="ee_delta", robot_type="omx_follower")
 
 
 def test_real_so101_type_resolves_and_fails_clearly(tmp_path: Path) -> None:
-    # lerobot's own SO-101 follower: built through its factory; without the motor SDK or the port, a clear error.
+    # lerobot's own SO-101 follower: built through its factory; without the motor SDK, a calibration or the port,
+    # a clear error.
+    pytest.importorskip("mink", reason="the SO-101's arm model needs mink: pip install 'robot-rl[lerobot]'")
     robot = LeRobotRobotConfig(robot_type="so101_follower", port="/dev/does-not-exist", id="t",
                                calibration_dir=str(tmp_path)).make()
-    assert robot.features.action.shape == (6,)
+    assert robot.features.action.shape == (6,) and robot.features.observation["state"].shape == (12,)
+    with pytest.raises((ImportError, RobotError), match=r"feetech|lerobot-calibrate --robot.type=so101_follower"):
+        robot.connect()
+    cal = {m: {"id": i + 1, "drive_mode": 0, "homing_offset": 0, "range_min": 500, "range_max": 3500}
+           for i, m in enumerate([*robot.config.joint_names, "gripper"])}
+    (tmp_path / "t.json").write_text(json.dumps(cal))
+    robot = LeRobotRobotConfig(robot_type="so101_follower", port="/dev/does-not-exist", id="t",
+                               calibration_dir=str(tmp_path)).make()
     with pytest.raises((ImportError, RobotError), match=r"feetech|could not connect"):
         robot.connect()
 

@@ -9,7 +9,15 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from robot_rl.hardware.robot import Robot, RobotConfig, RobotState, action_to_target  # noqa: E402
+from robot_rl.hardware.robot import (  # noqa: E402
+    Robot,
+    RobotConfig,
+    RobotState,
+    action_to_target,
+    hold_action,
+    joint_target_to_action,
+    robot_features,
+)
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer  # noqa: E402
 from robot_rl.hardware.weight_check import WeightCheckConfig, WeightGate, check_policy_update  # noqa: E402
 
@@ -256,3 +264,94 @@ def test_watchdog_counts_from_the_first_command_and_its_latch_says_what_to_chang
         layer.rearm()
         time.sleep(0.2)
         assert layer.latched is None
+
+
+# ---------------------------------------------------------------- joint_delta (any robot, no LeRobot)
+
+
+def test_joint_delta_maps_actions_to_steps_from_the_measured_joints():
+    cfg = RobotConfig(control_mode="joint_delta", max_step_joint_rad=0.1)
+    measured = RobotState(np.array([0.2, -0.4, 0.0, 1.0, 0.0, -3.0]), np.zeros(6), 0.25, 0.0)
+    target, grip = action_to_target(cfg, np.array([0.5, -1.0, 0.0, 0.0, 0.0, 0.25, 0.5]), measured)
+    np.testing.assert_allclose(target, [0.25, -0.5, 0.0, 1.0, 0.0, -2.975])  # measured + action * 0.1 rad
+    assert grip == pytest.approx(0.75)  # absolute, as in the other modes
+    np.testing.assert_array_equal(hold_action(cfg, measured), [0, 0, 0, 0, 0, 0, -0.5])  # stay = no step
+    np.testing.assert_allclose(joint_target_to_action(cfg, target, measured), [0.5, -1, 0, 0, 0, 0.25], atol=1e-6)
+    assert cfg.action_dim == 7 and robot_features(cfg).extras["control_mode"] == "joint_delta"
+    with pytest.raises(ValueError, match="max_step_joint_rad"):
+        RobotConfig(control_mode="joint_delta", max_step_joint_rad=0.0)
+
+
+def test_joint_delta_through_the_safety_layer_speed_limits_and_nan():
+    robot, layer = make(mode="joint_delta", max_action_change=2.0, max_joint_speed=0.5)
+    robot.config.max_step_joint_rad = 0.1
+    robot.state.joints[:] = [0.3, 0, 0, 0, 0, 0]
+    applied, info = layer.step(np.array([1.0, -0.2, 0, 0, 0, 0, 1.0]))  # asks 0.1 rad; 0.5 rad/s at 20 Hz allows 0.025
+    target, _ = robot.targets[-1]
+    np.testing.assert_allclose(target, [0.325, -0.02, 0, 0, 0, 0])
+    np.testing.assert_allclose(applied[:6], [0.25, -0.2, 0, 0, 0, 0], atol=1e-6)  # the step actually taken
+    assert info["safety_events"] == ("velocity",)
+    applied, info = layer.step(np.array([np.nan] * 7))
+    assert info["safety_held"] and np.array_equal(applied[:6], np.zeros(6))
+    np.testing.assert_array_equal(robot.targets[-1][0], robot.state.joints)  # the hold is the measured joints
+
+
+def test_joint_delta_joint_limits_cut_outward_steps_only():
+    robot, layer = make(mode="joint_delta", max_action_change=2.0, max_joint_speed=100.0)
+    robot.state.joints[:] = [math.pi - 0.01, -math.pi - 0.02, 0, 0, 0, 0]  # near one limit, past the other
+    _, info = layer.step(np.array([1.0, -1.0, 0, 0, 0, 0, 0]))
+    target, _ = robot.targets[-1]
+    assert target[0] == pytest.approx(math.pi) and target[1] == pytest.approx(-math.pi - 0.02)  # no further out
+    assert "workspace" in info["safety_events"]
+    layer.step(np.array([0.0, 1.0, 0, 0, 0, 0, 0]))  # back in passes
+    assert robot.targets[-1][0][1] == pytest.approx(-math.pi - 0.02 + 0.05)
+
+
+@settings(max_examples=60, deadline=None)
+@given(stream=action_streams)
+def test_any_joint_delta_stream_stays_within_speed_and_joint_limits(stream):
+    robot, layer = make(mode="joint_delta", fk=True, max_joint_speed=0.5)
+    robot.config.max_step_joint_rad = 0.2
+    qmax = layer.config.max_joint_speed / layer.config.control_hz
+    hi = np.asarray(robot.config.joint_high)
+    robot.state.joints[:] = hi - 0.01
+    for raw in stream:
+        applied, _ = layer.step(np.array(raw, dtype=np.float64))
+        assert np.isfinite(applied).all() and np.abs(applied).max() <= 1.0 + 1e-6
+        target, _ = robot.targets[-1]  # from the float32 action the robot receives: within 1e-8 rad of exact
+        assert np.abs(target - robot.state.joints).max() <= qmax + 1e-7
+        assert (target <= hi + 1e-7).all()
+        assert (robot.forward_kinematics(target)[:3] <= np.maximum(HIGH, robot.state.ee_pose[:3]) + 1e-7).all()
+        robot.state.ee_pose[:] = robot.forward_kinematics(target)
+        robot.state.joints[:] = target
+
+
+# ---------------------------------------------------------------- workspace boxes sized per arm
+
+
+class ArmRobot(PoseRobot):
+    """A robot that says which arm model it is (robot_rl.hardware.robot.ArmModelRobot)."""
+
+    arm_model_name = "so101"
+
+
+def test_workspace_box_from_an_arm_preset_the_robots_arm_or_the_default():
+    from robot_rl.hardware.kinematics import arm_model
+
+    koch, so101 = arm_model("koch"), arm_model("so101")
+    np.testing.assert_allclose(SafetyConfig(workspace_preset="koch").workspace_box()[1], koch.workspace_high)
+    low, high = SafetyConfig(workspace_preset="koch", workspace_high=[0.2, 0.1, 0.15]).workspace_box()
+    np.testing.assert_allclose(low, koch.workspace_low)  # a corner given overrides the preset's
+    np.testing.assert_allclose(high, [0.2, 0.1, 0.15])
+    np.testing.assert_allclose(SafetyConfig().workspace_box()[1], [0.65, 0.35, 0.55])  # tabletop default
+    layer = SafetyLayer(ArmRobot(), SafetyConfig(watchdog_timeout_s=0))
+    np.testing.assert_allclose(layer._high, so101.workspace_high)  # the robot's own arm, when nothing is set
+    layer = SafetyLayer(ArmRobot(), SafetyConfig(watchdog_timeout_s=0, workspace_preset="koch"))
+    np.testing.assert_allclose(layer._high, koch.workspace_high)
+    with pytest.raises(ValueError, match="not an arm model; known: koch, so100, so101"):
+        SafetyConfig(workspace_preset="ur5")
+
+
+def test_inverted_joint_limits_name_the_joint():
+    with pytest.raises(ValueError, match=r"joint 2: joint_low 1 is not below joint_high -1.*swapped"):
+        RobotConfig(joint_low=[-1, -1, 1, -1, -1, -1], joint_high=[1, 1, -1, 1, 1, 1])

@@ -4,27 +4,39 @@
 lerobot's ``make_robot_from_config``, or passed in). lerobot's features are flat dicts: one
 ``<motor>.pos`` float per motor and one ``(H, W, 3)`` image per camera; this module maps them to ours:
 
-- joints: the ``joint_names`` motors, in degrees on the bus when ``degrees`` (lerobot's ``use_degrees``),
-  radians here; otherwise lerobot's normalised units pass through unchanged (then set ``joint_low/high``
-  in those units);
+- joints: the ``joint_names`` motors, radians here. On the bus: degrees when ``degrees`` (lerobot's
+  ``use_degrees``, which this sets for the SO and Koch followers); otherwise lerobot's -100..100 range, converted
+  through lerobot's calibration when an ``arm`` model is in use (robot_rl/hardware/lerobot_arm.py has the
+  formulas) and passed through unchanged without one (then set ``joint_low/high`` in those units);
 - gripper: the ``gripper_name`` motor, ``gripper_range`` on the bus (lerobot: 0..100), opening 0..1 here;
-- ``state`` = ``[q_1 … q_n, gripper]``, or ``[q_1 … q_n, x, y, z, roll, pitch, yaw, gripper]`` (the usual
-  layout) when a ``kinematics`` function is given (lerobot's arms report no end-effector pose);
+- ``state`` = ``[q_1 … q_n, x, y, z, roll, pitch, yaw, gripper]``, the pose by forward kinematics of the arm
+  model (``arm``: ``so100``, ``so101``, ``koch``, inferred from ``robot_type``) or of a given ``kinematics``
+  function; ``[q_1 … q_n, gripper]`` without either;
 - ``image.<cam>``: lerobot's camera images, named as in ``config.cameras``.
 
-Control is joint position only (lerobot's followers take joint goals; an end-effector mode would need an
-IK model): action ``[q_1 … q_n, gripper]`` normalised to the joint limits. :meth:`LeRobotRobot.send_action`
-returns what lerobot says it applied (its own ``max_relative_target`` clipping included), converted back.
-:meth:`LeRobotRobot.hold` sends the measured position as the goal (position control then holds).
+Control modes (lerobot's followers take joint position goals):
 
-Without kinematics the safety layer cannot check the Cartesian workspace box: it enforces the joint
-limits, speed and change limits only (said at connect). lerobot is imported only in :meth:`connect`
-or :meth:`make_lerobot_robot` (lerobot installed as docs/datasets.md says; SO arms also need ``lerobot[feetech]``,
-Koch ``lerobot[dynamixel]``). Tests drive it against :mod:`robot_rl.testing.fake_lerobot`.
+- ``joint``: ``[q_1 … q_n, gripper]`` normalised to the joint limits;
+- ``joint_delta``: ``[dq_1 … dq_n, gripper]``, each joint moved by ``action * max_step_joint_rad`` from the
+  measured joints;
+- ``ee_delta``: ``[dx, dy, dz, droll, dpitch, dyaw, gripper]``, a tool step (``max_step_m``, ``max_step_rad``)
+  turned into joint goals by the arm model's IK (mink), within the joint limits. Needs ``arm``.
+
+:meth:`LeRobotRobot.send_action` returns what lerobot says it applied (its own ``max_relative_target`` clipping
+included), converted back into the mode's action. :meth:`LeRobotRobot.hold` sends the measured position as the
+goal (position control then holds). With an arm model the safety layer checks its Cartesian box on the
+measured pose, and sizes that box from the arm's preset unless ``safety.workspace_*`` say otherwise.
+
+Before lerobot's ``connect`` (nothing is sent to the arm until then), an arm model's robot must have a usable
+lerobot calibration file: a missing one or an inverted range is refused with the ``lerobot-calibrate`` command
+that fixes it. lerobot is imported only in :meth:`LeRobotRobot.connect` or :func:`make_lerobot_device`
+(``pip install 'robot-rl[lerobot]'``). Tests drive it against :mod:`robot_rl.testing.fake_lerobot` and against
+lerobot's own SO-101/Koch classes on :mod:`robot_rl.testing.fake_motor_bus`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -37,24 +49,34 @@ from typing import Any
 import numpy as np
 
 from robot_rl.core.specs import ArraySpec, EnvSpec
-from robot_rl.hardware.robot import ROBOTS, NotConnectedError, Robot, RobotConfig, RobotError, RobotState
+from robot_rl.hardware.kinematics.config import arm_model
+from robot_rl.hardware.lerobot_arm import (
+    INSTALL_HINT,
+    LEROBOT_ARMS,
+    ArmSteps,
+    JointMap,
+    calibrate_command,
+    check_calibration,
+    check_units,
+    degrees_per_unit,
+    infer_arm,
+    lerobot_module,
+    wrap_angle,
+)
+from robot_rl.hardware.robot import (
+    JOINT_MODES,
+    ROBOTS,
+    NotConnectedError,
+    Robot,
+    RobotConfig,
+    RobotError,
+    RobotState,
+)
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = ("LeRobot robots and leader arms need lerobot 0.4.x: pip install 'lerobot[feetech]' (SO-100/SO-101) or "
-                "'lerobot[dynamixel]' (Koch), with the torch it accepts; docs/datasets.md#installing-lerobot gives the "
-                "tested lines")
+__all__ = ["INSTALL_HINT", "JointMap", "LeRobotRobot", "LeRobotRobotConfig", "lerobot_module", "make_lerobot_device"]
 SO_JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll"]
-
-
-def lerobot_module(name: str) -> Any:
-    """Import ``lerobot.<name>`` or raise ImportError saying which extra brings it."""
-    import importlib
-
-    try:
-        return importlib.import_module(f"lerobot.{name}")
-    except ImportError as e:
-        raise ImportError(f"{INSTALL_HINT} ({e})") from e
 
 
 def _subclasses(cls: type) -> list[type]:
@@ -110,52 +132,14 @@ def make_lerobot_device(kind: str, device_type: str, fields: dict[str, Any]) -> 
         raise ValueError(f"lerobot could not build a {device_type} {kind}: {e}") from e
 
 
-@dataclass
-class JointMap:
-    """Conversion between lerobot's ``<motor>.pos`` dicts and joint vectors (radians) + gripper opening."""
-
-    joint_names: list[str]
-    gripper_name: str | None
-    degrees: bool = True
-    gripper_range: tuple[float, float] = (0.0, 100.0)
-
-    def check(self, features: dict[str, Any], what: str) -> None:
-        """Raise ValueError unless every mapped motor is a float feature of ``features``."""
-        names = [*self.joint_names, *([self.gripper_name] if self.gripper_name else [])]
-        missing = [n for n in names if f"{n}.pos" not in features]
-        if missing:
-            have = sorted(k for k in features if k.endswith(".pos"))
-            raise ValueError(f"{what} has no motor(s) {missing}; its motors: {have} (set joint_names/gripper_name)")
-
-    def joints(self, values: dict[str, Any]) -> np.ndarray:
-        """Joint vector (radians when ``degrees``) from a lerobot dict."""
-        q = np.array([float(values[f"{n}.pos"]) for n in self.joint_names], dtype=np.float64)
-        return np.radians(q) if self.degrees else q
-
-    def gripper(self, values: dict[str, Any]) -> float:
-        """Gripper opening 0..1 (1.0 when there is no gripper)."""
-        if not self.gripper_name:
-            return 1.0
-        lo, hi = self.gripper_range
-        return float(np.clip((float(values[f"{self.gripper_name}.pos"]) - lo) / (hi - lo), 0.0, 1.0))
-
-    def to_lerobot(self, joints: np.ndarray, gripper: float) -> dict[str, float]:
-        """A lerobot action dict for ``joints`` (radians) and an opening 0..1."""
-        q = np.degrees(joints) if self.degrees else np.asarray(joints)
-        out = {f"{n}.pos": float(v) for n, v in zip(self.joint_names, q)}
-        if self.gripper_name:
-            lo, hi = self.gripper_range
-            out[f"{self.gripper_name}.pos"] = float(lo + float(np.clip(gripper, 0.0, 1.0)) * (hi - lo))
-        return out
-
-
 @ROBOTS.register("lerobot")
 @dataclass
 class LeRobotRobotConfig(RobotConfig):
     """A robot driven by lerobot's own class (SO-100/SO-101 follower by default)."""
 
     control_mode: str = "joint"
-    """Only ``joint``: lerobot's followers take joint position goals."""
+    """``joint`` (absolute joint goals), ``joint_delta`` (a change per step from the measured joints,
+    ``max_step_joint_rad``) or ``ee_delta`` (a tool step through the arm model's IK; needs ``arm``)."""
     robot_type: str = "so101_follower"
     """lerobot's robot type (``so100_follower``, ``so101_follower``, ``koch_follower``, ``omx_follower`` …)."""
     port: str = "/dev/ttyACM0"
@@ -166,39 +150,84 @@ class LeRobotRobotConfig(RobotConfig):
     """Where lerobot keeps calibration files (default: its cache directory)."""
     options: dict[str, Any] = field(default_factory=dict)
     """Further fields of lerobot's robot config, e.g. ``max_relative_target: 10``,
-    ``disable_torque_on_disconnect: false``, ``use_degrees: true``, or ``cameras: {front: {type: opencv,
-    index_or_path: 0, width: 640, height: 480, fps: 30}}`` (name them in ``cameras`` too, with their size)."""
+    ``disable_torque_on_disconnect: false``, or ``cameras: {front: {type: opencv, index_or_path: 0, width: 640,
+    height: 480, fps: 30}}`` (name them in ``cameras`` too, with their size). ``use_degrees`` is ``degrees``."""
+    arm: str | None = "auto"
+    """Kinematic model of the arm: ``so100``, ``so101`` or ``koch`` (robot_rl.hardware.kinematics). It gives the
+    measured tool pose in ``state``, the safety layer's Cartesian box (and its default size) and ``ee_delta``.
+    ``auto``: the model lerobot's ``robot_type`` is built like (so100/so101/koch_follower; none for other types);
+    null: none (the joint modes only, no Cartesian box)."""
     joint_names: list[str] = field(default_factory=lambda: list(SO_JOINTS))
     """Motors that are arm joints, in order (SO-100/101 and Koch use these names)."""
     gripper_name: str | None = "gripper"
     """The gripper motor (None: no gripper)."""
     degrees: bool = True
-    """The bus reports joints in degrees (lerobot ``use_degrees``); they are converted to radians."""
+    """lerobot reports the joints in degrees (sets its ``use_degrees`` for the SO and Koch followers; they become
+    radians here). False: its -100..100 range, turned into radians through its calibration when ``arm`` is set,
+    passed through unchanged otherwise."""
     gripper_range: tuple[float, float] = (0.0, 100.0)
     """Gripper motor values for closed and open (lerobot's RANGE_0_100)."""
     joint_low: list[float] = field(default_factory=lambda: [-math.radians(110)] * 5)
     """Lower joint limits, radians (set them inside your calibrated range)."""
     joint_high: list[float] = field(default_factory=lambda: [math.radians(110)] * 5)
     """Upper joint limits, radians."""
+    max_ik_joint_step_rad: float = 0.1
+    """ee_delta: the most any joint may move for one step. Near a singular pose a small tool step can ask for a
+    large joint swing; it is scaled down to this (direction kept) instead of sent."""
 
     def __post_init__(self) -> None:
+        for i, (lo, hi) in enumerate(zip(self.joint_low, self.joint_high)):
+            if not lo < hi and i < len(self.joint_names):
+                raise ValueError(f"joint {self.joint_names[i]!r}: joint_low {lo:g} is not below joint_high {hi:g}; "
+                                 "swap them, or set them inside the calibrated range")
         super().__post_init__()
-        if self.control_mode != "joint":
-            raise ValueError("LeRobot robots support control_mode=joint only (no end-effector IK here)")
         if len(self.joint_names) != self.num_joints:
             raise ValueError(f"{len(self.joint_names)} joint_names but {self.num_joints} joint limits")
         if self.gripper_range[0] == self.gripper_range[1]:
             raise ValueError("gripper_range needs two different values")
+        if not self.max_ik_joint_step_rad > 0:
+            raise ValueError("max_ik_joint_step_rad must be positive")
+        use_degrees = self.options.get("use_degrees")
+        if use_degrees is not None and self.robot_type in LEROBOT_ARMS and bool(use_degrees) != self.degrees:
+            raise ValueError(f"options.use_degrees={use_degrees} contradicts degrees={self.degrees}: set "
+                             "robot.degrees only (it sets lerobot's use_degrees)")
+        self._check_arm(self.arm_name)
+
+    def _check_arm(self, arm: str | None) -> None:
+        if arm is None:
+            if self.control_mode == "ee_delta":
+                raise ValueError(f"control_mode=ee_delta needs an arm model for its IK, and {self.robot_type} has "
+                                 "none: set arm=so100, so101 or koch (or use joint / joint_delta)")
+            return
+        model = arm_model(arm)
+        if tuple(self.joint_names) != tuple(model.joint_names):
+            lacks = [n for n in self.joint_names if n not in model.joint_names]
+            what = f"names {lacks}, which it lacks" if lacks else "orders them differently"
+            raise ValueError(f"arm {arm}'s kinematic model has the joints {list(model.joint_names)}; joint_names "
+                             f"{self.joint_names} {what}. Use lerobot's motor names in that order, or arm=null")
+        # The longest step: all three axes at 1.0 (√3 times the per-axis step); a turn made of three rpy
+        # increments is at most their sum.
+        if self.control_mode == "ee_delta" and (self.max_step_m * math.sqrt(3.0) > model.max_delta_m
+                                                or self.max_step_rad * 3.0 > model.max_delta_rad):
+            raise ValueError(f"ee_delta steps up to max_step_m*√3 = {self.max_step_m * math.sqrt(3.0):g} m and "
+                             f"turns up to max_step_rad*3 = {self.max_step_rad * 3.0:g} rad, beyond the IK's "
+                             f"{model.max_delta_m:g} m / {model.max_delta_rad:g} rad: lower them")
+
+    @property
+    def arm_name(self) -> str | None:
+        """The arm model in use (``arm``, with ``auto`` resolved from ``robot_type``), or None."""
+        return infer_arm(self.robot_type, self.arm)
 
     @property
     def joint_map(self) -> JointMap:
-        """The motor ↔ vector conversion."""
+        """The motor ↔ vector conversion (before lerobot's calibration is known)."""
         lo, hi = self.gripper_range
         return JointMap(list(self.joint_names), self.gripper_name, self.degrees, (float(lo), float(hi)))
 
     def lerobot_fields(self) -> dict[str, Any]:
-        """The lerobot config fields (port, id, calibration_dir, options)."""
-        return {"port": self.port, "id": self.id, "calibration_dir": self.calibration_dir, **self.options}
+        """The lerobot config fields (port, id, calibration_dir, options; use_degrees for the SO/Koch types)."""
+        units = {"use_degrees": self.degrees} if self.robot_type in LEROBOT_ARMS else {}
+        return {"port": self.port, "id": self.id, "calibration_dir": self.calibration_dir, **units, **self.options}
 
     def make(self) -> LeRobotRobot:
         """An unconnected :class:`LeRobotRobot` (lerobot's robot object is built at connect)."""
@@ -208,25 +237,39 @@ class LeRobotRobotConfig(RobotConfig):
 class LeRobotRobot(Robot):
     """The Robot contract over a ``lerobot.robots.Robot``.
 
-    ``robot``: an already built lerobot robot (tests pass a fake); default: built from the config at
-    connect. ``kinematics``: joints (radians) → end-effector pose ``[6]`` (metres, radians), e.g. from
-    lerobot's ``RobotKinematics`` with the arm's URDF; with it ``state`` carries the pose and the safety
-    layer checks the Cartesian box.
+    ``robot``: an already built lerobot robot (tests pass a fake, or lerobot's own class on a fake bus); default:
+    built from the config at connect. ``kinematics``: joints (radians) → end-effector pose ``[6]`` (metres,
+    radians), used for the pose instead of the arm model's FK (not with ``ee_delta``, whose IK is the model's).
     """
 
     config: LeRobotRobotConfig
 
     def __init__(self, config: LeRobotRobotConfig, robot: Any = None,
                  kinematics: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+        if kinematics is not None and config.control_mode == "ee_delta":
+            raise ValueError("ee_delta's IK runs on the arm model: its FK must give the pose (leave kinematics out)")
         self.config = config
         self.map = config.joint_map
+        name = config.arm_name
+        try:
+            self.arm = ArmSteps(name, config.max_ik_joint_step_rad) if name else None
+        except ImportError as e:
+            raise ImportError(f"{e}; or set robot.arm=null to drive the {config.robot_type} without its arm model "
+                              "(joint modes only, no Cartesian box)") from e
         self.kinematics = kinematics
         self._robot = robot
         self._lock = threading.RLock()
         self._last_obs: dict[str, Any] | None = None
+        self._read: tuple[RobotState, dict[str, Any]] | None = None
+        self._measured: RobotState | None = None
         self._applied: np.ndarray | None = None
         if robot is not None:
             self._check_features(robot)
+
+    @property
+    def arm_model_name(self) -> str | None:
+        """The arm model (``so100``, ``so101``, ``koch``) whose box the safety layer uses by default."""
+        return None if self.arm is None else self.config.arm_name
 
     @property
     def lerobot(self) -> Any:
@@ -237,22 +280,28 @@ class LeRobotRobot(Robot):
         return self._robot
 
     def _check_features(self, robot: Any) -> None:
-        self.map.check(robot.action_features, f"lerobot robot {self.config.robot_type}")
+        cfg = self.config
+        self.map.check(robot.action_features, f"lerobot robot {cfg.robot_type}")
+        check_units(robot, cfg.joint_names, cfg.degrees, cfg.robot_type)
         obs_ft = robot.observation_features
-        for name, (h, w) in self.config.cameras.items():
+        for name, (h, w) in cfg.cameras.items():
             shape = obs_ft.get(name)
             if shape is not None and tuple(shape) != (h, w, 3):
                 raise ValueError(f"camera {name}: lerobot delivers {tuple(shape)}, config.cameras says {(h, w, 3)}")
 
     @property
+    def _has_pose(self) -> bool:
+        return self.kinematics is not None or self.arm is not None
+
+    @property
     def features(self) -> EnvSpec:
-        """``state`` = joints (+ pose with kinematics) + gripper; cameras; the joint-mode action."""
-        n = self.config.num_joints + 1 + (6 if self.kinematics is not None else 0)
+        """``state`` = joints (+ pose with an arm model or kinematics) + gripper; cameras; the mode's action."""
+        n = self.config.num_joints + 1 + (6 if self._has_pose else 0)
         obs = {"state": ArraySpec((n,), "float32")}
         for name, (h, w) in self.config.cameras.items():
             obs[f"image.{name}"] = ArraySpec((h, w, 3), "uint8", 0, 255)
         return EnvSpec(observation=obs, action=ArraySpec((self.config.action_dim,), "float32", -1.0, 1.0),
-                       extras={"control_mode": "joint", "lerobot_type": self.config.robot_type})
+                       extras={"control_mode": self.config.control_mode, "lerobot_type": self.config.robot_type})
 
     @property
     def is_connected(self) -> bool:
@@ -260,22 +309,28 @@ class LeRobotRobot(Robot):
         return self._robot is not None and bool(self._robot.is_connected)
 
     def connect(self) -> None:
-        """Connect lerobot's robot (calibrating it if lerobot asks to); the arm does not move."""
+        """Check the calibration, then connect lerobot's robot; the arm does not move."""
         if self.is_connected:
             return
         robot = self.lerobot
+        cfg = self.config
+        if self.arm is not None:
+            motors = [*cfg.joint_names, *([cfg.gripper_name] if cfg.gripper_name else [])]
+            check_calibration(robot, motors, calibrate_command(cfg.robot_type, cfg.port, cfg.id, cfg.calibration_dir))
+            if not cfg.degrees:
+                self.map = dataclasses.replace(self.map, unit_deg=degrees_per_unit(robot, cfg.joint_names))
         try:
             with self._lock:
                 robot.connect()
         except (ImportError, ValueError):
             raise
         except Exception as e:  # serial errors, lerobot's DeviceNotConnectedError, timeouts …
-            raise RobotError(f"could not connect to the lerobot {self.config.robot_type} on {self.config.port}: "
+            raise RobotError(f"could not connect to the lerobot {cfg.robot_type} on {cfg.port}: "
                              f"{type(e).__name__}: {e}. Check the cable/power and the port "
                              "(`lerobot-find-port`)") from e
-        if self.kinematics is None:
-            log.warning("%s: no kinematics given, the safety layer checks joint limits and speeds but not the "
-                        "Cartesian workspace box", self.config.robot_type)
+        if not self._has_pose:
+            log.warning("%s: no arm model or kinematics, the safety layer checks joint limits and speeds but not "
+                        "the Cartesian workspace box", cfg.robot_type)
 
     def disconnect(self) -> None:
         """Hold, then disconnect lerobot's robot (which may disable torque: see ``options``)."""
@@ -298,21 +353,31 @@ class LeRobotRobot(Robot):
             self._last_obs = obs
         return dict(obs)
 
+    def _pose(self, q: np.ndarray) -> np.ndarray | None:
+        if self.kinematics is not None:
+            return np.asarray(self.kinematics(q), dtype=np.float64)
+        if self.arm is not None:
+            with self._lock:  # one ArmKinematics, one MuJoCo buffer
+                return self.arm.pose(q)
+        return None
+
     def _state(self, obs: dict[str, Any]) -> RobotState:
         q = self.map.joints(obs)
-        pose = np.asarray(self.kinematics(q), dtype=np.float64) if self.kinematics is not None \
-            else np.full(6, np.nan)  # unknown: NaN never lies inside (or outside) the box
-        return RobotState(joints=q, ee_pose=pose, gripper=self.map.gripper(obs), timestamp=time.monotonic())
+        pose = self._pose(q)
+        state = RobotState(joints=q, ee_pose=np.full(6, np.nan) if pose is None else pose,  # NaN: unknown
+                           gripper=self.map.gripper(obs), timestamp=time.monotonic())
+        self._read = (state, obs)
+        return state
 
     def measure(self) -> RobotState:
-        """Joints (radians), pose (NaN without kinematics) and gripper opening, read through lerobot."""
+        """Joints (radians), pose (NaN without an arm model or kinematics) and gripper opening, read through lerobot."""
         return self._state(self._observation())
 
     def observe(self) -> dict[str, np.ndarray]:
         """``state`` and the cameras lerobot delivers (or attached :class:`OpenCVCamera` s)."""
         obs = self._observation()
         s = self._state(obs)
-        parts = [s.joints, s.ee_pose] if self.kinematics is not None else [s.joints]
+        parts = [s.joints, s.ee_pose] if self._has_pose else [s.joints]
         out = {"state": np.concatenate([*parts, [s.gripper]]).astype(np.float32)}
         for name in self.config.cameras:
             if name in obs:
@@ -325,24 +390,69 @@ class LeRobotRobot(Robot):
         return out
 
     def forward_kinematics(self, joints: np.ndarray) -> np.ndarray | None:
-        """The given kinematics, or None."""
-        return None if self.kinematics is None else np.asarray(self.kinematics(joints), dtype=np.float64)
+        """The tool pose at ``joints`` by the given kinematics or the arm model, or None without either."""
+        return self._pose(np.asarray(joints, dtype=np.float64))
+
+    def _joint_goal(self, target: np.ndarray, measured: RobotState) -> np.ndarray:
+        if self.config.control_mode in JOINT_MODES:
+            return target
+        assert self.arm is not None  # the config refuses ee_delta without an arm model
+        with self._lock:
+            scaled = self.arm.scaled_steps
+            goal = self.arm.step(measured.joints, measured.ee_pose, target)
+        if self.arm.scaled_steps > scaled and self.arm.scaled_steps in (1, 10, 100, 1000):
+            log.warning("%s: an ee_delta step asked a joint to swing more than max_ik_joint_step_rad=%g (a pose near "
+                        "a singularity); scaled down (%d times so far)", self.config.robot_type,
+                        self.config.max_ik_joint_step_rad, self.arm.scaled_steps)
+        # The joint limits as the safety layer applies them: never past one, unless already past it.
+        lo, hi = np.asarray(self.config.joint_low), np.asarray(self.config.joint_high)
+        return np.clip(goal, np.minimum(lo, measured.joints), np.maximum(hi, measured.joints))
 
     def _command(self, target: np.ndarray, gripper: float) -> None:
-        goal = self.map.to_lerobot(target, gripper)
+        measured = self._measured if self._measured is not None else self.measure()
+        goal = self._joint_goal(target, measured)
+        values = self.map.to_lerobot(goal, gripper)
+        if self._read is not None and self._read[0] is measured:
+            # A joint told to stay gets its reading back unconverted: through radians and back it can land a
+            # hair below, and lerobot truncates goals to whole motor ticks, so "stay" would creep a tick a step.
+            # The gripper's opening comes back through a float32 action: equal within 1e-6 (a tick is ~1e-3).
+            raw = self._read[1]
+            for name, g, q in zip(self.config.joint_names, goal, measured.joints):
+                if g == q:
+                    values[f"{name}.pos"] = float(raw[f"{name}.pos"])
+            grip = self.config.gripper_name
+            if grip and abs(gripper - measured.gripper) <= 1e-6:
+                values[f"{grip}.pos"] = float(raw[f"{grip}.pos"])
         with self._lock:
             try:
-                sent = self._robot.send_action(goal)
+                sent = self._robot.send_action(values)
             except Exception as e:
                 raise RobotError(f"lerobot {self.config.robot_type}: send_action failed: {e}") from e
-        sent = {**goal, **(sent or {})}
-        self._applied = np.append(_normalise(self.config, self.map.joints(sent)),
-                                  2.0 * self.map.gripper(sent) - 1.0).astype(np.float32)
+        self._applied = self._as_action({**values, **(sent or {})}, measured)
+
+    def _as_action(self, sent: dict[str, Any], measured: RobotState) -> np.ndarray:
+        """The action of this mode that commands the goals lerobot reports it sent."""
+        cfg, q = self.config, self.map.joints(sent)
+        if cfg.control_mode == "joint":
+            arm = _normalise(cfg, q)
+        elif cfg.control_mode == "joint_delta":
+            arm = (q - measured.joints) / cfg.max_step_joint_rad
+        else:
+            assert self.arm is not None
+            with self._lock:
+                d = self.arm.pose(q) - measured.ee_pose
+            arm = np.concatenate([d[:3] / cfg.max_step_m, wrap_angle(d[3:6]) / cfg.max_step_rad])
+        return np.append(np.clip(arm, -1.0, 1.0), 2.0 * self.map.gripper(sent) - 1.0).astype(np.float32)
 
     def send_action(self, action: np.ndarray, measured: RobotState | None = None) -> np.ndarray:
-        """Apply a joint-mode action; returns what lerobot applied (after its own clipping), normalised."""
-        self._applied = None
-        clipped = super().send_action(action, measured)
+        """Apply an action of the configured mode; returns what lerobot applied (after its own clipping)."""
+        if measured is None and self.is_connected:
+            measured = self.measure()
+        self._applied, self._measured = None, measured
+        try:
+            clipped = super().send_action(action, measured)
+        finally:
+            self._measured = None
         return self._applied if self._applied is not None else clipped
 
     def hold(self) -> None:

@@ -12,6 +12,8 @@ Actions (float32, every entry in ``[-1, 1]``), by control mode:
   target opening (-1 closed, +1 open).
 - ``joint``: ``[q_1 … q_n, gripper]``: absolute joint targets normalised to the joint limits
   (-1 = lower limit, +1 = upper limit), then the gripper as above.
+- ``joint_delta``: ``[dq_1 … dq_n, gripper]``: a joint change per control step from the *measured* joints,
+  scaled by ``max_step_joint_rad`` (0 = stay), then the gripper as above.
 
 The observation dict holds ``state`` = ``[q_1 … q_n, x, y, z, roll, pitch, yaw, gripper]`` (radians,
 metres, gripper opening 0..1) and one ``image.<camera>`` per camera.
@@ -30,8 +32,10 @@ import numpy as np
 from robot_rl.core.registry import Registry
 from robot_rl.core.specs import ArraySpec, EnvSpec
 
-ControlMode = Literal["ee_delta", "joint"]
-CONTROL_MODES: tuple[str, ...] = ("ee_delta", "joint")
+ControlMode = Literal["ee_delta", "joint", "joint_delta"]
+CONTROL_MODES: tuple[str, ...] = ("ee_delta", "joint", "joint_delta")
+JOINT_MODES: tuple[str, ...] = ("joint", "joint_delta")
+"""Modes whose physical target is a joint vector (``ee_delta``'s is a pose)."""
 
 
 class RobotError(RuntimeError):
@@ -65,11 +69,15 @@ class RobotConfig:
     """Settings every arm shares (drivers subclass this)."""
 
     control_mode: str = "ee_delta"
-    """``ee_delta`` (end-effector pose change per step) or ``joint`` (absolute joint targets)."""
+    """``ee_delta`` (end-effector pose change per step), ``joint`` (absolute joint targets) or ``joint_delta``
+    (joint change per step from the measured joints)."""
     max_step_m: float = 0.01
     """ee_delta: translation per step at action 1.0, metres."""
     max_step_rad: float = 0.05
     """ee_delta: rotation per step at action 1.0, radians."""
+    max_step_joint_rad: float = 0.05
+    """joint_delta: change of each joint per step at action 1.0, radians (0.05 at 20 Hz is 1 rad/s, the safety
+    layer's default joint speed limit)."""
     joint_low: list[float] = field(default_factory=lambda: [-math.pi] * 6)
     """Lower joint limits, radians (its length is the number of joints)."""
     joint_high: list[float] = field(default_factory=lambda: [math.pi] * 6)
@@ -88,10 +96,13 @@ class RobotConfig:
             raise ValueError(f"control_mode {self.control_mode!r}; valid: {', '.join(CONTROL_MODES)}")
         if len(self.joint_low) != len(self.joint_high) or not self.joint_low:
             raise ValueError("joint_low and joint_high must be non-empty and of equal length")
-        if any(lo >= hi for lo, hi in zip(self.joint_low, self.joint_high)):
-            raise ValueError("every joint_low must be below its joint_high")
-        if self.max_step_m <= 0 or self.max_step_rad <= 0:
-            raise ValueError("max_step_m and max_step_rad must be positive")
+        inverted = [i for i, (lo, hi) in enumerate(zip(self.joint_low, self.joint_high)) if not lo < hi]
+        if inverted:
+            i = inverted[0]
+            raise ValueError(f"joint {i}: joint_low {self.joint_low[i]:g} is not below joint_high "
+                             f"{self.joint_high[i]:g}; every joint_low must be below its joint_high (swapped?)")
+        if not (self.max_step_m > 0 and self.max_step_rad > 0 and self.max_step_joint_rad > 0):
+            raise ValueError("max_step_m, max_step_rad and max_step_joint_rad must be positive")
 
     @property
     def num_joints(self) -> int:
@@ -126,6 +137,19 @@ class TaskRobot(Protocol):
         ...
 
 
+@runtime_checkable
+class ArmModelRobot(Protocol):
+    """A robot whose kinematics are one of robot_rl's arm models (robot_rl/hardware/kinematics: LeRobot arms).
+
+    The safety layer sizes its default workspace box from that arm's preset (``SafetyConfig.workspace_preset``).
+    """
+
+    @property
+    def arm_model_name(self) -> str | None:
+        """The arm model's registry name (``so100``, ``so101``, ``koch``), or None when none is in use."""
+        ...
+
+
 ROBOTS: Registry[type[RobotConfig]] = Registry("robot", "robot_rl.robots")
 RobotConfig.registry = ROBOTS
 
@@ -140,11 +164,16 @@ def robot_features(cfg: RobotConfig) -> EnvSpec:
 
 
 def action_to_target(cfg: RobotConfig, action: np.ndarray, measured: RobotState) -> tuple[np.ndarray, float]:
-    """Map a normalised action to a physical target: ``(pose [6] or joints [n], gripper opening 0..1)``."""
+    """Map a normalised action to a physical target: ``(pose [6] or joints [n], gripper opening 0..1)``.
+
+    The target is not limited here (a joint_delta step may point past a joint limit): the safety layer does that.
+    """
     grip = float((action[-1] + 1.0) / 2.0)
     if cfg.control_mode == "ee_delta":
         delta = np.concatenate([action[:3] * cfg.max_step_m, action[3:6] * cfg.max_step_rad])
         return measured.ee_pose + delta, grip
+    if cfg.control_mode == "joint_delta":
+        return measured.joints + action[:-1] * cfg.max_step_joint_rad, grip
     lo, hi = np.asarray(cfg.joint_low), np.asarray(cfg.joint_high)
     return lo + (action[:-1] + 1.0) / 2.0 * (hi - lo), grip
 
@@ -155,11 +184,20 @@ def joints_to_action(cfg: RobotConfig, joints: np.ndarray) -> np.ndarray:
     return (2.0 * (joints - lo) / (hi - lo) - 1.0).astype(np.float32)
 
 
+def joint_target_to_action(cfg: RobotConfig, joints: np.ndarray, measured: RobotState) -> np.ndarray:
+    """The arm part ``[n]`` of the action that commands the joint target ``joints`` (joint or joint_delta mode)."""
+    if cfg.control_mode == "joint_delta":
+        return ((joints - measured.joints) / cfg.max_step_joint_rad).astype(np.float32)
+    return joints_to_action(cfg, joints)
+
+
 def hold_action(cfg: RobotConfig, measured: RobotState) -> np.ndarray:
     """The action that keeps the arm where it is measured (and the gripper as it is)."""
     grip = 2.0 * measured.gripper - 1.0
     if cfg.control_mode == "ee_delta":
         return np.array([0, 0, 0, 0, 0, 0, grip], dtype=np.float32)
+    if cfg.control_mode == "joint_delta":
+        return np.append(np.zeros(cfg.num_joints), grip).astype(np.float32)
     return np.append(joints_to_action(cfg, measured.joints), grip).astype(np.float32)
 
 
@@ -179,7 +217,7 @@ class Robot(abc.ABC):
 
     @property
     def control_mode(self) -> str:
-        """``ee_delta`` or ``joint``."""
+        """``ee_delta``, ``joint`` or ``joint_delta``."""
         return self.config.control_mode
 
     @property
@@ -201,7 +239,7 @@ class Robot(abc.ABC):
 
     @abc.abstractmethod
     def _command(self, target: np.ndarray, gripper: float) -> None:
-        """Send a physical target (pose [6] in ee_delta mode, joints [n] in joint mode) and gripper opening."""
+        """Send a physical target (pose [6] in ee_delta, joints [n] in joint and joint_delta) and gripper opening."""
 
     @abc.abstractmethod
     def hold(self) -> None:

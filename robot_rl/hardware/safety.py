@@ -12,8 +12,8 @@ Checks, in order (each intervention is counted under its reason, logged, and lis
                   (re)start the previous action is the one that holds the *measured* state;
 ``velocity``      the physical motion per step stays under the linear/angular/joint speed limits;
 ``workspace``     on the *measured* pose: a command pushing further out through a face of the box is cut
-                  on that axis, a command back in passes; in joint mode, joint limits the same way and the
-                  Cartesian box through the robot's forward kinematics;
+                  on that axis, a command back in passes; in joint and joint_delta mode, joint limits the same
+                  way and the Cartesian box through the robot's forward kinematics;
 ``watchdog``      no fresh command within ``watchdog_timeout_s``: the watchdog thread holds and latches.
 """
 
@@ -23,20 +23,30 @@ import logging
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 import numpy as np
 
 from robot_rl.hardware.estop import EStop, EStopGuard
-from robot_rl.hardware.robot import Robot, RobotState, action_to_target, hold_action, joints_to_action
+from robot_rl.hardware.kinematics.config import ARM_MODELS
+from robot_rl.hardware.robot import (
+    ArmModelRobot,
+    Robot,
+    RobotState,
+    action_to_target,
+    hold_action,
+    joint_target_to_action,
+)
 from robot_rl.hardware.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
 REASONS: tuple[str, ...] = ("latched", "sensor_stale", "nonfinite", "clamped", "change_limit", "velocity",
                             "workspace", "watchdog", "estop")
+DEFAULT_WORKSPACE: tuple[list[float], list[float]] = ([0.15, -0.35, 0.02], [0.65, 0.35, 0.55])
+"""The box when neither the config nor the robot names one: a tabletop arm the size of an xArm."""
 
 
 @dataclass
@@ -45,10 +55,16 @@ class SafetyConfig:
 
     control_hz: float = 20.0
     """Control rate the speed limits are converted with (one step = 1/control_hz seconds)."""
-    workspace_low: list[float] = field(default_factory=lambda: [0.15, -0.35, 0.02])
-    """Lower corner of the end-effector box (x, y, z), metres in the robot base frame."""
-    workspace_high: list[float] = field(default_factory=lambda: [0.65, 0.35, 0.55])
-    """Upper corner of the end-effector box (x, y, z), metres."""
+    workspace_low: list[float] | None = None
+    """Lower corner of the end-effector box (x, y, z), metres in the robot base frame. None: the corner of
+    ``workspace_preset``, else of the robot's own arm model (LeRobot SO-100/SO-101/Koch), else
+    [0.15, -0.35, 0.02] (a tabletop arm the size of an xArm)."""
+    workspace_high: list[float] | None = None
+    """Upper corner of the end-effector box (x, y, z), metres. None: as ``workspace_low``, with the default
+    [0.65, 0.35, 0.55]."""
+    workspace_preset: str | None = None
+    """An arm model whose workspace box fills the corners left at None: ``so100``, ``so101`` or ``koch``
+    (robot_rl.hardware.kinematics.ARM_MODELS). None: the robot's own arm model when it has one."""
     max_action_change: float = 0.5
     """Largest change of any action entry between consecutive steps (normalised units)."""
     max_linear_speed: float = 0.25
@@ -56,22 +72,41 @@ class SafetyConfig:
     max_angular_speed: float = 1.0
     """End-effector rotation speed limit, rad/s."""
     max_joint_speed: float = 1.0
-    """Joint speed limit in joint mode, rad/s per joint."""
+    """Joint speed limit in joint and joint_delta mode, rad/s per joint."""
     watchdog_timeout_s: float = 0.2
     """Hold and latch when no fresh command arrives for this long (0 disables: not for hardware)."""
     log_interval_s: float = 1.0
     """Log each reason at most once per interval (counts are always exact)."""
 
     def __post_init__(self) -> None:
-        lo, hi = np.asarray(self.workspace_low), np.asarray(self.workspace_high)
-        if lo.shape != (3,) or hi.shape != (3,) or not (lo < hi).all():
-            raise ValueError(f"workspace box must be two xyz corners with low < high, got {lo} / {hi}")
+        self.workspace_box()  # refuses an unknown preset or a box with low >= high now, not at connect
         for name in ("control_hz", "max_action_change", "max_linear_speed", "max_angular_speed",
                      "max_joint_speed"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive")
         if self.watchdog_timeout_s < 0:
             raise ValueError("watchdog_timeout_s must be >= 0")
+
+    def workspace_box(self, robot_arm: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The workspace box ``(low [3], high [3])``, metres.
+
+        Corners left at None come from ``workspace_preset``, else from ``robot_arm``'s kinematics preset, else from
+        the tabletop default.
+        """
+        preset = self.workspace_preset or robot_arm
+        if preset is not None:
+            if preset not in ARM_MODELS:
+                raise ValueError(f"workspace_preset {preset!r} is not an arm model; known: "
+                                 f"{', '.join(ARM_MODELS.names())}")
+            model = ARM_MODELS.get(preset)
+            default_low, default_high = model.workspace_low, model.workspace_high
+        else:
+            default_low, default_high = DEFAULT_WORKSPACE
+        lo = np.asarray(self.workspace_low if self.workspace_low is not None else default_low, dtype=np.float64)
+        hi = np.asarray(self.workspace_high if self.workspace_high is not None else default_high, dtype=np.float64)
+        if lo.shape != (3,) or hi.shape != (3,) or not (lo < hi).all():
+            raise ValueError(f"workspace box must be two xyz corners with low < high, got {lo} / {hi}")
+        return lo, hi
 
 
 def _box_cut(target: np.ndarray, measured: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
@@ -98,8 +133,11 @@ class SafetyLayer:
         self._latched: str | None = "not armed"
         self._prev: np.ndarray | None = None
         self._last_log: dict[str, float] = {}
-        self._low = np.asarray(self.config.workspace_low, dtype=np.float64)
-        self._high = np.asarray(self.config.workspace_high, dtype=np.float64)
+        arm = robot.arm_model_name if isinstance(robot, ArmModelRobot) else None
+        self._low, self._high = self.config.workspace_box(arm)
+        preset = self.config.workspace_preset or arm
+        log.info("safety: workspace box %s .. %s m (%s)", self._low.tolist(), self._high.tolist(),
+                 f"{preset} preset for the corners not set" if preset else "safety.workspace_low/high or the default")
         self.watchdog = (Watchdog(self.config.watchdog_timeout_s, self._on_watchdog)
                          if self.config.watchdog_timeout_s > 0 else None)
         self.estop.on_trigger(self._on_estop)
@@ -298,7 +336,7 @@ class SafetyLayer:
             arm = np.concatenate([delta[:3] / cfg.max_step_m, delta[3:6] / cfg.max_step_rad])
         else:
             target = self._limit_joints(target, measured, dt, events)
-            arm = joints_to_action(cfg, target).astype(np.float64)
+            arm = joint_target_to_action(cfg, target, measured).astype(np.float64)
         return np.append(arm, 2.0 * grip - 1.0), False
 
     def _limit_ee(self, target: np.ndarray, measured: RobotState, dt: float, events: list[str]) -> np.ndarray:
