@@ -129,14 +129,18 @@ def main() -> None:
     p.add_argument("--workflow", choices=sorted(WORKFLOWS), default="task",
                    help="task: docs/deploy.md (the task's own success); classifier: docs/rewards.md (cameras, a "
                         "success classifier as the reward, the policy on the state)")
+    p.add_argument("--keep", type=Path, default=None,
+                   help="run in KEEP/run<i> and keep the demos, models, checkpoints and logs (default: a temp dir)")
     p.add_argument("--out", type=Path, default=None,
                    help="results JSON (default benchmarks/results/hil_cli_workflow[_classifier].json)")
     a = p.parse_args()
     results = []
     for i in range(a.runs):
         with tempfile.TemporaryDirectory() as tmp:
-            print(f"run {i + 1}/{a.runs}: {a.minutes:g} min of learning at {a.time_scale:g}x real time")
-            r = run_once(Path(tmp), a.minutes, a.time_scale, workflow=a.workflow)
+            work = Path(tmp) if a.keep is None else a.keep / f"run{i + 1}"
+            work.mkdir(parents=True, exist_ok=True)
+            print(f"run {i + 1}/{a.runs}: {a.minutes:g} min of learning at {a.time_scale:g}x real time in {work}")
+            r = run_once(work, a.minutes, a.time_scale, workflow=a.workflow)
             print(f"  {r['eval']}\n  actor: {r['actor']}\n  learner: {r['learner']}")
             results.append(r)
     rates = [float(r["alone_success"]) for r in results]  # type: ignore[arg-type]

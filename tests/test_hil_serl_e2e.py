@@ -151,3 +151,39 @@ def test_deploy_labels_success_with_a_classifier_local_or_served(tmp_path):
     assert server.stats.requests >= 4
     with pytest.raises(ValueError, match="classifier="):
         DeployConfig(reward_source="classifier")
+
+
+def test_deploy_runs_joint_delta_on_the_simulated_arm_and_refuses_absolute_joints():
+    """joint_delta moves each joint from where it is measured; absolute joint targets are refused with the fix."""
+    import numpy as np
+    import torch
+
+    cfg = DeployConfig(robot=SimulatedArmConfig(cameras={}, control_mode="joint_delta", max_step_joint_rad=0.05),
+                       safety=SafetyConfig(control_hz=20.0, watchdog_timeout_s=1.0, max_joint_speed=2.0),
+                       episodes=1, max_episode_steps=6, reward_source="keys", status=False)
+
+    class PanRight:
+        def act(self, obs, deterministic=False):
+            a = torch.zeros(obs["state"].shape[0], 7)
+            a[:, 0], a[:, 6] = 1.0, 1.0  # joint 0 at full step, gripper open
+            return a, {}
+
+    arm = cfg.robot.make()
+    safety = SafetyLayer(arm, cfg.safety)
+    safety.connect()
+    try:
+        before = arm.observe()["state"][:6].copy()
+        deployer = Deployer(cfg, safety, ScriptedDevice(), PanRight())  # type: ignore[arg-type]
+        deployer.collected = []
+        report = deployer.run()
+        after = arm.observe()["state"][:6]
+    finally:
+        safety.close()
+        if arm.is_connected:
+            arm.disconnect()
+    assert [e.end for e in report.episodes] == ["time_limit"] and len(deployer.collected) == 6
+    moved = after - before
+    assert 0.2 < moved[0] <= 6 * 0.05 + 0.02, moved  # six steps of 0.05 rad, tracked by the simulated servo
+    assert np.abs(moved[1:]).max() < 0.02, moved
+    with pytest.raises(ValueError, match="ee_delta or joint_delta, not 'joint'"):
+        DeployConfig(robot=SimulatedArmConfig(control_mode="joint"))

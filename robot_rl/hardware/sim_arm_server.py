@@ -105,7 +105,7 @@ class SimArmWorld:
         self.rng = np.random.default_rng(int(cfg["seed"]))
         self.grip = self.ix.site["grip"]
         self.cube_q = self.ix.free_qpos["cube"]
-        self.joint_mode = cfg["control_mode"] == "joint"
+        self.joint_mode = cfg["control_mode"] in ("joint", "joint_delta")  # robot.JOINT_MODES: targets are joints
         self.renderers: dict[str, Any] = {}
         for name, (h, w) in cfg["cameras"].items():
             self.renderers[name] = mujoco.Renderer(self.model, height=int(h), width=int(w))

@@ -54,6 +54,9 @@ from robot_rl.viz import StepViz, VizConfig
 
 log = logging.getLogger(__name__)
 
+DEPLOY_CONTROL_MODES = ("ee_delta", "joint_delta")
+"""Control modes deploy runs: both move the arm from its measured state, so a takeover never jumps."""
+
 
 def _default_algo() -> AlgoConfig:
     from robot_rl.policies.sac import SACConfig
@@ -143,8 +146,10 @@ class DeployConfig:
             raise ValueError("max_episode_steps and send_every must be >= 1, episodes >= 0")
         if len(set(self.policy_keys)) != len(self.policy_keys):
             raise ValueError(f"policy_keys {list(self.policy_keys)} names a key twice")
-        if self.robot.control_mode != "ee_delta":
-            raise ValueError("deploy needs robot.control_mode=ee_delta (teleop deltas apply to the measured pose)")
+        if self.robot.control_mode not in DEPLOY_CONTROL_MODES:
+            raise ValueError(f"deploy runs robot.control_mode {' or '.join(DEPLOY_CONTROL_MODES)}, not "
+                             f"{self.robot.control_mode!r}: a policy and a person both move the arm from where it "
+                             "is measured (absolute joint targets would jump at every takeover)")
 
 
 def load_run_policy(run_dir: Path, spec: EnvSpec, device: str = "cpu") -> tuple[Policy, int]:
