@@ -43,7 +43,8 @@ class RecordArgs(Command):
     overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
     """Dotted overrides (sections: robot, device, safety, record, viz)."""
     robot: Annotated[str, tyro.conf.arg(metavar="NAME")] = "sim_arm"
-    """Robot: xarm, lerobot (SO-100/SO-101, Koch … through lerobot) or sim_arm (the MuJoCo stand-in)."""
+    """Robot: xarm, lerobot (SO-100/SO-101, Koch … through lerobot), sim_arm (the MuJoCo stand-in) or sim_so101 (a
+    simulated SO-101 behind the LeRobot driver)."""
     device: Annotated[str, tyro.conf.arg(metavar="NAME")] = "keyboard"
     """Teleop device: keyboard, gamepad, spacemouse (ee_delta robots) or leader_arm (joint mode)."""
     out: Path = Path("demos")
@@ -92,9 +93,10 @@ def _ensure_robots() -> None:
     import robot_rl.hardware.xarm
 
     try:
-        import robot_rl.hardware.sim_arm  # noqa: F401
+        import robot_rl.hardware.sim_arm
+        import robot_rl.hardware.sim_so101  # noqa: F401
     except ImportError as e:  # its simulator extra is missing; the name then says so when chosen
-        log.debug("sim_arm unavailable: %s", e)
+        log.debug("sim_arm/sim_so101 unavailable: %s", e)
 
 
 def resolve_sections(args: RecordArgs) -> dict[str, dict[str, Any]]:

@@ -148,6 +148,8 @@ def motor_bus(robot: Any) -> Any | None:
     keep it as ``bus``, and it is the only place that says which unit each motor reports.
     """
     bus = getattr(robot, "bus", None)
+    if bus is None:  # no bus, nothing to check: a robot without one (the simulated SO-101) needs no lerobot
+        return None
     return bus if isinstance(bus, lerobot_module("motors.motors_bus").MotorsBusBase) else None
 
 

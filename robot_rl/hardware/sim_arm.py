@@ -18,25 +18,23 @@ pitch, yaw are relative to that pointing-down home frame (zero there), so they n
 
 from __future__ import annotations
 
-import ctypes.util
-import json
 import logging
-import os
-import select
-import subprocess
-import sys
-import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from robot_rl.core.specs import ArraySpec, EnvSpec
-from robot_rl.hardware.robot import ROBOTS, NotConnectedError, Robot, RobotConfig, RobotError, RobotState
+from robot_rl.hardware.robot import ROBOTS, Robot, RobotConfig, RobotState
+from robot_rl.hardware.sim_pick import PickIntervener, PickView, pick_expert
+from robot_rl.hardware.sim_process import SimProcess
 
 log = logging.getLogger(__name__)
 
+__all__ = ["PickIntervener", "SimulatedArm", "SimulatedArmConfig", "TaskStatus", "pick_expert_action"]
+#: Height of the 5 cm cube's centre resting on the table (robot_rl/sims/mujoco/assets/cube.xml).
+CUBE_REST_Z = 0.025
 #: Joint ranges of the arm in robot_rl/sims/mujoco/assets/arm.xml (radians).
 ARM_RANGE = (2.9, 1.8, 2.6, 2.9, 2.2, 2.9)
 
@@ -116,20 +114,14 @@ class TaskStatus:
     info: dict[str, Any]
 
 
-class SimulatedArm(Robot):
+class SimulatedArm(SimProcess, Robot):
     """The Robot contract over a simulator process; also ``reset_task()`` and ``task_status()``."""
 
     config: SimulatedArmConfig
 
     def __init__(self, config: SimulatedArmConfig) -> None:
         self.config = config
-        self.process: subprocess.Popen[str] | None = None
-        self.address: str | None = None
-        self._ctx: Any = None
-        self._socks: dict[str, Any] = {}
-        self._locks = {"main": threading.Lock(), "hold": threading.Lock()}
-        self._connected = False
-        self._disconnecting = False  # set while disconnect() holds and shuts the server down
+        self._init_process()
         self.last_observation: dict[str, np.ndarray] | None = None
         self.cube: np.ndarray = np.zeros(3)
         self._task: dict[str, Any] | None = None
@@ -146,147 +138,6 @@ class SimulatedArm(Robot):
             obs["state"] = ArraySpec((self.config.num_joints + 10,), "float32")
             spec = EnvSpec(observation=obs, action=spec.action, extras=spec.extras)
         return spec
-
-    # ---- connection -----------------------------------------------------------------------------
-
-    @property
-    def is_connected(self) -> bool:
-        """Connected and (when this client started it) the server process is alive."""
-        return self._connected and (self.process is None or self.process.poll() is None)
-
-    def connect(self) -> None:
-        """Start (or join) the simulator and check it answers; the arm holds where it starts."""
-        if self._connected:
-            return
-        import zmq
-
-        self._ctx = zmq.Context()
-        if self.config.address is None:
-            self.process, self.address = self._spawn()
-        else:
-            self.address = self.config.address
-        self._connected = True
-        self._disconnecting = False
-        try:
-            self._call("hello", timeout_s=self.config.start_timeout_s)
-            self._call("hold")
-        except BaseException:
-            self.disconnect()
-            raise
-
-    def _spawn(self) -> tuple[subprocess.Popen[str], str]:
-        cfg = {k: v for k, v in asdict(self.config).items() if k not in ("address",)}
-        env = dict(os.environ)
-        if "MUJOCO_GL" not in env:
-            # Headless: OSMesa renders the cameras on the CPU. Without libOSMesa (no libosmesa6), MUJOCO_GL=osmesa
-            # would break `import mujoco` itself; the arm then runs without a renderer and a camera fails to
-            # start with a message naming the package.
-            if env.get("DISPLAY"):
-                env["MUJOCO_GL"] = "glfw"
-            elif ctypes.util.find_library("OSMesa") is not None:
-                env["MUJOCO_GL"] = "osmesa"
-        if env.get("MUJOCO_GL") == "osmesa":
-            env.setdefault("PYOPENGL_PLATFORM", "osmesa")
-        # Its own session: Ctrl-C in the terminal reaches the owner only, which holds the arm and then shuts the
-        # server down (in the terminal's process group it died first, and the hold failed). An orphaned server
-        # stops by itself (it watches its parent).
-        proc = subprocess.Popen([sys.executable, "-m", "robot_rl.hardware.sim_arm_server", json.dumps(cfg)],
-                                stdout=subprocess.PIPE, stderr=None, text=True, env=env, start_new_session=True)
-        assert proc.stdout is not None
-        deadline = time.monotonic() + self.config.start_timeout_s
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RobotError(f"the simulated arm process exited with code {proc.returncode} while starting "
-                                 "(see its stderr above; MuJoCo needs `pip install 'robot-rl[mujoco]'` and, "
-                                 "headless, libosmesa6 with MUJOCO_GL=osmesa)")
-            ready, _, _ = select.select([proc.stdout], [], [], 0.1)
-            if ready:
-                line = proc.stdout.readline().strip()
-                if line.startswith("READY "):
-                    return proc, line.split(" ", 1)[1]
-        proc.kill()
-        raise RobotError(f"the simulated arm did not start within {self.config.start_timeout_s:.0f}s")
-
-    def disconnect(self) -> None:
-        """Hold, stop the server (if this client started it) and close the sockets. Safe to call twice."""
-        if not self._connected:
-            return
-        self._disconnecting = True
-        try:
-            if self.is_connected:
-                self._call("hold")
-                if self.process is not None:
-                    self._call("shutdown")
-        except RobotError as e:
-            log.warning("simulated arm: %s", e)
-        finally:
-            self._connected = False
-            # The watchdog thread may be mid-``hold`` on its own socket: close each socket under its channel's
-            # lock, between calls (closing it under a call raised ZMQ's "Socket operation on non-socket").
-            for channel, lock in self._locks.items():
-                with lock:
-                    sock = self._socks.pop(channel, None)
-                    if sock is not None:
-                        sock.close(0)
-            if self.process is not None:
-                try:
-                    self.process.wait(timeout=5.0)
-                except subprocess.TimeoutExpired:
-                    self.process.kill()
-                    self.process.wait()
-                if self.process.stdout is not None:
-                    self.process.stdout.close()
-            if self._ctx is not None:
-                self._ctx.term()
-                self._ctx = None
-
-    # ---- the wire -------------------------------------------------------------------------------
-
-    def _socket(self, channel: str) -> Any:
-        import zmq
-
-        sock = self._socks.get(channel)
-        if sock is None:
-            sock = self._ctx.socket(zmq.REQ)
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.connect(self.address)
-            self._socks[channel] = sock
-        return sock
-
-    def _call(self, op: str, timeout_s: float | None = None, channel: str = "main", **kw: Any) -> dict[str, Any]:
-        """One request/reply; ``hold`` uses its own socket so a stuck control call never delays it."""
-        import msgpack
-
-        timeout = self.config.request_timeout_s if timeout_s is None else timeout_s
-        with self._locks[channel]:
-            if not self._connected:  # checked under the lock: disconnect() closes sockets under it
-                raise NotConnectedError(f"SimulatedArm.{op} before connect() (or after disconnect())")
-            sock = self._socket(channel)
-            try:
-                sock.send(msgpack.packb({"op": op, **kw}, use_bin_type=True))
-                answered = sock.poll(int(timeout * 1e3))
-                reply = msgpack.unpackb(sock.recv(), raw=False) if answered else None
-            except BaseException:
-                # Ctrl-C between the request and its reply: the same as no reply, below (the next call, e.g. the
-                # hold on the way out, gets a fresh socket).
-                sock.close(0)
-                self._socks.pop(channel, None)
-                raise
-            if reply is None:
-                # A REQ socket without its reply is unusable: drop it, the next call makes a fresh one.
-                sock.close(0)
-                self._socks.pop(channel, None)
-                raise RobotError(self._dead_reason(op, timeout))
-        if not reply.get("ok"):
-            raise RobotError(f"simulated arm refused {op}: {reply.get('error')}")
-        return dict(reply)
-
-    def _dead_reason(self, op: str, timeout: float) -> str:
-        if self.process is not None and self.process.poll() is not None:
-            return (f"the simulated arm process (pid {self.process.pid}) exited with code "
-                    f"{self.process.returncode}; no answer to {op!r}. Reconnect to start a new one")
-        return (f"the simulated arm at {self.address} did not answer {op!r} within {timeout:.2f}s "
-                f"(process hung or gone)")
 
     # ---- Robot contract -------------------------------------------------------------------------
 
@@ -326,30 +177,6 @@ class SimulatedArm(Robot):
         self._task = None
         self._call("command", target=pack_array(np.asarray(target, np.float64)), gripper=float(gripper))
 
-    def hold(self) -> None:
-        """Brake where the arm is (own socket and lock: callable from the watchdog thread).
-
-        A hold that races :meth:`disconnect` does nothing: disconnecting holds the arm itself.
-        """
-        if self._connected:
-            try:
-                self._call("hold", channel="hold")
-            except NotConnectedError:
-                pass
-            except RobotError:
-                # The server may exit under this hold once disconnect() has sent it "shutdown" (after its own
-                # hold): the arm is held by then, so a racing hold has nothing left to do.
-                if not self._disconnecting:
-                    raise
-
-    def emergency_stop_command(self) -> Any:
-        """A picklable ``hold`` for :class:`~robot_rl.hardware.estop.EStopGuard` (after :meth:`connect`)."""
-        from robot_rl.hardware.sim_arm_server import SimArmEmergencyStop
-
-        if self.address is None:
-            raise NotConnectedError("the e-stop command needs the simulator's address: connect() first")
-        return SimArmEmergencyStop(self.address)
-
     # ---- the task -------------------------------------------------------------------------------
 
     def reset_task(self, seed: int | None = None) -> None:
@@ -365,107 +192,20 @@ class SimulatedArm(Robot):
         return TaskStatus(bool(r["success"]), float(r["reward"]),
                           {"grasped": bool(r["grasped"]), "lifted_m": float(r["lifted_m"])})
 
-    def sim_stats(self) -> dict[str, float]:
-        """Simulated seconds so far and how often the physics had to skip ahead of a lagging clock."""
-        r = self._call("stats")
-        return {"sim_time": float(r["sim_time"]), "lag_skips": float(r["lag_skips"])}
+    def pick_view(self) -> PickView | None:
+        """The pick task at the last observation, from its state (:class:`~robot_rl.hardware.sim_pick.PickScene`)."""
+        if not self.config.object_in_state:
+            raise ValueError("the scripted pick reads the cube from the state: set object_in_state=True")
+        obs = self.last_observation
+        return None if obs is None else _view(obs["state"], self.config)
 
 
 def pick_expert_action(obs: dict[str, np.ndarray], cfg: SimulatedArmConfig, gain: float = 1.0,
                        miss_m: float = 0.0) -> np.ndarray:
-    """A scripted pick (``ee_delta`` action ``[7]``) from an observation with ``object_in_state``.
-
-    Above the cube with the gripper open, down, close, lift: the "human" of tests and benchmarks and the
-    source of demonstrations. ``gain`` scales the motion (1.0: full speed). ``miss_m`` aims that far beside
-    the cube (along x): the same motions grasping nothing, the failures a success classifier must tell apart.
-    """
-    state = obs["state"]
-    grip_pos, opening, cube = state[6:9], state[12], state[13:16]
-    off = cube + np.array([miss_m, 0.0, 0.0], np.float32) - grip_pos
-    a = np.zeros(7, np.float32)
-    horizontal = float(np.linalg.norm(off[:2]))
-    if horizontal > 0.012 and cube[2] < 0.04:  # line up above the cube, at a safe height
-        a[:2] = off[:2]
-        a[2] = 0.08 - grip_pos[2]
-        a[6] = 1.0
-    elif grip_pos[2] - cube[2] > 0.012 and opening > 0.6:  # descend open
-        a[:2] = off[:2]
-        a[2] = -(grip_pos[2] - cube[2])
-        a[6] = 1.0
-    elif opening > 0.7:  # close
-        a[6] = -1.0
-    else:  # lift
-        a[:2] = off[:2]
-        a[2] = 0.05
-        a[6] = -1.0
-    a[:3] = np.clip(gain * a[:3] / cfg.max_step_m, -1.0, 1.0)
-    return a
+    """:func:`~robot_rl.hardware.sim_pick.pick_expert` (``ee_delta`` ``[7]``) on an observation with the cube."""
+    return pick_expert(_view(obs["state"], cfg), gain, miss_m)
 
 
-class PickIntervener:
-    """A scripted "human" for :class:`~robot_rl.human_loop.devices.scripted.ScriptedDevice` on the pick task.
-
-    It watches what the robot last observed (``arm.last_observation``), and takes over with
-    :func:`pick_expert_action` for ``takeover_steps`` steps when the policy made no progress (closer to the
-    cube, or the cube higher) for ``patience`` steps (``patience=0``: always in control, i.e. demonstrations). With
-    ``press_success`` it presses the success key when it sees the cube lifted. ``intervene=False`` keeps
-    only the keys. ``miss_m > 0`` grasps that far beside the cube and presses *failure* once the empty gripper
-    is lifted (failed attempts for a classifier's data). Use: ``ScriptedDevice(PickIntervener(arm))``.
-    """
-
-    def __init__(self, arm: SimulatedArm, patience: int = 8, takeover_steps: int = 30, press_success: bool = True,
-                 intervene: bool = True, miss_m: float = 0.0) -> None:
-        if not arm.config.object_in_state:
-            raise ValueError("PickIntervener reads the cube from the state: set object_in_state=True")
-        self.arm = arm
-        self.patience = patience
-        self.takeover_steps = takeover_steps
-        self.press_success = press_success
-        self.intervene = intervene
-        self.miss_m = miss_m
-        self.takeovers = 0
-        self._new_episode()
-        self._prev_cube: np.ndarray | None = None
-
-    def _new_episode(self) -> None:
-        self._best = np.inf
-        self._stall = 0
-        self._left = 0
-        self._pressed = False
-
-    def __call__(self, step: int) -> Any:
-        """The reading for this control step."""
-        from robot_rl.human_loop.devices.base import TeleopReading
-
-        obs = self.arm.last_observation
-        if obs is None:
-            return TeleopReading(timestamp=0.0)
-        state = obs["state"]
-        grip, cube = state[6:9], state[13:16]
-        if self._prev_cube is not None and np.linalg.norm(cube - self._prev_cube) > 0.02 and cube[2] < 0.03:
-            self._new_episode()  # the cube jumped back onto the table: a reset happened
-        self._prev_cube = cube.copy()
-        events: tuple[str, ...] = ()
-        lifted = cube[2] - 0.025 >= self.arm.config.lift_height and np.linalg.norm(cube - grip) < 0.04
-        if self.press_success and lifted and not self._pressed:
-            self._pressed = True
-            events = ("success",)
-        closed_high = state[12] < 0.7 and grip[2] - cube[2] >= self.arm.config.lift_height
-        if self.miss_m and closed_high and not lifted and not self._pressed:
-            self._pressed = True
-            events = ("failure",)
-        # Progress is getting closer to the cube or raising it: a policy that holds the cube and lifts it is
-        # left to try (as a human lets a lift go on), not taken over because the distance no longer shrinks.
-        dist = float(np.linalg.norm(cube - grip)) - max(float(cube[2]) - 0.025, 0.0)
-        if dist < self._best - 0.005:
-            self._best, self._stall = dist, 0
-        else:
-            self._stall += 1
-        if self.intervene and self._left == 0 and self._stall >= self.patience and not lifted:
-            self._left, self._stall = self.takeover_steps, 0
-            self.takeovers += 1
-        if self._left > 0:
-            self._left -= 1
-            a = pick_expert_action(obs, self.arm.config, miss_m=self.miss_m)
-            return TeleopReading(timestamp=0.0, delta=a[:6], gripper=float(a[6]), engage=True, events=events)
-        return TeleopReading(timestamp=0.0, events=events)
+def _view(state: np.ndarray, cfg: SimulatedArmConfig) -> PickView:
+    return PickView(grip=state[6:9], cube=state[13:16], opening=float(state[12]), rest_z=CUBE_REST_Z,
+                    lift_height=cfg.lift_height, max_step_m=cfg.max_step_m)

@@ -11,9 +11,10 @@ took 8 ms is followed by 4 quick steps at 2 ms), runs the damped least-squares I
 pose every ``ik_period_s``, and serves each request ``latency_s`` after it arrived (state is read and
 commands are applied at that moment, so the round trip is ``latency_s`` longer than the wire's).
 
-The scene is the MuJoCo tasks' arm with their cube (:mod:`robot_rl.sims.mujoco.scene`); the task is
-*pick*: reset puts the arm near home and the cube at a random spot, success is the cube held
-``lift_height`` above the table.
+The scene is the MuJoCo tasks' arm with their cube (:mod:`robot_rl.sims.mujoco.scene`), or with ``world: so101``
+in the config the SO-101 of :mod:`robot_rl.hardware.sim_so101_world` (joint goals only: its IK runs in the
+client, as the LeRobot driver's does); the task is *pick*: reset puts the arm near home and the cube at a
+random spot, success is the cube held ``lift_height`` above where it lay.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ class SimArmWorld:
         self.data = mujoco.MjData(self.model)
         self.rng = np.random.default_rng(int(cfg["seed"]))
         self.grip = self.ix.site["grip"]
+        self.arm_low, self.arm_high = self.ix.arm_low, self.ix.arm_high
         self.cube_q = self.ix.free_qpos["cube"]
         self.joint_mode = cfg["control_mode"] in ("joint", "joint_delta")  # robot.JOINT_MODES: targets are joints
         self.renderers: dict[str, Any] = {}
@@ -225,14 +227,26 @@ class SimArmWorld:
             self.sim_time += dt
 
 
+def make_world(cfg: dict[str, Any]) -> Any:
+    """The world ``cfg["world"]`` names: ``arm`` (default, :class:`SimArmWorld`) or ``so101``."""
+    kind = cfg.get("world", "arm")
+    if kind == "so101":
+        from robot_rl.hardware.sim_so101_world import So101World
+
+        return So101World(cfg)
+    if kind != "arm":
+        raise ValueError(f"unknown simulated world {kind!r}; known: arm, so101")
+    return SimArmWorld(cfg)
+
+
 class SimArmServer:
-    """Serves a :class:`SimArmWorld` on a ROUTER socket; see the module docstring."""
+    """Serves a world (:func:`make_world`) on a ROUTER socket; see the module docstring."""
 
     def __init__(self, cfg: dict[str, Any]) -> None:
         import zmq
 
         self.cfg = cfg
-        self.world = SimArmWorld(cfg)
+        self.world = make_world(cfg)
         self.latency = float(cfg["latency_s"])
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
@@ -263,8 +277,8 @@ class SimArmServer:
         if op == "task":
             return {"ok": True, **w.task()}
         if op == "hello":
-            return {"ok": True, "pid": os.getpid(), "arm_low": pack_array(w.ix.arm_low),
-                    "arm_high": pack_array(w.ix.arm_high), "timestep": w.model.opt.timestep}
+            return {"ok": True, "pid": os.getpid(), "arm_low": pack_array(w.arm_low),
+                    "arm_high": pack_array(w.arm_high), "timestep": w.model.opt.timestep}
         if op == "stats":
             return {"ok": True, "sim_time": w.sim_time, "lag_skips": self.lag_skips}
         if op == "shutdown":

@@ -98,7 +98,7 @@ class ScriptedDeviceConfig(TeleopConfig):
 
 @dataclass
 class _SimArmScriptConfig(TeleopConfig):
-    """A script driving the simulated arm's pick task in place of a person (it reads the cube from the state)."""
+    """A script driving a simulated robot's pick task in place of a person (it watches the cube)."""
 
     scripted: ClassVar[bool] = True
     name: ClassVar[str] = ""
@@ -110,17 +110,17 @@ class _SimArmScriptConfig(TeleopConfig):
         return ScriptedDevice().buttons()
 
     def make(self) -> ScriptedDevice:
-        """Not without the arm: use :meth:`make_for`."""
-        raise ValueError(f"{self.name} drives the simulated arm: build it with make_for(arm)")
+        """Not without the robot: use :meth:`make_for`."""
+        raise ValueError(f"{self.name} drives a simulated robot: build it with make_for(robot)")
 
     def make_for(self, robot: Any) -> ScriptedDevice:
-        """The script on ``robot`` (a :class:`~robot_rl.hardware.sim_arm.SimulatedArm`)."""
+        """The script on ``robot``, a simulated robot showing its pick task (a ``sim_pick.PickScene``)."""
         from robot_rl.core.config import ConfigError
-        from robot_rl.hardware.sim_arm import SimulatedArm
+        from robot_rl.hardware.sim_pick import PickScene
 
-        if not isinstance(robot, SimulatedArm):
-            raise ConfigError(f"{self.name} scripts the simulated arm's pick task: use robot.type=sim_arm "
-                              "(--robot sim_arm)")
+        if not isinstance(robot, PickScene):
+            raise ConfigError(f"{self.name} scripts a simulated pick task: use robot.type=sim_arm or sim_so101 "
+                              "(--robot sim_arm, --robot sim_so101 with robot.control_mode=ee_delta)")
         return self._device(robot)
 
     def _device(self, arm: Any) -> ScriptedDevice:
@@ -128,8 +128,8 @@ class _SimArmScriptConfig(TeleopConfig):
 
     @classmethod
     def discover(cls) -> tuple[list[str], str]:
-        """Always available (with the simulated arm)."""
-        return [f"{cls.name} ({cls.what} for robot.type=sim_arm)"], ""
+        """Always available (with a simulated robot)."""
+        return [f"{cls.name} ({cls.what} for robot.type=sim_arm or sim_so101)"], ""
 
 
 @TELEOP_DEVICES.register("pick_demonstrator")
@@ -138,14 +138,14 @@ class PickDemonstratorConfig(_SimArmScriptConfig):
     """The simulated arm's scripted expert in control of every step: demonstrations without a person.
 
     `robot-rl record --robot sim_arm --device pick_demonstrator` records pick demos; it presses success when
-    the cube is lifted. Needs ``robot.type=sim_arm``.
+    the cube is lifted. Needs ``robot.type=sim_arm`` or ``sim_so101`` (in ``ee_delta``).
     """
 
     name: ClassVar[str] = "pick_demonstrator"
     what: ClassVar[str] = "scripted expert"
 
     def _device(self, arm: Any) -> ScriptedDevice:
-        from robot_rl.hardware.sim_arm import PickIntervener
+        from robot_rl.hardware.sim_pick import PickIntervener
 
         return ScriptedDevice(PickIntervener(arm, patience=0, takeover_steps=10**9), drives_episodes=True)
 
@@ -162,10 +162,10 @@ class PickFumblerConfig(_SimArmScriptConfig):
     name: ClassVar[str] = "pick_fumbler"
     what: ClassVar[str] = "scripted failed grasps"
     miss_m: float = 0.05
-    """How far beside the cube (m, along x) it grasps."""
+    """How far beside the cube (m; along x on sim_arm, sideways on sim_so101) it grasps."""
 
     def _device(self, arm: Any) -> ScriptedDevice:
-        from robot_rl.hardware.sim_arm import PickIntervener
+        from robot_rl.hardware.sim_pick import PickIntervener
 
         return ScriptedDevice(PickIntervener(arm, patience=0, takeover_steps=10**9, press_success=False,
                                              miss_m=self.miss_m), drives_episodes=True)
@@ -174,7 +174,7 @@ class PickFumblerConfig(_SimArmScriptConfig):
 @TELEOP_DEVICES.register("pick_intervener")
 @dataclass
 class PickIntervenerConfig(_SimArmScriptConfig):
-    """A scripted person for the simulated arm's pick: takes over when the policy makes no progress.
+    """A scripted person for the simulated pick (sim_arm, sim_so101): takes over when the policy makes no progress.
 
     For `robot-rl deploy --mode learn --teleop pick_intervener`: the HIL-SERL loop without a person.
     """
@@ -188,6 +188,6 @@ class PickIntervenerConfig(_SimArmScriptConfig):
     """Steps of expert control per takeover."""
 
     def _device(self, arm: Any) -> ScriptedDevice:
-        from robot_rl.hardware.sim_arm import PickIntervener
+        from robot_rl.hardware.sim_pick import PickIntervener
 
         return ScriptedDevice(PickIntervener(arm, patience=self.patience, takeover_steps=self.takeover_steps))

@@ -1,0 +1,186 @@
+"""sim_so101: the LeRobot driver on a simulated SO-101 (own MuJoCo process), with the pick task."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from needs import need_mujoco_rendering
+
+pytest.importorskip("mujoco")
+pytest.importorskip("mink")
+pytest.importorskip("msgpack")
+pytest.importorskip("zmq")
+
+from robot_rl.hardware.lerobot_robot import LeRobotRobotConfig
+from robot_rl.hardware.robot import ArmModelRobot, TaskRobot
+from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
+from robot_rl.hardware.sim_pick import PickScene, pick_expert
+from robot_rl.hardware.sim_so101 import SimSo101Config, SimSo101Robot
+
+pytestmark = pytest.mark.sim
+CAMS = {"front": (48, 64), "wrist": (32, 32)}
+
+
+@pytest.mark.parametrize("mode", ["ee_delta", "joint", "joint_delta"])
+def test_spec_units_limits_and_box_equal_the_lerobot_so101_drivers(mode: str) -> None:
+    """The declared spec of robot.type=sim_so101 is the one robot.type=lerobot declares for an SO-101 follower."""
+    real = LeRobotRobotConfig(control_mode=mode, robot_type="so101_follower", arm="so101", cameras=CAMS).make()
+    sim = SimSo101Config(control_mode=mode, cameras=CAMS).make()
+    assert sim.features == real.features  # state [5 joints, pose 6, gripper], images, the mode's action, extras
+    assert sim.features.observation["state"].shape == (12,)
+    assert sim.features.action.shape == ((7,) if mode == "ee_delta" else (6,))
+    rc, sc = real.config, sim.config
+    assert (sc.joint_low, sc.joint_high, sc.joint_names, sc.gripper_name) == \
+        (rc.joint_low, rc.joint_high, rc.joint_names, rc.gripper_name)
+    assert (sc.degrees, sc.gripper_range, sc.lerobot_fields()["use_degrees"]) == (True, (0.0, 100.0), True)
+    assert isinstance(sim, ArmModelRobot) and sim.arm_model_name == real.arm_model_name == "so101"
+    box = SafetyConfig().workspace_box
+    np.testing.assert_array_equal(box(sim.arm_model_name), box(real.arm_model_name))
+    np.testing.assert_array_equal(box(sim.arm_model_name)[0], SafetyConfig(workspace_preset="so101").workspace_box()[0])
+    with_cube = SimSo101Config(control_mode=mode, object_in_state=True).make()
+    assert with_cube.features.observation["state"].shape == (15,)
+
+
+def test_a_lerobot_config_runs_here_by_changing_the_type() -> None:
+    fields = dict(control_mode="ee_delta", port="/dev/ttyACM1", id="left", options={"max_relative_target": 10},
+                  cameras=CAMS, max_step_m=0.01)
+    assert SimSo101Config(**fields).make().features == LeRobotRobotConfig(**fields).make().features
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"cameras": {"top": (32, 32)}}, "unknown simulated cameras"),
+    ({"robot_type": "koch_follower"}, "so101_follower"),
+    ({"degrees": False}, "degrees"),
+    ({"reward": "shaped"}, "reward"),
+    ({"time_scale": 0.0}, "time_scale"),
+    ({"latency_s": -1.0}, "latency_s"),
+    ({"cube_low": (0.3, 0.0), "cube_high": (0.2, 0.1)}, "cube_low"),
+    ({"control_mode": "joint_velocity"}, "control_mode"),
+])
+def test_bad_config_is_refused_with_the_fix(bad: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        SimSo101Config(**bad)
+
+
+@pytest.fixture(scope="module")
+def so101():
+    need_mujoco_rendering()
+    robot = SimSo101Config(control_mode="ee_delta", cameras=CAMS, time_scale=2.0, seed=1).make()
+    robot.connect()  # MuJoCo is installed: a simulator that does not start is a failure, not a skip
+    yield robot
+    robot.disconnect()
+
+
+def test_observe_matches_features_and_cameras_render(so101: SimSo101Robot) -> None:
+    obs = so101.observe()
+    for key, spec in so101.features.observation.items():
+        assert obs[key].shape == spec.shape and obs[key].dtype == np.dtype(spec.dtype), key
+    assert obs["image.front"].std() > 5 and obs["image.wrist"].std() > 5  # rendered scenes, not blank frames
+    s = so101.measure()
+    assert np.all(s.joints >= np.asarray(so101.config.joint_low)) and np.all(s.joints <= so101.config.joint_high)
+    assert s.gripper == pytest.approx(1.0, abs=0.02)  # starts open (gripper.pos 100)
+    assert isinstance(so101, TaskRobot) and isinstance(so101, PickScene)
+
+
+def _run(robot: SimSo101Robot, action: np.ndarray, steps: int) -> None:
+    for _ in range(steps):
+        robot.send_action(action)
+        time.sleep(1.0 / 60.0)  # 30 Hz of simulated time at time_scale 2
+
+
+def test_each_control_mode_moves_the_arm_the_right_way(so101: SimSo101Robot) -> None:
+    so101.reset_task(seed=0)
+    time.sleep(0.2)
+    before = so101.measure()
+    _run(so101, np.array([0, 0, 1, 0, 0, 0, 1], np.float32), 15)  # ee_delta: up
+    time.sleep(0.3)
+    after = so101.measure()
+    assert after.ee_pose[2] - before.ee_pose[2] > 0.05
+    np.testing.assert_allclose(after.ee_pose[:2], before.ee_pose[:2], atol=0.01)
+    cfg = so101.config
+    for mode in ("joint_delta", "joint"):
+        cfg.control_mode = mode  # one simulator for all modes: the driver reads the mode per action
+        try:
+            q0 = so101.measure().joints
+            if mode == "joint_delta":
+                action = np.array([1, 0, 0, 0, 0, 1], np.float32)  # pan +, the rest stay
+                _run(so101, action, 10)
+                time.sleep(0.3)
+                assert so101.measure().joints[0] - q0[0] > 0.1  # each step from the measured (lagging) joints
+            else:
+                goal = np.array([0.0, -0.1, 0.1, 1.5, 0.0])
+                lo, hi = np.asarray(cfg.joint_low), np.asarray(cfg.joint_high)
+                action = np.append(2 * (goal - lo) / (hi - lo) - 1, 0.0).astype(np.float32)  # gripper half open
+                _run(so101, action, 30)
+                time.sleep(0.5)
+                s = so101.measure()
+                np.testing.assert_allclose(s.joints, goal, atol=0.03)
+                assert s.gripper == pytest.approx(0.5, abs=0.03)
+        finally:
+            cfg.control_mode = "ee_delta"
+
+
+def test_reset_randomises_the_cube_and_repeats_with_a_seed(so101: SimSo101Robot) -> None:
+    spots = []
+    for seed in (5, 6, 5):
+        so101.reset_task(seed=seed)
+        so101.observe()
+        view = so101.pick_view()
+        assert view is not None
+        spots.append(view.cube.copy())
+    np.testing.assert_allclose(spots[0], spots[2], atol=1e-6)
+    assert np.linalg.norm(spots[0][:2] - spots[1][:2]) > 1e-3
+    lo, hi = np.asarray(so101.config.cube_low), np.asarray(so101.config.cube_high)
+    for s in spots:
+        assert np.all(s[:2] >= lo - 1e-3) and np.all(s[:2] <= hi + 1e-3)
+        assert s[2] == pytest.approx(0.05, abs=0.003)  # on the riser
+    assert not so101.task_status().success
+
+
+def test_the_scripted_pick_succeeds_through_the_safety_layer() -> None:
+    """The expert (ee_delta through the driver's IK, the so101 box) picks on at least 9 of 10 random spots."""
+    cfg = SimSo101Config(control_mode="ee_delta", cameras={}, time_scale=3.0, seed=0)
+    hz = 30.0 * cfg.time_scale
+    wins = 0
+    # Speeds in wall-clock terms: time_scale times the robot's (0.3 m/s, the expert's top speed at 30 Hz).
+    limits = SafetyConfig(control_hz=hz, watchdog_timeout_s=0.0, max_linear_speed=0.35 * cfg.time_scale,
+                          max_action_change=2.0)
+    with SafetyLayer(cfg.make(), limits) as safety:
+        robot = safety.robot
+        assert isinstance(robot, SimSo101Robot)
+        for seed in range(10):
+            robot.reset_task(seed=seed)
+            time.sleep(0.1)
+            for _ in range(120):  # 4 s of robot time at 30 Hz
+                robot.observe()
+                if robot.task_status().success:
+                    wins += 1
+                    break
+                view = robot.pick_view()
+                assert view is not None
+                safety.step(pick_expert(view))
+                time.sleep(1.0 / hz)
+    assert wins >= 9, f"the scripted pick succeeded {wins}/10"
+
+
+def test_record_with_the_scripted_demonstrator(tmp_path: Path) -> None:
+    need_mujoco_rendering()
+    out = tmp_path / "demos" / "so101"
+    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}
+    cmd = [sys.executable, "-m", "robot_rl.cli", "record", "--robot", "sim_so101", "--device",
+           "pick_demonstrator", "--out", str(out), "--format", "episodes", "--episodes", "3",
+           "--hz", "60", "--quiet", "robot.control_mode=ee_delta", "robot.time_scale=2"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    from robot_rl.data.store import EpisodeStore
+
+    store = EpisodeStore(out)
+    assert len(store) == 3 and all(e.success for e in store.entries)  # the demonstrator pressed success each time
+    assert store.spec.observation["state"].shape == (12,)  # the real SO-101's state: no cube in it
+    assert set(store.spec.observation) == {"state", "image.front", "image.wrist"}
