@@ -8,6 +8,7 @@ lost steps (ticks more than 10 % of a period late: the loop's overruns, each one
 simulator's own catch-ups (``lag_skips``: physics that fell 0.25 s behind the clock) and the tick body's cost.
 
     MUJOCO_GL=osmesa python benchmarks/sim_so101_loop.py --seconds 60
+    MUJOCO_GL=osmesa python benchmarks/sim_so101_loop.py --picks 20 --time-scale 2   # the scripted pick's rate
 """
 
 from __future__ import annotations
@@ -61,14 +62,46 @@ def run(seconds: float, hz: float, cams: dict[str, tuple[int, int]]) -> dict[str
             "picks": successes, "meets_target": bool(stats.p99_s <= 1.1 * period and stats.overruns == 0)}
 
 
+def pick_rate(seeds: int, time_scale: float, hz: float = 30.0, max_steps: int = 150) -> dict[str, Any]:
+    """The scripted pick through the safety layer on ``seeds`` reset seeds: successes and steps to success."""
+    cfg = SimSo101Config(control_mode="ee_delta", cameras={}, time_scale=time_scale, seed=0)
+    rate = hz * time_scale
+    limits = SafetyConfig(control_hz=rate, watchdog_timeout_s=0.0, max_linear_speed=0.35 * time_scale,
+                          max_action_change=2.0)
+    steps: list[int] = []
+    with SafetyLayer(cfg.make(), limits) as safety:
+        robot = safety.robot
+        assert isinstance(robot, SimSo101Robot)
+        for seed in range(seeds):
+            robot.reset_task(seed=seed)
+            for i in RateLoop(rate, max_ticks=max_steps):
+                safety.observe()
+                if robot.task_status().success:
+                    steps.append(i)
+                    break
+                view = robot.pick_view()
+                assert view is not None
+                safety.step(pick_expert(view))
+    return {"seeds": seeds, "time_scale": time_scale, "successes": len(steps), "max_steps": max_steps,
+            "steps_p50": float(np.median(steps)) if steps else None}
+
+
 def main() -> None:
     """Parse the flags, run, print and save ``benchmarks/results/sim_so101_loop.json``."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--hz", type=float, default=30.0)
     p.add_argument("--size", type=int, nargs=2, default=(64, 64), metavar=("H", "W"), help="camera image size")
+    p.add_argument("--picks", type=int, default=0, help="instead: the scripted pick's success over this many seeds")
+    p.add_argument("--time-scale", type=float, default=1.0, help="with --picks: simulated seconds per second")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "sim_so101_loop.json")
     a = p.parse_args()
+    if a.picks:
+        r = pick_rate(a.picks, a.time_scale, a.hz)
+        print(f"scripted pick on sim_so101 through the safety layer: {r['successes']}/{r['seeds']} seeds "
+              f"(time_scale {a.time_scale:g}, {a.hz:.0f} Hz of robot time, <= {r['max_steps']} steps; median "
+              f"{r['steps_p50']} steps to success)", flush=True)
+        return
     size = (int(a.size[0]), int(a.size[1]))
     row = run(a.seconds, a.hz, {"front": size, "wrist": size})
     row["machine"] = f"{platform.processor() or platform.machine()}, {platform.node()}"

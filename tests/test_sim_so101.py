@@ -184,3 +184,30 @@ def test_record_with_the_scripted_demonstrator(tmp_path: Path) -> None:
     assert len(store) == 3 and all(e.success for e in store.entries)  # the demonstrator pressed success each time
     assert store.spec.observation["state"].shape == (12,)  # the real SO-101's state: no cube in it
     assert set(store.spec.observation) == {"state", "image.front", "image.wrist"}
+
+
+def test_the_scripted_devices_take_sim_so101_and_refuse_what_they_cannot_drive(so101: SimSo101Robot) -> None:
+    from robot_rl.core.config import ConfigError
+    from robot_rl.human_loop.devices.scripted import PickFumblerConfig, PickIntervenerConfig
+
+    with pytest.raises(ConfigError, match="sim_so101"):
+        PickIntervenerConfig().make_for(LeRobotRobotConfig().make())  # a real arm: no scripted person
+    with pytest.raises(ValueError, match="ee_delta"):
+        PickIntervenerConfig().make_for(SimSo101Config(control_mode="joint").make())
+    # The fumbler: the expert's motions 5 cm beside the cube, then *failure* once the empty jaws are up.
+    device = PickFumblerConfig().make_for(so101)
+    device.connect()
+    so101.reset_task(seed=2)
+    events: list[str] = []
+    for _ in range(150):
+        so101.observe()
+        assert not so101.task_status().success
+        r = device.read()
+        assert r is not None
+        events += r.events
+        if "failure" in events:
+            break
+        assert r.engage and r.delta is not None and r.gripper is not None
+        so101.send_action(np.append(r.delta, r.gripper).astype(np.float32))
+        time.sleep(1.0 / 60.0)
+    assert events == ["failure"]
