@@ -43,6 +43,11 @@ SIM_CAMERAS = ("front", "wrist")
 class SimSo101Config(LeRobotRobotConfig):
     """A simulated SO-101 follower (MuJoCo, own process, pick-a-cube task) driven like the real one."""
 
+    control_mode: str = "ee_delta"
+    """``ee_delta`` (default here: what deploy and the scripted devices drive), ``joint_delta`` or ``joint`` (the
+    LeRobot driver's default). The one default that differs from ``robot.type=lerobot``: name the mode in a
+    config meant for both."""
+
     cameras: dict[str, tuple[int, int]] = field(default_factory=lambda: {"front": (64, 64), "wrist": (64, 64)})
     """Rendered cameras (``front``: on the table facing the arm; ``wrist``: on the gripper) → (height, width)."""
     latency_s: float = 0.0
