@@ -211,3 +211,51 @@ def test_the_scripted_devices_take_sim_so101_and_refuse_what_they_cannot_drive(s
         so101.send_action(np.append(r.delta, r.gripper).astype(np.float32))
         time.sleep(1.0 / 60.0)
     assert events == ["failure"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_deploy_learn_on_sim_so101_with_the_scripted_intervener(tmp_path: Path) -> None:
+    """HIL-SERL's loop on sim_so101: every step reaches the learner, interventions flagged, weights flow back."""
+    from waiting import wait_until
+
+    from robot_rl.hardware.sim_pick import PickIntervener
+    from robot_rl.human_loop.deploy import DeployConfig, Deployer
+    from robot_rl.human_loop.devices.scripted import ScriptedDevice
+    from robot_rl.human_loop.hil_learner import HILLearner
+    from robot_rl.policies.sac import SACConfig
+    from robot_rl.transport.config import ZmqTransportConfig
+    from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
+
+    cfg = DeployConfig(
+        robot=SimSo101Config(cameras={}, time_scale=2.0, seed=5),
+        safety=SafetyConfig(control_hz=60.0, watchdog_timeout_s=0.75, max_linear_speed=0.7, max_action_change=2.0),
+        algo=SACConfig(demo_ratio=0.5, learning_starts=48, batch_size=32, actor_hidden=(64, 64),
+                       critic_hidden=(64, 64), utd_ratio=1.0, gamma=0.95),
+        transport=ZmqTransportConfig(address="tcp://127.0.0.1:*", heartbeat_s=0.2),
+        mode="learn", episodes=4, max_episode_steps=90, send_every=4, reward_source="keys", status=False)
+    learner = HILLearner(cfg, tmp_path / "run", publish_every=5)
+    robot = cfg.robot.make()
+    try:
+        with learner.serving():
+            safety = SafetyLayer(robot, cfg.safety)
+            safety.connect()
+            endpoint = ZmqActorEndpoint(learner.address, 0, robot.features, ZmqSettings.from_config(cfg.transport))
+            human = PickIntervener(robot, patience=6, takeover_steps=90)
+            device = ScriptedDevice(human)
+            device.connect()
+            deployer = Deployer(cfg, safety, device, cfg.algo.build(robot.features, "cpu", 0).make_policy(),
+                                endpoint=endpoint)
+            report = deployer.run()
+            wait_until(lambda: endpoint.unacked() == 0, 20.0, "the learner to acknowledge every chunk",
+                       poll_s=0.05, seen=endpoint.unacked)
+            endpoint.close()
+            safety.close()
+    finally:
+        if robot.is_connected:
+            robot.disconnect()
+    intervened = sum(e.intervened_steps for e in report.episodes)
+    assert len(report.episodes) == 4 and human.takeovers >= 1 and intervened > 0
+    assert learner.stats.transitions == report.steps and learner.stats.intervened_received == intervened
+    assert any(e.success for e in report.episodes)  # the scripted person finishes the pick and presses success
+    assert report.policy_version > 1
