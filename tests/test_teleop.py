@@ -76,7 +76,9 @@ def test_unplugged_device_ends_the_intervention_safely():
 
 def test_relative_device_needs_ee_delta():
     with pytest.raises(ValueError, match="ee_delta"):
-        InterventionController(ScriptedDevice(), control_mode="joint")
+        InterventionController(ScriptedDevice(human(range(0, 3))), control_mode="joint")
+    # A device that never acts (`--teleop scripted` in eval) fits every control mode.
+    InterventionController(ScriptedDevice(), control_mode="joint_delta")
 
 
 def test_keyboard_through_a_pipe():

@@ -211,7 +211,8 @@ class Deployer:
         self.endpoint = endpoint
         self.version = policy_version
         self.stop = stop or threading.Event()
-        self.controller = InterventionController(device, cfg.intervention, self.robot.control_mode)
+        self.controller = InterventionController(device, cfg.intervention, self.robot.control_mode,
+                                                 joint_step_rad=self.robot.config.max_step_joint_rad)
         self.rate = RateLoop(cfg.safety.control_hz)
         self.deterministic = cfg.deterministic if cfg.deterministic is not None else cfg.mode == "eval"
         self.recorded: deque[dict[str, np.ndarray]] = deque(maxlen=64)
@@ -339,7 +340,7 @@ class Deployer:
             self.sync_weights()
             seen = self._seen(obs)
             policy_action, extras = self._act(seen)
-            step = self.controller.step(policy_action)
+            step = self.controller.step(policy_action, measured_joints=obs["state"][:self.robot.config.num_joints])
             self.last_source = step.source
             if "estop" in step.events:
                 self.safety.estop.trigger("teleop e-stop key")
@@ -397,7 +398,7 @@ class Deployer:
         done = self.episodes
         alone = [e for e in done if e.intervened_steps == 0]
         helped = [e for e in done if e.intervened_steps > 0]
-        self.status.update(version=self.version, source=self.last_source, mode_hint=self.cfg.intervention.mode,
+        self.status.update(version=self.version, source=self.last_source, hint=self.controller.hint,
                            period_ms=stats.p50_s * 1e3, p99_ms=stats.p99_s * 1e3, target_ms=stats.target_period_s * 1e3,
                            successes=sum(e.success for e in done), episodes=len(done), episode=episode, step=step,
                            alone=(sum(e.success for e in alone), len(alone)),

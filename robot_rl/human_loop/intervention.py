@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from robot_rl.human_loop.devices.base import TeleopDevice
+from robot_rl.human_loop.devices.base import TeleopDevice, TeleopReading
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +36,17 @@ class InterventionConfig:
     """``hold`` (intervene while the control is held) or ``toggle`` (press to take over, press to hand back)."""
     stale_after_s: float = 0.2
     """A device reading older than this counts as 'not intervening'."""
+    engage_tolerance_deg: float = 10.0
+    """An absolute device (a leader arm) takes over only once each of its joints is within this of the follower's:
+    its joints become the follower's goal, so a larger gap would be a jump."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("hold", "toggle"):
             raise ValueError(f"intervention mode {self.mode!r}; valid: hold, toggle")
         if self.stale_after_s <= 0:
             raise ValueError("stale_after_s must be positive")
+        if not 0 < self.engage_tolerance_deg <= 45:
+            raise ValueError(f"engage_tolerance_deg {self.engage_tolerance_deg}: must be in (0, 45]")
 
 
 @dataclass
@@ -71,14 +76,25 @@ class EpisodeInterventions:
 
 
 class InterventionController:
-    """Merges a policy and a teleop device into one ``ee_delta`` action per step."""
+    """Merges a policy and a teleop device into one action per step.
+
+    Relative devices (keyboard, gamepad, SpaceMouse) give ``ee_delta`` actions; an absolute one (a leader arm)
+    gives joints, turned into a ``joint_delta`` action towards them from the measured joints (at most
+    ``joint_step_rad`` per step), and takes over only within ``engage_tolerance_deg`` of the follower.
+    """
 
     def __init__(self, device: TeleopDevice, config: InterventionConfig | None = None,
-                 control_mode: str = "ee_delta") -> None:
-        if device.relative and control_mode != "ee_delta":
+                 control_mode: str = "ee_delta", joint_step_rad: float = 0.05) -> None:
+        if device.takes_over and device.relative and control_mode != "ee_delta":
             raise ValueError("relative teleop devices need the ee_delta control mode (deltas on the measured pose)")
+        if device.takes_over and not device.relative and control_mode != "joint_delta":
+            raise ValueError(f"{device.name} is absolute (joint positions): it intervenes in "
+                             "robot.control_mode=joint_delta, moving the follower towards its joints")
         self.device = device
         self.config = config or InterventionConfig()
+        self.joint_step_rad = joint_step_rad
+        self.waiting_gap_deg: float | None = None
+        """A leader arm asked to take over this far (max over joints) from the follower: not engaged yet."""
         self.counts: Counter[str] = Counter()
         self.episode = EpisodeInterventions()
         self._active = False
@@ -96,12 +112,22 @@ class InterventionController:
         return "PRESS the toggle control to take over; press again to hand back"
 
     @property
+    def hint(self) -> str:
+        """The status line's how-to: take over, or (a leader arm too far away) match the follower first."""
+        if self.waiting_gap_deg is not None:
+            return f"leader {self.waiting_gap_deg:.0f}° off: match the follower"
+        return "hold to take over" if self.config.mode == "hold" else "toggle to take over"
+
+    @property
     def active(self) -> bool:
         """Whether the human is acting."""
         return self._active
 
-    def step(self, policy_action: np.ndarray) -> InterventionStep:
-        """Decide this step's action from ``policy_action`` ``[7]`` and the device's newest reading."""
+    def step(self, policy_action: np.ndarray, measured_joints: np.ndarray | None = None) -> InterventionStep:
+        """Decide this step's action from ``policy_action`` and the device's newest reading.
+
+        ``measured_joints`` (radians) are needed with an absolute device: its joints are a goal from there.
+        """
         policy_action = np.asarray(policy_action, dtype=np.float64).reshape(-1)
         reading = self.device.read() if self.device.is_connected else None
         fresh = reading is not None and time.monotonic() - reading.timestamp <= self.config.stale_after_s
@@ -128,7 +154,10 @@ class InterventionController:
         if self._lost:
             self._end_run()
             return self._out(self._hold(policy_action), False, "hold", events)
-        if engaged and reading is not None:
+        human = self._human_motion(reading, measured_joints) if engaged and reading is not None else None
+        if not engaged:
+            self.waiting_gap_deg = None
+        if human is not None and reading is not None:
             if not self._active:
                 self.counts["interventions"] += 1
                 self.episode.interventions += 1
@@ -137,14 +166,29 @@ class InterventionController:
             if reading.gripper is not None:
                 self._gripper = float(reading.gripper)
             grip = self._gripper if self._gripper is not None else float(policy_action[-1])
-            return self._out(np.append(reading.delta, grip), True, "human", events)
+            return self._out(np.append(human, grip), True, "human", events)
         self._end_run()
         self._gripper = float(policy_action[-1])
         return self._out(policy_action, False, "policy", events)
 
+    def _human_motion(self, reading: TeleopReading, measured: np.ndarray | None) -> np.ndarray | None:
+        """The human's motion part of the action, or None while a leader arm is too far to take over."""
+        if self.device.relative:
+            return reading.delta
+        leader = getattr(reading, "joints", None)
+        if leader is None or measured is None:
+            raise ValueError(f"{self.device.name}: an absolute device needs its joints and the measured joints")
+        gap = np.asarray(leader, np.float64) - np.asarray(measured, np.float64)
+        gap_deg = float(np.degrees(np.abs(gap)).max())
+        if not self._active and gap_deg > self.config.engage_tolerance_deg:
+            self.waiting_gap_deg = gap_deg
+            return None
+        self.waiting_gap_deg = None
+        return np.clip(gap / self.joint_step_rad, -1.0, 1.0)
+
     def _hold(self, policy_action: np.ndarray) -> np.ndarray:
         grip = self._gripper if self._gripper is not None else float(policy_action[-1])
-        return np.array([0, 0, 0, 0, 0, 0, grip], dtype=np.float64)
+        return np.append(np.zeros(policy_action.shape[0] - 1), grip)  # a zero delta: stay (both delta modes)
 
     def _end_run(self) -> None:
         if self._active and self._run_len:  # a run already closed by reset_episode is not counted twice

@@ -57,7 +57,7 @@ class StatusLine:
         v = self.values
         who = {"policy": "POLICY acting", "human": "HUMAN acting", "hold": "HOLD (teleop lost)"}.get(
             v["source"], str(v["source"]))
-        hint = "hold to take over" if v["mode_hint"] == "hold" else "toggle to take over"
+        hint = v.get("hint") or ("hold to take over" if v["mode_hint"] == "hold" else "toggle to take over")
         estop = [f"E-STOP: {v['estop']}"] if v["estop"] else []
         rate = f"{v['period_ms']:.1f} ms/step (p99 {v['p99_ms']:.0f})" if v["target_ms"] else ""
         first = [*estop, f"{who} ({hint})", f"ep {v['episode']} step {v['step']}", f"v{v['version']}", rate]

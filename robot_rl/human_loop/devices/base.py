@@ -52,6 +52,8 @@ class TeleopDevice(abc.ABC):
     name: str = "device"
     relative: bool = True
     """Relative devices (keyboard, gamepad, SpaceMouse) send deltas; absolute ones (leader arms) poses."""
+    takes_over: bool = True
+    """False for a device that never acts (no person, no script): it fits every control mode."""
     drives_episodes: bool = False
     """A script, not a person: `record` starts each episode itself (no start key), on a reset task."""
 

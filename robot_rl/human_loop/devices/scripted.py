@@ -25,8 +25,7 @@ class ScriptedDevice(TeleopDevice):
 
     def __init__(self, script: Script | None = None, drives_episodes: bool = False) -> None:
         self.script = script or (lambda i: TeleopReading(timestamp=0.0))
-        # Without a script it never takes over: no deltas to apply, so it fits every control mode.
-        self.relative = script is not None
+        self.takes_over = script is not None  # without a script it never acts: it fits every control mode
         self.drives_episodes = drives_episodes  # a demonstrator: `record` starts its episodes (no start key)
         self.steps = 0
         self._connected = False
