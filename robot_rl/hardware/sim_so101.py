@@ -166,6 +166,15 @@ class So101Link(SimProcess):
         self._call("command", target=pack_array(goal), gripper=float(action["gripper.pos"]) / 100.0)
         return dict(action)
 
+    def reset(self, seed: int | None) -> None:
+        """A new episode in the simulator."""
+        self.task = None
+        self._call("reset", seed=seed)
+
+    def task_now(self) -> dict[str, Any]:
+        """The task as of the last observation (until a command), else as of now."""
+        return self.task if self.task is not None else self._call("task")
+
 
 class SimSo101Robot(LeRobotRobot):
     """The LeRobot driver on a simulated SO-101; also ``reset_task``/``task_status`` and :meth:`pick_view`."""
@@ -219,12 +228,11 @@ class SimSo101Robot(LeRobotRobot):
 
     def reset_task(self, seed: int | None = None) -> None:
         """Start a new episode: arm near the start pose, jaws open, cube at a random spot (``seed``: that spot)."""
-        self.link.task = None
-        self.link._call("reset", seed=seed)
+        self.link.reset(seed)
 
     def task_status(self) -> TaskStatus:
         """Whether the cube is picked (between the jaws and ``lift_height`` up), and the step reward."""
-        r = self.link.task if self.link.task is not None else self.link._call("task")
+        r = self.link.task_now()
         return TaskStatus(bool(r["success"]), float(r["reward"]),
                           {"grasped": bool(r["grasped"]), "lifted_m": float(r["lifted_m"])})
 
