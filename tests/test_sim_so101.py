@@ -53,6 +53,23 @@ def test_a_lerobot_config_runs_here_by_changing_the_type() -> None:
     assert SimSo101Config(**fields).make().features == LeRobotRobotConfig(**fields).make().features
 
 
+def test_the_link_speaks_lerobots_own_so101_follower() -> None:
+    """Against lerobot's SO-101 class (where installed): the same motor keys, arm in degrees, gripper 0..100."""
+    pytest.importorskip("lerobot")
+    from robot_rl.hardware.lerobot_robot import LeRobotRobot, make_lerobot_device
+    from robot_rl.hardware.sim_so101 import So101Link
+
+    real = make_lerobot_device("robot", "so101_follower", {"port": "/dev/null", "id": "t", "use_degrees": True})
+    link = So101Link(SimSo101Config(cameras={}))
+    assert link.action_features == real.action_features
+    assert link.observation_features == real.observation_features
+    modes = {m: motor.norm_mode.value for m, motor in real.bus.motors.items()}
+    assert modes == {**{m: "degrees" for m in link.config.joint_names}, "gripper": "range_0_100"}
+    for mode in ("ee_delta", "joint", "joint_delta"):
+        driver = LeRobotRobot(LeRobotRobotConfig(control_mode=mode), robot=real)  # lerobot's class, not connected
+        assert SimSo101Config(control_mode=mode, cameras={}).make().features == driver.features
+
+
 @pytest.mark.parametrize("bad, message", [
     ({"cameras": {"top": (32, 32)}}, "unknown simulated cameras"),
     ({"robot_type": "koch_follower"}, "so101_follower"),
