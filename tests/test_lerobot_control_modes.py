@@ -259,3 +259,40 @@ def test_recording_with_a_relative_device_drives_the_so101_in_ee_delta(tmp_path:
     assert x[-1] == pytest.approx(0.36, abs=5e-4)  # then stopped at the so101 box's +x face
     np.testing.assert_allclose(ep.action[1:3, 0], 1.0, atol=0.02)  # what was applied, as recorded
     np.testing.assert_allclose(ep.action[4:11, 0], 0.0, atol=0.02)  # pushing on at the face moves nothing
+
+
+def test_find_limits_by_hand_turns_torque_off_and_holds_where_the_arm_was_left(tmp_path: Path) -> None:
+    """`robot-rl robot find-limits` without a device: motors off, the person's motion recorded, then a hold there."""
+    import threading
+
+    from robot_rl.human_loop.find_limits import by_hand
+
+    robot, motors = _so101(tmp_path, control_mode="joint_delta")
+    moved = {"shoulder_pan": SO_START["shoulder_pan"] + 400, "elbow_flex": SO_START["elbow_flex"] - 300}
+    with robot:
+        def person() -> None:  # turns two joints once the motors are off
+            for _ in range(200):
+                if not motors.torque_on("shoulder_pan"):
+                    for m, t in moved.items():
+                        motors.move_by_hand(m, t)
+                    return
+                threading.Event().wait(0.005)
+
+        hand = threading.Thread(target=person)
+        hand.start()
+        rec = by_hand(robot, seconds=0.4, hz=50.0)
+        hand.join()
+        assert all(motors.torque_on(m) for m in (*JOINTS, "gripper"))  # holding again
+        writes = motors.writes
+        torque = [(i, v) for i, (reg, _, v) in enumerate(writes) if reg == "Torque_Enable"]
+        off = max(i for i, v in torque if v == 0)
+        back_on = min(i for i, v in torque if v == 1 and i > off)
+        # Between torque off and on again, the goals were set to where the person left the arm: no swing back.
+        goals = {m: v for reg, m, v in writes[off:back_on] if reg == "Goal_Position"}
+        assert goals["shoulder_pan"] == moved["shoulder_pan"] and goals["elbow_flex"] == moved["elbow_flex"]
+        assert motors.present_ticks("shoulder_pan") == moved["shoulder_pan"]
+    span = np.degrees(rec.joint_high - rec.joint_low)
+    np.testing.assert_allclose(span[[0, 2]], [400 * 360 / 4095, 300 * 360 / 4095], atol=0.1)
+    assert span[1] == span[3] == span[4] == 0.0
+    found = rec.result(margin_deg=2.0)
+    assert found.workspace_low is not None and len(found.joint_low) == 5

@@ -31,6 +31,7 @@ from robot_rl.cli.flow import FlowSFTArgs
 from robot_rl.cli.info import ConfigArgs, DevicesArgs, TasksArgs, VerbConfigArgs
 from robot_rl.cli.record import RecordArgs
 from robot_rl.cli.reward import RewardArgs
+from robot_rl.cli.robot import RobotArgs
 from robot_rl.cli.train import EvalArgs, TrainArgs
 from robot_rl.core.config import ConfigError
 from robot_rl.core.registry import UnknownNameError
@@ -54,6 +55,7 @@ VERBS: dict[str, type[Command]] = {
     "flow-sft": FlowSFTArgs,
     "deploy": DeployArgs,
     "record": RecordArgs,
+    "robot": RobotArgs,
 }
 
 #: The sections a `--section.key VALUE` flag may name (verbs with ``config_flags``).

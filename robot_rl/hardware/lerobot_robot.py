@@ -294,6 +294,29 @@ class LeRobotRobot(Robot):
         return self.kinematics is not None or self.arm is not None
 
     @property
+    def has_pose(self) -> bool:
+        """Whether the measured state carries a real end-effector pose (an arm model or a kinematics function)."""
+        return self._has_pose
+
+    def set_compliant(self, on: bool) -> None:
+        """Motors off (``True``: the arm is moved by hand, `robot-rl robot find-limits`) or holding again.
+
+        Before the torque comes back the goal is set to where the arm is: the goal register still holds the last
+        command, and enabling torque towards it would swing the arm back there.
+        """
+        bus = getattr(self._robot, "bus", None)
+        if bus is None or not self.is_connected:
+            raise ValueError(f"{type(self).__name__} has no motor bus to switch off (a simulated arm cannot be moved "
+                             "by hand): move it with a teleop device instead")
+        with self._lock:
+            if on:
+                bus.disable_torque()
+                return
+            present = bus.sync_read("Present_Position")
+            bus.sync_write("Goal_Position", present)
+            bus.enable_torque()
+
+    @property
     def features(self) -> EnvSpec:
         """``state`` = joints (+ pose with an arm model or kinematics) + gripper; cameras; the mode's action."""
         n = self.config.num_joints + 1 + (6 if self._has_pose else 0)

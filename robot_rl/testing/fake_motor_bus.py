@@ -214,6 +214,20 @@ class FakeMotors:
         """The motor's present position register, ticks."""
         return self._decoded(motor, "Present_Position")
 
+    def move_by_hand(self, motor: str, ticks: int) -> None:
+        """A person turns ``motor`` to ``ticks`` (only possible with its torque off)."""
+        torque = self._address(motor, "Torque_Enable")
+        assert torque is not None
+        if self.get(self.bus.motors[motor].id, *torque) == 1:
+            raise RuntimeError(f"{motor}: torque is on, it cannot be moved by hand")
+        self._store(motor, "Present_Position", ticks)
+
+    def torque_on(self, motor: str) -> bool:
+        """Whether ``motor`` holds (its Torque_Enable register is 1)."""
+        torque = self._address(motor, "Torque_Enable")
+        assert torque is not None
+        return self.get(self.bus.motors[motor].id, *torque) == 1
+
     def goal_writes(self) -> list[tuple[str, int]]:
         """``(motor, raw goal)`` of every goal position written."""
         return [(motor, value) for reg, motor, value in self.writes if reg == "Goal_Position"]
