@@ -57,8 +57,12 @@ class TrainClassifierArgs(Command):
     """Fraction of episodes held out for calibration."""
     steps: int = 400
     """Gradient steps."""
+    encoder: Literal["cnn", "resnet10", "resnet18"] = "cnn"
+    """Camera encoder: the small CNN, or a frozen ResNet trunk (weights from --backbone) with a head per camera."""
     backbone: Path | None = None
-    """Local state-dict file of pretrained CNN weights."""
+    """Local weights file: the small CNN's state dict, or with --encoder resnet10/resnet18 a torchvision-layout
+    ResNet (e.g. torch.save(torchvision.models.resnet18(weights=...).state_dict(), 'r18.pt')); nothing is
+    downloaded."""
     seed: int = 0
     """Seed."""
 
@@ -76,7 +80,7 @@ class TrainClassifierArgs(Command):
 
         return ClassifierConfig(cameras=self.cameras, label=self.label, last_k=self.last_k,
                                 target_precision=self.target_precision, held_out=self.held_out, steps=self.steps,
-                                backbone=self.backbone, seed=self.seed)
+                                encoder=self.encoder, backbone=self.backbone, seed=self.seed)
 
 
 @dataclass

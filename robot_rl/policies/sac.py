@@ -1,13 +1,16 @@
 """Soft Actor-Critic (Haarnoja et al., 2018) for state and pixel observations.
 
-One file, top to bottom: config → networks → actor-side policy → learner (the update maths sits in
-comments next to the code). What robot learning adds to textbook SAC:
+Top to bottom: config → learner (the update maths sits in comments next to the code); the networks
+(actor-side policy, critic ensemble) are in :mod:`robot_rl.policies.sac_networks`. What robot learning
+adds to textbook SAC:
 
 - a critic *ensemble* evaluated with batched matmuls, with targets taking the min over a random
   subset of ``num_critics_sampled`` members (REDQ / RLPD) and optional LayerNorm critics (RLPD);
 - symmetric sampling from a second demo/intervention buffer (RLPD, HIL-SERL): ``demo_ratio``;
 - pixels through a small CNN with DrQ random shifts; the critic's gradients train the encoder and
-  the actor reads detached features (DrQ / SAC-AE);
+  the actor reads detached features (DrQ / SAC-AE). Or (``image_encoder=resnet10|resnet18``) through a
+  pretrained, frozen ResNet trunk that actor, critic and target critic share and that runs once per
+  update, each network with its own trainable spatial-embedding head (HIL-SERL);
 - a lean update: fused Adam, fused Polyak averaging (``torch._foreach_lerp_``), one host sync per
   update for the statistics, all randomness drawn up front from the learner's own generator so that
   the loss functions are pure and can be compiled (``compile``), and optional bf16 autocast for the
@@ -25,23 +28,22 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from robot_rl.core.algorithm import MLPActorParts, OffPolicyAlgorithm, Policy, Weights
+from robot_rl.core.algorithm import OffPolicyAlgorithm, Weights
 from robot_rl.core.config import ALGOS, AlgoConfig
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, TransitionBatch
 from robot_rl.policies.modules.cnn import random_shift
-from robot_rl.policies.modules.ensemble import EnsembleMLP
-from robot_rl.policies.modules.mlp import MLP
-from robot_rl.policies.modules.obs_encoder import ObsEncoder
+from robot_rl.policies.modules.pretrained import check_image_encoder
+from robot_rl.policies.sac_networks import SACCritic, SACPolicy, make_encoder
 from robot_rl.replay.buffer import MixingSampler, ReplayBuffer
 
-LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+__all__ = ["SACAlgorithm", "SACConfig", "SACCritic", "SACPolicy"]
+
 #: Demonstrated actions are pulled this far inside ±1 before ``atanh`` (a demo at the bound has no finite pre-image).
 SQUASH_EPS = 1e-3
 
@@ -100,6 +102,16 @@ class SACConfig(AlgoConfig):
     """Channels of each of the CNN's four 3×3 conv layers."""
     image_shift_pad: int = 4
     """DrQ random-shift padding in pixels for images during updates (0 = no augmentation)."""
+    image_encoder: Literal["cnn", "resnet10", "resnet18"] = "cnn"
+    """Camera encoder: ``cnn`` (the CNN above, trained by the critic) or a ResNet trunk (torchvision layout)
+    shared by actor, critic and target critic, each with its own trainable spatial-embedding head (HIL-SERL)."""
+    image_backbone: str | None = None
+    """Local weights file of the ResNet trunk, e.g. torchvision's resnet18 ``state_dict`` (nothing is downloaded).
+    Only the learner reads it: actor weights and checkpoints carry the trunk. null = random weights."""
+    freeze_backbone: bool = True
+    """Keep the ResNet trunk fixed (no gradient, run once per update); false = the critic's loss fine-tunes it."""
+    image_spatial_embeddings: int = 8
+    """ResNet heads: learned spatial embeddings per trunk channel (HIL-SERL's ``num_spatial_blocks``)."""
     normalize_obs: bool = False
     """Normalise ``state`` by running mean/std (statistics from the replayed batches, saved with the
     actor weights)."""
@@ -112,6 +124,12 @@ class SACConfig(AlgoConfig):
     """bf16 autocast for the learner's hidden layers (much faster on CPUs with AVX512-BF16/AMX and on
     recent GPUs); Q-values, log-probabilities and optimiser state stay float32."""
 
+    def validate(self) -> None:
+        """Raise ``ValueError`` on an impossible setting."""
+        check_image_encoder(self.image_encoder)
+        if self.image_backbone and self.image_encoder == "cnn":
+            raise ValueError("image_backbone needs image_encoder resnet10 or resnet18")
+
     def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> SACAlgorithm:
         """The learner for environments with ``spec``, its networks seeded by ``seed``."""
         return SACAlgorithm(self, spec, torch.device(device), seed)
@@ -121,91 +139,6 @@ class SACConfig(AlgoConfig):
         with torch.random.fork_rng(devices=[]):
             torch.random.default_generator.manual_seed(seed)
             return SACPolicy(spec, self).to(device)
-
-
-# --------------------------------------------------------------------------------------------
-# Networks
-# --------------------------------------------------------------------------------------------
-
-
-class SACCritic(nn.Module):
-    """Q-ensemble: features ``[B, F]``, squashed action ``[B, |A|]`` → ``[E, B]``."""
-
-    def __init__(self, feature_dim: int, act_dim: int, cfg: SACConfig) -> None:
-        super().__init__()
-        self.q = EnsembleMLP(cfg.num_critics, feature_dim + act_dim, cfg.critic_hidden, 1, cfg.critic_layer_norm)
-
-    def forward(self, features: torch.Tensor, action: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
-        """``Q_j(s, a)`` for every member j."""
-        return self.q(torch.cat([features, action], dim=-1), detach_params).squeeze(-1)
-
-
-# --------------------------------------------------------------------------------------------
-# Actor-side policy
-# --------------------------------------------------------------------------------------------
-
-
-class SACPolicy(Policy):
-    """Tanh-squashed Gaussian policy: observation encoder (+ normaliser, CNN) and an MLP head.
-
-    Its ``state_dict`` is exactly the actor weights the learner publishes.
-    """
-
-    action_scale: torch.Tensor
-    action_bias: torch.Tensor
-
-    def __init__(self, spec: EnvSpec, cfg: SACConfig) -> None:
-        super().__init__()
-        self.action_shape = spec.action.shape
-        self.act_dim = math.prod(spec.action.shape)
-        self.encoder = ObsEncoder(spec, cfg.normalize_obs, cfg.image_features, cfg.image_channels)
-        self.trunk = MLP(self.encoder.out_dim, cfg.actor_hidden, 2 * self.act_dim)
-        low, high = spec.action.low, spec.action.high
-        scale, bias = (1.0, 0.0) if low is None or high is None else ((high - low) / 2.0, (high + low) / 2.0)
-        self.register_buffer("action_scale", torch.full((self.act_dim,), scale))
-        self.register_buffer("action_bias", torch.full((self.act_dim,), bias))
-
-    def gaussian(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and log-std ``[B, |A|]`` of the pre-tanh Gaussian (log σ squashed into its range smoothly)."""
-        mean, log_std = self.trunk(features).float().chunk(2, dim=-1)
-        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(log_std) + 1.0)
-        return mean, log_std
-
-    def sample(self, features: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Reparameterised squashed action ``a ∈ [-1, 1]^{|A|}`` and ``log π(a|s)`` for noise ε ``[B, |A|]``.
-
-        ``u = μ + σ·ε``, ``a = tanh u``,
-        ``log π(a|s) = Σ_i [−ε_i²/2 − log σ_i − log(2π)/2 − log(1 − tanh² u_i)]`` with the stable form
-        ``log(1 − tanh² u) = 2·(log 2 − u − softplus(−2u))``.
-        """
-        mean, log_std = self.gaussian(features)
-        u = mean + log_std.exp() * noise
-        log_prob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2 * math.pi)
-                    - 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(dim=-1)
-        return torch.tanh(u), log_prob
-
-    @torch.no_grad()
-    def act(self, obs: Obs, deterministic: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Actions ``[N, *action_shape]`` in the spec's bounds (``tanh μ`` when deterministic); no extras."""
-        if deterministic:
-            return self.deterministic_action(obs), {}
-        mean, log_std = self.gaussian(self.encoder(obs))
-        u = mean + log_std.exp() * torch.randn_like(mean)
-        action = torch.tanh(u) * self.action_scale + self.action_bias
-        return action.reshape(-1, *self.action_shape), {}
-
-    def deterministic_action(self, obs: Obs) -> torch.Tensor:
-        """The squashed mean ``tanh(μ(s))·scale + bias`` → ``[N, *action_shape]`` (what export traces)."""
-        mean, _ = self.gaussian(self.encoder(obs))
-        return (torch.tanh(mean) * self.action_scale + self.action_bias).reshape(-1, *self.action_shape)
-
-    def mlp_parts(self) -> MLPActorParts | None:
-        """Normaliser, head (its first ``|A|`` rows are μ) and ``tanh_scale``; ``None`` with a CNN encoder."""
-        enc = self.encoder
-        if enc.cnn is not None:
-            return None
-        return MLPActorParts(enc.state_dim, enc.normalizer, self.trunk, self.act_dim, "tanh_scale", self.action_scale,
-                             self.action_bias, tuple(self.action_shape))
 
 
 # --------------------------------------------------------------------------------------------
@@ -227,21 +160,33 @@ class SACAlgorithm(OffPolicyAlgorithm):
         with torch.random.fork_rng(devices=[]):  # seeded init without touching the caller's RNG
             torch.random.default_generator.manual_seed(seed)
             self.actor = SACPolicy(spec, cfg).to(device)
-            self.critic = SACCritic(self.actor.encoder.out_dim, self.actor.act_dim, cfg).to(device)
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+            backbone = self.actor.backbone  # with a trunk the critic gets its own head on the shared maps
+            head = make_encoder(spec, cfg, backbone, share=self.actor.encoder) if backbone is not None else None
+            self.critic = SACCritic(self.actor.encoder.out_dim, self.actor.act_dim, cfg, head).to(device)
+        if backbone is not None and cfg.image_backbone:
+            backbone.load(cfg.image_backbone)
+        # Target copies share the live normaliser (its statistics are buffers, which Polyak averaging skips).
+        norm = self.actor.encoder.normalizer
+        self.critic_target = copy.deepcopy(self.critic, _keep(norm)).requires_grad_(False)
         # The target critic reads its own Polyak-averaged copy of the CNN; a parameter-free encoder
         # (state, normaliser) is simply shared.
-        has_cnn = self.actor.encoder.cnn is not None
-        self.encoder_target = copy.deepcopy(self.actor.encoder).requires_grad_(False) if has_cnn else None
+        has_cnn = self.actor.encoder.cnn is not None and head is None
+        self.encoder_target = copy.deepcopy(self.actor.encoder, _keep(norm)).requires_grad_(False) if has_cnn else None
+        self._critic_encoder = head if head is not None else self.actor.encoder
+        self._target_encoder = self.critic_target.encoder if head is not None else self.encoder_target
         self.log_alpha = torch.tensor(math.log(cfg.init_temperature), device=device, requires_grad=True)
         self.target_entropy = float(cfg.target_entropy if cfg.target_entropy is not None else -self.actor.act_dim)
         self.num_sampled = cfg.num_critics_sampled or cfg.num_critics
 
         fused = device.type in ("cpu", "cuda")
-        self.critic_optim = torch.optim.Adam([*self.critic.parameters(), *self.actor.encoder.parameters()],
-                                             lr=cfg.critic_lr, fused=fused)
+        # The critic's loss trains the CNN, or an unfrozen trunk; with a trunk each network trains its own head.
+        critic_params = [*self.critic.parameters(), *(self.actor.encoder.parameters() if head is None else ())]
+        actor_params = [*self.actor.trunk.parameters(), *(self.actor.encoder.parameters() if head is not None else ())]
+        if backbone is not None and not cfg.freeze_backbone:
+            critic_params += backbone.parameters()
+        self.critic_optim = torch.optim.Adam(critic_params, lr=cfg.critic_lr, fused=fused)
         # log α is a second parameter group of the actor's optimiser: one optimiser step fewer per update.
-        self.actor_optim = torch.optim.Adam([{"params": list(self.actor.trunk.parameters()), "lr": cfg.actor_lr},
+        self.actor_optim = torch.optim.Adam([{"params": actor_params, "lr": cfg.actor_lr},
                                              {"params": [self.log_alpha], "lr": cfg.temperature_lr}], fused=fused)
         self._online: list[torch.Tensor] = list(self.critic.parameters())
         self._targets: list[torch.Tensor] = list(self.critic_target.parameters())
@@ -278,8 +223,16 @@ class SACAlgorithm(OffPolicyAlgorithm):
                              {"online": 1.0 - self.cfg.demo_ratio, "demos": self.cfg.demo_ratio})
 
     def actor_weights(self) -> Weights:
-        """Encoder (CNN, normaliser statistics), actor head and action scaling; never critics."""
-        return {k: v.detach().to("cpu", copy=True) for k, v in self.actor.state_dict().items()}
+        """Encoder (CNN, or trunk and head; normaliser statistics), actor head and action scaling; never critics."""
+        # A frozen trunk never changes, so its tensors go out uncopied: a checkpoint holding the learner's state
+        # and these weights then stores them once (torch.save writes a shared storage once).
+        trunk = self.actor.backbone
+        fixed = trunk is not None and trunk.frozen
+
+        def shared(key: str, v: torch.Tensor) -> bool:
+            return fixed and key.startswith("backbone.") and v.device.type == "cpu"
+
+        return {k: v if shared(k, v) else v.detach().to("cpu", copy=True) for k, v in self.actor.state_dict().items()}
 
     def load_actor_weights(self, weights: Weights) -> None:
         """Load actor weights (e.g. behaviour cloning); the target encoder restarts from the new CNN."""
@@ -304,7 +257,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
         with torch.no_grad():
             next_features = self.actor.encoder(next_obs)
             next_action, next_log_prob = self.actor.sample(next_features, noise)
-            target_features = next_features if self.encoder_target is None else self.encoder_target(next_obs)
+            target_features = next_features if self._target_encoder is None else self._target_encoder(next_obs)
             q_next = self.critic_target(target_features, next_action)
             if subset is not None:
                 q_next = q_next[subset]
@@ -312,20 +265,23 @@ class SACAlgorithm(OffPolicyAlgorithm):
             gamma = self.cfg.gamma if discount is None else discount
             target = reward + gamma * (1.0 - terminated.float()) * soft_value
         # L_Q = ½ Σ_j mean_b (Q_j(s, a) − y)²; its gradient also trains the image encoder (DrQ).
-        features = self.actor.encoder(obs)
+        features = self._critic_encoder(obs)
         q = self.critic(features, action)
         loss = 0.5 * (q - target).square().mean(dim=1).sum()
         return loss, q.detach().mean(), features.detach()
 
-    def actor_loss(self, features: torch.Tensor, noise: torch.Tensor,
-                   alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(L_π, detached log π(ã|s))`` for encoded observations ``[B, F]`` and noise ``[B, |A|]``."""
+    def actor_loss(self, features: torch.Tensor, noise: torch.Tensor, alpha: torch.Tensor,
+                   critic_features: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(L_π, detached log π(ã|s))`` for encoded observations ``[B, F]`` and noise ``[B, |A|]``.
+
+        ``critic_features``: what the critic reads when it has its own encoder (default: ``features``).
+        """
         # L_π = mean_b [α·log π(ã|s) − Q(s, ã)], ã = tanh(μ + σ·ε) reparameterised, Q = min_j Q_j
         # (clipped double Q) or mean_j Q_j when targets use random subsets (REDQ). Features are
         # detached (DrQ: only the critic trains the encoder) and so are the critic weights, so the
         # backward pass computes no critic weight gradients at all.
         action, log_prob = self.actor.sample(features, noise)
-        q = self.critic(features, action, detach_params=True)
+        q = self.critic(features if critic_features is None else critic_features, action, detach_params=True)
         q_pi = q.min(dim=0).values if self.num_sampled == self.cfg.num_critics else q.mean(dim=0)
         return (alpha * log_prob - q_pi).mean(), log_prob.detach()
 
@@ -341,7 +297,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
         encoder, as in the actor loss. ``mask`` and ``generator`` are not used (one action per row, no noise).
         """
         actor = self.actor
-        features = actor.encoder(obs)
+        features = actor.encode(obs)
         if not train_encoder:
             features = features.detach()
         mean, log_std = actor.gaussian(features)
@@ -353,8 +309,8 @@ class SACAlgorithm(OffPolicyAlgorithm):
         return -log_prob.mean()
 
     def supervised_parameters(self) -> list[nn.Parameter]:
-        """The whole actor: encoder (CNN) and head."""
-        return list(self.actor.parameters())
+        """The whole actor (encoder and head) but a frozen trunk."""
+        return [p for p in self.actor.parameters() if p.requires_grad]
 
     def prepare_supervised(self, obs: Obs) -> None:
         """Fold the demos' ``state`` into the observation normaliser."""
@@ -390,6 +346,11 @@ class SACAlgorithm(OffPolicyAlgorithm):
         action = ((batch.action.reshape(n, -1) - self.actor.action_bias) / self.actor.action_scale).clamp(-1.0, 1.0)
         alpha = self.log_alpha.detach().exp()
         autocast = torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=cfg.amp_bf16)
+        if self.actor.backbone is not None:  # the shared trunk, once per batch for every network
+            with autocast:
+                obs = self.actor.backbone(obs)
+                with torch.no_grad():
+                    next_obs = self.actor.backbone(next_obs)
         graphs = cfg.compile and cfg.compile_mode == "reduce-overhead"
         if graphs:
             # CUDA graphs reuse their output memory on the next replay: mark the step, and copy what
@@ -406,10 +367,14 @@ class SACAlgorithm(OffPolicyAlgorithm):
         if graphs:
             critic_loss, q_mean, features = critic_loss.detach().clone(), q_mean.clone(), features.clone()
 
-        # The actor reuses the critic pass's features (detached), saving a second CNN pass on pixels;
-        # its Q comes from the critic as just updated.
+        # The actor reuses the critic pass's features (detached), saving a second CNN pass on pixels, or
+        # runs its own head on the trunk's maps; its Q comes from the critic as just updated.
         with autocast:
-            actor_loss, log_prob = self._actor_loss(features, noise[1], alpha)
+            if self.critic.encoder is None:
+                actor_loss, log_prob = self._actor_loss(features, noise[1], alpha)
+            else:
+                own = self.actor.encoder({k: v.detach() for k, v in obs.items()})
+                actor_loss, log_prob = self._actor_loss(own, noise[1], alpha, features)
         self.actor_optim.zero_grad(set_to_none=True)
         aux = self.aux_loss()  # an extension's term, e.g. co-training's λ·BC loss on real demos
         (actor_loss if aux is None else actor_loss + aux).backward()
@@ -454,14 +419,21 @@ class SACAlgorithm(OffPolicyAlgorithm):
         if set(state) != set(self._STATE_KEYS):
             raise KeyError(f"SAC state keys differ: missing {sorted(set(self._STATE_KEYS) - set(state))}, "
                            f"unknown {sorted(set(state) - set(self._STATE_KEYS))}")
-        self.actor.load_state_dict(state["actor"], strict=True)
         self.critic.load_state_dict(state["critic"], strict=True)
         self.critic_target.load_state_dict(state["critic_target"], strict=True)
         if self.encoder_target is not None:
             self.encoder_target.load_state_dict(state["encoder_target"], strict=True)
+        # Last, so that the actor's normaliser statistics win where the target copies share the module (a
+        # checkpoint from before they shared it holds stale statistics in its target copies).
+        self.actor.load_state_dict(state["actor"], strict=True)
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
         self.actor_optim.load_state_dict(state["actor_optim"])
         self.critic_optim.load_state_dict(state["critic_optim"])
         self.num_updates = int(state["num_updates"])
         self.generator.set_state(state["generator"].cpu())
+
+
+def _keep(*modules: nn.Module | None) -> dict[int, Any]:
+    """A ``copy.deepcopy`` memo under which ``modules`` are shared by the copy, not copied."""
+    return {id(m): m for m in modules if m is not None}

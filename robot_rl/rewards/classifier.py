@@ -2,7 +2,8 @@
 
 Training (``robot-rl reward train-classifier DATA --out DIR``): frames of the training episodes
 with their success labels (:mod:`~robot_rl.rewards.data`), a small CNN per camera (or one shared;
-optionally initialised from a local weights file), BCE with the positives up-weighted to balance
+optionally initialised from a local weights file) or a pretrained ResNet-10/18 trunk from a local file
+(``encoder``; frozen, with a trainable head per camera), BCE with the positives up-weighted to balance
 the classes, and DrQ random shifts. Calibration: on held-out *episodes* (never frames of training
 episodes) the threshold is the lowest score whose precision reaches ``target_precision``, which
 maximises recall subject to the precision target: a false success teaches the policy the wrong
@@ -24,6 +25,7 @@ import torch
 from torch import nn
 
 from robot_rl.data.episode import Episode
+from robot_rl.policies.modules.pretrained import check_image_encoder
 from robot_rl.rewards.ckpt import load_model_dir, save_model_dir
 from robot_rl.rewards.data import (
     LabelledFrames,
@@ -34,7 +36,7 @@ from robot_rl.rewards.data import (
     load_episodes,
     split_episodes,
 )
-from robot_rl.rewards.nets import CameraEncoder, random_shift
+from robot_rl.rewards.nets import CameraEncoder, TrunkCameraEncoder, random_shift
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +69,14 @@ class ClassifierConfig:
     """One CNN for every camera (same shapes needed) instead of one per camera."""
     augment_pad: int = 2
     """Random-shift augmentation in pixels (0 = off)."""
+    encoder: Literal["cnn", "resnet10", "resnet18"] = "cnn"
+    """Camera encoder: ``cnn`` (the small CNN above) or a ResNet trunk shared by the cameras, with a trainable
+    spatial-embedding head per camera (``features`` each); its weights come from ``backbone``."""
     backbone: Path | None = None
-    """Local state-dict file of pretrained CNN weights (see :meth:`CameraEncoder.load_backbone`)."""
-    freeze_backbone: bool = False
-    """Keep the pretrained CNN weights fixed."""
+    """Local weights file: with ``cnn`` a state dict of the same small CNN (see :meth:`CameraEncoder.load_backbone`),
+    with ``resnet10``/``resnet18`` a torchvision-layout ResNet (e.g. torchvision's resnet18 ``state_dict``)."""
+    freeze_backbone: bool | None = None
+    """Keep the pretrained weights fixed; null = fixed for a ResNet trunk, trained for the small CNN."""
     seed: int = 0
     """Seed of the split, the initialisation and the batches."""
 
@@ -79,9 +85,13 @@ class SuccessClassifier(nn.Module):
     """Frames → success probability; ``threshold`` turns it into a decision (calibrated, stored with it)."""
 
     def __init__(self, image_shapes: dict[str, tuple[int, ...]], features: int = 64, channels: int = 16,
-                 shared: bool = False, threshold: float = 0.5) -> None:
+                 shared: bool = False, threshold: float = 0.5, encoder: str = "cnn", freeze: bool = True) -> None:
         super().__init__()
-        self.encoder = CameraEncoder(image_shapes, features, channels, shared=shared)
+        check_image_encoder(encoder, "encoder")
+        self.encoder_kind = encoder
+        self.encoder: CameraEncoder | TrunkCameraEncoder = (
+            CameraEncoder(image_shapes, features, channels, shared=shared) if encoder == "cnn"
+            else TrunkCameraEncoder(image_shapes, encoder, features, freeze))
         self.head = nn.Sequential(nn.Linear(self.encoder.out_dim, 64), nn.ReLU(), nn.Linear(64, 1))
         self.threshold = threshold
         self.meta: dict[str, Any] = {}
@@ -109,7 +119,8 @@ class SuccessClassifier(nn.Module):
     def save(self, out: Path | str) -> Path:
         """Write the checkpoint directory (weights + meta with the threshold)."""
         meta = {**self.meta, "threshold": self.threshold, "image_shapes": self.encoder.shapes,
-                "features": self.encoder.features, "shared": self.encoder.shared, "channels": self.encoder.channels}
+                "features": self.encoder.features, "shared": self.encoder.shared, "channels": self.encoder.channels,
+                "encoder": self.encoder_kind}
         return save_model_dir(out, "success_classifier", self.state_dict(), meta)
 
     @classmethod
@@ -118,7 +129,7 @@ class SuccessClassifier(nn.Module):
         state, meta = load_model_dir(path, "success_classifier")
         shapes = {k: tuple(v) for k, v in meta["image_shapes"].items()}
         model = cls(shapes, int(meta["features"]), int(meta["channels"]), bool(meta["shared"]),
-                    float(meta["threshold"]))
+                    float(meta["threshold"]), encoder=str(meta.get("encoder", "cnn")))
         model.load_state_dict(state)
         model.meta = meta
         return model.eval()
@@ -255,9 +266,11 @@ def train_classifier(source: Path | str | list[Episode], out: Path | str | None 
     train = labelled_frames([episodes[i] for i in train_ids], keys, cfg.label, cfg.last_k)
     val = labelled_frames([episodes[i] for i in val_ids], keys, cfg.label, cfg.last_k)
     shapes = {k: tuple(int(x) for x in train.images[k].shape[1:]) for k in keys}
-    model = SuccessClassifier(shapes, cfg.features, cfg.channels, cfg.shared_encoder)
+    freeze = cfg.freeze_backbone if cfg.freeze_backbone is not None else cfg.encoder != "cnn"
+    model = SuccessClassifier(shapes, cfg.features, cfg.channels, cfg.shared_encoder, encoder=cfg.encoder,
+                              freeze=freeze)
     if cfg.backbone is not None:
-        n = model.encoder.load_backbone(cfg.backbone, cfg.freeze_backbone)
+        n = model.encoder.load_backbone(cfg.backbone, freeze)
         log.info("loaded %d pretrained tensors from %s", n, cfg.backbone)
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=cfg.lr)
     pos_weight = torch.tensor(float((~train.label).sum()) / max(float(train.label.sum()), 1.0))

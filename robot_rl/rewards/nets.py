@@ -1,4 +1,11 @@
-"""Image encoders of the reward models: a small CNN per camera (or shared), features concatenated."""
+"""Image encoders of the reward models: a small CNN per camera (or shared), or a pretrained ResNet trunk.
+
+:class:`CameraEncoder` is the default (a :class:`SmallCNN` per camera); :class:`TrunkCameraEncoder` runs
+one pretrained ResNet-10/18 trunk (:mod:`robot_rl.policies.modules.pretrained`, frozen by default) for
+every camera and a trainable spatial-embedding head per camera, for real camera images where the small
+CNN does not tell success from near-success. Both map ``{"image.<cam>": [N, H, W, C]}`` to
+``[N, cameras · features]`` in sorted key order.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
+
+from robot_rl.policies.modules.pretrained import CameraTrunk, SpatialEmbeddingCameras
 
 
 class SmallCNN(nn.Module):
@@ -58,13 +67,7 @@ class CameraEncoder(nn.Module):
 
     def check(self, images: Mapping[str, torch.Tensor]) -> None:
         """Raise ``ValueError`` naming the camera whose frames are missing or have the wrong shape."""
-        for k, shape in self.shapes.items():
-            if k not in images:
-                raise ValueError(f"the reward model needs camera {k!r}; got {sorted(images)}")
-            got = tuple(images[k].shape[-3:])
-            if got != shape:
-                raise ValueError(f"{k}: frames are {list(got)} (H, W, C), the reward model was trained on "
-                                 f"{list(shape)}")
+        check_frames(self.shapes, images)
 
     def forward(self, images: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Encode every camera (``[N, H, W, C]`` each) and concatenate."""
@@ -98,6 +101,49 @@ class CameraEncoder(nn.Module):
                 for p in cnn.parameters():
                     p.requires_grad_(False)
         return loaded
+
+
+class TrunkCameraEncoder(nn.Module):
+    """``{"image.<cam>": [N, H, W, 3]}`` → ``[N, cameras · features]``: one ResNet trunk, a head per camera.
+
+    ``arch``: ``resnet10`` or ``resnet18`` (torchvision's layout); ``freeze`` keeps the trunk's weights fixed
+    (its BatchNorm statistics stay fixed either way). The trunk is already shared by every camera, so
+    there is no ``shared`` choice; ``channels`` is 0 (the trunk's widths are fixed).
+    """
+
+    def __init__(self, image_shapes: Mapping[str, Sequence[int]], arch: str, features: int = 64,
+                 freeze: bool = True, num_embeddings: int = 8) -> None:
+        super().__init__()
+        self.keys = sorted(image_shapes)
+        self.shapes = {k: tuple(int(x) for x in image_shapes[k]) for k in self.keys}
+        self.trunk = CameraTrunk(arch, self.shapes, freeze)
+        self.heads = SpatialEmbeddingCameras(self.trunk.map_shapes, features, num_embeddings)
+        self.arch, self.features, self.shared, self.channels = arch, features, False, 0
+        self.out_dim = self.heads.out_dim
+
+    def check(self, images: Mapping[str, torch.Tensor]) -> None:
+        """Raise ``ValueError`` naming the camera whose frames are missing or have the wrong shape."""
+        check_frames(self.shapes, images)
+
+    def forward(self, images: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Run the trunk on every camera, then each camera's head; concatenate."""
+        return self.heads(self.trunk(images))
+
+    def load_backbone(self, path: Path | str, freeze: bool = True) -> int:
+        """Load the trunk's weights from a local torchvision-layout ResNet file; returns the tensors loaded."""
+        self.trunk.load(path)
+        self.trunk.freeze(freeze)
+        return len(self.trunk.resnet.state_dict())
+
+
+def check_frames(shapes: Mapping[str, tuple[int, ...]], images: Mapping[str, torch.Tensor]) -> None:
+    """Raise ``ValueError`` naming the camera whose frames are missing or are not ``shapes[camera]``."""
+    for k, shape in shapes.items():
+        if k not in images:
+            raise ValueError(f"the reward model needs camera {k!r}; got {sorted(images)}")
+        got = tuple(images[k].shape[-3:])
+        if got != shape:
+            raise ValueError(f"{k}: frames are {list(got)} (H, W, C), the reward model was trained on {list(shape)}")
 
 
 def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator | None = None) -> torch.Tensor:

@@ -1,0 +1,140 @@
+"""SAC's networks: the actor-side policy (what actors run and the learner publishes) and the critic ensemble.
+
+The learner, its losses and the config live in :mod:`robot_rl.policies.sac`; these are the whole models it
+trains, built from the blocks in :mod:`robot_rl.policies.modules`. Pixels go through the policy's
+observation encoder (the DrQ CNN), or through a pretrained ResNet trunk (``SACPolicy.backbone``) whose
+feature maps the policy's and the critic's own heads read.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from robot_rl.core.algorithm import MLPActorParts, Policy
+from robot_rl.core.specs import EnvSpec
+from robot_rl.core.transition import Obs
+from robot_rl.policies.modules.ensemble import EnsembleMLP
+from robot_rl.policies.modules.mlp import MLP
+from robot_rl.policies.modules.obs_encoder import ObsEncoder
+from robot_rl.policies.modules.pretrained import CameraTrunk
+
+if TYPE_CHECKING:
+    from robot_rl.policies.sac import SACConfig
+
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+
+# --------------------------------------------------------------------------------------------
+# Networks
+# --------------------------------------------------------------------------------------------
+
+
+class SACCritic(nn.Module):
+    """Q-ensemble: features ``[B, F]``, squashed action ``[B, |A|]`` → ``[E, B]``.
+
+    ``encoder``: the critic's own observation encoder (a head on a shared trunk's maps), which the target
+    copy then averages too; ``None`` = the critic reads the actor's encoder (the DrQ CNN).
+    """
+
+    def __init__(self, feature_dim: int, act_dim: int, cfg: SACConfig, encoder: ObsEncoder | None = None) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.q = EnsembleMLP(cfg.num_critics, feature_dim + act_dim, cfg.critic_hidden, 1, cfg.critic_layer_norm)
+
+    def forward(self, features: torch.Tensor, action: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
+        """``Q_j(s, a)`` for every member j."""
+        return self.q(torch.cat([features, action], dim=-1), detach_params).squeeze(-1)
+
+
+# --------------------------------------------------------------------------------------------
+# Actor-side policy
+# --------------------------------------------------------------------------------------------
+
+
+class SACPolicy(Policy):
+    """Tanh-squashed Gaussian policy: observation encoder (+ normaliser, CNN) and an MLP head.
+
+    Its ``state_dict`` is exactly the actor weights the learner publishes.
+    """
+
+    action_scale: torch.Tensor
+    action_bias: torch.Tensor
+
+    def __init__(self, spec: EnvSpec, cfg: SACConfig) -> None:
+        super().__init__()
+        cfg.validate()
+        self.action_shape = spec.action.shape
+        self.act_dim = math.prod(spec.action.shape)
+        images = {k: spec.observation[k].shape for k in spec.image_keys}
+        self.backbone = (CameraTrunk(cfg.image_encoder, images, cfg.freeze_backbone)
+                         if images and cfg.image_encoder != "cnn" else None)
+        self.encoder = make_encoder(spec, cfg, self.backbone)
+        self.trunk = MLP(self.encoder.out_dim, cfg.actor_hidden, 2 * self.act_dim)
+        low, high = spec.action.low, spec.action.high
+        scale, bias = (1.0, 0.0) if low is None or high is None else ((high - low) / 2.0, (high + low) / 2.0)
+        self.register_buffer("action_scale", torch.full((self.act_dim,), scale))
+        self.register_buffer("action_bias", torch.full((self.act_dim,), bias))
+
+    def embed(self, obs: Obs) -> Obs:
+        """``obs`` with each camera replaced by the trunk's feature map (unchanged without a trunk)."""
+        return obs if self.backbone is None else self.backbone(obs)
+
+    def encode(self, obs: Obs) -> torch.Tensor:
+        """Observation → features ``[N, F]`` (trunk, then this policy's encoder)."""
+        return self.encoder(self.embed(obs))
+
+    def gaussian(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and log-std ``[B, |A|]`` of the pre-tanh Gaussian (log σ squashed into its range smoothly)."""
+        mean, log_std = self.trunk(features).float().chunk(2, dim=-1)
+        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(log_std) + 1.0)
+        return mean, log_std
+
+    def sample(self, features: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised squashed action ``a ∈ [-1, 1]^{|A|}`` and ``log π(a|s)`` for noise ε ``[B, |A|]``.
+
+        ``u = μ + σ·ε``, ``a = tanh u``,
+        ``log π(a|s) = Σ_i [−ε_i²/2 − log σ_i − log(2π)/2 − log(1 − tanh² u_i)]`` with the stable form
+        ``log(1 − tanh² u) = 2·(log 2 − u − softplus(−2u))``.
+        """
+        mean, log_std = self.gaussian(features)
+        u = mean + log_std.exp() * noise
+        log_prob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2 * math.pi)
+                    - 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(dim=-1)
+        return torch.tanh(u), log_prob
+
+    @torch.no_grad()
+    def act(self, obs: Obs, deterministic: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Actions ``[N, *action_shape]`` in the spec's bounds (``tanh μ`` when deterministic); no extras."""
+        if deterministic:
+            return self.deterministic_action(obs), {}
+        mean, log_std = self.gaussian(self.encode(obs))
+        u = mean + log_std.exp() * torch.randn_like(mean)
+        action = torch.tanh(u) * self.action_scale + self.action_bias
+        return action.reshape(-1, *self.action_shape), {}
+
+    def deterministic_action(self, obs: Obs) -> torch.Tensor:
+        """The squashed mean ``tanh(μ(s))·scale + bias`` → ``[N, *action_shape]`` (what export traces)."""
+        mean, _ = self.gaussian(self.encode(obs))
+        return (torch.tanh(mean) * self.action_scale + self.action_bias).reshape(-1, *self.action_shape)
+
+    def mlp_parts(self) -> MLPActorParts | None:
+        """Normaliser, head (its first ``|A|`` rows are μ) and ``tanh_scale``; ``None`` with a CNN encoder."""
+        enc = self.encoder
+        if enc.cnn is not None:
+            return None
+        return MLPActorParts(enc.state_dim, enc.normalizer, self.trunk, self.act_dim, "tanh_scale", self.action_scale,
+                             self.action_bias, tuple(self.action_shape))
+
+
+def make_encoder(spec: EnvSpec, cfg: SACConfig, trunk: CameraTrunk | None, share: ObsEncoder | None = None
+                 ) -> ObsEncoder:
+    """The observation encoder of one network: on ``trunk``'s maps when there is one; ``share``'s normaliser."""
+    return ObsEncoder(spec, cfg.normalize_obs, cfg.image_features, cfg.image_channels,
+                      map_shapes=trunk.map_shapes if trunk is not None else None,
+                      spatial_embeddings=cfg.image_spatial_embeddings,
+                      normalizer=share.normalizer if share is not None else None)
