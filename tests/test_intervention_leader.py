@@ -138,3 +138,33 @@ def test_deploy_with_a_leader_arm_on_the_simulated_arm_in_joint_delta():
     moves = np.abs(np.diff(np.stack([r["obs"]["state"][:6] for r in deployer.collected]), axis=0))
     assert moves.max() <= STEP + 0.01, moves.max()  # no step larger than one joint step
     assert np.degrees(np.abs(end - goal)).max() < 1.5, np.degrees(end - goal)
+
+
+def test_record_with_a_leader_arm_in_joint_delta_stores_joint_steps(tmp_path):
+    """Demos for a joint_delta policy: the leader's pose (blended in) as steps from the measured joints."""
+    pytest.importorskip("mujoco")
+    pytest.importorskip("msgpack")
+    from robot_rl.data.store import EpisodeStore
+    from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
+    from robot_rl.hardware.sim_arm import SimulatedArmConfig
+    from robot_rl.human_loop.record import DemoRecorder, RecordConfig
+    from robot_rl.human_loop.record_sinks import open_sink
+
+    arm = SimulatedArmConfig(cameras={}, control_mode="joint_delta", max_step_joint_rad=STEP).make()
+    with SafetyLayer(arm, SafetyConfig(control_hz=20.0, watchdog_timeout_s=1.0, max_joint_speed=2.0)) as layer:
+        start = arm.observe()["state"][:6].copy()
+        goal = start.copy()
+        goal[0] += np.radians(15.0)
+        device = ScriptedLeader(lambda i: (goal, True))
+        device.drives_episodes = True
+        sink = open_sink(tmp_path / "demos", "episodes", arm.features, 20.0, "", {})
+        cfg = RecordConfig(hz=20.0, episodes=1, max_episode_steps=30, blend_s=0.5)
+        summary = DemoRecorder(layer, device, sink, cfg).run()
+        sink.close()
+        end = arm.observe()["state"][:6]
+    assert summary.saved == 1
+    (ep,) = list(EpisodeStore(tmp_path / "demos"))
+    assert ep.intervened.all() and np.abs(ep.action[:, :6]).max() <= 1.0
+    assert (ep.action[:, 0] >= -0.05).all() and ep.action[:, 0].max() > 0.5  # steps towards the leader, not targets
+    assert np.abs(ep.action[:, 1:6]).max() < 0.2
+    assert np.degrees(abs(end[0] - goal[0])) < 1.5, np.degrees(end - goal)

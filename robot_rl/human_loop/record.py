@@ -198,9 +198,9 @@ class DemoRecorder:
         if device.relative and self.robot_cfg.control_mode != "ee_delta":
             raise ValueError(f"{device.name} sends pose deltas: record with the robot in ee_delta control mode "
                              f"(robot.control_mode=ee_delta), or use a leader arm for joint mode")
-        if self.leader and self.robot_cfg.control_mode != "joint":
+        if self.leader and self.robot_cfg.control_mode not in ("joint", "joint_delta"):
             raise ValueError(f"{device.name} is a leader arm (absolute joint positions): record with the robot in "
-                             "joint control mode (robot.control_mode=joint)")
+                             "robot.control_mode=joint_delta (what deploy runs) or joint")
         self.summary = RecordSummary()
         self.segmenter = Segmenter()
         self._episode: _EpisodeBuffer | None = None
@@ -262,7 +262,11 @@ class DemoRecorder:
         target, grip = self._blend.target(np.asarray(joints), grip)
         self._source = "leader (blending)" if self._blend.blending else "leader"
         lo, hi = np.asarray(self.robot_cfg.joint_low), np.asarray(self.robot_cfg.joint_high)
-        arm = joints_to_action(self.robot_cfg, np.clip(target, lo, hi))
+        target = np.clip(target, lo, hi)
+        if self.robot_cfg.control_mode == "joint_delta":  # the step towards the target, from where the arm is
+            arm = np.clip((target - measured.joints) / self.robot_cfg.max_step_joint_rad, -1.0, 1.0)
+        else:
+            arm = joints_to_action(self.robot_cfg, target)
         return np.append(arm, np.clip(grip, -1.0, 1.0)).astype(np.float32), True
 
     # ------------------------------------------------------------------ episodes
