@@ -168,3 +168,71 @@ def test_record_with_a_leader_arm_in_joint_delta_stores_joint_steps(tmp_path):
     assert (ep.action[:, 0] >= -0.05).all() and ep.action[:, 0].max() > 0.5  # steps towards the leader, not targets
     assert np.abs(ep.action[:, 1:6]).max() < 0.2
     assert np.degrees(abs(end[0] - goal[0])) < 1.5, np.degrees(end - goal)
+
+
+def test_leader_ee_step_takes_the_short_way_round_and_clips():
+    from robot_rl.human_loop.intervention import leader_ee_step
+
+    def fk(q):
+        return np.array([q[0], q[1], q[2], q[3], 0.0, 0.0])
+
+    step = leader_ee_step(fk, np.array([0.105, 0.0, 0.0, 3.1]), np.array([0.1, 0.5, 0.0, -3.1]), 0.01, 0.5)
+    np.testing.assert_allclose(step, [0.5, -1.0, 0.0, (6.2 - 2 * np.pi) / 0.5, 0.0, 0.0], atol=1e-9)
+    with pytest.raises(ValueError, match="forward kinematics"):
+        leader_ee_step(lambda q: None, np.zeros(4), np.zeros(4), 0.01, 0.05)
+
+
+def test_a_leader_arm_drives_the_simulated_so101_in_ee_delta_through_forward_kinematics(tmp_path):
+    """HIL-SERL on LeRobot arms: the leader's pose (its FK) as end-effector steps, in record and in deploy."""
+    pytest.importorskip("mujoco")
+    pytest.importorskip("mink")
+    from robot_rl.data.store import EpisodeStore
+    from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
+    from robot_rl.hardware.sim_so101 import SimSo101Config
+    from robot_rl.human_loop.deploy import DeployConfig, Deployer
+    from robot_rl.human_loop.record import DemoRecorder, RecordConfig
+    from robot_rl.human_loop.record_sinks import open_sink
+
+    robot_cfg = SimSo101Config(cameras={}, control_mode="ee_delta")
+    safety_cfg = SafetyConfig(control_hz=20.0, watchdog_timeout_s=1.0)
+    arm = robot_cfg.make()
+    with SafetyLayer(arm, safety_cfg) as layer:
+        start = arm.measure().joints.copy()
+        goal = start.copy()
+        goal[0] += np.radians(8.0)  # pan the leader: the tool swings sideways
+        device = ScriptedLeader(lambda i: (goal, True))
+        device.drives_episodes = True
+        sink = open_sink(tmp_path / "demos", "episodes", arm.features, 20.0, "", {})
+        summary = DemoRecorder(layer, device, sink, RecordConfig(hz=20.0, episodes=1, max_episode_steps=40,
+                                                                 blend_s=0.3)).run()
+        sink.close()
+        reached = arm.forward_kinematics(arm.measure().joints)
+        want = arm.forward_kinematics(goal)
+    assert summary.saved == 1
+    (ep,) = list(EpisodeStore(tmp_path / "demos"))
+    assert np.abs(ep.action[:, :6]).max() <= 1.0 and np.abs(ep.action[:, 1]).max() > 0.5  # sideways steps
+    assert np.linalg.norm(reached[:3] - want[:3]) < 0.01, (reached, want)
+
+    cfg = DeployConfig(robot=robot_cfg, safety=safety_cfg, episodes=1, max_episode_steps=30, reward_source="keys",
+                       status=False)
+    arm = robot_cfg.make()
+    with SafetyLayer(arm, safety_cfg) as layer:
+        q0 = arm.measure().joints.copy()
+        target = q0.copy()
+        target[0] -= np.radians(6.0)
+
+        class Still:
+            def act(self, obs, deterministic=False):
+                import torch
+
+                a = torch.zeros(obs["state"].shape[0], 7)
+                a[:, 6] = 1.0
+                return a, {}
+
+        deployer = Deployer(cfg, layer, ScriptedLeader(lambda i: (target, True)), Still())  # type: ignore[arg-type]
+        deployer.collected = []
+        deployer.run()
+        reached = arm.forward_kinematics(arm.measure().joints)
+        want = arm.forward_kinematics(target)
+    assert all(r["intervened"] for r in deployer.collected)
+    assert np.linalg.norm(reached[:3] - want[:3]) < 0.01, (reached, want)

@@ -211,8 +211,14 @@ class Deployer:
         self.endpoint = endpoint
         self.version = policy_version
         self.stop = stop or threading.Event()
+        rc = self.robot.config
         self.controller = InterventionController(device, cfg.intervention, self.robot.control_mode,
-                                                 joint_step_rad=self.robot.config.max_step_joint_rad)
+                                                 joint_step_rad=rc.max_step_joint_rad, fk=self.robot.forward_kinematics,
+                                                 ee_steps=(rc.max_step_m, rc.max_step_rad))
+        if device.takes_over and not device.relative and self.robot.control_mode == "ee_delta" and \
+                self.robot.forward_kinematics(np.asarray(rc.joint_low)) is None:
+            raise ValueError(f"{device.name} (a leader arm) in ee_delta needs the robot's forward kinematics (set "
+                             "robot.arm, e.g. so101), or use robot.control_mode=joint_delta")
         self.rate = RateLoop(cfg.safety.control_hz)
         self.deterministic = cfg.deterministic if cfg.deterministic is not None else cfg.mode == "eval"
         self.recorded: deque[dict[str, np.ndarray]] = deque(maxlen=64)

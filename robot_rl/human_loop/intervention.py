@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -75,24 +76,46 @@ class EpisodeInterventions:
         return self.intervened_steps / self.steps if self.steps else 0.0
 
 
+def leader_ee_step(fk: Callable[[np.ndarray], np.ndarray | None], leader: np.ndarray, follower: np.ndarray,
+                   max_step_m: float, max_step_rad: float) -> np.ndarray:
+    """A leader arm's pose as an ``ee_delta`` step ``[6]`` from the follower's (both by forward kinematics).
+
+    HIL-SERL's way of driving an end-effector policy's arm with a leader: the same kinematic model on both
+    sides, so only the difference of the two poses matters; each entry is clipped to one step.
+    """
+    target, now = fk(np.asarray(leader, np.float64)), fk(np.asarray(follower, np.float64))
+    if target is None or now is None:
+        raise ValueError("a leader arm in ee_delta needs the follower's forward kinematics (robot.arm=so101, …)")
+    rot = (np.asarray(target[3:6]) - np.asarray(now[3:6]) + np.pi) % (2 * np.pi) - np.pi  # the short way round
+    step = np.concatenate([(np.asarray(target[:3]) - np.asarray(now[:3])) / max_step_m, rot / max_step_rad])
+    return np.clip(step, -1.0, 1.0)
+
+
 class InterventionController:
     """Merges a policy and a teleop device into one action per step.
 
     Relative devices (keyboard, gamepad, SpaceMouse) give ``ee_delta`` actions; an absolute one (a leader arm)
-    gives joints, turned into a ``joint_delta`` action towards them from the measured joints (at most
-    ``joint_step_rad`` per step), and takes over only within ``engage_tolerance_deg`` of the follower.
+    gives joints, turned into a step towards them from the measured joints: a ``joint_delta`` action (at most
+    ``joint_step_rad`` per joint) or, with the follower's forward kinematics ``fk``, an ``ee_delta`` one
+    (:func:`leader_ee_step`, ``ee_steps`` = the robot's ``(max_step_m, max_step_rad)``). It takes over only
+    within ``engage_tolerance_deg`` of the follower.
     """
 
     def __init__(self, device: TeleopDevice, config: InterventionConfig | None = None,
-                 control_mode: str = "ee_delta", joint_step_rad: float = 0.05) -> None:
+                 control_mode: str = "ee_delta", joint_step_rad: float = 0.05,
+                 fk: Callable[[np.ndarray], np.ndarray | None] | None = None,
+                 ee_steps: tuple[float, float] = (0.01, 0.05)) -> None:
         if device.takes_over and device.relative and control_mode != "ee_delta":
             raise ValueError("relative teleop devices need the ee_delta control mode (deltas on the measured pose)")
-        if device.takes_over and not device.relative and control_mode != "joint_delta":
+        if device.takes_over and not device.relative and control_mode not in ("joint_delta", "ee_delta"):
             raise ValueError(f"{device.name} is absolute (joint positions): it intervenes in "
-                             "robot.control_mode=joint_delta, moving the follower towards its joints")
+                             "robot.control_mode=joint_delta or ee_delta, stepping the follower towards it")
         self.device = device
         self.config = config or InterventionConfig()
+        self.control_mode = control_mode
         self.joint_step_rad = joint_step_rad
+        self.fk = fk
+        self.ee_steps = ee_steps
         self.waiting_gap_deg: float | None = None
         """A leader arm asked to take over this far (max over joints) from the follower: not engaged yet."""
         self.counts: Counter[str] = Counter()
@@ -184,6 +207,10 @@ class InterventionController:
             self.waiting_gap_deg = gap_deg
             return None
         self.waiting_gap_deg = None
+        if self.control_mode == "ee_delta":
+            if self.fk is None:
+                raise ValueError("a leader arm in ee_delta needs the follower's forward kinematics")
+            return leader_ee_step(self.fk, np.asarray(leader), np.asarray(measured), *self.ee_steps)
         return np.clip(gap / self.joint_step_rad, -1.0, 1.0)
 
     def _hold(self, policy_action: np.ndarray) -> np.ndarray:

@@ -52,6 +52,7 @@ from robot_rl.hardware.rate import RateLoop, RateStats
 from robot_rl.hardware.robot import RobotState, TaskRobot, hold_action, joints_to_action
 from robot_rl.hardware.safety import SafetyLayer
 from robot_rl.human_loop.devices.base import TeleopDevice, TeleopReading
+from robot_rl.human_loop.intervention import leader_ee_step
 from robot_rl.viz.base import StepViz
 
 log = logging.getLogger(__name__)
@@ -198,9 +199,11 @@ class DemoRecorder:
         if device.relative and self.robot_cfg.control_mode != "ee_delta":
             raise ValueError(f"{device.name} sends pose deltas: record with the robot in ee_delta control mode "
                              f"(robot.control_mode=ee_delta), or use a leader arm for joint mode")
-        if self.leader and self.robot_cfg.control_mode not in ("joint", "joint_delta"):
-            raise ValueError(f"{device.name} is a leader arm (absolute joint positions): record with the robot in "
-                             "robot.control_mode=joint_delta (what deploy runs) or joint")
+        if self.leader and self.robot_cfg.control_mode == "ee_delta" and \
+                layer.robot.forward_kinematics(np.asarray(self.robot_cfg.joint_low)) is None:
+            raise ValueError(f"{device.name} is a leader arm (absolute joint positions): in ee_delta its pose comes "
+                             "from the follower's forward kinematics, which this robot lacks (set robot.arm, e.g. "
+                             "so101), or record in robot.control_mode=joint_delta")
         self.summary = RecordSummary()
         self.segmenter = Segmenter()
         self._episode: _EpisodeBuffer | None = None
@@ -265,6 +268,9 @@ class DemoRecorder:
         target = np.clip(target, lo, hi)
         if self.robot_cfg.control_mode == "joint_delta":  # the step towards the target, from where the arm is
             arm = np.clip((target - measured.joints) / self.robot_cfg.max_step_joint_rad, -1.0, 1.0)
+        elif self.robot_cfg.control_mode == "ee_delta":
+            arm = leader_ee_step(self.layer.robot.forward_kinematics, target, measured.joints,
+                                 self.robot_cfg.max_step_m, self.robot_cfg.max_step_rad)
         else:
             arm = joints_to_action(self.robot_cfg, target)
         return np.append(arm, np.clip(grip, -1.0, 1.0)).astype(np.float32), True
