@@ -53,9 +53,12 @@ def offset(deg: float, joint: int = 0) -> np.ndarray:
     return q
 
 
-def test_an_absolute_device_needs_joint_delta():
-    with pytest.raises(ValueError, match="joint_delta"):
-        InterventionController(ScriptedLeader(lambda i: None), control_mode="ee_delta")
+def test_an_absolute_device_needs_a_delta_mode_and_in_ee_delta_forward_kinematics():
+    with pytest.raises(ValueError, match="joint_delta or ee_delta"):
+        InterventionController(ScriptedLeader(lambda i: None), control_mode="joint")
+    ctl = InterventionController(ScriptedLeader(lambda i: (offset(2.0), True)), control_mode="ee_delta")
+    with pytest.raises(ValueError, match="forward kinematics"):  # no fk given: refused before any motion
+        ctl.step(np.zeros(7), measured_joints=FOLLOWER)
 
 
 def test_the_leader_takes_over_only_within_tolerance_and_never_jumps():
