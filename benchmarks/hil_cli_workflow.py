@@ -39,6 +39,7 @@ WORKFLOWS = {
     # name: (doc, heading of the section whose first bash block is the workflow)
     "task": (DOC, "## The HIL-SERL workflow"),
     "classifier": (ROOT / "docs" / "rewards.md", "## HIL-SERL with a success classifier"),
+    "so101": (ROOT / "docs" / "so101.md", "## 8. The same commands on the simulated SO-101"),
 }
 
 

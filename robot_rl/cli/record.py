@@ -127,6 +127,9 @@ def build_configs(args: RecordArgs) -> tuple[Any, Any, Any, Any]:
 
     _ensure_robots()
     tree = resolve_sections(args)
+    named = tree["robot"].pop("type", None)  # a file for deploy too (robot-rl robot find-limits writes one)
+    if named is not None and named != args.robot:
+        raise ConfigError(f"the config's robot section is for robot type {named!r}, but --robot is {args.robot!r}")
     robot_cfg = from_dict(ROBOTS.get(args.robot), tree["robot"], "robot")
     device_cfg = from_dict(TELEOP_DEVICES.get(args.device), tree["device"], "device")
     safety_cfg = from_dict(SafetyConfig, {"control_hz": args.hz, **tree["safety"]}, "safety")

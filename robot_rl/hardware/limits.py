@@ -42,9 +42,9 @@ class FoundLimits:
 
     def to_yaml(self, robot_type: str = "") -> str:
         """The ``robot`` / ``safety`` sections as YAML, with a header saying how they were found."""
-        body: dict[str, dict[str, list[float]]] = {
-            "robot": {"joint_low": [round(v, 4) for v in self.joint_low],
-                      "joint_high": [round(v, 4) for v in self.joint_high]}}
+        robot: dict[str, object] = {"type": robot_type} if robot_type else {}  # deploy's --config needs the type
+        robot.update(joint_low=[round(v, 4) for v in self.joint_low], joint_high=[round(v, 4) for v in self.joint_high])
+        body: dict[str, dict[str, object]] = {"robot": robot}
         if self.workspace_low is not None and self.workspace_high is not None:
             body["safety"] = {"workspace_low": [round(v, 4) for v in self.workspace_low],
                               "workspace_high": [round(v, 4) for v in self.workspace_high]}
