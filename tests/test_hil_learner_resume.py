@@ -40,8 +40,18 @@ def _send_and_store(learner: HILLearner, actor: ZmqActorEndpoint, chunks: list[T
     wait_until(stored, 30, "every chunk stored and acknowledged", poll_s=0.0, seen=actor.unacked)
 
 
-def test_a_killed_deploy_learner_resumes_with_every_acknowledged_row(tmp_path):
-    cfg = DeployConfig(robot=SimulatedArmConfig(cameras={}),
+def _robot(name: str):
+    if name == "sim_so101":  # the LeRobot driver's spec (joints in radians, FK pose, gripper) on the simulated SO-101
+        pytest.importorskip("mink")
+        from robot_rl.hardware.sim_so101 import SimSo101Config
+
+        return SimSo101Config(cameras={"front": (16, 16)})
+    return SimulatedArmConfig(cameras={})
+
+
+@pytest.mark.parametrize("robot", ["sim_arm", "sim_so101"])
+def test_a_killed_deploy_learner_resumes_with_every_acknowledged_row(tmp_path, robot):
+    cfg = DeployConfig(robot=_robot(robot),
                        algo=SACConfig(demo_ratio=0.5, learning_starts=16, batch_size=16, actor_hidden=(32, 32),
                                       critic_hidden=(32, 32)),
                        transport=ZmqTransportConfig(address="tcp://127.0.0.1:*", heartbeat_s=0.2))
