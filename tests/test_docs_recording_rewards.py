@@ -83,11 +83,11 @@ def test_the_documented_classifier_workflow_runs_end_to_end(tmp_path: Path) -> N
     the task workflow's; the policy learns the classifier's false positives) and why.
     """
     wf = _workflow()
-    result = wf.run_once(tmp_path, minutes=1.5, scale=SCALE, log=print, workflow="classifier")
+    result = wf.run_once(tmp_path, minutes=0.75, scale=SCALE, log=print, workflow="classifier")
     print(result)
     meta = json.loads((tmp_path / "runs" / "pick_clf" / "meta.json").read_text())
     assert meta["calibration"]["reached"] and meta["calibration"]["precision"] >= 0.95, meta["calibration"]
-    assert list(meta["image_shapes"]) == ["image.front"]  # the block trains on the front camera alone
+    assert meta["image_shapes"] == {"image.front": [128, 128, 3]}  # the block trains on one 128x128 front camera
     stats = re.search(r"stopped after (\d+) transitions \((\d+) intervened\), (\d+) updates", str(result["learner"]))
     assert stats is not None, result["learner"]
     transitions, intervened, updates = (int(x) for x in stats.groups())

@@ -42,6 +42,15 @@ def pack_array(a: np.ndarray) -> dict[str, Any]:
     return {"dtype": str(a.dtype), "shape": list(a.shape), "data": a.tobytes()}
 
 
+def render_cameras(renderers: dict[str, Any], data: Any) -> dict[str, Any]:
+    """One rendered frame per named camera of ``data``'s scene, packed for the wire (both simulated worlds)."""
+    out = {}
+    for name, r in renderers.items():
+        r.update_scene(data, camera=name)
+        out[name] = pack_array(r.render())
+    return out
+
+
 def unpack_array(d: Any) -> np.ndarray:
     """Inverse of :func:`pack_array`, checking the dtype and that the bytes fit the shape."""
     if not isinstance(d, dict) or d.get("dtype") not in ALLOWED_DTYPES:
@@ -161,11 +170,7 @@ class SimArmWorld:
 
     def images(self) -> dict[str, Any]:
         """One rendered frame per camera."""
-        out = {}
-        for name, r in self.renderers.items():
-            r.update_scene(self.data, camera=name)
-            out[name] = pack_array(r.render())
-        return out
+        return render_cameras(self.renderers, self.data)
 
     def task(self) -> dict[str, Any]:
         """Pick-task status: ``success`` (cube lifted and between the fingers) and the reward."""

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.hardware.kinematics.config import arm_model
-from robot_rl.hardware.sim_arm_server import pack_array
+from robot_rl.hardware.sim_arm_server import pack_array, render_cameras
 
 #: Distance between the pads at gripper.pos 100 (m); a 3 cm cube is held at about 60.
 JAW_OPEN_M = 0.05
@@ -164,11 +164,7 @@ class So101World:
 
     def images(self) -> dict[str, Any]:
         """One rendered frame per camera."""
-        out = {}
-        for name, r in self.renderers.items():
-            r.update_scene(self.data, camera=name)
-            out[name] = pack_array(r.render())
-        return out
+        return render_cameras(self.renderers, self.data)
 
     def task(self) -> dict[str, Any]:
         """Pick status: ``success`` when the cube is between the pads and ``lift_height`` above the riser."""
