@@ -77,3 +77,36 @@ def test_cli_finds_limits_on_the_simulated_so101_with_a_scripted_device(tmp_path
                               "--out", str(tmp_path / "x.yaml"), "robot.cameras={}"],
                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert by_hand.returncode == 2 and "teleop device" in by_hand.stderr
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_or_sigterm_ends_find_limits_early_and_still_writes_the_file(tmp_path: Path, sig: str) -> None:
+    import signal
+    import time
+
+    pytest.importorskip("mujoco")
+    pytest.importorskip("mink")
+    cli = str(Path(sys.executable).with_name("robot-rl"))
+    out = tmp_path / "limits.yaml"
+    proc = subprocess.Popen([cli, "robot", "find-limits", "--robot", "sim_so101", "--device", "pick_demonstrator",
+                             "--seconds", "120", "--out", str(out), "robot.cameras={}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 60
+    seen = ""
+    while time.monotonic() < deadline and "left" not in seen:  # the progress line: it is recording
+        char = proc.stderr.read(1)
+        if not char:  # it exited before recording anything: the assertions below show why
+            break
+        seen += char
+    time.sleep(1.0)
+    sent = time.monotonic()
+    proc.send_signal(getattr(signal, sig))
+    stdout, stderr = proc.communicate(timeout=60)
+    err = seen + stderr
+    assert proc.returncode == 0, stdout + err
+    assert time.monotonic() - sent < 20, "the signal did not stop it: " + err[-2000:]
+    assert "stopped: writing what was recorded" in err and f"written to {out}" in stdout, stdout + err[-2000:]
+    data = yaml.safe_load(out.read_text())
+    assert data["robot"]["type"] == "sim_so101" and len(data["robot"]["joint_low"]) == 5
