@@ -112,8 +112,10 @@ def run_once(workdir: Path, minutes: float, scale: float, log=print, workflow: s
     learner_out = (workdir / "learner.log").read_text(errors="replace")
     if rc_actor or rc_learner:
         raise RuntimeError(f"actor rc {rc_actor}, learner rc {rc_learner}\n{actor_out[-2000:]}\n{learner_out[-2000:]}")
-    done = subprocess.run(evaluate, cwd=workdir, check=True, stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True)
+    done = subprocess.run(evaluate, cwd=workdir, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if done.returncode:  # say why: the output is all there is of a failed evaluation
+        raise RuntimeError(f"{shlex.join(evaluate[1:])} exited with {done.returncode}:\n{done.stdout[-3000:]}\n"
+                           f"{done.stderr[-3000:]}")
     line = next(x for x in done.stdout.splitlines() if " episodes" in x and "success" in x)
     alone_ok, alone_n = (int(v) for v in re.search(r"alone (\d+)/(\d+)", line).groups())  # type: ignore[union-attr]
     return {"alone_success": alone_ok / alone_n, "episodes": alone_n, "eval": line,
