@@ -2,13 +2,15 @@
 
 The commands are read from the docs and run as a user runs them (real processes, no terminal; Ctrl-C stops the
 learner and the actor); the recording block at real time, the classifier workflow with the simulated arm at 4x
-real time (the control rate and speed limits scaled with it: the same robot time per step). The docs and the behaviour cannot drift apart.
+real time (the control rate and speed limits scaled with it: the same robot time per step; ROBOT_RL_SLOW_TESTS=1,
+as it takes a third of the suite). The docs and the behaviour cannot drift apart.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -76,6 +78,8 @@ def test_the_classifier_workflow_block_is_what_runs() -> None:
     assert all("reward_source=classifier" in c for c in cmds[3:5]) and "reward_source" not in cmds[5]
 
 
+@pytest.mark.skipif(not os.environ.get("ROBOT_RL_SLOW_TESTS"), reason="runs docs/rewards.md's whole classifier "
+                    "workflow (~5 min on 2 cores, a third of the suite): set ROBOT_RL_SLOW_TESTS=1")
 def test_the_documented_classifier_workflow_runs_end_to_end(tmp_path: Path) -> None:
     """Every command of the block as written: demos, failed grasps, classifier, learner + actor, evaluation.
 

@@ -120,7 +120,7 @@ def test_deploy_labels_success_with_a_classifier_local_or_served(tmp_path):
     ends, seen = {}, {}
     try:
         for name, source in (("local", str(always.save(tmp_path / "clf"))), ("served", server.address)):
-            cfg = DeployConfig(robot=SimulatedArmConfig(cameras={"front": (32, 32)}),
+            cfg = DeployConfig(robot=SimulatedArmConfig(cameras={"front": (32, 32)}, request_timeout_s=5.0),
                                safety=SafetyConfig(control_hz=20.0, watchdog_timeout_s=1.0),  # loaded machine
                                episodes=1, max_episode_steps=4,
                                reward_source="classifier", classifier=source, classifier_max_wait_s=1.0,

@@ -175,6 +175,14 @@ def test_curve_accepts_allow_listed_keys_only(tmp_path, caplog):
     learner_settings = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3, server_secret_key=server_sec,
                                    allowed_clients_dir=str(allowed))
     caplog.set_level(logging.WARNING, logger="robot_rl.transport")
+    # Record the monitor's own log directly: a library imported by an earlier test in the same process may have
+    # reconfigured logging (the full suite lost these records once under caplog alone).
+    records: list[logging.LogRecord] = []
+    monitor_log = logging.getLogger("robot_rl.transport.peer_monitor")
+    monitor_log.disabled = False
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append  # type: ignore[method-assign]
+    monitor_log.addHandler(handler)
     learner = ZmqLearnerEndpoint(addr, SPEC, learner_settings)
     alice = ZmqActorEndpoint(addr, 1, SPEC, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3,
                                                         server_public_key=server_pub, client_secret_key=alice_sec))
@@ -199,9 +207,10 @@ def test_curve_accepts_allow_listed_keys_only(tmp_path, caplog):
         assert learner.stats.rejected["refused_key"] >= 1
         assert learner.stats.rejected.get("refused_protocol", 0) + learner.stats.rejected.get("handshake_aborted", 0)
         assert all(addr.startswith("127.0.0.1:") for _, addr in learner.monitor.refused if addr != "?")
-        logged = [r.getMessage() for r in caplog.records if "refused a connection from 127.0.0.1:" in r.getMessage()]
+        logged = [r.getMessage() for r in records if "refused a connection from 127.0.0.1:" in r.getMessage()]
         assert any("allow-list" in m for m in logged), logged
     finally:
+        monitor_log.removeHandler(handler)
         for a in (alice, mallory, plaintext):
             a.close()
         learner.close()
