@@ -42,6 +42,17 @@ def pack_array(a: np.ndarray) -> dict[str, Any]:
     return {"dtype": str(a.dtype), "shape": list(a.shape), "data": a.tobytes()}
 
 
+def make_renderers(mujoco: Any, model: Any, data: Any, cameras: dict[str, Any]) -> dict[str, Any]:
+    """One renderer per named camera, each rendered once already (both simulated worlds).
+
+    The first render of a GL context costs ~100 ms on OSMesa (context and buffers set up); paid here, at start,
+    it never lands on the first control tick as a missed period.
+    """
+    renderers = {name: mujoco.Renderer(model, height=int(h), width=int(w)) for name, (h, w) in cameras.items()}
+    render_cameras(renderers, data)
+    return renderers
+
+
 def render_cameras(renderers: dict[str, Any], data: Any) -> dict[str, Any]:
     """One rendered frame per named camera of ``data``'s scene, packed for the wire (both simulated worlds)."""
     out = {}
@@ -117,9 +128,7 @@ class SimArmWorld:
         self.arm_low, self.arm_high = self.ix.arm_low, self.ix.arm_high
         self.cube_q = self.ix.free_qpos["cube"]
         self.joint_mode = cfg["control_mode"] in ("joint", "joint_delta")  # robot.JOINT_MODES: targets are joints
-        self.renderers: dict[str, Any] = {}
-        for name, (h, w) in cfg["cameras"].items():
-            self.renderers[name] = mujoco.Renderer(self.model, height=int(h), width=int(w))
+        self.renderers = make_renderers(mujoco, self.model, self.data, cfg["cameras"])
         self._jacp = np.zeros((3, self.model.nv))
         self._jacr = np.zeros((3, self.model.nv))
         self.target_pos = np.zeros(3)

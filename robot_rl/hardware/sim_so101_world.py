@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.hardware.kinematics.config import arm_model
-from robot_rl.hardware.sim_arm_server import pack_array, render_cameras
+from robot_rl.hardware.sim_arm_server import make_renderers, pack_array, render_cameras
 
 #: Distance between the pads at gripper.pos 100 (m); a 3 cm cube is held at about 60.
 JAW_OPEN_M = 0.05
@@ -123,9 +123,7 @@ class So101World:
         self.arm_ctrl = np.array([self.model.actuator(n).id for n in JOINTS])
         self.jaw_ctrl = int(self.model.actuator("gripper").id)
         self.grip = int(self.model.site("grip").id)
-        self.renderers: dict[str, Any] = {}
-        for name, (h, w) in cfg["cameras"].items():
-            self.renderers[name] = mujoco.Renderer(self.model, height=int(h), width=int(w))
+        self.renderers = make_renderers(mujoco, self.model, self.data, cfg["cameras"])
         self.target_q = np.zeros(5)
         self.opening = 1.0
         self.sim_time = 0.0
