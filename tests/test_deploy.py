@@ -97,6 +97,9 @@ class FakeEndpoint:
     def wait_weights(self, newer_than, timeout_s):
         return self.poll_weights(newer_than)
 
+    def unacked(self):  # a learner in the same process: every chunk is acknowledged as it is sent
+        return 0
+
 
 def push_script(engage_from: int = 0, events: dict[int, tuple[str, ...]] | None = None):
     def script(i: int) -> TeleopReading:

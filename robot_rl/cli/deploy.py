@@ -145,6 +145,9 @@ class DeployArgs(Command):
                 print(f"live view: {viz.where}", flush=True)
         rates = [e.intervention_rate for e in report.episodes]
         estop = f"; E-STOP: {safety.estop_reason}" if safety.estop_reason else ""
+        if report.unacked_chunks or report.dropped_chunks:
+            estop += (f"; LOST: {report.unacked_chunks} chunks the learner never acknowledged, "
+                      f"{report.dropped_chunks} dropped on a full outbox")
         stopped = " (stopped by a signal; the running episode dropped)" if deployer.interrupted else ""
         print(f"{len(report.episodes)} episodes{stopped}: success {report.success_rate:.0%} ({report.split()}), "
               f"mean intervention rate {(sum(rates) / len(rates) if rates else 0.0):.0%}, policy "

@@ -128,6 +128,9 @@ class DeployConfig:
     """Re-arm a tripped watchdog when a new episode starts (an e-stop always needs a manual reset)."""
     max_wait_s: float = 60.0
     """Deadline for the learner's first weights."""
+    drain_s: float = 30.0
+    """Learn mode, at the end of the run: wait up to this long for the learner to acknowledge every chunk sent
+    (a learner restarting after a crash gets them then); what is still unacknowledged is reported as lost."""
     seed: int = 0
     """Seed of the policy's sampling and of task resets."""
     status: bool = True
@@ -232,6 +235,7 @@ class Deployer:
         self.steps = 0
         self.chunks_sent = 0
         self.dropped_chunks = 0
+        self.unacked_chunks = 0
         self._rows: list[dict[str, Any]] = []
         self.last_source = "policy"
         self.interrupted = False
@@ -430,10 +434,34 @@ class Deployer:
                 self.safety.watchdog.disarm()
             if self.safety.guard is not None:
                 self.safety.guard.pause()
+        self.drain()
         return self.report()
+
+    def drain(self) -> int:
+        """Learn mode: wait up to ``drain_s`` for the learner to acknowledge every chunk sent.
+
+        Returns how many are still unacknowledged (lost). A second Ctrl-C stops the wait.
+        """
+        if self.endpoint is None:
+            return 0
+        deadline = time.monotonic() + self.cfg.drain_s
+        told = False
+        try:
+            while (left := self.endpoint.unacked()) and time.monotonic() < deadline:
+                if not told:
+                    log.warning("deploy: waiting up to %.0fs for the learner to acknowledge %d chunks",
+                                self.cfg.drain_s, left)
+                    told = True
+                time.sleep(0.05)
+        except KeyboardInterrupt:
+            log.warning("deploy: stopped waiting for the learner's acknowledgements")
+        self.unacked_chunks = self.endpoint.unacked()
+        if self.unacked_chunks:
+            log.warning("deploy: %d chunks were not acknowledged by the learner and are lost", self.unacked_chunks)
+        return self.unacked_chunks
 
     def report(self) -> DeployReport:
         """The run so far."""
         return DeployReport(list(self.episodes), self.steps, self.version, dict(self.safety.counts),
                             self.rate.stats(), self.gate.counts["accepted"], self.gate.counts["rejected"],
-                            self.chunks_sent, self.dropped_chunks)
+                            self.chunks_sent, self.dropped_chunks, self.unacked_chunks)

@@ -40,6 +40,8 @@ class DeployReport:
     weights_rejected: int
     chunks_sent: int
     dropped_chunks: int
+    unacked_chunks: int = 0
+    """Learn mode: chunks the learner had not acknowledged when the run ended (lost)."""
 
     @property
     def success_rate(self) -> float:
