@@ -51,7 +51,8 @@ def _write_file(path: Path, data: bytes | memoryview) -> None:
         os.fsync(f.fileno())
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a crash leaves the old file or the new one, never a torn one."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     _write_file(tmp, text.encode())
     os.replace(tmp, path)
@@ -113,7 +114,7 @@ def save_checkpoint(run_dir: Path, step: int, state: dict[str, Any], meta: dict[
             os.replace(tmp, final)
         _fsync_dir(root)
         crash_point("checkpoint.before_latest")
-        _atomic_write_text(root / "latest", name + "\n")
+        atomic_write_text(root / "latest", name + "\n")
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         if is_disk_full(e):

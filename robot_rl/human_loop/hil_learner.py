@@ -17,6 +17,7 @@ disk already holds are dropped, not stored twice.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import threading
 import time
@@ -24,11 +25,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import yaml
 
-from robot_rl.checkpoint import list_checkpoints
+from robot_rl.checkpoint import atomic_write_text, list_checkpoints
 from robot_rl.config_io import save_yaml
 from robot_rl.core.config import ConfigError
 from robot_rl.core.transition import TransitionBatch
@@ -38,6 +40,9 @@ from robot_rl.loop.learner_driver import LearnerDriver
 from robot_rl.replay.mixing import MixingSampler
 
 log = logging.getLogger(__name__)
+
+DEMOS_FILE = "demos_loaded.json"
+"""In the run directory: how many offline demonstrations the run loaded into its demo buffer at the start."""
 
 
 @dataclass
@@ -83,13 +88,17 @@ class HILLearner:
             if held:  # a resumed run's demo buffer came back from disk: loading the demos again would double it
                 log.info("demo buffer already holds %d transitions (demos and interventions); not loading "
                          "the demos again", held)
-            elif demos is not None and len(demos):
-                storage.add_to("demos", demos.to(device))
-            self.stats.demos = len(storage.buffers["demos"])
-            if meta is not None and "demos" in meta:
+            else:
+                # Written before anything can reach the replay on disk: a learner killed before its first
+                # checkpoint still knows on resume which of the demo buffer's rows were demos, not interventions.
+                loaded = len(demos) if demos is not None else 0
+                atomic_write_text(self.run_dir / DEMOS_FILE, json.dumps({"demos": loaded}))
+                if demos is not None and loaded:
+                    storage.add_to("demos", demos.to(device))
+            self.stats.demos = self._demos_loaded(meta, len(storage.buffers["demos"]))
+            if meta is not None:
                 # Counters are the whole run's, like the learner's transitions: the demos loaded at its start,
                 # and the sampling counts so far (the interventions are the demo buffer's other rows).
-                self.stats.demos = int(meta["demos"])
                 storage.rows_sampled = int(meta.get("rows_sampled", 0))
                 storage.restore_intervened_sampled(int(meta.get("intervened_sampled", 0)))
             self.stats.intervened_received = len(storage.buffers["demos"]) - self.stats.demos
@@ -102,6 +111,15 @@ class HILLearner:
         self._last_ckpt = time.monotonic()
         self._since_publish = 0
         self.stats.version = self.learner.publish()
+
+    def _demos_loaded(self, meta: dict[str, Any] | None, held: int) -> int:
+        """Demonstrations loaded at the run's start (the demo buffer's other ``held`` rows are interventions)."""
+        path = self.run_dir / DEMOS_FILE
+        if path.exists():
+            return int(json.loads(path.read_text())["demos"])
+        if meta is not None and "demos" in meta:  # a run from before the file existed
+            return int(meta["demos"])
+        return held
 
     @property
     def address(self) -> str:
