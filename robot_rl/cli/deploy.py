@@ -130,7 +130,8 @@ class DeployArgs(Command):
                         episode_log = EpisodeLog(self.episode_log) if self.episode_log is not None else None
                         deployer = Deployer(cfg, safety, device, policy, endpoint=endpoint,
                                             policy_version=version if cfg.mode == "eval" else 0, status=status,
-                                            viz=viz, on_episode=episode_log.append if episode_log else None)
+                                            viz=viz, on_episode=episode_log.append if episode_log else None,
+                                            help_log=(self.run_dir or Path(".")) / "help_scores.jsonl")
                         print(f"deploy ({cfg.mode}): {deployer.controller.mode_hint}", flush=True)
                         with sigterm_as_ctrl_c():
                             report = deployer.run()
@@ -145,6 +146,8 @@ class DeployArgs(Command):
                 print(f"live view: {viz.where}", flush=True)
         rates = [e.intervention_rate for e in report.episodes]
         estop = f"; E-STOP: {safety.estop_reason}" if safety.estop_reason else ""
+        if cfg.help.enabled:
+            estop += "; " + help_summary(report)
         if report.unacked_chunks or report.dropped_chunks:
             estop += (f"; LOST: {report.unacked_chunks} chunks the learner never acknowledged, "
                       f"{report.dropped_chunks} dropped on a full outbox")
@@ -186,6 +189,16 @@ class DeployArgs(Command):
               f"{stats.updates} updates, weights v{stats.version}; {stats.intervened_sampled}/{stats.rows_sampled} "
               f"sampled rows were interventions", flush=True)
         return 0
+
+
+def help_summary(report: Any) -> str:
+    """``help: 5 requests (1 timed out), 2 unasked takeovers, attention 9% of 400 steps``."""
+    eps = report.episodes
+    requests, timeouts = sum(e.help_requests for e in eps), sum(e.help_timeouts for e in eps)
+    steps = sum(e.steps for e in eps)
+    attention = sum(e.attention_steps for e in eps) / steps if steps else 0.0
+    return (f"help: {requests} requests ({timeouts} timed out), {sum(e.unasked_takeovers for e in eps)} unasked "
+            f"takeovers, attention {attention:.0%} of {steps} steps")
 
 
 def resolve_deploy_config(args: DeployArgs) -> Any:

@@ -10,7 +10,8 @@ A :class:`Policy` lives in the actor. An actor process builds it alone from the 
 being rebuilt, so actors pick up new versions without stopping.
 
 Optional capabilities are Protocols checked with ``isinstance``: :class:`SupervisedLoss` (co-training,
-SFT), :class:`DeterministicActor` and :class:`MLPActor` (export).
+SFT), :class:`DeterministicActor` and :class:`MLPActor` (export), :class:`CriticPublisher` and
+:class:`ValueEstimator` (critics evaluated at the actor: the help gate's novelty and risk).
 """
 
 from __future__ import annotations
@@ -26,6 +27,17 @@ from torch import nn
 from robot_rl.core.transition import Obs, TransitionBatch
 
 Weights = dict[str, torch.Tensor]
+
+CRITIC_WEIGHTS_PREFIX = "critic/"
+"""Keys of critic weights published with the actor's (a learner asked to, for actors that score states)."""
+
+
+def split_critic_weights(weights: Weights) -> tuple[Weights, Weights]:
+    """``(actor weights, critic weights)`` of a published dict (the critic part without its prefix; often empty)."""
+    n = len(CRITIC_WEIGHTS_PREFIX)
+    actor = {k: v for k, v in weights.items() if not k.startswith(CRITIC_WEIGHTS_PREFIX)}
+    critic = {k[n:]: v for k, v in weights.items() if k.startswith(CRITIC_WEIGHTS_PREFIX)}
+    return actor, critic
 
 
 class Policy(nn.Module, abc.ABC):
@@ -188,6 +200,34 @@ class MLPActor(DeterministicActor, Protocol):
 
     def mlp_parts(self) -> MLPActorParts | None:
         """The parts of :meth:`deterministic_action`, or ``None`` when this instance is not an MLP over ``state``."""
+        ...
+
+
+@runtime_checkable
+class ValueEstimator(Protocol):
+    """The critics at the actor: how good the acting policy's action looks, and how much the critics disagree."""
+
+    def load_critic_weights(self, weights: Weights) -> None:
+        """Load what :meth:`CriticPublisher.critic_weights` gave (strict: a wrong key or shape raises)."""
+        ...
+
+    def q_values(self, policy: Policy, obs: Obs, action: torch.Tensor) -> torch.Tensor:
+        """``[E, N]``: each of the E critics' Q of ``action`` ``[N, *action_shape]`` at ``obs``.
+
+        ``action`` is in the action bounds; ``policy``'s observation encoder is read where the critics share it.
+        """
+        ...
+
+
+@runtime_checkable
+class CriticPublisher(Protocol):
+    """An algorithm whose critics an actor can evaluate (:class:`ValueEstimator`).
+
+    Its config builds the actor's estimator with ``build_value_estimator(spec, policy)``.
+    """
+
+    def critic_weights(self) -> Weights:
+        """The critic ensemble's weights (CPU copies), everything the estimator needs besides the actor's."""
         ...
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl.core.algorithm import Policy
+from robot_rl.core.algorithm import Policy, split_critic_weights
 from robot_rl.core.config import AlgoConfig
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import TransitionBatch
@@ -45,8 +45,10 @@ from robot_rl.hardware.sim_arm import SimulatedArmConfig
 from robot_rl.hardware.weight_check import WeightCheckConfig, WeightGate
 from robot_rl.human_loop.deploy_report import DeployReport, EpisodeRecord, intervention_runs
 from robot_rl.human_loop.devices.base import TeleopDevice
+from robot_rl.human_loop.help_desk import HelpDesk
+from robot_rl.human_loop.help_gate import HelpGateConfig
 from robot_rl.human_loop.intervention import InterventionConfig, InterventionController
-from robot_rl.human_loop.observation import robot_spec, select_obs, success_judge  # noqa: F401 - robot_spec: API
+from robot_rl.human_loop.observation import policy_spec, robot_spec, select_obs, success_judge  # noqa: F401
 from robot_rl.human_loop.status import StatusLine
 from robot_rl.loop.config import ReplayConfig
 from robot_rl.transport.config import ZmqTransportConfig
@@ -86,6 +88,8 @@ class DeployConfig:
     """Limits of the safety layer; ``safety.control_hz`` is the loop rate."""
     intervention: InterventionConfig = field(default_factory=InterventionConfig)
     """How the human takes over (``hold`` or ``toggle``)."""
+    help: HelpGateConfig = field(default_factory=HelpGateConfig)
+    """The robot asks for help (``help.enabled=true``, ``help.budget=0.1``): docs/ask-for-help.md."""
     algo: AlgoConfig = field(default_factory=_default_algo)
     """The learner's algorithm (the actor builds its policy from it)."""
     transport: ZmqTransportConfig = field(default_factory=ZmqTransportConfig)
@@ -203,7 +207,7 @@ class Deployer:
     def __init__(self, cfg: DeployConfig, safety: SafetyLayer, device: TeleopDevice, policy: Policy,
                  endpoint: Any = None, policy_version: int = 0, stop: threading.Event | None = None,
                  status: StatusLine | None = None, viz: StepViz | None = None,
-                 on_episode: Callable[[EpisodeRecord], None] | None = None) -> None:
+                 on_episode: Callable[[EpisodeRecord], None] | None = None, help_log: Path | None = None) -> None:
         if cfg.mode == "learn" and endpoint is None:
             raise ValueError("mode=learn needs a learner endpoint")
         self.cfg = cfg
@@ -243,6 +247,10 @@ class Deployer:
         self.collected: list[dict[str, Any]] | None = None
         """Set to a list to keep every transition here too (e.g. to record demonstrations in eval mode)."""
         self.judge = success_judge(cfg)
+        self.help = (HelpDesk(cfg.help, policy_spec(cfg, self.robot.features), cfg.algo, policy, score_log=help_log,
+                              robot=type(self.robot).__name__) if cfg.help.enabled else None)
+        """Asks the operator for help (``help.enabled``): the gate, the hold while waiting, the fallback."""
+        self._step_events = 0  # safety events of the last step sent (the help gate's ``safety`` score)
 
     # ---- weights --------------------------------------------------------------------------------
 
@@ -252,6 +260,7 @@ class Deployer:
     def offer_weights(self, weights: Any, version: int) -> bool:
         """Check new weights on recorded observations; act with them if they pass."""
         candidate = copy.deepcopy(self.policy)
+        weights, critic = split_critic_weights(weights)
         try:
             candidate.load_actor_weights(weights)
         except (RuntimeError, KeyError, ValueError) as e:  # wrong shapes or keys: never reaches the robot
@@ -262,6 +271,8 @@ class Deployer:
         if not self.gate.offer(policy_act_fn(candidate), version).ok:
             return False
         self.policy, self.version = candidate, version
+        if self.help is not None:
+            self.help.load_critic(critic, version)
         return True
 
     def sync_weights(self) -> None:
@@ -351,20 +362,23 @@ class Deployer:
             seen = self._seen(obs)
             policy_action, extras = self._act(seen)
             step = self.controller.step(policy_action, measured_joints=obs["state"][:self.robot.config.num_joints])
-            self.last_source = step.source
+            verdict = self._ask(seen, policy_action, step.intervened, index, t) if self.help is not None else "act"
+            self.last_source = "asking" if verdict == "hold" else step.source
             if "estop" in step.events:
                 self.safety.estop.trigger("teleop e-stop key")
             success = (bool(status is not None and status.success) or "success" in step.events
                        or (self.judge is not None and self.judge(obs)))
             if success:
                 end = "success"
+            elif verdict in ("reset", "skip"):  # nobody answered the robot's request: help.fallback
+                end = "help_timeout" if verdict == "reset" else "skipped"
             elif "failure" in step.events:
                 end = "failure"
             elif "reset" in step.events:
                 end = "reset"
             elif self.safety.latched is not None:
                 end = "safety"
-            done = success or end in ("failure", "reset", "safety") or t == self.cfg.max_episode_steps
+            done = success or end != "time_limit" or t == self.cfg.max_episode_steps
             if pending is not None:
                 reward = float(status.reward) if status is not None else float(success)
                 ret += reward
@@ -376,7 +390,14 @@ class Deployer:
                                   proposal=proposal)
             if done:
                 break
+            if verdict == "hold":  # waiting for the operator: stay put, feed the watchdog, record nothing
+                _, info = self.safety.step(self.controller.hold_action(policy_action))
+                self.status.safety(info["safety_events"])
+                pending = None
+                self._show(index, t)
+                continue
             applied, info = self.safety.step(step.action)
+            self._step_events = len(info["safety_events"])
             self.status.safety(info["safety_events"])
             pending = {"obs": seen, "action": applied, "intervened": step.intervened, "version": self.version,
                        "extras": extras}
@@ -390,7 +411,7 @@ class Deployer:
         self.controller.reset_episode()
         lengths = intervention_runs(flags)
         record = EpisodeRecord(success, t, ret, sum(flags), len(lengths), lengths, end, time.monotonic() - t0,
-                               self.version)
+                               self.version, **(self.help.end_episode() if self.help is not None else {}))
         if self.viz is not None:
             self.viz.episode_end(self.steps - 1, index=index, outcome=end, ret=ret, length=t)
         self.episodes.append(record)
@@ -401,6 +422,11 @@ class Deployer:
                  record.interventions, record.intervention_lengths, self.version)
         return record
 
+    def _ask(self, seen: dict[str, np.ndarray], action: np.ndarray, human: bool, episode: int, t: int) -> str:
+        """The help desk's verdict for this tick: act, hold (waiting for the operator) or the fallback."""
+        assert self.help is not None
+        return self.help.step(self.help.scores(self.policy, seen, action, self._step_events), human, episode, t)
+
     def _show(self, episode: int, step: int) -> None:
         if not self.status.enabled:
             return
@@ -409,6 +435,7 @@ class Deployer:
         alone = [e for e in done if e.intervened_steps == 0]
         helped = [e for e in done if e.intervened_steps > 0]
         self.status.update(version=self.version, source=self.last_source, hint=self.controller.hint,
+                           asking=self.help.status if self.help is not None else "",
                            period_ms=stats.p50_s * 1e3, p99_ms=stats.p99_s * 1e3, target_ms=stats.target_period_s * 1e3,
                            successes=sum(e.success for e in done), episodes=len(done), episode=episode, step=step,
                            alone=(sum(e.success for e in alone), len(alone)),
@@ -434,6 +461,8 @@ class Deployer:
                 self.safety.watchdog.disarm()
             if self.safety.guard is not None:
                 self.safety.guard.pause()
+            if self.help is not None:
+                self.help.close()
         self.drain()
         return self.report()
 

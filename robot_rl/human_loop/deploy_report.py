@@ -17,9 +17,18 @@ class EpisodeRecord:
     interventions: int
     intervention_lengths: list[int]
     end: str
-    """``success``, ``failure`` (key), ``reset`` (key), ``time_limit`` or ``safety`` (latched)."""
+    """``success``, ``failure`` (key), ``reset`` (key), ``time_limit``, ``safety`` (latched), or after a request
+    for help nobody answered, ``help_timeout`` (``help.fallback=reset``) or ``skipped`` (``skip``)."""
     wall_s: float
     policy_version: int
+    help_requests: int = 0
+    """Times the robot asked for help (``help.enabled``)."""
+    help_timeouts: int = 0
+    """Requests nobody answered within ``help.wait_timeout_s``."""
+    unasked_takeovers: int = 0
+    """Takeovers without a request: where the help gate should have asked."""
+    attention_steps: int = 0
+    """Steps under an open request."""
 
     @property
     def intervention_rate(self) -> float:

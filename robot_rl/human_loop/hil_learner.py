@@ -106,6 +106,8 @@ class HILLearner:
             log.warning("algo has no demo buffer (demo_ratio=0): %d demonstrations go to the online buffer",
                         len(demos))
             storage.add(demos.to(device))
+        # Actors that ask for help score states with the critics: they get them with every version.
+        self.learner.publish_critic = cfg.help.enabled
         self.publish_every = publish_every
         self.checkpoint_every_s = checkpoint_every_s
         self._last_ckpt = time.monotonic()

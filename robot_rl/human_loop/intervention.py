@@ -213,6 +213,10 @@ class InterventionController:
             return leader_ee_step(self.fk, np.asarray(leader), np.asarray(measured), *self.ee_steps)
         return np.clip(gap / self.joint_step_rad, -1.0, 1.0)
 
+    def hold_action(self, policy_action: np.ndarray) -> np.ndarray:
+        """Stay where the arm is: a zero step with the gripper as last commanded (both delta modes)."""
+        return self._hold(np.asarray(policy_action, dtype=np.float64).reshape(-1)).astype(np.float32)
+
     def _hold(self, policy_action: np.ndarray) -> np.ndarray:
         grip = self._gripper if self._gripper is not None else float(policy_action[-1])
         return np.append(np.zeros(policy_action.shape[0] - 1), grip)  # a zero delta: stay (both delta modes)

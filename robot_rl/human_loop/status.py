@@ -3,6 +3,9 @@
 ``POLICY acting (hold to take over) | ep 11 step 23 | v12 | 50.1 ms/step (p99 52)``
 ``alone 4/6 (67%), helped 3/4 | safety change_limit 1, clamped 3 (last: clamped)``
 
+When the robot asks for help (``help.enabled``), the first part says so, why and for how long it has waited:
+``ASKS FOR HELP: risk +3.2 sd (threshold 2.9) (4s/20s) | ep 11 step 23 | v12``.
+
 First what matters first: who acts and how to take over, where the run is; then how it goes. "alone"
 counts the episodes the policy ran without a single intervened step, "helped" the others: in learn mode a
 success with the human's help is not the policy's. After an e-stop the first line starts with why, e.g.
@@ -35,7 +38,7 @@ class StatusLine:
         self.values: dict[str, Any] = {"version": 0, "source": "policy", "mode_hint": "hold", "period_ms": 0.0,
                                        "p99_ms": 0.0, "target_ms": 0.0, "successes": 0, "episodes": 0,
                                        "alone": None, "helped": None, "episode": 0, "step": 0,
-                                       "safety_counts": {}, "estop": None}
+                                       "safety_counts": {}, "estop": None, "asking": ""}
         self.last_safety: tuple[str, ...] = ()
         self._live: Any = None
         self._diverted: list[tuple[logging.Handler, int]] = []
@@ -60,7 +63,9 @@ class StatusLine:
         hint = v.get("hint") or ("hold to take over" if v["mode_hint"] == "hold" else "toggle to take over")
         estop = [f"E-STOP: {v['estop']}"] if v["estop"] else []
         rate = f"{v['period_ms']:.1f} ms/step (p99 {v['p99_ms']:.0f})" if v["target_ms"] else ""
-        first = [*estop, f"{who} ({hint})", f"ep {v['episode']} step {v['step']}", f"v{v['version']}", rate]
+        # The robot asking for help replaces who acts: the operator must see it first (and why, and for how long).
+        actor = [v["asking"]] if v.get("asking") and v["source"] != "human" else [f"{who} ({hint})"]
+        first = [*estop, *actor, f"ep {v['episode']} step {v['step']}", f"v{v['version']}", rate]
         success = _success(v)
         second = [success, _safety(v["safety_counts"], self.last_safety, WIDTH - len(success) - 3)]
         return f"{_fit(first)}\n{_fit(second)}"
@@ -68,7 +73,8 @@ class StatusLine:
     def _render(self) -> Any:
         from rich.text import Text
 
-        style = {"human": "bold yellow", "hold": "bold red"}.get(self.values["source"], "bold green")
+        style = {"human": "bold yellow", "hold": "bold red", "asking": "bold black on yellow"}.get(
+            self.values["source"], "bold green")
         if self.values["estop"]:
             style = "bold white on red"
         return Text(self.text(), style=style, overflow="ellipsis", no_wrap=True)

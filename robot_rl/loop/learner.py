@@ -14,7 +14,9 @@ from typing import Any, cast
 import torch
 
 from robot_rl.core.algorithm import (
+    CRITIC_WEIGHTS_PREFIX,
     Algorithm,
+    CriticPublisher,
     DurableStorage,
     OffPolicyAlgorithm,
     OnPolicyAlgorithm,
@@ -42,6 +44,8 @@ class Learner:
         self.version = 0
         self.updates = 0
         self.transitions = 0
+        self.publish_critic = False
+        """Publish the critics with the actor weights (actors that score states, e.g. deploy's help gate)."""
         self._owed_updates = 0.0
         self.last_stats: dict[str, float] = {}
         self._logged_reasons: set[str] = set()
@@ -187,9 +191,18 @@ class Learner:
         return True
 
     def publish(self) -> int:
-        """Publish the current actor weights as the next version; returns the version."""
+        """Publish the current actor weights as the next version; returns the version.
+
+        With ``publish_critic`` the critics go too, under :data:`~robot_rl.core.algorithm.CRITIC_WEIGHTS_PREFIX`.
+        """
         self.version += 1
-        self.endpoint.publish_weights(VersionedWeights(self.version, self.algo.actor_weights()))
+        weights = self.algo.actor_weights()
+        if self.publish_critic:
+            if not isinstance(self.algo, CriticPublisher):
+                raise TypeError(f"{type(self.algo).__name__} has no critics an actor can evaluate "
+                                "(publish_critic needs an algorithm like SAC)")
+            weights = {**weights, **{CRITIC_WEIGHTS_PREFIX + k: v for k, v in self.algo.critic_weights().items()}}
+        self.endpoint.publish_weights(VersionedWeights(self.version, weights))
         return self.version
 
     # ---- resume -----------------------------------------------------------------------------

@@ -33,13 +33,13 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from robot_rl.core.algorithm import OffPolicyAlgorithm, Weights
+from robot_rl.core.algorithm import OffPolicyAlgorithm, Policy, Weights
 from robot_rl.core.config import ALGOS, AlgoConfig
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, TransitionBatch
 from robot_rl.policies.modules.cnn import random_shift
 from robot_rl.policies.modules.pretrained import check_image_encoder
-from robot_rl.policies.sac_networks import SACCritic, SACPolicy, make_encoder
+from robot_rl.policies.sac_networks import SACCritic, SACPolicy, SACValueEstimator, make_encoder
 from robot_rl.replay.buffer import MixingSampler, ReplayBuffer
 
 __all__ = ["SACAlgorithm", "SACConfig", "SACCritic", "SACPolicy"]
@@ -140,6 +140,12 @@ class SACConfig(AlgoConfig):
             torch.random.default_generator.manual_seed(seed)
             return SACPolicy(spec, self).to(device)
 
+    def build_value_estimator(self, spec: EnvSpec, policy: Policy) -> SACValueEstimator:
+        """The critic ensemble for an actor acting with ``policy`` (weights from ``critic_weights``)."""
+        if not isinstance(policy, SACPolicy):
+            raise TypeError(f"SAC's critics read a SACPolicy's encoder, got {type(policy).__name__}")
+        return SACValueEstimator(spec, self, policy)
+
 
 # --------------------------------------------------------------------------------------------
 # Learner
@@ -233,6 +239,10 @@ class SACAlgorithm(OffPolicyAlgorithm):
             return fixed and key.startswith("backbone.") and v.device.type == "cpu"
 
         return {k: v if shared(k, v) else v.detach().to("cpu", copy=True) for k, v in self.actor.state_dict().items()}
+
+    def critic_weights(self) -> Weights:
+        """The critic ensemble (and its encoder head) for an actor's :class:`SACValueEstimator`: CPU copies."""
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.critic.state_dict().items()}
 
     def load_actor_weights(self, weights: Weights) -> None:
         """Load actor weights (e.g. behaviour cloning); the target encoder restarts from the new CNN."""

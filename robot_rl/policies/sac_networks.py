@@ -138,3 +138,32 @@ def make_encoder(spec: EnvSpec, cfg: SACConfig, trunk: CameraTrunk | None, share
                       map_shapes=trunk.map_shapes if trunk is not None else None,
                       spatial_embeddings=cfg.image_spatial_embeddings,
                       normalizer=share.normalizer if share is not None else None)
+
+
+class SACValueEstimator(nn.Module):
+    """The critic ensemble at the actor (:class:`~robot_rl.core.algorithm.ValueEstimator`).
+
+    Q of the acting policy's actions, with the critic's own encoder head when a pretrained trunk is shared, else
+    through the policy's encoder.
+    """
+
+    def __init__(self, spec: EnvSpec, cfg: SACConfig, policy: SACPolicy) -> None:
+        super().__init__()
+        head = make_encoder(spec, cfg, policy.backbone, share=policy.encoder) if policy.backbone is not None else None
+        self.critic = SACCritic(policy.encoder.out_dim, policy.act_dim, cfg, head)
+        self.critic.requires_grad_(False)
+
+    def load_critic_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        """Load :meth:`SACAlgorithm.critic_weights` (strict)."""
+        self.critic.load_state_dict(weights, strict=True)
+
+    @torch.no_grad()
+    def q_values(self, policy: Policy, obs: Obs, action: torch.Tensor) -> torch.Tensor:
+        """``[E, N]`` Q of ``action`` (in the spec's bounds) at ``obs``."""
+        if not isinstance(policy, SACPolicy):
+            raise TypeError(f"SAC's critics read a SACPolicy's encoder, got {type(policy).__name__}")
+        n = action.shape[0]
+        features = (self.critic.encoder(policy.embed(obs)) if self.critic.encoder is not None
+                    else policy.encode(obs))
+        unit = ((action.reshape(n, -1) - policy.action_bias) / policy.action_scale).clamp(-1.0, 1.0)
+        return self.critic(features, unit)
