@@ -176,6 +176,12 @@ def main() -> None:
                    help="learn: SAC's running state normalisation")
     p.add_argument("--init-temperature", type=float, default=0.01, help="learn: SAC's initial entropy temperature")
     p.add_argument("--out-dir", type=Path, default=OUT, help="learn: where hil_learning.json/.png go")
+    p.add_argument("--robot", choices=("sim_arm", "sim_so101"), default="sim_arm",
+                   help="learn: the SimulatedArm (state) or the simulated SO-101 (front + wrist cameras)")
+    p.add_argument("--camera-size", type=int, default=64, help="learn, sim_so101: camera height and width")
+    p.add_argument("--episode-steps", type=int, default=40, help="learn: steps before an episode is cut")
+    p.add_argument("--demos", type=int, default=10, help="learn: scripted demonstrations at the start")
+    p.add_argument("--seed", type=int, default=11, help="learn: seed of the policy and the training episodes")
     a = p.parse_args()
     logging.basicConfig(level=logging.ERROR)
     logging.getLogger("robot_rl.hardware.safety").setLevel(logging.CRITICAL)  # the watchdog trips on purpose
@@ -193,7 +199,8 @@ def main() -> None:
         b = LearnBenchConfig(minutes=a.learn_minutes, without_minutes=a.without_minutes, time_scale=a.time_scale,
                              utd_ratio=a.utd, patience=a.patience, takeover_steps=a.takeover_steps,
                              eval_every_steps=a.eval_every_steps, eval_episodes=a.eval_episodes,
-                             normalize_obs=a.normalize_obs, init_temperature=a.init_temperature)
+                             normalize_obs=a.normalize_obs, init_temperature=a.init_temperature, robot=a.robot,
+                             camera_size=a.camera_size, episode_steps=a.episode_steps, demos=a.demos, seed=a.seed)
         a.out_dir.mkdir(parents=True, exist_ok=True)
         out["learn"] = bench_learn(b, a.out_dir)["finals"]
     print(json.dumps(out, indent=1, default=str))

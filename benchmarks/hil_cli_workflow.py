@@ -40,6 +40,7 @@ WORKFLOWS = {
     "task": (DOC, "## The HIL-SERL workflow"),
     "classifier": (ROOT / "docs" / "rewards.md", "## HIL-SERL with a success classifier"),
     "so101": (ROOT / "docs" / "so101.md", "## 8. The same commands on the simulated SO-101"),
+    "help": (ROOT / "docs" / "ask-for-help.md", "## The workflow on the simulated arm"),
 }
 
 

@@ -1,4 +1,7 @@
-"""The ``learn`` part of ``hil_bench.py``: HIL-SERL on the SimulatedArm pick task, the policy alone measured.
+"""The ``learn`` part of ``hil_bench.py``: HIL-SERL on a simulated pick task, the policy alone measured.
+
+The robot is the SimulatedArm (``robot="sim_arm"``, the cube's position in the state) or the simulated SO-101
+(``robot="sim_so101"``: the LeRobot driver, a CNN policy over the front and wrist cameras).
 
 Two runs from the same scripted demonstrations: with the scripted intervener (:class:`PickIntervener`, the
 "human") and without it. Every ``eval_every_steps`` training steps the loop pauses and the acting policy
@@ -15,6 +18,7 @@ runs at 1.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 import time
@@ -27,9 +31,11 @@ import torch
 
 from robot_rl.core.algorithm import Policy
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
-from robot_rl.hardware.sim_arm import PickIntervener, SimulatedArm, SimulatedArmConfig
+from robot_rl.hardware.sim_arm import PickIntervener, SimulatedArmConfig
+from robot_rl.hardware.sim_pick import PickScene
 from robot_rl.human_loop.deploy import DeployConfig, Deployer, load_run_policy
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
+from robot_rl.human_loop.help_gate import HelpGateConfig
 from robot_rl.human_loop.hil_learner import HILLearner
 from robot_rl.human_loop.scripted_runs import record_device_demos, run_policy_alone
 from robot_rl.policies.sac import SACConfig
@@ -68,28 +74,47 @@ class LearnBenchConfig:
     of −1..0 per step: the task signal is drowned until α has decayed)."""
     normalize_obs: bool = True
     """SAC's running mean/std normalisation of ``state`` (cube and gripper positions vary by centimetres)."""
+    robot: str = "sim_arm"
+    """``sim_arm`` (the cube's position in the state, no camera) or ``sim_so101`` (the LeRobot driver on the
+    simulated SO-101: joints, tool pose and gripper in the state, the cube seen only through the cameras)."""
+    camera_size: int = 64
+    """sim_so101: the front and wrist cameras' height and width (the policy's CNN reads both)."""
+    episode_steps: int = 40
+    """Steps before an episode is cut (at 10 Hz of robot time)."""
+    seed: int = 11
+    """Seed of the policy, the learner and the training episodes."""
 
 
 def learn_config(b: LearnBenchConfig, address: str = "tcp://127.0.0.1:*") -> DeployConfig:
     """The pick-task HIL config both runs share."""
     # request_timeout_s: on a shared, loaded machine the simulator process can be starved for over a second;
     # that is not the dead simulator the 1 s default is there to detect (the watchdog still holds the arm).
-    robot = SimulatedArmConfig(cameras={}, reward="dense", max_step_m=0.02, seed=7, time_scale=b.time_scale,
-                               request_timeout_s=5.0)
+    robot: Any
+    if b.robot == "sim_so101":
+        from robot_rl.hardware.sim_so101 import SimSo101Config
+
+        size = (b.camera_size, b.camera_size)
+        robot = SimSo101Config(cameras={"front": size, "wrist": size}, reward="dense", seed=7,
+                               time_scale=b.time_scale, request_timeout_s=5.0)
+    elif b.robot == "sim_arm":
+        robot = SimulatedArmConfig(cameras={}, reward="dense", max_step_m=0.02, seed=7, time_scale=b.time_scale,
+                                   request_timeout_s=5.0)
+    else:
+        raise ValueError(f"robot {b.robot!r}: the learn benchmark runs sim_arm or sim_so101")
     safety = SafetyConfig(control_hz=SIM_HZ * b.time_scale, watchdog_timeout_s=0.5,
                           max_linear_speed=0.25 * b.time_scale)
     algo = SACConfig(demo_ratio=0.5, learning_starts=200, batch_size=128, utd_ratio=b.utd_ratio, gamma=0.95,
                      n_step=3, critic_layer_norm=True, buffer_size=200_000, normalize_obs=b.normalize_obs,
                      init_temperature=b.init_temperature)
     return DeployConfig(robot=robot, safety=safety, algo=algo, transport=ZmqTransportConfig(address=address),
-                        mode="learn", episodes=0, max_episode_steps=40, status=False, seed=11)
+                        mode="learn", episodes=0, max_episode_steps=b.episode_steps, status=False, seed=b.seed)
 
 
-def make_arm(cfg: DeployConfig) -> SimulatedArm:
-    """The config's robot, which the scripted intervener needs to be a :class:`SimulatedArm`."""
+def make_arm(cfg: DeployConfig) -> Any:
+    """The config's robot, which the scripted intervener needs to be a simulated pick scene."""
     arm = cfg.robot.make()
-    if not isinstance(arm, SimulatedArm):
-        raise TypeError(f"the learn benchmark needs robot.type=sim_arm, got {type(arm).__name__}")
+    if not isinstance(arm, PickScene):
+        raise TypeError(f"the learn benchmark needs robot.type=sim_arm or sim_so101, got {type(arm).__name__}")
     return arm
 
 
@@ -114,19 +139,34 @@ def policy_alone(safety: SafetyLayer, cfg: DeployConfig, policy: Policy, version
             "deterministic": deterministic}
 
 
-def run_learning(cfg: DeployConfig, b: LearnBenchConfig, demos: Any, intervene: bool, minutes: float,
-                 run_dir: Path) -> dict[str, Any]:
-    """One HIL run of ``minutes`` training wall-clock with periodic evaluations of the policy alone."""
+SUPERVISION = ("watching", "gated", "none")
+"""How the scripted person supervises: takes over whenever the policy stalls (HIL-SERL's operator, always
+watching), only when the robot asks for help (``help.enabled``; ``budget`` of the steps), or never."""
+
+
+def run_learning(cfg: DeployConfig, b: LearnBenchConfig, demos: Any, intervene: bool | str, minutes: float,
+                 run_dir: Path, budget: float = 0.1) -> dict[str, Any]:
+    """One HIL run of ``minutes`` training wall-clock with periodic evaluations of the policy alone.
+
+    ``intervene``: one of :data:`SUPERVISION` (True is ``watching``, False ``none``).
+    """
+    supervision = intervene if isinstance(intervene, str) else ("watching" if intervene else "none")
+    if supervision not in SUPERVISION:
+        raise ValueError(f"supervision {supervision!r}; valid: {', '.join(SUPERVISION)}")
+    eval_cfg = cfg
+    if supervision == "gated":
+        cfg = dataclasses.replace(cfg, help=HelpGateConfig(enabled=True, budget=budget, bell=False,
+                                                           min_ask_steps=b.takeover_steps))
     torch.manual_seed(cfg.seed)
     learner = HILLearner(cfg, run_dir, demos=demos, publish_every=20)
     arm = make_arm(cfg)
     log: list[dict[str, Any]] = []
     evals: list[dict[str, Any]] = []
-    name = "with intervener" if intervene else "without"
+    name = {"watching": "with intervener", "none": "without"}.get(supervision, f"gated {budget:g}")
     with learner.serving(), SafetyLayer(arm, cfg.safety) as safety:
         ep = learner_endpoint(learner, arm, cfg)
         human = PickIntervener(arm, patience=b.patience, takeover_steps=b.takeover_steps, press_success=False,
-                               intervene=intervene)
+                               intervene=supervision != "none", only_when_asked=supervision == "gated")
         dev = ScriptedDevice(human)
         dev.connect()
         d = Deployer(cfg, safety, dev, cfg.algo.build(arm.features, "cpu", 0).make_policy(), endpoint=ep)
@@ -139,7 +179,7 @@ def run_learning(cfg: DeployConfig, b: LearnBenchConfig, demos: Any, intervene: 
         def evaluate() -> None:
             nonlocal paused
             t0 = time.monotonic()
-            r = policy_alone(safety, cfg, d.policy, d.version, b.eval_episodes)
+            r = policy_alone(safety, eval_cfg, d.policy, d.version, b.eval_episodes)  # nobody asked, nobody helps
             paused += time.monotonic() - t0
             s = learner.stats
             evals.append({"env_steps": d.steps, "train_wall_s": train_wall(), "updates": s.updates,
@@ -157,7 +197,9 @@ def run_learning(cfg: DeployConfig, b: LearnBenchConfig, demos: Any, intervene: 
             e = d.run_episode(i)
             log.append({"episode": i, "wall_s": train_wall(), "env_steps": d.steps, "success": e.success,
                         "intervention_rate": e.intervention_rate, "steps": e.steps, "return": e.ret,
-                        "version": e.policy_version})
+                        "version": e.policy_version, "intervened_steps": e.intervened_steps,
+                        "interventions": e.interventions, "help_requests": e.help_requests,
+                        "attention_steps": e.attention_steps, "unasked_takeovers": e.unasked_takeovers})
             i += 1
         evaluate()
         rate = asdict(d.rate.stats())
@@ -174,7 +216,7 @@ def run_learning(cfg: DeployConfig, b: LearnBenchConfig, demos: Any, intervene: 
             "env_steps": d.steps, "rate": rate, "sim": sim}
 
 
-def learner_endpoint(learner: HILLearner, arm: SimulatedArm, cfg: DeployConfig) -> Any:
+def learner_endpoint(learner: HILLearner, arm: Any, cfg: DeployConfig) -> Any:
     """The actor's ZeroMQ endpoint to ``learner``."""
     from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
@@ -226,10 +268,15 @@ def plot(runs: dict[str, dict[str, Any]], b: LearnBenchConfig, path: Path) -> No
         ax.set_ylim(-0.02, 1.02)
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
-    fig.suptitle(f"SimulatedArm pick, HIL-SERL from {b.demos} demos (SAC + RLPD, UTD {b.utd_ratio:g}): "
+    fig.suptitle(f"{b.robot} pick, HIL-SERL from {b.demos} demos (SAC + RLPD, UTD {b.utd_ratio:g}): "
                  "the policy alone during training")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def results_name(b: LearnBenchConfig) -> str:
+    """``hil_learning`` (sim_arm, as before) or ``hil_learning_sim_so101_s<seed>``."""
+    return "hil_learning" if b.robot == "sim_arm" else f"hil_learning_{b.robot}_s{b.seed}"
 
 
 def bench_learn(b: LearnBenchConfig, out: Path) -> dict[str, Any]:
@@ -249,7 +296,7 @@ def bench_learn(b: LearnBenchConfig, out: Path) -> dict[str, Any]:
             finals[name] = final_policy_alone(cfg, run_dir, b.eval_episodes)
             print(f"final policy alone ({name}): {finals[name]}", flush=True)
             # Written after each run, so a long benchmark that is cut short keeps what it measured.
-            plot(runs, b, out / "hil_learning.png")
-            (out / "hil_learning.json").write_text(json.dumps(
+            plot(runs, b, out / f"{results_name(b)}.png")
+            (out / f"{results_name(b)}.json").write_text(json.dumps(
                 {"config": asdict(b), "runs": runs, "final_policy_alone": finals}, indent=1, default=str))
     return {"runs": runs, "finals": finals}

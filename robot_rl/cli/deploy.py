@@ -44,8 +44,9 @@ class DeployArgs(Command):
     """A YAML file with any of the sections; command-line overrides win."""
     run_dir: Path | None = None
     """eval: the run to deploy; learn: optional starting weights; learner: where checkpoints go."""
-    teleop: Literal["keyboard", "gamepad", "spacemouse", "scripted", "pick_intervener"] = "keyboard"
-    """The intervention device (pick_intervener: a scripted human for the simulated arm's pick task)."""
+    teleop: Literal["keyboard", "gamepad", "spacemouse", "scripted", "pick_intervener", "pick_helper"] = "keyboard"
+    """The intervention device (pick_intervener: a scripted human for the simulated pick task who takes over when
+    the policy stalls; pick_helper: one who takes over only when the robot asks, with help.enabled=true)."""
     episodes: int = 10
     """Episodes to run (0: until Ctrl-C)."""
     max_episode_steps: int = 40
@@ -60,6 +61,10 @@ class DeployArgs(Command):
     <run-dir>/deploy.log, or ./deploy.log without --run-dir."""
     episode_log: Path | None = None
     """Actor: append one JSON line per episode (success, steps, intervention rate and lengths) here."""
+    help_log: Path | None = None
+    """Actor, with help.enabled=true: every step's help scores, urgency, threshold, request and who acted, as JSON
+    lines (default <run-dir>/help_scores.jsonl, or ./help_scores.jsonl without --run-dir); draw it with
+    `python -m robot_rl.human_loop.help_timeline`."""
     max_s: float | None = None
     """Learner: stop after this many seconds (default: until Ctrl-C)."""
     resume: bool = False
@@ -131,7 +136,7 @@ class DeployArgs(Command):
                         deployer = Deployer(cfg, safety, device, policy, endpoint=endpoint,
                                             policy_version=version if cfg.mode == "eval" else 0, status=status,
                                             viz=viz, on_episode=episode_log.append if episode_log else None,
-                                            help_log=(self.run_dir or Path(".")) / "help_scores.jsonl")
+                                            help_log=self.help_log or (self.run_dir or Path(".")) / "help_scores.jsonl")
                         print(f"deploy ({cfg.mode}): {deployer.controller.mode_hint}", flush=True)
                         with sigterm_as_ctrl_c():
                             report = deployer.run()

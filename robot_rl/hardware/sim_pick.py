@@ -83,11 +83,12 @@ class PickIntervener:
     cube, or the cube higher) for ``patience`` steps (``patience=0``: always in control, i.e. demonstrations). With
     ``press_success`` it presses the success key when it sees the cube lifted. ``intervene=False`` keeps
     only the keys. ``miss_m > 0`` grasps that far beside the cube and presses *failure* once the empty gripper
-    is lifted (failed attempts for a classifier's data). Use: ``ScriptedDevice(PickIntervener(arm))``.
+    is lifted (failed attempts for a classifier's data). ``only_when_asked``: it takes over only when it hears the
+    robot ask for help (:meth:`hear_help_request`), never unasked. Use: ``ScriptedDevice(PickIntervener(arm))``.
     """
 
     def __init__(self, arm: PickScene, patience: int = 8, takeover_steps: int = 30, press_success: bool = True,
-                 intervene: bool = True, miss_m: float = 0.0) -> None:
+                 intervene: bool = True, miss_m: float = 0.0, only_when_asked: bool = False) -> None:
         arm.pick_view()  # refuses now a robot whose task cannot be seen (sim_arm without object_in_state)
         self.arm = arm
         self.patience = patience
@@ -95,9 +96,15 @@ class PickIntervener:
         self.press_success = press_success
         self.intervene = intervene
         self.miss_m = miss_m
+        self.only_when_asked = only_when_asked
+        self.asked = False
         self.takeovers = 0
         self._new_episode()
         self._prev_cube: np.ndarray | None = None
+
+    def hear_help_request(self, asking: bool) -> None:
+        """The robot asks for help (or no longer does): with ``only_when_asked``, the cue to take over."""
+        self.asked = asking
 
     def _new_episode(self) -> None:
         self._best = np.inf
@@ -133,7 +140,8 @@ class PickIntervener:
             self._best, self._stall = dist, 0
         else:
             self._stall += 1
-        if self.intervene and self._left == 0 and self._stall >= self.patience and not lifted:
+        wants = self.asked if self.only_when_asked else self._stall >= self.patience
+        if self.intervene and self._left == 0 and wants and not lifted:
             self._left, self._stall = self.takeover_steps, 0
             self.takeovers += 1
         if self._left > 0:

@@ -35,7 +35,6 @@ import torch
 
 from robot_rl.core.algorithm import Policy, split_critic_weights
 from robot_rl.core.config import AlgoConfig
-from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.core.transport import wait_first_weights
 from robot_rl.hardware.rate import RateLoop
@@ -43,8 +42,9 @@ from robot_rl.hardware.robot import RobotConfig, TaskRobot
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.sim_arm import SimulatedArmConfig
 from robot_rl.hardware.weight_check import WeightCheckConfig, WeightGate
+from robot_rl.human_loop.deploy_policy import load_run_policy, policy_act_fn  # noqa: F401 - load_run_policy: API
 from robot_rl.human_loop.deploy_report import DeployReport, EpisodeRecord, intervention_runs
-from robot_rl.human_loop.devices.base import TeleopDevice
+from robot_rl.human_loop.devices.base import HearsHelpRequests, TeleopDevice
 from robot_rl.human_loop.help_desk import HelpDesk
 from robot_rl.human_loop.help_gate import HelpGateConfig
 from robot_rl.human_loop.intervention import InterventionConfig, InterventionController
@@ -159,31 +159,6 @@ class DeployConfig:
                              "is measured (absolute joint targets would jump at every takeover)")
 
 
-def load_run_policy(run_dir: Path, spec: EnvSpec, device: str = "cpu") -> tuple[Policy, int]:
-    """The acting policy of a run directory's newest checkpoint, and its weight version.
-
-    The run's recorded spec must match the robot's ``spec`` (a policy trained on other cameras or another
-    state layout is refused with the differences listed). Only the policy is built
-    (:func:`robot_rl.policy_io.load_policy`).
-    """
-    from robot_rl.policy_io import load_policy
-
-    loaded = load_policy(run_dir, spec, device)
-    log.info("deploy: acting with %s (policy v%s)", loaded.checkpoint, loaded.meta.get("policy_version"))
-    return loaded.policy, loaded.version
-
-
-def policy_act_fn(policy: Policy, deterministic: bool = True) -> Any:
-    """``{key: np [N, ...]}`` → ``np [N, A]`` with ``policy`` (for the weight gate)."""
-
-    @torch.no_grad()
-    def act(obs: dict[str, np.ndarray]) -> np.ndarray:
-        a, _ = policy.act({k: torch.as_tensor(v) for k, v in obs.items()}, deterministic=deterministic)
-        return a.numpy()
-
-    return act
-
-
 def rows_to_batch(rows: list[dict[str, Any]]) -> TransitionBatch:
     """Stack recorded transition rows (numpy, no batch dimension) into one :class:`TransitionBatch`."""
 
@@ -251,6 +226,7 @@ class Deployer:
                               robot=type(self.robot).__name__) if cfg.help.enabled else None)
         """Asks the operator for help (``help.enabled``): the gate, the hold while waiting, the fallback."""
         self._step_events = 0  # safety events of the last step sent (the help gate's ``safety`` score)
+        self._ear = device if self.help is not None and isinstance(device, HearsHelpRequests) else None
 
     # ---- weights --------------------------------------------------------------------------------
 
@@ -425,7 +401,10 @@ class Deployer:
     def _ask(self, seen: dict[str, np.ndarray], action: np.ndarray, human: bool, episode: int, t: int) -> str:
         """The help desk's verdict for this tick: act, hold (waiting for the operator) or the fallback."""
         assert self.help is not None
-        return self.help.step(self.help.scores(self.policy, seen, action, self._step_events), human, episode, t)
+        verdict = self.help.step(self.help.scores(self.policy, seen, action, self._step_events), human, episode, t)
+        if self._ear is not None:  # a scripted person hears the request (a real one hears the bell)
+            self._ear.hear_help_request(self.help.gate.asking)
+        return verdict
 
     def _show(self, episode: int, step: int) -> None:
         if not self.status.enabled:

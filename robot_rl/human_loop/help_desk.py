@@ -89,7 +89,10 @@ class HelpDesk:
         self.status = ""
         """For the status line while a request is open (empty otherwise)."""
         self._bell = bell if bell is not None else (sys.stderr if sys.stderr.isatty() else None)
-        self._log = score_log.open("a") if score_log is not None else None
+        self._log: IO[str] | None = None
+        if score_log is not None:
+            score_log.parent.mkdir(parents=True, exist_ok=True)
+            self._log = score_log.open("a")
 
     # ---- weights ------------------------------------------------------------------------------
 

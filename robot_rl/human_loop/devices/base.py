@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -44,6 +44,15 @@ class TeleopReading:
         unknown = set(self.events) - set(EVENTS)
         if unknown:
             raise ValueError(f"unknown teleop events {sorted(unknown)}; valid: {', '.join(EVENTS)}")
+
+
+@runtime_checkable
+class HearsHelpRequests(Protocol):
+    """A device that is told when the robot asks for help (a scripted person; a real one hears the bell)."""
+
+    def hear_help_request(self, asking: bool) -> None:
+        """Whether a request for help is open now (called every control step while ``help.enabled``)."""
+        ...
 
 
 class TeleopDevice(abc.ABC):

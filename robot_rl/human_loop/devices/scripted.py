@@ -12,7 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from robot_rl.human_loop.devices.base import TELEOP_DEVICES, TeleopConfig, TeleopDevice, TeleopReading
+from robot_rl.human_loop.devices.base import (
+    TELEOP_DEVICES,
+    HearsHelpRequests,
+    TeleopConfig,
+    TeleopDevice,
+    TeleopReading,
+)
 
 Script = Callable[[int], TeleopReading]
 """Step index (reads so far) → reading; the device stamps it with the time of the read."""
@@ -39,6 +45,11 @@ class ScriptedDevice(TeleopDevice):
     def disconnect(self) -> None:
         """Stop."""
         self._connected = False
+
+    def hear_help_request(self, asking: bool) -> None:
+        """Tell the script (when it listens: :class:`~robot_rl.human_loop.devices.base.HearsHelpRequests`)."""
+        if isinstance(self.script, HearsHelpRequests):
+            self.script.hear_help_request(asking)
 
     def unplug(self) -> None:
         """Simulate the cable being pulled."""
@@ -190,3 +201,24 @@ class PickIntervenerConfig(_SimArmScriptConfig):
         from robot_rl.hardware.sim_pick import PickIntervener
 
         return ScriptedDevice(PickIntervener(arm, patience=self.patience, takeover_steps=self.takeover_steps))
+
+
+@TELEOP_DEVICES.register("pick_helper")
+@dataclass
+class PickHelperConfig(_SimArmScriptConfig):
+    """A scripted person who helps only when the robot asks (``help.enabled``): the gated operator.
+
+    Like ``pick_intervener`` it takes over with the scripted expert, for ``takeover_steps``, but only when it
+    hears a request for help; it never steps in unasked. For benchmarks of robot-gated supervision.
+    """
+
+    name: ClassVar[str] = "pick_helper"
+    what: ClassVar[str] = "scripted person who helps when asked"
+
+    takeover_steps: int = 30
+    """Steps of expert control per answered request."""
+
+    def _device(self, arm: Any) -> ScriptedDevice:
+        from robot_rl.hardware.sim_pick import PickIntervener
+
+        return ScriptedDevice(PickIntervener(arm, takeover_steps=self.takeover_steps, only_when_asked=True))

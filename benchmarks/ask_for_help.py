@@ -1,0 +1,149 @@
+"""The robot asks for help vs an operator always watching, on the SimulatedArm pick (issue 23's benchmark).
+
+For each seed, from the same scripted demonstrations, HIL-SERL runs under five kinds of supervision by the
+scripted person (:class:`~robot_rl.hardware.sim_pick.PickIntervener`):
+
+- ``watching``: HIL-SERL today, the person watches every step and takes over when the policy stalls;
+- ``gated 0.05 / 0.1 / 0.2``: the person helps only when the robot asks (``help.enabled``, ``help.budget``);
+- ``none``: nobody helps.
+
+Measured per run: the policy alone (deterministic, nobody helping) every ``--eval-every-steps`` against training
+env steps and wall-clock; the operator's **attention steps** (watching: every training step, since the person
+must watch to decide; gated: the steps under an open request, including the takeovers that answer it; none:
+0); the steps the person acted, the takeovers. Printed: each gated run's final success and attention as ratios
+of the watching run's (goal: the same success with <= 30 % of the attention).
+
+    MUJOCO_GL=osmesa python benchmarks/ask_for_help.py                       # 1 seed, 3 min each at 4x
+    MUJOCO_GL=osmesa python benchmarks/ask_for_help.py --seeds 3 --minutes 5
+
+Results: benchmarks/results/ask_for_help.json and ask_for_help.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from hil_learn import LearnBenchConfig, learn_config, record_demos, run_learning
+
+OUT = Path(__file__).parent / "results"
+
+
+def attention(run: dict[str, Any], supervision: str) -> dict[str, int]:
+    """The operator's cost of one run: attention steps, steps acted, takeovers, requests."""
+    eps = run["episodes"]
+    steps = sum(e["steps"] for e in eps)
+    acted = sum(e["intervened_steps"] for e in eps)
+    asked = sum(e["attention_steps"] for e in eps)
+    watched = {"watching": steps, "none": 0}.get(supervision, asked)
+    return {"train_steps": steps, "attention_steps": watched, "acted_steps": acted,
+            "takeovers": sum(e["interventions"] for e in eps), "requests": sum(e["help_requests"] for e in eps)}
+
+
+def run_seed(b: LearnBenchConfig, budgets: list[float], minutes: float) -> dict[str, Any]:
+    """Every supervision for one seed, from the same demos."""
+    cfg = learn_config(b)
+    demos = record_demos(cfg, b.demos)
+    plan = [("watching", "watching", 0.0), *((f"gated {x:g}", "gated", x) for x in budgets), ("none", "none", 0.0)]
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, supervision, budget in plan:
+            run_dir = Path(tmp) / name.replace(" ", "_")
+            run = run_learning(cfg, b, demos, supervision, minutes, run_dir, budget=budget or 0.1)
+            cost = attention(run, supervision)
+            final = run["evals"][-1]["success"]
+            print(f"  seed {b.seed} {name}: policy alone {final:.0%} at the end; attention {cost['attention_steps']} "
+                  f"of {cost['train_steps']} steps, acted {cost['acted_steps']}, {cost['takeovers']} takeovers, "
+                  f"{cost['requests']} requests", flush=True)
+            out[name] = {"evals": run["evals"], "episodes": run["episodes"], "cost": cost, "final": final}
+    return out
+
+
+def summarise(results: dict[int, dict[str, Any]]) -> list[str]:
+    """Per seed, each gated run against the watching one: success and attention ratios."""
+    lines = []
+    for seed, runs in results.items():
+        ref = runs["watching"]
+        for name, run in runs.items():
+            if not name.startswith("gated"):
+                continue
+            att = run["cost"]["attention_steps"] / max(ref["cost"]["attention_steps"], 1)
+            ok = run["final"] >= ref["final"] and att <= 0.3
+            lines.append(f"seed {seed} {name}: success {run['final']:.0%} vs watching {ref['final']:.0%}; attention "
+                         f"{att:.2f}x of watching (goal <= 0.30x at the same success): {'met' if ok else 'NOT met'}")
+    return lines
+
+
+def plot(results: dict[int, dict[str, Any]], path: Path, time_scale: float) -> None:
+    """Policy-alone success against training wall-clock, and cumulative attention, per supervision."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a0, a1) = plt.subplots(1, 2, figsize=(12, 4.2))
+    colors: dict[str, str] = {}
+    for runs in results.values():
+        for name, run in runs.items():
+            c = colors.setdefault(name, f"C{len(colors)}")
+            label = name if name not in a0.get_legend_handles_labels()[1] else None
+            a0.plot([e["train_wall_s"] / 60 for e in run["evals"]], [e["success"] for e in run["evals"]], "o-",
+                    color=c, label=label, alpha=0.8)
+            total, xs, ys = 0, [], []
+            for e in run["episodes"]:
+                total += {"watching": e["steps"], "none": 0}.get(name, e["attention_steps"])
+                xs.append(e["env_steps"] / 1e3)
+                ys.append(total)
+            a1.plot(xs, ys, color=c, label=label)
+    a0.set_xlabel(f"training wall-clock (min, simulator at {time_scale:g}x)")
+    a0.set_ylabel("success, policy alone")
+    a0.set_ylim(-0.02, 1.02)
+    a1.set_xlabel("training env steps (thousands)")
+    a1.set_ylabel("operator attention (steps, cumulative)")
+    for ax in (a0, a1):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("SimulatedArm pick: the robot asks for help (gated) vs an operator always watching")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seeds", type=int, default=1)
+    p.add_argument("--minutes", type=float, default=3.0, help="training wall-clock per run")
+    p.add_argument("--time-scale", type=float, default=4.0, help="simulated seconds per wall-clock second")
+    p.add_argument("--budgets", type=float, nargs="+", default=[0.05, 0.1, 0.2])
+    p.add_argument("--eval-every-steps", type=int, default=500)
+    p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--out-dir", type=Path, default=OUT)
+    a = p.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    torch.set_num_threads(1)
+    t0 = time.monotonic()
+    results: dict[int, dict[str, Any]] = {}
+    base = LearnBenchConfig(time_scale=a.time_scale, eval_every_steps=a.eval_every_steps,
+                            eval_episodes=a.eval_episodes)
+    a.out_dir.mkdir(parents=True, exist_ok=True)
+    for seed in range(a.seeds):
+        b = dataclasses.replace(base, seed=11 + seed)
+        print(f"seed {b.seed}: {len(a.budgets) + 2} runs of {a.minutes:g} min at {a.time_scale:g}x", flush=True)
+        results[b.seed] = run_seed(b, a.budgets, a.minutes)
+        lines = summarise(results)
+        (a.out_dir / "ask_for_help.json").write_text(json.dumps(
+            {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "args": vars(a) | {"out_dir": str(a.out_dir)},
+             "results": results, "summary": lines}, indent=1, default=str))
+        plot(results, a.out_dir / "ask_for_help.png", a.time_scale)
+    print("\n".join(summarise(results)))
+    print(f"done in {(time.monotonic() - t0) / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    main()

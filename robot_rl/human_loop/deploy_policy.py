@@ -1,0 +1,40 @@
+"""The acting policy of a deploy run: loaded from a run directory, and as a plain function for the weight gate."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from robot_rl.core.algorithm import Policy
+from robot_rl.core.specs import EnvSpec
+
+log = logging.getLogger(__name__)
+
+
+def load_run_policy(run_dir: Path, spec: EnvSpec, device: str = "cpu") -> tuple[Policy, int]:
+    """The acting policy of a run directory's newest checkpoint, and its weight version.
+
+    The run's recorded spec must match the robot's ``spec`` (a policy trained on other cameras or another
+    state layout is refused with the differences listed). Only the policy is built
+    (:func:`robot_rl.policy_io.load_policy`).
+    """
+    from robot_rl.policy_io import load_policy
+
+    loaded = load_policy(run_dir, spec, device)
+    log.info("deploy: acting with %s (policy v%s)", loaded.checkpoint, loaded.meta.get("policy_version"))
+    return loaded.policy, loaded.version
+
+
+def policy_act_fn(policy: Policy, deterministic: bool = True) -> Any:
+    """``{key: np [N, ...]}`` → ``np [N, A]`` with ``policy`` (for the weight gate)."""
+
+    @torch.no_grad()
+    def act(obs: dict[str, np.ndarray]) -> np.ndarray:
+        a, _ = policy.act({k: torch.as_tensor(v) for k, v in obs.items()}, deterministic=deterministic)
+        return a.numpy()
+
+    return act
