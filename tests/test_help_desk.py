@@ -20,6 +20,7 @@ from robot_rl.human_loop.deploy import Deployer
 from robot_rl.human_loop.devices.base import TeleopReading
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
 from robot_rl.human_loop.help_gate import HelpGateConfig
+from robot_rl.human_loop.help_timeline import plot_timeline
 from robot_rl.human_loop.status import StatusLine
 from robot_rl.loop.learner import Learner
 from robot_rl.policies.sac import SACConfig
@@ -79,6 +80,12 @@ def test_the_robot_holds_while_it_waits_then_takes_the_fallback(tmp_path: Path) 
     events = [json.loads(x) for x in (tmp_path / "help_scores.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events if "event" in e] == ["ask", "timeout"]
     assert all(e["ask"] for e in events if "event" not in e)
+    pytest.importorskip("matplotlib")
+    png = plot_timeline(tmp_path / "help_scores.jsonl", tmp_path / "timeline.png")
+    assert png.stat().st_size > 10_000
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(ValueError, match="help.enabled=true"):
+        plot_timeline(tmp_path / "empty.jsonl", tmp_path / "none.png")
 
 
 @pytest.mark.parametrize("fallback, end", [("continue", "success"), ("skip", "skipped")])

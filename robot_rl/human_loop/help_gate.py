@@ -117,7 +117,7 @@ class RunningScore:
 
     def standardise(self, value: float) -> float:
         """``value``'s distance from the running mean in running standard deviations (before it is added)."""
-        if self.count == 0:
+        if self.count < 2:  # one value has no spread yet
             return 0.0
         # A floor on the spread: after a constant stream any change is news (and never a division by zero).
         return (value - self.mean) / max(math.sqrt(self.var), 1e-6 * max(1.0, abs(self.mean)))

@@ -46,6 +46,8 @@ def plot_timeline(path: Path, out: Path, episodes: int | None = 3) -> Path:
     top.plot(x, urgency, lw=1, color="tab:blue", label="urgency (largest standardised score)")
     top.plot(x, [s["threshold"] for s in steps], lw=1.5, color="tab:red", label="threshold (tracks help.budget)")
     top.set_ylabel("standard deviations")
+    # A score that was constant and then moved is millions of deviations away: keep the threshold's scale.
+    top.set_ylim(-5.0, max(8.0, 2.0 * max(s["threshold"] for s in steps)))
     top.legend(fontsize=8, loc="upper right")
     state = [2 if s["human"] else (1 if s["ask"] else 0) for s in steps]
     colors = {0: "tab:green", 1: "gold", 2: "tab:orange"}
