@@ -7,13 +7,13 @@ Ctrl-C to stop), at 4x real time, and the robot must have asked, been answered, 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shlex
 from pathlib import Path
 
 import pytest
+from docs_workflow import hil_cli_workflow
 
 from robot_rl.cli import main
 
@@ -21,17 +21,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _workflow():
-    spec = importlib.util.spec_from_file_location("hil_cli_workflow", ROOT / "benchmarks" / "hil_cli_workflow.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return hil_cli_workflow()
 
 
 def test_every_command_of_the_block_resolves(capsys: pytest.CaptureFixture[str]) -> None:
     cmds = _workflow().workflow_commands("help")
     assert [c.split()[1] for c in cmds] == ["record", "deploy", "deploy", "deploy"]
-    record, learner, actor, evaluate = cmds
+    _, learner, actor, _ = cmds
     assert "help.enabled=true" in learner and "help.enabled=true" in actor and "help.budget=0.1" in actor
     assert "--teleop pick_helper" in actor and "--help-log runs/help/help_scores.jsonl" in actor
     for cmd in cmds:

@@ -7,25 +7,18 @@ minutes of wall clock are 6 minutes of robot time; the policy alone must then re
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from docs_workflow import hil_cli_workflow
 
 pytest.importorskip("mujoco")  # the simulated arm
 pytest.importorskip("msgpack")
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "hil_cli_workflow.py"
-
-
 def _workflow():
-    spec = importlib.util.spec_from_file_location("hil_cli_workflow", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return hil_cli_workflow()
 
 
 def test_the_docs_block_is_what_runs():

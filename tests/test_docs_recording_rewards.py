@@ -8,7 +8,6 @@ as it takes a third of the suite). The docs and the behaviour cannot drift apart
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -16,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from docs_workflow import hil_cli_workflow
 from needs import need_mujoco_rendering
 
 pytest.importorskip("mujoco")  # the simulated arm
@@ -29,11 +29,7 @@ SCALE = 4.0
 
 
 def _workflow():
-    spec = importlib.util.spec_from_file_location("hil_cli_workflow", ROOT / "benchmarks" / "hil_cli_workflow.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return hil_cli_workflow()
 
 
 def recording_commands() -> list[str]:

@@ -7,11 +7,11 @@ registries without connecting anything), so a renamed option or key breaks this 
 
 from __future__ import annotations
 
-import importlib.util
 import shlex
 from pathlib import Path
 
 import pytest
+from docs_workflow import hil_cli_workflow
 
 pytest.importorskip("mujoco")  # sim_so101
 pytest.importorskip("mink")
@@ -22,11 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _commands() -> list[str]:
-    spec = importlib.util.spec_from_file_location("hil_cli_workflow", ROOT / "benchmarks" / "hil_cli_workflow.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.workflow_commands("so101")
+    return hil_cli_workflow().workflow_commands("so101")
 
 
 def test_every_command_of_the_simulated_block_resolves(capsys: pytest.CaptureFixture[str]) -> None:

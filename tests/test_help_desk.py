@@ -84,7 +84,7 @@ def test_the_robot_holds_while_it_waits_then_takes_the_fallback(tmp_path: Path) 
     png = plot_timeline(tmp_path / "help_scores.jsonl", tmp_path / "timeline.png")
     assert png.stat().st_size > 10_000
     (tmp_path / "empty.jsonl").write_text("")
-    with pytest.raises(ValueError, match="help.enabled=true"):
+    with pytest.raises(ValueError, match=r"help\.enabled=true"):
         plot_timeline(tmp_path / "empty.jsonl", tmp_path / "none.png")
 
 
