@@ -16,7 +16,7 @@ from robot_rl.data.episode import Episode
 from robot_rl.data.store import EpisodeStore
 from robot_rl.hardware.sim_arm import SimulatedArmConfig
 from robot_rl.human_loop.deploy import DeployConfig
-from robot_rl.human_loop.observation import learner_demos, policy_spec, relabel_success, robot_spec
+from robot_rl.human_loop.observation import learner_demos, policy_spec, relabel_success, robot_spec, success_judge
 from robot_rl.rewards.classifier import SuccessClassifier
 
 ROBOT = SimulatedArmConfig(cameras={"front": (8, 8)})
@@ -94,3 +94,23 @@ def test_learner_demos_relabel_with_the_classifier_then_drop_its_cameras(tmp_pat
     other = SimulatedArmConfig(cameras={"front": (16, 16)})
     with pytest.raises(SpecMismatchError, match=r"image\.front"):
         learner_demos(DeployConfig(robot=other), path)
+
+
+def test_the_success_judge_keeps_the_probability_it_decided_on(tmp_path: Path) -> None:
+    clf = SuccessClassifier({"image.front": (8, 8, 3)}, features=4, channels=2, threshold=0.5).eval()
+    clf.save(tmp_path / "clf")
+    judge = success_judge(DeployConfig(robot=ROBOT, reward_source="classifier", classifier=str(tmp_path / "clf")))
+    assert judge is not None and judge.probability is None
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        frame = rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)
+        decided = judge({"image.front": frame, "state": np.zeros(3, np.float32)})
+        p = float(clf.probability({"image.front": torch.as_tensor(frame)[None]})[0])
+        assert judge.probability == pytest.approx(p) and decided == (p >= 0.5)
+    # The help gate's classifier score: most uncertain at p = 0.5.
+    from robot_rl.human_loop.help_desk import HelpDesk
+    from robot_rl.human_loop.help_gate import HelpGateConfig
+
+    desk = HelpDesk(HelpGateConfig(enabled=True), robot_spec(ROBOT), None, None)  # type: ignore[arg-type]
+    assert desk.scores(None, {}, np.zeros(7), 0, success_p=0.5)["classifier"] == 1.0  # type: ignore[arg-type]
+    assert desk.scores(None, {}, np.zeros(7), 0, success_p=0.9)["classifier"] == pytest.approx(0.2)  # type: ignore[arg-type]

@@ -337,13 +337,13 @@ class Deployer:
             self.sync_weights()
             seen = self._seen(obs)
             policy_action, extras = self._act(seen)
+            judged = self.judge is not None and self.judge(obs)  # before the gate: it reads the probability
             step = self.controller.step(policy_action, measured_joints=obs["state"][:self.robot.config.num_joints])
             verdict = self._ask(seen, policy_action, step.intervened, index, t) if self.help is not None else "act"
             self.last_source = "asking" if verdict == "hold" else step.source
             if "estop" in step.events:
                 self.safety.estop.trigger("teleop e-stop key")
-            success = (bool(status is not None and status.success) or "success" in step.events
-                       or (self.judge is not None and self.judge(obs)))
+            success = bool(status is not None and status.success) or "success" in step.events or judged
             if success:
                 end = "success"
             elif verdict in ("reset", "skip"):  # nobody answered the robot's request: help.fallback
@@ -401,7 +401,8 @@ class Deployer:
     def _ask(self, seen: dict[str, np.ndarray], action: np.ndarray, human: bool, episode: int, t: int) -> str:
         """The help desk's verdict for this tick: act, hold (waiting for the operator) or the fallback."""
         assert self.help is not None
-        verdict = self.help.step(self.help.scores(self.policy, seen, action, self._step_events), human, episode, t)
+        p = self.judge.probability if self.judge is not None else None
+        verdict = self.help.step(self.help.scores(self.policy, seen, action, self._step_events, p), human, episode, t)
         if self._ear is not None:  # a scripted person hears the request (a real one hears the bell)
             self._ear.hear_help_request(self.help.gate.asking)
         return verdict

@@ -5,7 +5,7 @@ Per control step the desk computes the gate's scores from what the actor has at 
 - ``novelty``: the spread (standard deviation) of the critic ensemble's Q for the action the policy proposes;
 - ``risk``: minus the ensemble's mean Q (a state the critics value low);
 - ``safety``: the safety layer's events (clips, limits, change limits) over the last ``help.window`` steps;
-- ``classifier``: the success classifier's uncertainty ``1 - |2p - 1|`` (when deploy gives it a probability).
+- ``classifier``: the success classifier's uncertainty ``1 - |2p - 1|`` (with ``reward_source=classifier``).
 
 The critics come from the learner with the actor weights (``help.enabled`` makes the HIL learner publish them).
 

@@ -47,10 +47,16 @@ def select_obs(obs: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 def load_success_model(cfg: DeployConfig) -> tuple[BatchJudge, list[str]] | None:
-    """The configured success classifier (a local directory or a served ``tcp://`` one) and the cameras it reads.
+    """The configured success classifier's ``predict`` and the cameras it reads.
 
-    None unless ``reward_source=classifier``. A served one is waited on at most ``classifier_max_wait_s``.
+    The classifier is a local directory or a served ``tcp://`` one. None unless ``reward_source=classifier``.
+    A served one is waited on at most ``classifier_max_wait_s``.
     """
+    loaded = _load_classifier(cfg)
+    return None if loaded is None else (loaded[0].predict, loaded[1])
+
+
+def _load_classifier(cfg: DeployConfig) -> tuple[Any, list[str]] | None:
     if cfg.reward_source != "classifier" or not cfg.classifier:
         return None
     model: Any
@@ -66,7 +72,7 @@ def load_success_model(cfg: DeployConfig) -> tuple[BatchJudge, list[str]] | None
                                     "`robot-rl reward train-classifier DEMOS --out DIR`")
         model = SuccessClassifier.load(cfg.classifier)
     cameras = sorted(model.encoder.shapes) if hasattr(model, "encoder") else list(model.cameras)
-    return model.predict, cameras
+    return model, cameras
 
 
 def _missing(cameras: list[str], observed: Any) -> None:
@@ -76,18 +82,30 @@ def _missing(cameras: list[str], observed: Any) -> None:
                          f"(it has {sorted(observed)}); set robot.cameras")
 
 
-def success_judge(cfg: DeployConfig) -> Callable[[dict[str, np.ndarray]], bool] | None:
-    """``obs → bool`` for one control step (batch of one: well under a millisecond on a CPU), or None."""
-    loaded = load_success_model(cfg)
-    if loaded is None:
-        return None
-    predict, cameras = loaded
+class SuccessJudge:
+    """``obs → bool`` for one control step (batch of one: well under a millisecond on a CPU).
 
-    def judge(obs: dict[str, np.ndarray]) -> bool:
-        _missing(cameras, obs)
-        return bool(predict({c: torch.as_tensor(obs[c])[None] for c in cameras})[0])
+    ``probability`` is the classifier's success probability at the last call (None when a served classifier
+    missed its deadline): the help gate's ``classifier`` uncertainty.
+    """
 
-    return judge
+    def __init__(self, model: Any, cameras: list[str]) -> None:
+        self.model = model
+        self.cameras = cameras
+        self.probability: float | None = None
+
+    def __call__(self, obs: dict[str, np.ndarray]) -> bool:
+        """Success at ``obs`` (one observation, unbatched); sets :attr:`probability`."""
+        _missing(self.cameras, obs)
+        decision, prob = self.model.decide({c: torch.as_tensor(obs[c])[None] for c in self.cameras})
+        self.probability = None if prob is None else float(prob[0])
+        return bool(decision[0])
+
+
+def success_judge(cfg: DeployConfig) -> SuccessJudge | None:
+    """The step-by-step success judge of ``cfg``'s classifier (``reward_source=classifier``), or None."""
+    loaded = _load_classifier(cfg)
+    return None if loaded is None else SuccessJudge(*loaded)
 
 
 def relabel_success(batch: TransitionBatch, predict: BatchJudge, cameras: list[str], chunk: int = 256) -> int:

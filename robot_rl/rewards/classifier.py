@@ -116,6 +116,11 @@ class SuccessClassifier(nn.Module):
         """``[N]`` bool: probability ≥ the calibrated threshold."""
         return self.probability(obs) >= self.threshold
 
+    def decide(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``([N] bool, [N] probability)``: the decision and what it was taken on."""
+        prob = self.probability(obs)
+        return prob >= self.threshold, prob
+
     def save(self, out: Path | str) -> Path:
         """Write the checkpoint directory (weights + meta with the threshold)."""
         meta = {**self.meta, "threshold": self.threshold, "image_shapes": self.encoder.shapes,

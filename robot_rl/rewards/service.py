@@ -458,12 +458,17 @@ class RemoteClassifier(_Remote):
 
     def predict(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """``[N]`` bool decisions; all ``False`` when the reply missed its deadline."""
+        return self.decide(obs)[0]
+
+    def decide(self, obs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``([N] bool, [N] probability)``; ``(all False, None)`` when the reply missed its deadline."""
         n = next(iter(obs.values())).shape[0]
         device = next(iter(obs.values())).device
         out = self._ask(_np(obs, self.cameras))
         if out is None:
-            return torch.zeros(n, dtype=torch.bool, device=device)
-        return torch.from_numpy(np.array(out["success"])).to(device)
+            return torch.zeros(n, dtype=torch.bool, device=device), None
+        prob = torch.from_numpy(np.array(out["probability"])).to(device) if "probability" in out else None
+        return torch.from_numpy(np.array(out["success"])).to(device), prob
 
 
 class RemotePRM(_Remote):
