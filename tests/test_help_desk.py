@@ -111,6 +111,7 @@ def test_an_answered_request_lets_the_human_act_and_the_hold_does_not_move_the_a
     e = report.episodes[0]
     assert e.end == "success" and e.help_requests == 1 and e.help_timeouts == 0 and e.unasked_takeovers == 0
     assert e.intervened_steps == e.steps  # everything after the wait was the human's
+    assert e.attention_steps >= e.steps + 9  # the waiting ticks and every step the human acted
     holds = [x for x in commanded if x == 0.4]
     assert len(holds) >= 9  # the waiting ticks: the commanded pose did not change
     assert commanded[:len(holds)] == holds and commanded[len(holds)] > 0.4
@@ -126,6 +127,7 @@ def test_a_takeover_without_a_request_is_counted_apart(tmp_path: Path) -> None:
     d, _, _ = _deployer(never, person, tmp_path, goal_x=10.0, steps=12)
     e = d.run().episodes[0]
     assert e.help_requests == 0 and e.unasked_takeovers == 1 and e.intervened_steps == 3
+    assert e.attention_steps == 3  # unasked, the takeover still took the operator's attention
 
 
 def test_a_stalled_loop_while_waiting_still_trips_the_watchdog(tmp_path: Path) -> None:

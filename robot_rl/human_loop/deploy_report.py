@@ -28,7 +28,7 @@ class EpisodeRecord:
     unasked_takeovers: int = 0
     """Takeovers without a request: where the help gate should have asked."""
     attention_steps: int = 0
-    """Steps under an open request."""
+    """Steps under an open request or with the person acting (``help.enabled``): the operator's attention."""
 
     @property
     def intervention_rate(self) -> float:

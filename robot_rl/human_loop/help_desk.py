@@ -55,7 +55,7 @@ class HelpCounts:
     timeouts: int = 0
     unasked_takeovers: int = 0
     attention_steps: int = 0
-    """Steps under an open request: the operator's attention the robot asked for."""
+    """Steps under an open request or with the person acting: the operator's attention."""
     wait_s: float = 0.0
     """Seconds the robot held waiting for the operator."""
 
@@ -137,15 +137,17 @@ class HelpDesk:
         if started_human and not self.gate.asking:
             self.counts.unasked_takeovers += 1
             self._write_event("unasked_takeover", episode, step, "")
-        waiting = self._waiting_since is not None and not self._answered and not human
-        decision = self.gate.step(scores, operator_done=handed_back and self._answered, waiting=waiting)
+        # Open while the robot waits for an answer and while the person acts: it closes once they hand back.
+        keep_open = human or (self._waiting_since is not None and not self._answered)
+        decision = self.gate.step(scores, operator_done=handed_back and self._answered, waiting=keep_open)
         self._log_step(decision, scores, human, episode, step)
         if decision.started:
             self._open(decision, episode, step)
+        # The operator's attention: asked for, or acting (an unasked takeover needs them as much).
+        self.counts.attention_steps += int(decision.ask or human)
         if not decision.ask:
             self._close()
             return "act"
-        self.counts.attention_steps += 1
         if human and not self._answered:
             self._answered = True
             self.counts.answered += 1
