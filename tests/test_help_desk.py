@@ -201,3 +201,22 @@ def test_bad_help_settings_stop_deploy_before_anything_moves(override: str, mess
     assert run.returncode != 0
     assert message in run.stderr + run.stdout, run.stderr[-2000:]
     assert "Traceback" not in run.stderr
+
+
+def test_the_desk_says_when_the_learner_sends_no_critics_and_refuses_wrong_ones(caplog) -> None:
+    from robot_rl.human_loop.help_desk import HelpDesk
+
+    spec, cfg = _spec(), SACConfig(actor_hidden=(16,), critic_hidden=(16,))
+    policy = cfg.build_policy(spec, "cpu")
+    desk = HelpDesk(HelpGateConfig(enabled=True), spec, cfg, policy)
+    with caplog.at_level("WARNING"):
+        desk.load_critic({}, 3)
+        desk.load_critic({}, 4)
+    assert sum("start the learner with help.enabled=true" in r.getMessage() for r in caplog.records) == 1
+    assert "novelty" not in desk.scores(policy, {"state": np.zeros(5, np.float32)}, np.zeros(3), 0)
+    desk.load_critic(cfg.build(spec, "cpu", 0).critic_weights(), 5)
+    scores = desk.scores(policy, {"state": np.zeros(5, np.float32)}, np.zeros(3), 0)
+    assert desk.critic_version == 5 and {"novelty", "risk", "safety"} <= set(scores)
+    other = SACConfig(actor_hidden=(16,), critic_hidden=(8,)).build(spec, "cpu", 0).critic_weights()
+    desk.load_critic(other, 6)  # another architecture: refused, the old critics stay
+    assert desk.critic_version == 5 and any("do not load" in r.getMessage() for r in caplog.records)

@@ -80,6 +80,7 @@ class HelpDesk:
         self.robot = robot
         self.estimator = _value_estimator(algo, spec, policy)
         self.critic_version = -1
+        self._told_no_critics = False
         self.counts = HelpCounts()
         self._at_episode_start = (0, 0, 0, 0)
         self._events: deque[int] = deque(maxlen=config.window)
@@ -98,7 +99,13 @@ class HelpDesk:
 
     def load_critic(self, weights: Weights, version: int) -> None:
         """The critics published with actor weights ``version`` (ignored without an estimator)."""
-        if self.estimator is None or not weights:
+        if self.estimator is None:
+            return
+        if not weights:
+            if not self._told_no_critics:
+                self._told_no_critics = True
+                log.warning("help: the learner sends no critics with weights v%d, so novelty and risk are not "
+                            "scored: start the learner with help.enabled=true too", version)
             return
         try:
             self.estimator.load_critic_weights(weights)
