@@ -98,12 +98,19 @@ class PickIntervener:
         self.miss_m = miss_m
         self.only_when_asked = only_when_asked
         self.asked = False
+        self._unanswered = False  # a request heard and not taken over yet
         self.takeovers = 0
         self._new_episode()
         self._prev_cube: np.ndarray | None = None
 
     def hear_help_request(self, asking: bool) -> None:
-        """The robot asks for help (or no longer does): with ``only_when_asked``, the cue to take over."""
+        """The robot asks for help (or no longer does).
+
+        With ``only_when_asked`` a new request is the cue to take over, once per request: it hands back after
+        ``takeover_steps``, as a person would.
+        """
+        if asking and not self.asked:
+            self._unanswered = True
         self.asked = asking
 
     def _new_episode(self) -> None:
@@ -140,9 +147,9 @@ class PickIntervener:
             self._best, self._stall = dist, 0
         else:
             self._stall += 1
-        wants = self.asked if self.only_when_asked else self._stall >= self.patience
+        wants = self.asked and self._unanswered if self.only_when_asked else self._stall >= self.patience
         if self.intervene and self._left == 0 and wants and not lifted:
-            self._left, self._stall = self.takeover_steps, 0
+            self._left, self._stall, self._unanswered = self.takeover_steps, 0, False
             self.takeovers += 1
         if self._left > 0:
             self._left -= 1

@@ -388,6 +388,8 @@ class Deployer:
         lengths = intervention_runs(flags)
         record = EpisodeRecord(success, t, ret, sum(flags), len(lengths), lengths, end, time.monotonic() - t0,
                                self.version, **(self.help.end_episode() if self.help is not None else {}))
+        if self._ear is not None:  # the request ended with the episode
+            self._ear.hear_help_request(False)
         if self.viz is not None:
             self.viz.episode_end(self.steps - 1, index=index, outcome=end, ret=ret, length=t)
         self.episodes.append(record)
