@@ -241,3 +241,24 @@ def test_gym_hil_panda_state_env():
         res = env.step(torch.zeros(1, 7))
     assert torch.isfinite(res.obs["state"]).all() and res.info["success"].tolist() == [False]
     env.close()
+
+
+@pytest.mark.parametrize("preset", [None, "egl"])
+def test_gymnasium_make_picks_a_headless_gl_backend(preset):
+    """gym_hil's Panda envs open a MuJoCo renderer in ``__init__`` even without cameras, so on a machine without a
+    display ``make`` chooses ``MUJOCO_GL`` (osmesa on CPU, if its library is there) before mujoco is imported, as
+    the MuJoCo backend does; a ``MUJOCO_GL`` the user set is kept. A fresh process: the choice is made once."""
+    import ctypes.util
+    import os
+    import subprocess
+
+    code = ("import os; from robot_rl.sims.gymnasium import GymnasiumTaskConfig; "
+            "GymnasiumTaskConfig(env_id='Pendulum-v1').make('cpu', seed=0).close(); "
+            "print('MUJOCO_GL=' + os.environ.get('MUJOCO_GL', ''))")
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY", "PYOPENGL_PLATFORM")}
+    if preset:
+        env["MUJOCO_GL"] = preset
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    expected = preset or ("osmesa" if ctypes.util.find_library("OSMesa") else "")
+    assert f"MUJOCO_GL={expected}" in out.stdout.splitlines()

@@ -73,6 +73,11 @@ class GymnasiumTaskConfig(SimTaskConfig):
     def make(self, device: torch.device | str, seed: int, num_envs: int | None = None) -> GymnasiumVecEnv:
         """Build the vectorised env; gymnasium is imported only here."""
         require("gymnasium", "gym", "the 'gym' task")
+        from robot_rl.sims.mujoco.render import choose_gl
+
+        # MuJoCo envs that open a renderer even without cameras (gym_hil's Panda envs do, in __init__) need a
+        # headless OpenGL backend before mujoco is imported; a display or a MUJOCO_GL the user set is kept.
+        choose_gl(torch.device(device).type)
         import gymnasium
 
         n = num_envs if num_envs is not None else self.num_envs
