@@ -15,6 +15,7 @@ of the watching run's (goal: the same success with <= 30 % of the attention).
 
     MUJOCO_GL=osmesa python benchmarks/ask_for_help.py                       # 1 seed, 3 min each at 4x
     MUJOCO_GL=osmesa python benchmarks/ask_for_help.py --seeds 3 --minutes 5
+    MUJOCO_GL=osmesa python benchmarks/ask_for_help.py --first-seed 12 --out-dir benchmarks/results/ask_for_help_s12
 
 Results: benchmarks/results/ask_for_help.json and ask_for_help.png.
 """
@@ -118,6 +119,7 @@ def plot(results: dict[int, dict[str, Any]], path: Path, time_scale: float) -> N
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, default=1)
+    p.add_argument("--first-seed", type=int, default=11, help="seeds run are first-seed, first-seed + 1, ...")
     p.add_argument("--minutes", type=float, default=3.0, help="training wall-clock per run")
     p.add_argument("--time-scale", type=float, default=4.0, help="simulated seconds per wall-clock second")
     p.add_argument("--budgets", type=float, nargs="+", default=[0.05, 0.1, 0.2])
@@ -133,7 +135,7 @@ def main() -> None:
                             eval_episodes=a.eval_episodes)
     a.out_dir.mkdir(parents=True, exist_ok=True)
     for seed in range(a.seeds):
-        b = dataclasses.replace(base, seed=11 + seed)
+        b = dataclasses.replace(base, seed=a.first_seed + seed)
         print(f"seed {b.seed}: {len(a.budgets) + 2} runs of {a.minutes:g} min at {a.time_scale:g}x", flush=True)
         results[b.seed] = run_seed(b, a.budgets, a.minutes)
         lines = summarise(results)
