@@ -50,6 +50,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def stop(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM ``proc``, and SIGKILL it if it has not exited within ``timeout`` seconds."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def spawn(cmd: list[str], log: Path, threads: int | None = None) -> subprocess.Popen[bytes]:
     env = dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "osmesa"), HF_HUB_OFFLINE="1")
     if threads is not None:  # LeRobot's processes: torch's default (all cores each) oversubscribes 2 cores
@@ -155,12 +165,7 @@ def run_lerobot(out: Path, demos: Path, budget: int, save_freq: int, fps: int, m
     time.sleep(20)  # does the running actor find the new learner?
     kill["old_actor_reconnected"] = "Received request to receive transitions" in text(side.learner_log)
     kill["old_actor_alive"] = actor.poll() is None
-    actor.send_signal(signal.SIGTERM)
-    try:
-        actor.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        actor.kill()
-        actor.wait()
+    stop(actor, 30)
     side.steps_done = side.env_steps()
     kill["env_steps_taken_before_actor_restart"] = side.steps_done
     kill["transitions_lost"] = side.steps_done - kill["restored"]["replay_frames"]
@@ -178,11 +183,7 @@ def finish_lerobot(side: LeRobotSide, learner: subprocess.Popen[bytes], snap: Sn
     t_end = time.time() - t0
     restored = kill.get("restored", {}).get("replay_frames", 0)
     time.sleep(2)
-    learner.send_signal(signal.SIGTERM)
-    try:
-        learner.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        learner.kill()
+    stop(learner, 60)
     snap.stop()
     mem.forget("lerobot_learner")
     mem.forget("lerobot_actor")
