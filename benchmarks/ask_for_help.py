@@ -63,7 +63,11 @@ def run_seed(b: LearnBenchConfig, budgets: list[float], minutes: float) -> dict[
             print(f"  seed {b.seed} {name}: policy alone {final:.0%} at the end; attention {cost['attention_steps']} "
                   f"of {cost['train_steps']} steps, acted {cost['acted_steps']}, {cost['takeovers']} takeovers, "
                   f"{cost['requests']} requests", flush=True)
-            out[name] = {"evals": run["evals"], "episodes": run["episodes"], "cost": cost, "final": final}
+            # Per episode only what the tables and the plot read: the file stays small enough to keep in the repo.
+            keep = ("episode", "env_steps", "wall_s", "success", "steps", "intervened_steps", "interventions",
+                    "help_requests", "attention_steps")
+            episodes = [{k: e[k] for k in keep} for e in run["episodes"]]
+            out[name] = {"evals": run["evals"], "episodes": episodes, "cost": cost, "final": final}
     return out
 
 
@@ -141,7 +145,7 @@ def main() -> None:
         lines = summarise(results)
         (a.out_dir / "ask_for_help.json").write_text(json.dumps(
             {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "args": vars(a) | {"out_dir": str(a.out_dir)},
-             "results": results, "summary": lines}, indent=1, default=str))
+             "results": results, "summary": lines}, separators=(",", ":"), default=str))
         plot(results, a.out_dir / "ask_for_help.png", a.time_scale)
     print("\n".join(summarise(results)))
     print(f"done in {(time.monotonic() - t0) / 60:.1f} min")
