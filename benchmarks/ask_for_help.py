@@ -37,13 +37,18 @@ from hil_learn import LearnBenchConfig, learn_config, record_demos, run_learning
 OUT = Path(__file__).parent / "results"
 
 
+def episode_attention(episode: dict[str, Any], supervision: str) -> int:
+    """Steps of one episode that took the operator's attention: all of them when watching, none with nobody, and
+    those under a request or with the person acting when gated (``supervision`` may be a run name, gated 0.1)."""
+    return {"watching": episode["steps"], "none": 0}.get(supervision, episode["attention_steps"])
+
+
 def attention(run: dict[str, Any], supervision: str) -> dict[str, int]:
     """The operator's cost of one run: attention steps, steps acted, takeovers, requests."""
     eps = run["episodes"]
     steps = sum(e["steps"] for e in eps)
     acted = sum(e["intervened_steps"] for e in eps)
-    asked = sum(e["attention_steps"] for e in eps)
-    watched = {"watching": steps, "none": 0}.get(supervision, asked)
+    watched = sum(episode_attention(e, supervision) for e in eps)
     return {"train_steps": steps, "attention_steps": watched, "acted_steps": acted,
             "takeovers": sum(e["interventions"] for e in eps), "requests": sum(e["help_requests"] for e in eps)}
 
@@ -103,7 +108,7 @@ def plot(results: dict[int, dict[str, Any]], path: Path, time_scale: float) -> N
                     color=c, label=label, alpha=0.8)
             total, xs, ys = 0, [], []
             for e in run["episodes"]:
-                total += {"watching": e["steps"], "none": 0}.get(name, e["attention_steps"])
+                total += episode_attention(e, name)
                 xs.append(e["env_steps"] / 1e3)
                 ys.append(total)
             a1.plot(xs, ys, color=c, label=label)
