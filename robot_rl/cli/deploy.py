@@ -90,20 +90,37 @@ class DeployArgs(Command):
     reward, success, interventions): `rerun` streams to a Rerun viewer on 127.0.0.1:9876 if one is running, else
     saves <run-dir>/deploy-<time>.rrd (./deploy-<time>.rrd without --run-dir) for `rerun FILE`. Sets viz.sink;
     needs `pip install 'robot-rl[viz]'`."""
+    fleet: str | None = None
+    """Several robots, one operator: a fleet YAML file (each robot's name and `section.key=value` overrides) or a
+    number of copies of the configured robot (`--fleet 3`). Each robot runs in its own process; with
+    help.enabled=true their requests queue for the one operator, risk first (docs/ask-for-help.md)."""
     viz_file: Path | None = None
     """Actor, with --viz rerun: save the recording here (also while streaming to a viewer)."""
 
     def run(self) -> int:
-        """Run the role: the learner, or the actor that drives the robot (eval or learn); print a summary."""
+        """Run the role: the learner, the fleet, or the actor that drives the robot (eval or learn); print a summary."""
+        cfg = self.resolved_config()
+        if self.role == "learner":
+            return self._run_learner(cfg)
+        if self.fleet is not None:
+            from robot_rl.cli.deploy_fleet import run_fleet
+
+            return run_fleet(self, cfg)
+        outcome = self.run_actor(cfg)
+        print(actor_summary(cfg, *outcome), flush=True)
+        return 0
+
+    def run_actor(self, cfg: Any, link: Any = None, name: str = "") -> tuple[Any, Any, bool]:
+        """Drive the robot with ``cfg``: returns the report, the safety layer and whether a signal stopped it.
+
+        ``link``/``name``: a fleet member's way to the shared operator (:class:`~robot_rl.human_loop.fleet.PipeLink`).
+        """
         from robot_rl.hardware.safety import SafetyLayer
         from robot_rl.human_loop.deploy import Deployer, load_run_policy
         from robot_rl.human_loop.observation import policy_spec
         from robot_rl.human_loop.status import StatusLine
         from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
-        cfg = self.resolved_config()
-        if self.role == "learner":
-            return self._run_learner(cfg)
         if cfg.mode == "eval" and self.run_dir is None:
             raise ConfigError("--mode eval needs --run-dir (the run whose checkpoint to deploy)")
         estop_tty = resolve_estop_tty(self)
@@ -132,12 +149,13 @@ class DeployArgs(Command):
                     with device:
                         status = StatusLine(enabled=cfg.status,
                                             log_file=self.log_file or (self.run_dir or Path(".")) / "deploy.log")
-                        episode_log = EpisodeLog(self.episode_log) if self.episode_log is not None else None
+                        on_episode = _episode_sinks(self.episode_log, link)
                         deployer = Deployer(cfg, safety, device, policy, endpoint=endpoint,
                                             policy_version=version if cfg.mode == "eval" else 0, status=status,
-                                            viz=viz, on_episode=episode_log.append if episode_log else None,
+                                            viz=viz, on_episode=on_episode, operator_link=link, robot_name=name,
                                             help_log=self.help_log or (self.run_dir or Path(".")) / "help_scores.jsonl")
-                        print(f"deploy ({cfg.mode}): {deployer.controller.mode_hint}", flush=True)
+                        print(f"{'[' + name + '] ' if name else ''}deploy ({cfg.mode}): {deployer.controller.mode_hint}",
+                              flush=True)
                         with sigterm_as_ctrl_c():
                             report = deployer.run()
                 finally:
@@ -149,19 +167,7 @@ class DeployArgs(Command):
             if viz is not None:
                 viz.close()
                 print(f"live view: {viz.where}", flush=True)
-        rates = [e.intervention_rate for e in report.episodes]
-        estop = f"; E-STOP: {safety.estop_reason}" if safety.estop_reason else ""
-        if cfg.help.enabled:
-            estop += "; " + help_summary(report)
-        if report.unacked_chunks or report.dropped_chunks:
-            estop += (f"; LOST: {report.unacked_chunks} chunks the learner never acknowledged, "
-                      f"{report.dropped_chunks} dropped on a full outbox")
-        stopped = " (stopped by a signal; the running episode dropped)" if deployer.interrupted else ""
-        print(f"{len(report.episodes)} episodes{stopped}: success {report.success_rate:.0%} ({report.split()}), "
-              f"mean intervention rate {(sum(rates) / len(rates) if rates else 0.0):.0%}, policy "
-              f"v{report.policy_version}; {report.rate.summary()}; safety events {report.safety_counts or 'none'}"
-              f"{estop}", flush=True)
-        return 0
+        return report, safety, deployer.interrupted
 
     def resolved_config(self) -> Any:
         """The :class:`~robot_rl.human_loop.deploy.DeployConfig` both roles run with."""
@@ -194,6 +200,35 @@ class DeployArgs(Command):
               f"{stats.updates} updates, weights v{stats.version}; {stats.intervened_sampled}/{stats.rows_sampled} "
               f"sampled rows were interventions", flush=True)
         return 0
+
+
+def _episode_sinks(path: Path | None, link: Any) -> Any:
+    """Where each finished episode goes: the ``--episode-log`` file and, in a fleet, the supervisor."""
+    sinks = ([EpisodeLog(path).append] if path is not None else []) + ([link.episode] if link is not None else [])
+    if not sinks:
+        return None
+
+    def to_all(record: Any) -> None:
+        for sink in sinks:
+            sink(record)
+
+    return to_all
+
+
+def actor_summary(cfg: Any, report: Any, safety: Any, interrupted: bool) -> str:
+    """The line printed when an actor stops: success, interventions, rate, safety, help and losses."""
+    rates = [e.intervention_rate for e in report.episodes]
+    estop = f"; E-STOP: {safety.estop_reason}" if safety.estop_reason else ""
+    if cfg.help.enabled:
+        estop += "; " + help_summary(report)
+    if report.unacked_chunks or report.dropped_chunks:
+        estop += (f"; LOST: {report.unacked_chunks} chunks the learner never acknowledged, "
+                  f"{report.dropped_chunks} dropped on a full outbox")
+    stopped = " (stopped by a signal; the running episode dropped)" if interrupted else ""
+    return (f"{len(report.episodes)} episodes{stopped}: success {report.success_rate:.0%} ({report.split()}), "
+            f"mean intervention rate {(sum(rates) / len(rates) if rates else 0.0):.0%}, policy "
+            f"v{report.policy_version}; {report.rate.summary()}; safety events {report.safety_counts or 'none'}"
+            f"{estop}")
 
 
 def help_summary(report: Any) -> str:

@@ -45,7 +45,7 @@ from robot_rl.hardware.weight_check import WeightCheckConfig, WeightGate
 from robot_rl.human_loop.deploy_policy import load_run_policy, policy_act_fn  # noqa: F401 - load_run_policy: API
 from robot_rl.human_loop.deploy_report import DeployReport, EpisodeRecord, intervention_runs
 from robot_rl.human_loop.devices.base import HearsHelpRequests, TeleopDevice
-from robot_rl.human_loop.help_desk import HelpDesk
+from robot_rl.human_loop.help_desk import HelpDesk, OperatorLink
 from robot_rl.human_loop.help_gate import HelpGateConfig
 from robot_rl.human_loop.intervention import InterventionConfig, InterventionController
 from robot_rl.human_loop.observation import policy_spec, robot_spec, select_obs, success_judge  # noqa: F401
@@ -182,7 +182,8 @@ class Deployer:
     def __init__(self, cfg: DeployConfig, safety: SafetyLayer, device: TeleopDevice, policy: Policy,
                  endpoint: Any = None, policy_version: int = 0, stop: threading.Event | None = None,
                  status: StatusLine | None = None, viz: StepViz | None = None,
-                 on_episode: Callable[[EpisodeRecord], None] | None = None, help_log: Path | None = None) -> None:
+                 on_episode: Callable[[EpisodeRecord], None] | None = None, help_log: Path | None = None,
+                 operator_link: OperatorLink | None = None, robot_name: str = "") -> None:
         if cfg.mode == "learn" and endpoint is None:
             raise ValueError("mode=learn needs a learner endpoint")
         self.cfg = cfg
@@ -223,7 +224,8 @@ class Deployer:
         """Set to a list to keep every transition here too (e.g. to record demonstrations in eval mode)."""
         self.judge = success_judge(cfg)
         self.help = (HelpDesk(cfg.help, policy_spec(cfg, self.robot.features), cfg.algo, policy, score_log=help_log,
-                              robot=type(self.robot).__name__) if cfg.help.enabled else None)
+                              robot=robot_name or type(self.robot).__name__, link=operator_link)
+                     if cfg.help.enabled else None)
         """Asks the operator for help (``help.enabled``): the gate, the hold while waiting, the fallback."""
         self._step_events = 0  # safety events of the last step sent (the help gate's ``safety`` score)
         self._ear = device if self.help is not None and isinstance(device, HearsHelpRequests) else None
@@ -406,7 +408,7 @@ class Deployer:
         p = self.judge.probability if self.judge is not None else None
         verdict = self.help.step(self.help.scores(self.policy, seen, action, self._step_events, p), human, episode, t)
         if self._ear is not None:  # a scripted person hears the request (a real one hears the bell)
-            self._ear.hear_help_request(self.help.gate.asking)
+            self._ear.hear_help_request(self.help.operator_called)
         return verdict
 
     def _show(self, episode: int, step: int) -> None:

@@ -34,7 +34,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import numpy as np
 import torch
@@ -44,6 +44,22 @@ from robot_rl.core.specs import EnvSpec
 from robot_rl.human_loop.help_gate import HelpDecision, HelpGate, HelpGateConfig
 
 log = logging.getLogger(__name__)
+
+
+class OperatorLink(Protocol):
+    """The way to an operator shared by several robots (:mod:`robot_rl.human_loop.fleet`): requests queue there."""
+
+    def ask(self, request_id: int, reason: str, urgency: float) -> None:
+        """Queue request ``request_id`` (the robot holds meanwhile)."""
+
+    def done(self, request_id: int) -> None:
+        """Request ``request_id`` closed (answered and handed back, timed out, or the episode ended)."""
+
+    def granted(self, request_id: int) -> bool:
+        """The operator has turned to request ``request_id`` (never blocks)."""
+
+    def takeover(self, acting: bool) -> None:
+        """A person took this robot over unasked (``True``) or handed it back (``False``)."""
 
 
 @dataclass
@@ -74,8 +90,13 @@ class HelpDesk:
     """One deploy actor's help requests: scores, the gate, the hold while waiting, the fallback, the log."""
 
     def __init__(self, config: HelpGateConfig, spec: EnvSpec, algo: Any, policy: Policy,
-                 score_log: Path | None = None, bell: IO[str] | None = None, robot: str = "robot") -> None:
+                 score_log: Path | None = None, bell: IO[str] | None = None, robot: str = "robot",
+                 link: OperatorLink | None = None) -> None:
         self.config = config
+        self.link = link
+        """Several robots share the operator: requests queue there, and only a granted one calls the person."""
+        self._request_id = 0
+        self._open_request: int | None = None
         self.gate = HelpGate(config)
         self.robot = robot
         self.estimator = _value_estimator(algo, spec, policy)
@@ -86,10 +107,13 @@ class HelpDesk:
         self._events: deque[int] = deque(maxlen=config.window)
         self._waiting_since: float | None = None
         self._human_was = False
+        self._unasked = False
         self._answered = False
         self.status = ""
         """For the status line while a request is open (empty otherwise)."""
-        self._bell = bell if bell is not None else (sys.stderr if sys.stderr.isatty() else None)
+        # In a fleet the supervisor rings, once for the robot the operator turns to.
+        self._bell = None if link is not None else bell if bell is not None else (
+            sys.stderr if sys.stderr.isatty() else None)
         self._log: IO[str] | None = None
         if score_log is not None:
             score_log.parent.mkdir(parents=True, exist_ok=True)
@@ -144,6 +168,13 @@ class HelpDesk:
         if started_human and not self.gate.asking:
             self.counts.unasked_takeovers += 1
             self._write_event("unasked_takeover", episode, step, "")
+            self._unasked = True
+            if self.link is not None:
+                self.link.takeover(True)
+        elif handed_back and self._unasked:
+            self._unasked = False
+            if self.link is not None:
+                self.link.takeover(False)
         # Open while the robot waits for an answer and while the person acts: it closes once they hand back.
         keep_open = human or (self._waiting_since is not None and not self._answered)
         decision = self.gate.step(scores, operator_done=handed_back and self._answered, waiting=keep_open)
@@ -156,6 +187,8 @@ class HelpDesk:
             self._close()
             return "act"
         if human and not self._answered:
+            if self.link is not None and not self.operator_called:  # they came before the queue sent them
+                self.link.takeover(True)
             self._answered = True
             self.counts.answered += 1
             self._stop_waiting()
@@ -163,7 +196,8 @@ class HelpDesk:
         if self._answered or self._waiting_since is None:
             return "act"
         waited = time.monotonic() - self._waiting_since
-        self.status = f"ASKS FOR HELP: {decision.reason} ({waited:.0f}s/{self.config.wait_timeout_s:.0f}s)"
+        queued = "" if self.operator_called else "queued for the operator, "
+        self.status = f"ASKS FOR HELP: {decision.reason} ({queued}{waited:.0f}s/{self.config.wait_timeout_s:.0f}s)"
         if waited < self.config.wait_timeout_s:
             return "hold"
         self.counts.timeouts += 1
@@ -178,7 +212,9 @@ class HelpDesk:
         """The episode ended: an open request closes. Returns the episode's counts (EpisodeRecord's help fields)."""
         self.gate.end_episode()
         self._close()
-        self._human_was = False
+        if self._unasked and self.link is not None:
+            self.link.takeover(False)
+        self._human_was = self._unasked = False
         if self._log is not None:
             self._log.flush()
         now = (self.counts.requests, self.counts.timeouts, self.counts.unasked_takeovers, self.counts.attention_steps)
@@ -192,10 +228,21 @@ class HelpDesk:
             self._log.close()
             self._log = None
 
+    @property
+    def operator_called(self) -> bool:
+        """A request is open and the operator is called to it (at once alone; in a fleet, once granted)."""
+        if not self.gate.asking:
+            return False
+        return self.link is None or (self._open_request is not None and self.link.granted(self._open_request))
+
     # ---- internals ----------------------------------------------------------------------------
 
     def _open(self, decision: HelpDecision, episode: int, step: int) -> None:
         self.counts.requests += 1
+        self._request_id += 1
+        self._open_request = self._request_id
+        if self.link is not None:
+            self.link.ask(self._request_id, decision.reason, decision.urgency)
         self._answered = False
         self._waiting_since = time.monotonic()
         self.status = f"ASKS FOR HELP: {decision.reason}"
@@ -214,6 +261,10 @@ class HelpDesk:
     def _close(self) -> None:
         self._stop_waiting()
         self._answered = False
+        if self._open_request is not None:
+            if self.link is not None:
+                self.link.done(self._open_request)
+            self._open_request = None
 
     def _write_event(self, kind: str, episode: int, step: int, reason: str) -> None:
         if self._log is not None:
