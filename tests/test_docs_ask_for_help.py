@@ -51,3 +51,32 @@ def test_the_documented_commands_ask_within_the_budget(tmp_path: Path) -> None:
     asked = sum(r["ask"] for r in steps) / len(steps)
     assert 0.03 <= asked <= 0.25, asked  # 10 % budget, short run: the tracker has not settled yet
     assert any(r.get("event") == "answered" for r in rows)
+
+
+def test_the_fleet_commands_and_file_resolve(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    from robot_rl.human_loop.fleet import load_fleet
+
+    text = (ROOT / "docs" / "ask-for-help.md").read_text()
+    section = text.split("## One operator, several robots", 1)[1].split("\n## ", 1)[0]
+    cmds = [c for c in re.findall(r"```bash\n(.*?)```", section, re.S)[0].splitlines() if c.startswith("robot-rl")]
+    assert len(cmds) == 2 and "--fleet 3" in cmds[1] and "help.enabled=true" in cmds[0]
+    for cmd in cmds:
+        assert main(["config", *shlex.split(cmd)[1:]]) == 0, cmd
+    capsys.readouterr()
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(re.findall(r"```yaml\n(.*?)```", section, re.S)[0])
+    robots = load_fleet(str(fleet))
+    assert [r.name for r in robots] == ["left", "right", "twin"]
+    assert all(r.teleop in ("leader_arm", "pick_helper") for r in robots), "the fleet file names real devices"
+    pytest.importorskip("mujoco")  # sim_so101's spec
+    from robot_rl.cli.deploy import DeployArgs, device_settings
+    from robot_rl.cli.deploy_fleet import member_args
+    from robot_rl.human_loop.fleet import check_fleet, member_configs
+
+    args = DeployArgs(mode="learn", overrides=("help.enabled=true", "robot.cameras={}"))
+    members = [member_args(args, r, tmp_path) for r in robots]
+    check_fleet(robots, member_configs(args.resolved_config(), robots), learn=True,
+                devices=[device_settings(m) for m in members])
+    assert [device_settings(m).get("port") for m in members] == ["/dev/ttyACM1", "/dev/ttyACM3", None]

@@ -46,3 +46,33 @@ def test_the_block_is_consistent() -> None:
     assert "--out demos/so101" in record and "--append" in fumble and "demos/so101" in train
     assert "classifier=runs/so101_clf" in learner and "classifier=runs/so101_clf" in actor
     assert "--out runs/so101_clf" in train
+
+
+def _real_arm_commands() -> list[str]:
+    """Every `robot-rl deploy` / `record` command of the page's bash blocks, continuation lines joined."""
+    import re
+
+    text = (ROOT / "docs" / "so101.md").read_text()
+    cmds = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for cmd in block.replace("\\\n", " ").splitlines():
+            if cmd.startswith(("robot-rl deploy", "robot-rl record")) and "sim_so101" not in cmd:
+                cmds.append(cmd.replace("'robot.options={cameras: {…as in step 4…}}'", ""))
+    return cmds
+
+
+def test_the_real_arm_commands_resolve_the_leader_arm_included(capsys: pytest.CaptureFixture[str]) -> None:
+    from robot_rl.human_loop.operator import make_teleop
+
+    cmds = _real_arm_commands()
+    leader = [c for c in cmds if c.startswith("robot-rl deploy") and "--teleop leader_arm" in c]
+    assert leader, "docs/so101.md shows a deploy with the leader arm"
+    for cmd in cmds:
+        argv = [a for a in shlex.split(cmd)[1:] if a != "--config" and not a.endswith("limits.yaml")]
+        assert main(["config", *argv]) == 0, cmd
+    capsys.readouterr()
+    device = make_teleop("leader_arm", None, settings={"port": "/dev/ttyACM1", "id": "my_leader",
+                                                       "engage_mode": "controls"})
+    assert device.config.port == "/dev/ttyACM1" and device.config.id == "my_leader"
+    with pytest.raises(ValueError, match="portt"):
+        make_teleop("leader_arm", None, settings={"portt": "/dev/ttyACM1"})

@@ -221,3 +221,30 @@ def test_the_desk_says_when_the_learner_sends_no_critics_and_refuses_wrong_ones(
     other = SACConfig(actor_hidden=(16,), critic_hidden=(8,)).build(spec, "cpu", 0).critic_weights()
     desk.load_critic(other, 6)  # another architecture: refused, the old critics stay
     assert desk.critic_version == 5 and any("do not load" in r.getMessage() for r in caplog.records)
+
+
+def test_eval_mode_scores_with_the_critics_of_the_checkpoint(tmp_path: Path) -> None:
+    pytest.importorskip("mujoco")
+    from robot_rl.hardware.sim_arm import SimulatedArmConfig
+    from robot_rl.human_loop.deploy import DeployConfig
+    from robot_rl.human_loop.deploy_policy import load_run_critics, load_run_policy
+    from robot_rl.human_loop.help_desk import HelpDesk
+    from robot_rl.human_loop.hil_learner import HILLearner
+    from robot_rl.human_loop.observation import policy_spec
+    from robot_rl.transport.config import ZmqTransportConfig
+
+    cfg = DeployConfig(robot=SimulatedArmConfig(cameras={}), help=HelpGateConfig(enabled=True, bell=False),
+                       transport=ZmqTransportConfig(address="tcp://127.0.0.1:*"))
+    learner = HILLearner(cfg, tmp_path / "run")
+    learner.checkpoint()
+    learner.close()
+    spec = policy_spec(cfg)
+    policy, version = load_run_policy(tmp_path / "run", spec)
+    critics = load_run_critics(tmp_path / "run", spec)
+    assert critics is not None and critics[0] and critics[1] == version
+    desk = HelpDesk(cfg.help, spec, cfg.algo, policy)
+    desk.load_critic(*critics)
+    assert desk.critic_version == version
+    obs = {k: np.zeros(s.shape, dtype=np.float32) for k, s in spec.observation.items()}
+    scores = desk.scores(policy, obs, np.zeros(spec.action.shape, dtype=np.float32), 0)
+    assert set(scores) == {"safety", "novelty", "risk"} and all(np.isfinite(v) for v in scores.values())

@@ -132,7 +132,8 @@ class Helper:
 
     def __call__(self, i: int) -> TeleopReading:
         self.i = i
-        acting = self.called_at is not None and self.called_at + self.walk <= i < self.called_at + self.walk + self.steps
+        start = None if self.called_at is None else self.called_at + self.walk
+        acting = start is not None and start <= i < start + self.steps
         return TeleopReading(0.0, delta=np.array([1.0, 0, 0, 0, 0, 0]), engage=acting)
 
 
@@ -200,3 +201,18 @@ def test_three_robots_one_operator_the_waiting_robot_holds_a_timeout_takes_its_f
     assert finished["free"] < served[1].start  # the robot that did not ask kept acting: nothing blocked it
     summary = sup.summary()
     assert summary["successes"] == 3 and summary["requests_served"] == 2 and summary["requests_withdrawn"] == 1
+
+
+def test_the_scripted_helper_stops_when_the_request_ends_under_it() -> None:
+    from robot_rl.hardware.sim_pick import PickIntervener, PickView
+
+    class Scene:
+        def pick_view(self) -> PickView:
+            return PickView(np.array([0.3, 0.0, 0.2]), np.array([0.4, 0.0, 0.02]), 1.0, 0.02, 0.04, 0.02)
+
+    helper = PickIntervener(Scene(), takeover_steps=10, only_when_asked=True)  # type: ignore[arg-type]
+    assert not helper(0).engage  # nobody asked
+    helper.hear_help_request(True)
+    assert helper(1).engage and helper(2).engage
+    helper.hear_help_request(False)  # the episode ended (or the fallback) while the person acted
+    assert not helper(3).engage  # a new episode does not start with a takeover nobody asked for

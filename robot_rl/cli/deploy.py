@@ -19,7 +19,13 @@ import tyro
 from robot_rl.cli.base import Command, sigterm_as_ctrl_c, viz_overrides
 from robot_rl.config_io import apply_overrides, from_dict, load_yaml, parse_override
 from robot_rl.core.config import ConfigError
-from robot_rl.human_loop.operator import guard_key_source, make_teleop, start_estop_guard
+from robot_rl.human_loop.operator import (
+    check_teleop,
+    guard_key_source,
+    make_teleop,
+    split_device_settings,
+    start_estop_guard,
+)
 
 
 @dataclass
@@ -35,7 +41,8 @@ class DeployArgs(Command):
     """
 
     overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
-    """Dotted config overrides (robot.*, safety.*, intervention.*, algo.*, transport.*, replay.*, viz.*)."""
+    """Dotted config overrides (robot.*, safety.*, intervention.*, help.*, algo.*, transport.*, replay.*, viz.*),
+    and device.* for the teleop device's settings."""
     role: Literal["actor", "learner"] = "actor"
     """actor: drive the robot; learner: train on what actors send."""
     mode: Literal["eval", "learn"] = "eval"
@@ -44,9 +51,11 @@ class DeployArgs(Command):
     """A YAML file with any of the sections; command-line overrides win."""
     run_dir: Path | None = None
     """eval: the run to deploy; learn: optional starting weights; learner: where checkpoints go."""
-    teleop: Literal["keyboard", "gamepad", "spacemouse", "scripted", "pick_intervener", "pick_helper"] = "keyboard"
-    """The intervention device (pick_intervener: a scripted human for the simulated pick task who takes over when
-    the policy stalls; pick_helper: one who takes over only when the robot asks, with help.enabled=true)."""
+    teleop: Annotated[str, tyro.conf.arg(metavar="NAME")] = "keyboard"
+    """The intervention device: keyboard, gamepad, spacemouse, leader_arm (its settings as device.KEY=VALUE, e.g.
+    device.port=/dev/ttyACM1 device.id=my_leader), scripted (nobody), pick_intervener (a scripted person for the
+    simulated pick who takes over when the policy stalls) or pick_helper (one who helps only when the robot asks,
+    with help.enabled=true); `robot-rl devices` lists them and their controls."""
     episodes: int = 10
     """Episodes to run (0: until Ctrl-C)."""
     max_episode_steps: int = 40
@@ -117,6 +126,7 @@ class DeployArgs(Command):
         """
         from robot_rl.hardware.safety import SafetyLayer
         from robot_rl.human_loop.deploy import Deployer, load_run_policy
+        from robot_rl.human_loop.deploy_policy import load_run_critics
         from robot_rl.human_loop.observation import policy_spec
         from robot_rl.human_loop.status import StatusLine
         from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
@@ -124,6 +134,7 @@ class DeployArgs(Command):
         if cfg.mode == "eval" and self.run_dir is None:
             raise ConfigError("--mode eval needs --run-dir (the run whose checkpoint to deploy)")
         estop_tty = resolve_estop_tty(self)
+        check_teleop(self.teleop, device_settings(self))
         robot = cfg.robot.make()
         spec = policy_spec(cfg, robot.features)
         if self.run_dir is not None:
@@ -138,7 +149,7 @@ class DeployArgs(Command):
         try:
             viz = open_deploy_viz(cfg, self.run_dir)
             keys = guard_key_source(guard) if guard is not None and guard.keys is not None else None
-            device = make_teleop(self.teleop, robot, keys=keys)
+            device = make_teleop(self.teleop, robot, keys=keys, settings=device_settings(self))
             if estop_tty is not None:
                 print(f"e-stop: the guard process reads the space bar from {estop_tty}", flush=True)
             with SafetyLayer(robot, cfg.safety, guard=guard) as safety:
@@ -154,8 +165,12 @@ class DeployArgs(Command):
                                             policy_version=version if cfg.mode == "eval" else 0, status=status,
                                             viz=viz, on_episode=on_episode, operator_link=link, robot_name=name,
                                             help_log=self.help_log or (self.run_dir or Path(".")) / "help_scores.jsonl")
-                        print(f"{'[' + name + '] ' if name else ''}deploy ({cfg.mode}): {deployer.controller.mode_hint}",
-                              flush=True)
+                        if cfg.mode == "eval" and deployer.help is not None and self.run_dir is not None:
+                            critics = load_run_critics(self.run_dir, spec)  # learn mode: the learner sends them
+                            if critics is not None:
+                                deployer.help.load_critic(*critics)
+                        who = f"[{name}] " if name else ""
+                        print(f"{who}deploy ({cfg.mode}): {deployer.controller.mode_hint}", flush=True)
                         with sigterm_as_ctrl_c():
                             report = deployer.run()
                 finally:
@@ -247,13 +262,23 @@ def resolve_deploy_config(args: DeployArgs) -> Any:
     from robot_rl.human_loop.deploy import DeployConfig
 
     data = load_yaml(args.config) if args.config is not None else {}
+    data.pop("device", None)  # the teleop device's section: device_settings
     top = {"mode": args.mode, "episodes": args.episodes, "max_episode_steps": args.max_episode_steps,
            "status": not args.no_status}
     cfg = from_dict(DeployConfig, {**top, **data}, where="deploy config")
-    overrides = dict(parse_override(o) for o in (*args.overrides, *viz_overrides(args)))
+    rest, _ = split_device_settings(args.overrides)
+    overrides = dict(parse_override(o) for o in (*rest, *viz_overrides(args)))
     if args.connect:
         overrides["transport.address"] = args.connect
     return apply_overrides(cfg, overrides)
+
+
+def device_settings(args: DeployArgs) -> dict[str, Any]:
+    """The teleop device's settings: the ``device:`` section of ``--config``, then ``device.*`` overrides."""
+    data = load_yaml(args.config) if args.config is not None else {}
+    settings = dict(data.get("device") or {})
+    settings.update(split_device_settings(args.overrides)[1])
+    return settings
 
 
 def open_deploy_viz(cfg: Any, run_dir: Path | None) -> Any:

@@ -31,7 +31,9 @@ def _suffixed(path: Path | None, name: str) -> Path | None:
 
 def member_args(args: Any, robot: FleetRobot, run_dir_default: Path) -> Any:
     """The deploy flags one robot's process runs with: its teleop, its own log files, no status line or e-stop key."""
+    device = tuple(o for o in robot.set if o.startswith("device."))  # the robot's own teleop settings
     return replace(args, fleet=None, teleop=robot.teleop or args.teleop, no_status=True, estop_tty="off",
+                   overrides=(*args.overrides, *device),
                    episode_log=_suffixed(args.episode_log, robot.name),
                    help_log=_suffixed(args.help_log or run_dir_default / "help_scores.jsonl", robot.name),
                    log_file=_suffixed(args.log_file or run_dir_default / "deploy.log", robot.name))
@@ -71,6 +73,7 @@ def _check_flags(args: Any, robots: list[FleetRobot]) -> None:
 
 def run_fleet(args: Any, cfg: Any) -> int:
     """Check the fleet, start its robots, serve the operator's queue until they stop; print the fleet's summary."""
+    from robot_rl.cli.deploy import device_settings
     from robot_rl.human_loop.fleet_supervisor import FleetSupervisor
 
     robots = load_fleet(args.fleet)
@@ -78,15 +81,16 @@ def run_fleet(args: Any, cfg: Any) -> int:
     configs = member_configs(cfg, robots)
     if cfg.mode == "eval" and args.run_dir is None:
         raise ConfigError("--mode eval needs --run-dir (the run whose checkpoint to deploy)")
-    check_fleet(robots, configs, learn=cfg.mode == "learn")
     out_dir = args.run_dir or Path(".")
+    members = [member_args(args, robot, out_dir) for robot in robots]
+    check_fleet(robots, configs, learn=cfg.mode == "learn",
+                devices=[device_settings(m) if m.teleop == "leader_arm" else {} for m in members])
     ctx = mp.get_context("spawn")  # a fresh interpreter per robot: no inherited sockets, threads or GL contexts
     conns, procs = {}, {}
-    for robot, member_cfg in zip(robots, configs):
+    for robot, member, member_cfg in zip(robots, members, configs):
         here, there = ctx.Pipe()
         proc = ctx.Process(target=member_main, name=f"robot-rl-fleet-{robot.name}",
-                           args=(member_args(args, robot, out_dir), replace(member_cfg, status=False), robot.name,
-                                 there))
+                           args=(member, replace(member_cfg, status=False), robot.name, there))
         proc.start()
         there.close()
         conns[robot.name], procs[robot.name] = here, proc

@@ -109,6 +109,20 @@ class RobotConfig:
         """Number of arm joints (the gripper excluded)."""
         return len(self.joint_low)
 
+    def exclusive_resources(self) -> list[str]:
+        """What this robot holds alone: its serial port, controller or simulator address, its cameras.
+
+        E.g. ``port /dev/ttyACM0``, ``camera 0``: two robots of one fleet may not share any (robot_rl.human_loop.fleet).
+        """
+        held = [f"{name} {getattr(self, name)}" for name in ("port", "ip", "address")
+                if getattr(self, name, None) not in (None, "")]
+        cameras = (getattr(self, "options", None) or {}).get("cameras") or {}
+        for cam in cameras.values() if isinstance(cameras, dict) else ():
+            source = cam.get("index_or_path", cam.get("serial_number_or_name")) if isinstance(cam, dict) else None
+            if source is not None:
+                held.append(f"camera {source}")
+        return held
+
     @property
     def action_dim(self) -> int:
         """Length of the action vector in this control mode."""

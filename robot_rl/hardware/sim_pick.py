@@ -111,6 +111,9 @@ class PickIntervener:
         """
         if asking and not self.asked:
             self._unanswered = True
+        if not asking and self.only_when_asked:
+            # While the person acts a request stays open; it ends under them only with the episode (or a fallback).
+            self._left = 0
         self.asked = asking
 
     def _new_episode(self) -> None:

@@ -108,6 +108,10 @@ class SimSo101Config(LeRobotRobotConfig):
         """An unconnected :class:`SimSo101Robot`."""
         return SimSo101Robot(self)
 
+    def exclusive_resources(self) -> list[str]:
+        """Only a joined simulator's address: the serial port and cameras of the real arm are not used."""
+        return [f"address {self.address}"] if self.address else []
+
 
 class So101Link(SimProcess):
     """The simulator as lerobot's so101_follower looks to the driver (features, observation and action dicts)."""

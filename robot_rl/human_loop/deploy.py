@@ -224,7 +224,8 @@ class Deployer:
         """Set to a list to keep every transition here too (e.g. to record demonstrations in eval mode)."""
         self.judge = success_judge(cfg)
         self.help = (HelpDesk(cfg.help, policy_spec(cfg, self.robot.features), cfg.algo, policy, score_log=help_log,
-                              robot=robot_name or type(self.robot).__name__, link=operator_link)
+                              robot=robot_name or type(self.robot).__name__, link=operator_link,
+                              observed={k: v.shape for k, v in self.robot.features.observation.items()})
                      if cfg.help.enabled else None)
         """Asks the operator for help (``help.enabled``): the gate, the hold while waiting, the fallback."""
         self._step_events = 0  # safety events of the last step sent (the help gate's ``safety`` score)
@@ -341,7 +342,7 @@ class Deployer:
             policy_action, extras = self._act(seen)
             judged = self.judge is not None and self.judge(obs)  # before the gate: it reads the probability
             step = self.controller.step(policy_action, measured_joints=obs["state"][:self.robot.config.num_joints])
-            verdict = self._ask(seen, policy_action, step.intervened, index, t) if self.help is not None else "act"
+            verdict = self._ask(obs, policy_action, step.intervened, index, t) if self.help is not None else "act"
             self.last_source = "asking" if verdict == "hold" else step.source
             if "estop" in step.events:
                 self.safety.estop.trigger("teleop e-stop key")
@@ -402,11 +403,12 @@ class Deployer:
                  record.interventions, record.intervention_lengths, self.version)
         return record
 
-    def _ask(self, seen: dict[str, np.ndarray], action: np.ndarray, human: bool, episode: int, t: int) -> str:
+    def _ask(self, obs: dict[str, np.ndarray], action: np.ndarray, human: bool, episode: int, t: int) -> str:
         """The help desk's verdict for this tick: act, hold (waiting for the operator) or the fallback."""
         assert self.help is not None
         p = self.judge.probability if self.judge is not None else None
-        verdict = self.help.step(self.help.scores(self.policy, seen, action, self._step_events, p), human, episode, t)
+        scores = self.help.scores(self.policy, self._seen(obs), action, self._step_events, p, obs=obs)
+        verdict = self.help.step(scores, human, episode, t)
         if self._ear is not None:  # a scripted person hears the request (a real one hears the bell)
             self._ear.hear_help_request(self.help.operator_called)
         return verdict

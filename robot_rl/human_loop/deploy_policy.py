@@ -29,6 +29,28 @@ def load_run_policy(run_dir: Path, spec: EnvSpec, device: str = "cpu") -> tuple[
     return loaded.policy, loaded.version
 
 
+def load_run_critics(run_dir: Path, spec: EnvSpec) -> tuple[dict[str, torch.Tensor], int] | None:
+    """The critics of a run directory's newest checkpoint and its weight version (None: the algorithm has none).
+
+    For the help desk in eval mode (its ``novelty`` and ``risk`` scores). The learner is built once to read
+    them out of its saved state (the checkpoint keeps it whole).
+    """
+    from robot_rl.checkpoint import load_latest
+    from robot_rl.config_io import from_dict
+    from robot_rl.core.config import AlgoConfig
+    from robot_rl.policy_io import read_run_config
+
+    algo = from_dict(AlgoConfig, read_run_config(run_dir)["algo"], where=f"{run_dir}/config.yaml algo")
+    state, meta, path = load_latest(run_dir)
+    learner = algo.build(spec, "cpu", 0)
+    critic_weights = getattr(learner, "critic_weights", None)
+    if critic_weights is None:
+        return None
+    learner.load_state_dict(state["algo"])
+    log.info("deploy: the help desk scores with the critics of %s", path)
+    return critic_weights(), int(meta.get("policy_version", 0))
+
+
 def policy_act_fn(policy: Policy, deterministic: bool = True) -> Any:
     """``{key: np [N, ...]}`` → ``np [N, A]`` with ``policy`` (for the weight gate)."""
 

@@ -35,10 +35,6 @@ from robot_rl.core.config import ConfigError
 
 log = logging.getLogger(__name__)
 
-CONNECTION_FIELDS = ("port", "ip", "address")
-"""Robot config fields that name something one robot holds alone (serial port, controller, simulator address)."""
-
-
 @dataclass
 class FleetRobot:
     """One robot of the fleet."""
@@ -85,7 +81,7 @@ def member_configs(base: Any, robots: list[FleetRobot]) -> list[Any]:
             raise ConfigError(f"fleet robot name {robot.name!r}: use letters, digits, - and _ (it names files)")
         overrides = {"actor_id": i, "seed": base.seed + i}
         try:
-            overrides.update(parse_override(o) for o in robot.set)
+            overrides.update(parse_override(o) for o in robot.set if not o.startswith("device."))
             out.append(apply_overrides(base, overrides))
         except (ValueError, KeyError, TypeError) as e:
             raise ConfigError(f"fleet robot {robot.name!r}: {e}") from e
@@ -93,19 +89,17 @@ def member_configs(base: Any, robots: list[FleetRobot]) -> list[Any]:
 
 
 def exclusive_resources(robot_cfg: Any) -> list[str]:
-    """What a robot with ``robot_cfg`` holds alone: its serial port, controller or simulator address, cameras."""
-    held = [f"{name} {getattr(robot_cfg, name)}" for name in CONNECTION_FIELDS
-            if getattr(robot_cfg, name, None) not in (None, "")]
-    cameras = (getattr(robot_cfg, "options", None) or {}).get("cameras") or {}
-    for cam in cameras.values() if isinstance(cameras, dict) else ():
-        source = cam.get("index_or_path", cam.get("serial_number_or_name")) if isinstance(cam, dict) else None
-        if source is not None:
-            held.append(f"camera {source}")
-    return held
+    """What a robot with ``robot_cfg`` holds alone (:meth:`RobotConfig.exclusive_resources`)."""
+    held = getattr(robot_cfg, "exclusive_resources", None)
+    return list(held()) if callable(held) else []
 
 
-def check_fleet(robots: list[FleetRobot], configs: list[Any], learn: bool) -> None:
-    """Refuse a fleet that cannot run, before anything moves (ConfigError says which robots and what to do)."""
+def check_fleet(robots: list[FleetRobot], configs: list[Any], learn: bool,
+                devices: list[dict[str, Any]] | None = None) -> None:
+    """Refuse a fleet that cannot run, before anything moves (ConfigError says which robots and what to do).
+
+    ``devices``: each robot's teleop device settings (a leader arm's ``port`` is held like a robot's).
+    """
     from robot_rl.human_loop.observation import policy_spec
 
     names = [r.name for r in robots]
@@ -113,8 +107,10 @@ def check_fleet(robots: list[FleetRobot], configs: list[Any], learn: bool) -> No
     if twice:
         raise ConfigError(f"fleet: robot name(s) {', '.join(twice)} used twice; give each robot its own name")
     owner: dict[str, str] = {}
-    for robot, cfg in zip(robots, configs):
-        for resource in exclusive_resources(cfg.robot):
+    for i, (robot, cfg) in enumerate(zip(robots, configs)):
+        device = devices[i] if devices is not None else {}
+        held = exclusive_resources(cfg.robot) + ([f"port {device['port']}"] if device.get("port") else [])
+        for resource in held:
             if resource in owner:
                 raise ConfigError(f"fleet: robots {owner[resource]!r} and {robot.name!r} are both on {resource}; "
                                   "each robot needs its own (set robot.port / robot.ip / robot.address per robot "

@@ -5,7 +5,9 @@ Per control step the desk computes the gate's scores from what the actor has at 
 - ``novelty``: the spread (standard deviation) of the critic ensemble's Q for the action the policy proposes;
 - ``risk``: minus the ensemble's mean Q (a state the critics value low);
 - ``safety``: the safety layer's events (clips, limits, change limits) over the last ``help.window`` steps;
-- ``classifier``: the success classifier's uncertainty ``1 - |2p - 1|`` (with ``reward_source=classifier``).
+- ``classifier``: the success classifier's uncertainty ``1 - |2p - 1|`` (with ``reward_source=classifier``);
+- ``progress``: a process reward model's progress stalling over ``help.window`` steps (``help.prm``,
+  :mod:`robot_rl.human_loop.help_progress`).
 
 The critics come from the learner with the actor weights (``help.enabled`` makes the HIL learner publish them).
 
@@ -91,8 +93,15 @@ class HelpDesk:
 
     def __init__(self, config: HelpGateConfig, spec: EnvSpec, algo: Any, policy: Policy,
                  score_log: Path | None = None, bell: IO[str] | None = None, robot: str = "robot",
-                 link: OperatorLink | None = None) -> None:
+                 link: OperatorLink | None = None, observed: dict[str, tuple[int, ...]] | None = None) -> None:
         self.config = config
+        self.progress = None
+        if config.prm and "progress" in config.scores:
+            from robot_rl.human_loop.help_progress import ProgressStall
+
+            self.progress = ProgressStall(config.prm, config.goal, config.window)
+            if observed is not None:
+                self.progress.check(observed)
         self.link = link
         """Several robots share the operator: requests queue there, and only a granted one calls the person."""
         self._request_id = 0
@@ -142,13 +151,21 @@ class HelpDesk:
     # ---- per step -----------------------------------------------------------------------------
 
     def scores(self, policy: Policy, seen: dict[str, np.ndarray], action: np.ndarray, safety_events: int,
-               success_p: float | None = None) -> dict[str, float]:
-        """The step's scores (the critics' only once their weights arrived)."""
+               success_p: float | None = None, obs: dict[str, np.ndarray] | None = None) -> dict[str, float]:
+        """The step's scores (the critics' only once their weights arrived).
+
+        ``obs``: everything the robot observed (the process reward model reads cameras the policy may not see;
+        default ``seen``).
+        """
         self._events.append(int(safety_events))
         out: dict[str, float] = {"safety": float(sum(self._events))}
+        if self.progress is not None:
+            stall = self.progress.score(obs if obs is not None else seen)
+            if stall is not None:
+                out["progress"] = stall
         if self.estimator is not None and self.critic_version >= 0:
-            obs = {k: torch.as_tensor(v).unsqueeze(0) for k, v in seen.items()}
-            q = self.estimator.q_values(policy, obs, torch.as_tensor(action, dtype=torch.float32).unsqueeze(0))
+            batch = {k: torch.as_tensor(v).unsqueeze(0) for k, v in seen.items()}
+            q = self.estimator.q_values(policy, batch, torch.as_tensor(action, dtype=torch.float32).unsqueeze(0))
             q = q[:, 0].double()
             out["novelty"] = float(q.std()) if q.numel() > 1 else 0.0
             out["risk"] = -float(q.mean())
@@ -211,6 +228,8 @@ class HelpDesk:
     def end_episode(self) -> dict[str, int]:
         """The episode ended: an open request closes. Returns the episode's counts (EpisodeRecord's help fields)."""
         self.gate.end_episode()
+        if self.progress is not None:
+            self.progress.reset()
         self._close()
         if self._unasked and self.link is not None:
             self.link.takeover(False)

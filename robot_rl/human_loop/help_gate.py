@@ -68,6 +68,11 @@ class HelpGateConfig:
     the next), or ``skip`` (end the episode as a time-out, not counted as the policy's failure)."""
     bell: bool = True
     """Ring the terminal bell when the robot asks."""
+    prm: str | None = None
+    """A process reward model checkpoint (`robot-rl reward train-prm`) for the ``progress`` score: its progress
+    over the last ``window`` steps, from the cameras; a stall stands out. None: no ``progress`` score."""
+    goal: str = ""
+    """With ``prm``: the instruction the model was trained on (the task's goal)."""
 
     def __post_init__(self) -> None:
         if not (isinstance(self.budget, (int, float)) and 0.0 < self.budget <= 1.0):
@@ -86,6 +91,8 @@ class HelpGateConfig:
         for name in ("min_ask_steps", "min_gap_steps", "warmup_steps", "window"):
             if getattr(self, name) < 0 or (name == "window" and self.window < 1):
                 raise ValueError(f"help.{name} = {getattr(self, name)} must be >= {1 if name == 'window' else 0}")
+        if self.prm and not self.goal:
+            raise ValueError("help.prm needs help.goal: the instruction the process reward model was trained on")
         if not 0.0 < self.ema < 1.0 or self.adapt_rate <= 0 or self.wait_timeout_s < 0:
             raise ValueError("help.ema must be in (0, 1), help.adapt_rate > 0 and help.wait_timeout_s >= 0")
 

@@ -8,19 +8,49 @@ from typing import Any
 from robot_rl.core.config import ConfigError
 
 
-def make_teleop(name: str, robot: Any, keys: Any = None) -> Any:
+def make_teleop(name: str, robot: Any, keys: Any = None, settings: dict[str, Any] | None = None) -> Any:
     """The teleop device called ``name`` for ``robot`` (``pick_intervener`` needs the simulated arm).
 
     ``keys``: the keyboard's :class:`~robot_rl.human_loop.devices.keyboard.KeySource` (default: the terminal).
+    ``settings``: the device config's fields (`device.port=/dev/ttyACM1` on the command line), e.g. a leader arm's
+    port and id.
     """
+    from robot_rl.config_io import from_dict
     from robot_rl.human_loop.devices.base import TELEOP_DEVICES
-    from robot_rl.human_loop.devices.keyboard import KeyboardConfig
 
+    cfg: Any = from_dict(TELEOP_DEVICES.get(name), settings or {}, where=f"device ({name})")
     if keys is not None:
         if name != "keyboard":
             raise ConfigError(f"a key source is for the keyboard teleop, not {name}")
-        return KeyboardConfig().make(keys)
-    return TELEOP_DEVICES.get(name)().make_for(robot)
+        return cfg.make(keys)
+    return cfg.make_for(robot)
+
+
+def check_teleop(name: str, settings: dict[str, Any] | None = None) -> None:
+    """Refuse an unknown device or setting now, before anything connects (the error lists what is valid)."""
+    from robot_rl.config_io import from_dict
+    from robot_rl.human_loop.devices.base import TELEOP_DEVICES
+
+    from_dict(TELEOP_DEVICES.get(name), settings or {}, where=f"device ({name})")
+
+
+def split_device_settings(overrides: list[str] | tuple[str, ...]) -> tuple[list[str], dict[str, Any]]:
+    """``(the other overrides, the device config's fields)``: ``device.port=/dev/ttyACM1`` → ``{"port": ...}``."""
+    from robot_rl.config_io import parse_override
+
+    rest: list[str] = []
+    settings: dict[str, Any] = {}
+    for text in overrides:
+        key, value = parse_override(text)
+        if not key.startswith("device."):
+            rest.append(text)
+            continue
+        *parents, leaf = key[len("device."):].split(".")
+        node = settings
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return rest, settings
 
 
 def start_estop_guard(robot: Any, trigger_file: Path | None, tty: str | None = None,
