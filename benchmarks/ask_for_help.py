@@ -135,13 +135,16 @@ def main() -> None:
     p.add_argument("--eval-every-steps", type=int, default=500)
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--out-dir", type=Path, default=OUT)
+    p.add_argument("--robot", default="sim_arm", choices=["sim_arm", "sim_so101_state"],
+                   help="sim_so101_state: the simulated SO-101, the cube's position in the state, no camera")
+    p.add_argument("--episode-steps", type=int, default=40, help="steps before an episode is cut")
     a = p.parse_args()
     logging.basicConfig(level=logging.ERROR)
     torch.set_num_threads(1)
     t0 = time.monotonic()
     results: dict[int, dict[str, Any]] = {}
     base = LearnBenchConfig(time_scale=a.time_scale, eval_every_steps=a.eval_every_steps,
-                            eval_episodes=a.eval_episodes)
+                            eval_episodes=a.eval_episodes, robot=a.robot, episode_steps=a.episode_steps)
     a.out_dir.mkdir(parents=True, exist_ok=True)
     for seed in range(a.seeds):
         b = dataclasses.replace(base, seed=a.first_seed + seed)

@@ -27,28 +27,17 @@ import argparse
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from hil_cli_workflow import ctrl_c, start_logged
+
 OUT = Path(__file__).parent / "results"
 EXE = str(Path(sys.executable).with_name("robot-rl"))
 ARM = ["robot.type=sim_arm", "robot.cameras={}", "safety.watchdog_timeout_s=0.5"]
-
-
-def _start(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(argv, cwd=log.parent, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-
-
-def _ctrl_c(proc: subprocess.Popen[bytes], timeout: float = 150.0) -> int:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-    return proc.wait(timeout=timeout)
 
 
 def _run(argv: list[str], cwd: Path) -> str:
@@ -69,8 +58,8 @@ def run_setup(work: Path, setup: str, minutes: float, seed: int, port: int, log=
     address = f"transport.address=tcp://127.0.0.1:{port}"
     # The learner at a lower priority, as on a shared machine: the control loops are the real-time part.
     helped = ["help.enabled=true"] if setup == "fleet" else []
-    learner = _start(["nice", "-n", "10", EXE, "deploy", "--role", "learner", "--run-dir", "run", "--demos", "../demos",
-                      "--no-status", *ARM, address, f"seed={seed}", *helped], work / "learner.log")
+    learner = start_logged(["nice", "-n", "10", EXE, "deploy", "--role", "learner", "--run-dir", "run", "--demos",
+                            "../demos", "--no-status", *ARM, address, f"seed={seed}", *helped], work / "learner.log")
     time.sleep(3.0)
     actor_cmd = [EXE, "deploy", "--mode", "learn", "--episodes", "0", "--no-status", "--episode-log", "episodes.jsonl"]
     if setup == "fleet":  # the overrides last: tyro takes the positional ones as one group
@@ -79,13 +68,13 @@ def run_setup(work: Path, setup: str, minutes: float, seed: int, port: int, log=
     else:
         actor_cmd += ["--teleop", "pick_intervener", *ARM, address, f"seed={seed}"]
     t0 = time.monotonic()
-    actor = _start(actor_cmd, work / "actor.log")
+    actor = start_logged(actor_cmd, work / "actor.log")
     deadline = t0 + 60 * minutes
     while time.monotonic() < deadline and learner.poll() is None and actor.poll() is None:
         time.sleep(1.0)
-    rc_actor = _ctrl_c(actor)
+    rc_actor = ctrl_c(actor, 150.0)
     wall_s = time.monotonic() - t0
-    rc_learner = _ctrl_c(learner)
+    rc_learner = ctrl_c(learner, 150.0)
     actor_out = (work / "actor.log").read_text(errors="replace")
     if rc_actor or rc_learner:
         raise RuntimeError(f"{setup}: actor rc {rc_actor}, learner rc {rc_learner}\n{actor_out[-3000:]}")

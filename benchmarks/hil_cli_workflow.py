@@ -78,7 +78,8 @@ def scaled(cmd: str, scale: float) -> list[str]:
             f"safety.max_angular_speed={1.0 * scale:g}"]
 
 
-def _start(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+def start_logged(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own process group, output to ``log``, with Ctrl-C as in a terminal."""
     # SIGINT at its default, as in a terminal, even when this script runs as a background job (whose shell
     # starts children with SIGINT ignored): Ctrl-C is how the docs stop steps 1 and 2.
     return subprocess.Popen(argv, cwd=log.parent, stdout=log.open("wb"), stderr=subprocess.STDOUT,
@@ -86,7 +87,8 @@ def _start(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
-def _ctrl_c(proc: subprocess.Popen[bytes], timeout: float = 120.0) -> int:
+def ctrl_c(proc: subprocess.Popen[bytes], timeout: float = 120.0) -> int:
+    """Ctrl-C ``proc``'s process group (as a terminal does) and wait for its exit code."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGINT)
     return proc.wait(timeout=timeout)
@@ -102,13 +104,13 @@ def run_once(workdir: Path, minutes: float, scale: float, log=print, workflow: s
             raise RuntimeError(f"{shlex.join(argv[1:])} exited with {done.returncode}:\n{done.stdout[-3000:]}")
         last = done.stdout.strip().splitlines()[:1]
         log(f"  robot-rl {argv[1]} done in {time.monotonic() - t0:.0f}s: {last[0] if last else ''}")
-    learner = _start(learner_cmd, workdir / "learner.log")
+    learner = start_logged(learner_cmd, workdir / "learner.log")
     time.sleep(3.0)  # the learner binds before the actor connects (the actor would wait for it anyway)
-    actor = _start(actor_cmd, workdir / "actor.log")
+    actor = start_logged(actor_cmd, workdir / "actor.log")
     deadline = time.monotonic() + 60 * minutes
     while time.monotonic() < deadline and learner.poll() is None and actor.poll() is None:
         time.sleep(1.0)
-    rc_actor, rc_learner = _ctrl_c(actor), _ctrl_c(learner)
+    rc_actor, rc_learner = ctrl_c(actor), ctrl_c(learner)
     actor_out = (workdir / "actor.log").read_text(errors="replace")
     learner_out = (workdir / "learner.log").read_text(errors="replace")
     if rc_actor or rc_learner:

@@ -75,8 +75,10 @@ class LearnBenchConfig:
     normalize_obs: bool = True
     """SAC's running mean/std normalisation of ``state`` (cube and gripper positions vary by centimetres)."""
     robot: str = "sim_arm"
-    """``sim_arm`` (the cube's position in the state, no camera) or ``sim_so101`` (the LeRobot driver on the
-    simulated SO-101: joints, tool pose and gripper in the state, the cube seen only through the cameras)."""
+    """``sim_arm`` (the cube's position in the state, no camera), ``sim_so101`` (the LeRobot driver on the
+    simulated SO-101: joints, tool pose and gripper in the state, the cube seen only through the cameras) or
+    ``sim_so101_state`` (the simulated SO-101 with the cube's position in the state and no camera: what a CPU
+    can learn in minutes)."""
     camera_size: int = 64
     """sim_so101: the front and wrist cameras' height and width (the policy's CNN reads both)."""
     episode_steps: int = 40
@@ -96,11 +98,16 @@ def learn_config(b: LearnBenchConfig, address: str = "tcp://127.0.0.1:*") -> Dep
         size = (b.camera_size, b.camera_size)
         robot = SimSo101Config(cameras={"front": size, "wrist": size}, reward="dense", seed=7,
                                time_scale=b.time_scale, request_timeout_s=5.0)
+    elif b.robot == "sim_so101_state":
+        from robot_rl.hardware.sim_so101 import SimSo101Config
+
+        robot = SimSo101Config(cameras={}, object_in_state=True, reward="dense", seed=7, time_scale=b.time_scale,
+                               request_timeout_s=5.0)
     elif b.robot == "sim_arm":
         robot = SimulatedArmConfig(cameras={}, reward="dense", max_step_m=0.02, seed=7, time_scale=b.time_scale,
                                    request_timeout_s=5.0)
     else:
-        raise ValueError(f"robot {b.robot!r}: the learn benchmark runs sim_arm or sim_so101")
+        raise ValueError(f"robot {b.robot!r}: the learn benchmark runs sim_arm, sim_so101 or sim_so101_state")
     safety = SafetyConfig(control_hz=SIM_HZ * b.time_scale, watchdog_timeout_s=0.5,
                           max_linear_speed=0.25 * b.time_scale)
     algo = SACConfig(demo_ratio=0.5, learning_starts=200, batch_size=128, utd_ratio=b.utd_ratio, gamma=0.95,
