@@ -20,6 +20,7 @@ tests can check each against a hand computation.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -106,3 +107,22 @@ def chunk_targets(reward: torch.Tensor, done: torch.Tensor, gamma: float, next_v
         term_at_stop = terminated.bool().gather(1, (stop - 1).clamp(max=h - 1)[:, None])[:, 0]
         bootstraps = ~(any_done & term_at_stop)
     return ret + bootstraps.to(reward.dtype) * gamma ** stop.to(reward.dtype) * next_value
+
+
+def sampled_action_q(critic: Any, sample: Any, critic_features: torch.Tensor, actor_features: torch.Tensor,
+                     noise: torch.Tensor, uniform: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The inputs :func:`cql_penalty` needs, from networks: ``(q_policy [E, B, K], log π [B, K], q_uniform [E, B, K])``.
+
+    ``critic(features, action) → [E, N]``; ``sample(features, noise) → (action, log π)``. ``noise`` and
+    ``uniform`` ``[K, B, |A|]``: the Gaussian noise of ``K`` policy samples per state and ``K`` uniform actions
+    (drawn by the caller, so this stays a pure function). The sampled actions carry no gradient to the actor;
+    their Q values do to the critic.
+    """
+    k, b, a = noise.shape
+    with torch.no_grad():
+        flat_actor = actor_features.detach().unsqueeze(0).expand(k, b, -1).reshape(k * b, -1)
+        actions, log_prob = sample(flat_actor, noise.reshape(k * b, a))
+    flat = critic_features.unsqueeze(0).expand(k, b, -1).reshape(k * b, -1)
+    q_policy = critic(flat, actions).reshape(-1, k, b).permute(0, 2, 1)
+    q_uniform = critic(flat, uniform.reshape(k * b, a)).reshape(-1, k, b).permute(0, 2, 1)
+    return q_policy, log_prob.reshape(k, b).T, q_uniform

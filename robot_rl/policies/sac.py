@@ -39,6 +39,7 @@ from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, TransitionBatch
 from robot_rl.policies.modules.cnn import random_shift
 from robot_rl.policies.modules.pretrained import check_image_encoder
+from robot_rl.policies.offline_rl import cql_penalty, sampled_action_q
 from robot_rl.policies.sac_networks import SACCritic, SACPolicy, SACValueEstimator, make_encoder
 from robot_rl.replay.buffer import MixingSampler, ReplayBuffer
 
@@ -112,6 +113,15 @@ class SACConfig(AlgoConfig):
     """Keep the ResNet trunk fixed (no gradient, run once per update); false = the critic's loss fine-tunes it."""
     image_spatial_embeddings: int = 8
     """ResNet heads: learned spatial embeddings per trunk channel (HIL-SERL's ``num_spatial_blocks``)."""
+    cql_alpha: float = 0.0
+    """Weight of CQL's conservative term in the critic loss (Kumar et al., 2020): pushes down the Q of actions the
+    data does not contain. 0 = off (online SAC); 1-5 for offline pre-training (docs/offline-to-online.md)."""
+    cql_samples: int = 10
+    """Actions sampled per state, from the policy and uniformly each, to estimate CQL's log-sum-exp."""
+    calql: bool = False
+    """Cal-QL (Nakamoto et al., 2023): clamp the policy's Q in the CQL term from below by the data's Monte-Carlo
+    return (``batch.extras["mc_return"]``), so offline Q stays on the scale of returns and fine-tuning online
+    starts without an unlearning dip. Needs ``cql_alpha > 0``."""
     normalize_obs: bool = False
     """Normalise ``state`` by running mean/std (statistics from the replayed batches, saved with the
     actor weights)."""
@@ -129,6 +139,8 @@ class SACConfig(AlgoConfig):
         check_image_encoder(self.image_encoder)
         if self.image_backbone and self.image_encoder == "cnn":
             raise ValueError("image_backbone needs image_encoder resnet10 or resnet18")
+        if self.cql_alpha < 0 or self.cql_samples < 1 or (self.calql and self.cql_alpha == 0):
+            raise ValueError("cql_alpha must be >= 0 and cql_samples >= 1; calql needs cql_alpha > 0")
 
     def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> SACAlgorithm:
         """The learner for environments with ``spec``, its networks seeded by ``seed``."""
@@ -255,11 +267,14 @@ class SACAlgorithm(OffPolicyAlgorithm):
     def critic_loss(self, obs: Obs, action: torch.Tensor, reward: torch.Tensor, terminated: torch.Tensor,
                     next_obs: Obs, noise: torch.Tensor, subset: torch.Tensor | None,
                     alpha: torch.Tensor, discount: torch.Tensor | float | None = None,
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                    cql_draws: tuple[torch.Tensor, torch.Tensor] | None = None,
+                    calibration: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(L_Q, mean Q, detached features of obs)`` for squashed actions and noise ``[B, |A|]``.
 
         A pure function of its inputs (``update`` draws the noise for a' and the critic subset).
-        ``discount`` is γ, or the per-row γ^m of n-step rows (``batch.extras["discount"]``).
+        ``discount`` is γ, or the per-row γ^m of n-step rows (``batch.extras["discount"]``). ``cql_draws``:
+        the Gaussian noise and uniform actions ``[K, B, |A|]`` of CQL's term (``cql_alpha > 0``), and
+        ``calibration`` its Cal-QL reference values ``[B]`` (:mod:`robot_rl.policies.offline_rl`).
         """
         # Soft TD target, a' ~ π(·|s') and M ⊆ {1..E} a random subset (all members when M = E):
         #   y = r + γ·(1 − terminated)·(min_{j∈M} Q̄_j(s', a') − α·log π(a'|s'))
@@ -278,6 +293,10 @@ class SACAlgorithm(OffPolicyAlgorithm):
         features = self._critic_encoder(obs)
         q = self.critic(features, action)
         loss = 0.5 * (q - target).square().mean(dim=1).sum()
+        if cql_draws is not None:  # + α_cql·Σ_j (log Σ_a exp Q_j(s, a) − Q_j(s, a_data))
+            actor_features = features if self.critic.encoder is None else self.actor.encoder(obs)
+            sampled = sampled_action_q(self.critic, self.actor.sample, features, actor_features, *cql_draws)
+            loss = loss + self.cfg.cql_alpha * cql_penalty(q, *sampled, self.actor.act_dim, calibration).sum()
         return loss, q.detach().mean(), features.detach()
 
     def actor_loss(self, features: torch.Tensor, noise: torch.Tensor, alpha: torch.Tensor,
@@ -367,10 +386,16 @@ class SACAlgorithm(OffPolicyAlgorithm):
             # outlives the next compiled call (the statistics) out of the graph's pool below.
             torch.compiler.cudagraph_mark_step_begin()
 
+        cql_draws = calibration = None
+        if cfg.cql_alpha > 0:
+            shape = (cfg.cql_samples, n, self.actor.act_dim)
+            cql_draws = (torch.randn(shape, generator=self.generator, device=self.device),
+                         torch.rand(shape, generator=self.generator, device=self.device) * 2.0 - 1.0)
+            calibration = self._calibration(batch) if cfg.calql else None
         with autocast:
             critic_loss, q_mean, features = self._critic_loss(obs, action, batch.reward, batch.terminated,
                                                               next_obs, noise[0], subset, alpha,
-                                                              batch.extras.get("discount"))
+                                                              batch.extras.get("discount"), cql_draws, calibration)
         self.critic_optim.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_optim.step()
@@ -404,6 +429,14 @@ class SACAlgorithm(OffPolicyAlgorithm):
         stats = torch.stack([critic_loss.detach(), actor_loss.detach(), alpha, -log_prob.mean(), q_mean,
                              temperature_loss]).tolist()  # one host sync for all statistics
         return dict(zip(("critic_loss", "actor_loss", "alpha", "entropy", "q_mean", "temperature_loss"), stats))
+
+    @staticmethod
+    def _calibration(batch: TransitionBatch) -> torch.Tensor:
+        mc = batch.extras.get("mc_return")
+        if mc is None:
+            raise ValueError("calql=true needs each row's Monte-Carlo return in batch.extras['mc_return'] (offline "
+                             "data loaded with its returns, robot_rl.policies.offline_rl.mc_returns)")
+        return mc.reshape(len(batch)).float()
 
     # ---- checkpoints ----------------------------------------------------------------------------
 
