@@ -20,7 +20,8 @@ def _bandit_data(n: int, mc_return: float | None = None) -> TransitionBatch:
     extras = {} if mc_return is None else {"mc_return": torch.full((n,), mc_return)}
     return TransitionBatch(obs=obs, action=action, reward=torch.ones(n), terminated=torch.ones(n, dtype=torch.bool),
                            truncated=torch.zeros(n, dtype=torch.bool), next_obs=obs,
-                           intervened=torch.zeros(n, dtype=torch.bool), policy_version=torch.zeros(n, dtype=torch.int64),
+                           intervened=torch.zeros(n, dtype=torch.bool),
+                           policy_version=torch.zeros(n, dtype=torch.int64),
                            env_index=torch.zeros(n, dtype=torch.int64), extras=extras)
 
 
