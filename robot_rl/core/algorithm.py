@@ -231,6 +231,15 @@ class CriticPublisher(Protocol):
         ...
 
 
+@runtime_checkable
+class EstimatesTDError(Protocol):
+    """An algorithm that can say how well its critics fit transitions it does not train on (offline held-out data)."""
+
+    def td_error(self, batch: TransitionBatch) -> float:
+        """Mean squared TD error of the critics on ``batch`` (no update; the targets as in training)."""
+        ...
+
+
 class Algorithm(abc.ABC):
     """A learner's algorithm. Subclasses: one file each under ``robot_rl/policies``."""
 

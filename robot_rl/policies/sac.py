@@ -354,6 +354,20 @@ class SACAlgorithm(OffPolicyAlgorithm):
         """Polyak averaging, fused over every target tensor: θ̄ ← θ̄ + τ·(θ − θ̄)."""
         torch._foreach_lerp_(self._targets, self._online, self.cfg.tau)
 
+    @torch.no_grad()
+    def td_error(self, batch: TransitionBatch) -> float:
+        """Mean squared TD error of the critics on ``batch`` (held-out data: no update, no augmentation)."""
+        n = len(batch)
+        action = ((batch.action.reshape(n, -1) - self.actor.action_bias) / self.actor.action_scale).clamp(-1.0, 1.0)
+        noise = torch.randn((n, self.actor.act_dim), generator=torch.Generator(self.device).manual_seed(0),
+                            device=self.device)  # its own generator: checking does not change training's draws
+        obs, next_obs = batch.obs, batch.next_obs
+        if self.actor.backbone is not None:
+            obs, next_obs = self.actor.backbone(obs), self.actor.backbone(next_obs)
+        loss, _, _ = self.critic_loss(obs, action, batch.reward, batch.terminated, next_obs, noise, None,
+                                      self.log_alpha.exp(), batch.extras.get("discount"))
+        return 2.0 * float(loss) / self.cfg.num_critics  # the loss is ½·Σ_j mean_b (Q_j − y)²
+
     def _augment(self, obs: Obs) -> Obs:
         pad = self.cfg.image_shift_pad
         return {k: random_shift(v, pad, self.generator) if k.startswith("image.") else v for k, v in obs.items()}

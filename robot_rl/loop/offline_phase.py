@@ -1,0 +1,92 @@
+"""The offline phase of an offline-to-online run: updates on recorded data before any env step.
+
+:func:`pretrain` runs ``updates`` gradient steps of an off-policy algorithm on minibatches of
+:class:`~robot_rl.data.offline.OfflineData` (with ``algo.cql_alpha > 0`` and ``algo.calql`` these are CQL or
+Cal-QL updates), and every ``log_every`` updates records the training statistics and, for algorithms that can
+estimate it (:class:`~robot_rl.core.algorithm.EstimatesTDError`), the TD error on the held-out episodes: the
+offline phase's own learning curve. A progress bar shows it on a terminal.
+
+What happens to the data afterwards is :attr:`OfflineConfig.keep_data`: kept in the demo buffer and sampled
+alongside the online data (RLPD, Cal-QL's fine-tuning), or dropped so that online RL runs on fresh data only
+(WSRL, after its warm-up rollouts of the pre-trained policy).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from robot_rl.core.algorithm import EstimatesTDError
+from robot_rl.data.offline import OfflineData
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class OfflineConfig:
+    """Pre-training on recorded data before the online run (``offline.*``; `robot-rl train --offline DATA`)."""
+
+    data: str | None = None
+    """An episode store or LeRobotDataset v3 recorded on this task (its spec must match). None: no offline phase."""
+    updates: int = 10_000
+    """Gradient updates of the offline phase."""
+    heldout_fraction: float = 0.1
+    """Share of the episodes kept out of training to measure the critics' TD error on."""
+    log_every: int = 500
+    """Updates between two points of the offline learning curve."""
+    keep_data: bool = True
+    """After the offline phase: keep the data in the demo buffer for online training (RLPD, Cal-QL), or drop it
+    (WSRL: online RL on fresh data only; needs ``algo.demo_ratio=0``)."""
+
+    def __post_init__(self) -> None:
+        if self.updates < 0 or self.log_every < 1 or not 0.0 <= self.heldout_fraction < 1.0:
+            raise ValueError("offline.updates >= 0, offline.log_every >= 1 and offline.heldout_fraction in [0, 1)")
+
+
+def pretrain(algo: Any, data: OfflineData, cfg: OfflineConfig, batch_size: int, seed: int = 0,
+             on_point: Callable[[dict[str, float]], None] | None = None,
+             progress: bool | None = None) -> list[dict[str, float]]:
+    """Run the offline phase; returns its learning curve.
+
+    One dict per point: ``update``, the algorithm's statistics, and ``heldout_td`` where measurable.
+    ``progress``: a bar on stderr (default: when stderr is a terminal).
+    """
+    from rich.progress import Progress
+
+    g = torch.Generator().manual_seed(seed)
+    n = len(data.train)
+    curve: list[dict[str, float]] = []
+    measures = data.heldout is not None and isinstance(algo, EstimatesTDError)
+    show = sys.stderr.isatty() if progress is None else progress
+    with Progress(disable=not show, transient=False) as bar:
+        task = bar.add_task("offline updates", total=cfg.updates)
+        for u in range(1, cfg.updates + 1):
+            idx = torch.randint(0, n, (batch_size,), generator=g)
+            stats = algo.update(data.train.index(idx.to(data.train.action.device)))
+            bar.advance(task)
+            if u % cfg.log_every == 0 or u == cfg.updates:
+                point = {"update": float(u), **stats}
+                if measures:
+                    point["heldout_td"] = algo.td_error(data.heldout)
+                curve.append(point)
+                shown = "  ".join(f"{k} {point[k]:.3g}" for k in ("critic_loss", "q_mean", "heldout_td") if k in point)
+                bar.update(task, description=f"offline updates  {shown}")
+                if on_point is not None:
+                    on_point(point)
+    if curve:
+        log.info("offline phase: %d updates on %d transitions; last %s", cfg.updates, n, curve[-1])
+    return curve
+
+
+def write_curve(curve: list[dict[str, float]], run_dir: Path) -> Path:
+    """``<run_dir>/offline_curve.json`` (what docs/offline-to-online.md plots)."""
+    path = run_dir / "offline_curve.json"
+    path.write_text(json.dumps(curve, indent=1))
+    return path

@@ -1,0 +1,52 @@
+"""The offline phase: CQL updates on recorded episodes with a held-out TD error that falls as the critics fit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.data.episode import Episode
+from robot_rl.data.offline import load_offline
+from robot_rl.loop.offline_phase import OfflineConfig, pretrain, write_curve
+from robot_rl.policies.sac import SACConfig
+
+SPEC = EnvSpec(observation={"state": ArraySpec((2,), "float32")}, action=ArraySpec((1,), "float32", -1.0, 1.0))
+
+
+def _episodes(n: int, seed: int = 0) -> list[Episode]:
+    # Two-step episodes: the reward is the first state coordinate, then 1 at the end (a value worth learning).
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        s = rng.uniform(-1, 1, (2, 2)).astype(np.float32)
+        out.append(Episode(obs={"state": s}, action=np.full((2, 1), 0.5, np.float32),
+                           reward=np.array([s[0, 0], 1.0], np.float32), terminated=np.array([False, True]),
+                           truncated=np.array([False, False]), intervened=np.zeros(2, bool),
+                           success=np.array([False, True]), final_obs={"state": s[1]}))
+    return out
+
+
+def test_the_offline_curve_has_its_held_out_td_error_falling(tmp_path: Path) -> None:
+    data = load_offline(_episodes(200), SPEC, gamma=0.9, heldout_fraction=0.1)
+    algo = SACConfig(actor_hidden=(64, 64), critic_hidden=(64, 64), batch_size=64, gamma=0.9, learning_starts=0,
+                     init_temperature=0.01, cql_alpha=1.0, calql=True).build(SPEC, "cpu", 0)
+    points: list[dict[str, float]] = []
+    curve = pretrain(algo, data, OfflineConfig(updates=400, log_every=100), batch_size=64, on_point=points.append,
+                     progress=False)
+    assert curve == points and [p["update"] for p in curve] == [100, 200, 300, 400]
+    td = [p["heldout_td"] for p in curve]
+    assert all(np.isfinite(td)) and td[-1] < td[0], td
+    assert {"critic_loss", "actor_loss", "q_mean"} <= set(curve[0])
+    saved = json.loads(write_curve(curve, tmp_path).read_text())
+    assert saved[-1]["heldout_td"] == pytest.approx(td[-1])
+
+
+def test_bad_offline_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"offline\.updates"):
+        OfflineConfig(updates=-1)
+    with pytest.raises(ValueError, match="heldout_fraction"):
+        OfflineConfig(heldout_fraction=1.0)
