@@ -50,3 +50,34 @@ def test_bad_offline_settings_are_refused() -> None:
         OfflineConfig(updates=-1)
     with pytest.raises(ValueError, match="heldout_fraction"):
         OfflineConfig(heldout_fraction=1.0)
+
+
+def test_train_offline_then_online_from_the_command_line(tmp_path: Path) -> None:
+    import torch
+
+    import robot_rl.testing  # noqa: F401 - registers the "fake" task
+    from robot_rl.cli import main
+    from robot_rl.data.recorder import EpisodeRecorder, StoreSink
+    from robot_rl.data.store import EpisodeStore
+    from robot_rl.testing.fake_env import FakeVecEnv
+
+    env = FakeVecEnv(num_envs=4, episode_length=10, seed=0)
+    store = EpisodeStore.create(tmp_path / "data", env.spec, fps=10, task="fake")
+    rec = EpisodeRecorder(StoreSink(store), env.num_envs, task="fake", max_episodes=20)
+    obs = env.reset(seed=0)
+    rec.reset(obs)
+    gen = torch.Generator().manual_seed(0)
+    while not rec.full:
+        action = torch.rand(4, 2, generator=gen) * 2 - 1
+        rec.step(action, env.step(action))
+    rec.close()
+    args = ["train", "--task", "fake", "--offline", str(tmp_path / "data"), "--name", "o", f"run.root={tmp_path}",
+            "loop.total_env_steps=400", "loop.eval_every_env_steps=200", "loop.eval_episodes=4", "run.progress=false",
+            "algo.learning_starts=64", "algo.batch_size=32", "algo.actor_hidden=[32,32]", "algo.critic_hidden=[32,32]",
+            "algo.demo_ratio=0.5", "algo.cql_alpha=1.0", "algo.calql=true", "offline.updates=100",
+            "offline.log_every=50"]
+    assert main(args) == 0
+    curve = json.loads((tmp_path / "o" / "offline_curve.json").read_text())
+    assert [p["update"] for p in curve] == [50, 100] and all("heldout_td" in p for p in curve)
+    assert main(["train", "--task", "fake", "--offline", str(tmp_path / "nowhere"), "--name", "x",
+                 f"run.root={tmp_path}", "run.progress=false"]) == 2

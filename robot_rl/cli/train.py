@@ -46,6 +46,9 @@ class TrainArgs(Command):
     other viz.* keys in docs/visualisation.md. Needs `pip install 'robot-rl[viz]'`."""
     viz_file: Path | None = None
     """With --viz rerun: save the recording here (also while streaming to a viewer)."""
+    offline: Path | None = None
+    """Pre-train on this recorded data first (an episode store or LeRobotDataset v3 of this task), then learn
+    online in the same run; `offline.updates`, `algo.cql_alpha`, `algo.calql` … in docs/offline-to-online.md."""
 
     def run(self) -> int:
         """Train until a stop rule fires; print how it ended and where the run is."""
@@ -61,7 +64,8 @@ class TrainArgs(Command):
 
     def resolved_config(self) -> Any:
         """The run's TrainConfig: the resumed run's own (with the overrides), or task/algo presets, file, overrides."""
-        overrides = [*self.overrides, *([f"run.name={self.name}"] if self.name else []), *viz_overrides(self)]
+        overrides = [*self.overrides, *([f"run.name={self.name}"] if self.name else []), *viz_overrides(self),
+                     *([f"offline.data={self.offline}"] if self.offline is not None else [])]
         if self.resume is not None:
             from robot_rl.config_io import parse_override
             from robot_rl.loop.runner import load_run_config

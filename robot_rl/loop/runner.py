@@ -142,6 +142,8 @@ class InProcessRunner:
             if self.algo.on_policy else OffPolicyUpdates(self.learner, self.actors, cfg.loop, self._stop))
         self.runlog = RunLog(self.run_dir, scalar_sinks(cfg, self.run_dir))
         context.on_close(self.runlog.close)
+        if cfg.offline.data is not None:
+            self._offline_phase()
 
     def close(self) -> None:
         """Release the envs, the transport and ``train.log`` of a runner that is not trained (``train`` does it)."""
@@ -170,6 +172,35 @@ class InProcessRunner:
             rac = RaCWeights(correction_weight=loop.demos_correction_weight, rewind_weight=loop.demos_rewind_weight)
         n = load_demos_into(self.learner.storage, path, self.spec, self.device, rac=rac)
         log.info("loaded %d demo transitions from %s", n, path)
+
+    def _offline_phase(self) -> None:
+        """``--offline DATA``: pre-train on recorded data before any env step (:mod:`robot_rl.loop.offline_phase`)."""
+        from dataclasses import replace
+
+        from robot_rl.data.offline import load_offline
+        from robot_rl.loop.offline_phase import pretrain, write_curve
+
+        cfg, off = self.cfg, self.cfg.offline
+        if (self.run_dir / "offline_curve.json").exists():  # resumed: the phase is done, its data in the replay
+            return
+        data = load_offline(str(off.data), self.spec, float(getattr(cfg.algo, "gamma", 0.99)), off.heldout_fraction,
+                            cfg.run.seed, self.device)
+        curve = pretrain(self.algo, data, off, int(getattr(cfg.algo, "batch_size", 256)), cfg.run.seed,
+                         on_point=lambda p: self.runlog.scalars(p, int(p["update"]), prefix="offline/"))
+        log.info("offline phase done: curve in %s", write_curve(curve, self.run_dir))
+        data.train.extras.pop("mc_return", None)  # online rows have no Monte-Carlo return: the replay holds neither
+        if off.keep_data:
+            storage = self.learner.storage
+            if isinstance(storage, NamedBufferStorage) and "demos" in storage.buffers:
+                storage.add_to("demos", data.train)
+            else:
+                storage.add(data.train)
+        algo_cfg: Any = getattr(self.algo, "cfg", None)
+        if getattr(algo_cfg, "cql_alpha", 0.0):  # the conservative term is the offline phase's; online is plain SAC
+            self.algo.cfg = replace(algo_cfg, cql_alpha=0.0, calql=False)  # type: ignore[attr-defined]
+        self.learner.publish()
+        for actor in self.actors:
+            actor.sync_weights()
 
     def _restore(self) -> None:
         meta = self.driver.restore()

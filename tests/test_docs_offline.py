@@ -1,0 +1,28 @@
+"""docs/offline-to-online.md: every `robot-rl train` command of its workflow resolves as typed."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from robot_rl.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_workflow_commands_resolve(capsys: pytest.CaptureFixture[str]) -> None:
+    text = (ROOT / "docs" / "offline-to-online.md").read_text()
+    block = re.findall(r"```bash\n(.*?)```", text, re.S)[0]
+    cmds = [c for c in block.splitlines() if c.startswith("robot-rl")]
+    assert [c.split()[1] for c in cmds] == ["train", "data", "train"]
+    assert "--offline data/reach" in cmds[2] and "--out data/reach" in cmds[1]
+    for cmd in (cmds[0], cmds[2]):
+        assert main(["config", *shlex.split(cmd)[1:]]) == 0, cmd
+    out = capsys.readouterr().out
+    assert "offline.data" in out and "data/reach" in out
+    with pytest.raises(SystemExit):  # the record step's options, as typed
+        main(["data", "record", "--help"])
+    assert "--stochastic" in capsys.readouterr().out
