@@ -109,27 +109,32 @@ def test_three_simulated_arms_learn_with_one_operator_and_stop_on_sigterm(tmp_pa
 
     env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}
     common = ["robot.cameras={}", "help.enabled=true", "transport.address=tcp://127.0.0.1:5611"]
+    # Output to files, never to pipes nobody reads while waiting: a full pipe would block the process.
+    learner_log, fleet_out, fleet_err = (open(tmp_path / n, "w") for n in ("learner.log", "fleet.out", "fleet.err"))
     learner = subprocess.Popen([EXE, "deploy", "--role", "learner", "--run-dir", str(tmp_path / "learner"),
-                                "--no-status", "--max-s", "300", *common], stdout=subprocess.PIPE,
+                                "--no-status", "--max-s", "300", *common], stdout=learner_log,
                                stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
     fleet = subprocess.Popen([EXE, "deploy", "--fleet", "3", "--mode", "learn", "--teleop", "pick_helper",
                               "--episodes", "0", "--max-episode-steps", "15",
                               "--episode-log", str(tmp_path / "episodes.jsonl"), *common, "help.budget=0.3",
                               "help.warmup_steps=5", "help.wait_timeout_s=2", "help.min_gap_steps=3",
                               "safety.watchdog_timeout_s=1.0"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+                             stdout=fleet_out, stderr=fleet_err, text=True, env=env, cwd=tmp_path,
                              start_new_session=True)
     logs = [tmp_path / f"episodes-robot{i}.jsonl" for i in range(3)]
     try:
         wait_until(lambda: all(p.exists() and len(p.read_text().splitlines()) >= 2 for p in logs)
                    or fleet.poll() is not None, 240.0, "two episodes from every robot")
         fleet.send_signal(signal.SIGTERM)
-        out, err = fleet.communicate(timeout=90)
+        fleet.wait(timeout=90)
     finally:
         for p in (fleet, learner):
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGINT)
                 p.wait(timeout=60)
+        for f in (learner_log, fleet_out, fleet_err):
+            f.close()
+    out, err = (tmp_path / "fleet.out").read_text(), (tmp_path / "fleet.err").read_text()
     assert fleet.returncode == 0, err[-3000:]
     for i in range(3):
         line = next(x for x in out.splitlines() if x.startswith(f"robot{i}: "))
