@@ -101,26 +101,32 @@ def test_the_keyboard_cannot_serve_a_fleet(tmp_path: Path, capsys: pytest.Captur
     assert "keyboard teleop" in capsys.readouterr().err
 
 
+def _sigint_default() -> None:
+    # Ctrl-C works as in a terminal even when the suite runs as a background job (started with SIGINT ignored).
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.sim
 @pytest.mark.slow
 def test_three_simulated_arms_learn_with_one_operator_and_stop_on_sigterm(tmp_path: Path) -> None:
     pytest.importorskip("mujoco")
     from waiting import wait_until
 
-    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}
+    env = dict(os.environ)  # no camera: MuJoCo renders nothing, so no GL backend is needed
     common = ["robot.cameras={}", "help.enabled=true", "transport.address=tcp://127.0.0.1:5611"]
     # Output to files, never to pipes nobody reads while waiting: a full pipe would block the process.
     learner_log, fleet_out, fleet_err = (open(tmp_path / n, "w") for n in ("learner.log", "fleet.out", "fleet.err"))
     learner = subprocess.Popen([EXE, "deploy", "--role", "learner", "--run-dir", str(tmp_path / "learner"),
                                 "--no-status", "--max-s", "300", *common], stdout=learner_log,
-                               stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
+                               stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True,
+                               preexec_fn=_sigint_default)
     fleet = subprocess.Popen([EXE, "deploy", "--fleet", "3", "--mode", "learn", "--teleop", "pick_helper",
                               "--episodes", "0", "--max-episode-steps", "15",
                               "--episode-log", str(tmp_path / "episodes.jsonl"), *common, "help.budget=0.3",
                               "help.warmup_steps=5", "help.wait_timeout_s=2", "help.min_gap_steps=3",
                               "safety.watchdog_timeout_s=1.0"],
                              stdout=fleet_out, stderr=fleet_err, text=True, env=env, cwd=tmp_path,
-                             start_new_session=True)
+                             start_new_session=True, preexec_fn=_sigint_default)
     logs = [tmp_path / f"episodes-robot{i}.jsonl" for i in range(3)]
     try:
         wait_until(lambda: all(p.exists() and len(p.read_text().splitlines()) >= 2 for p in logs)
@@ -131,7 +137,11 @@ def test_three_simulated_arms_learn_with_one_operator_and_stop_on_sigterm(tmp_pa
         for p in (fleet, learner):
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGINT)
-                p.wait(timeout=60)
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    raise
         for f in (learner_log, fleet_out, fleet_err):
             f.close()
     out, err = (tmp_path / "fleet.out").read_text(), (tmp_path / "fleet.err").read_text()
