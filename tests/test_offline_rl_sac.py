@@ -66,3 +66,13 @@ def test_calql_keeps_the_policy_values_at_least_at_the_data_returns() -> None:
         _q_gap(_cfg(cql_alpha=2.0, calql=True), _bandit_data(64), updates=1)
     with pytest.raises(ValueError, match="calql needs cql_alpha"):
         _cfg(calql=True).validate()
+
+
+def test_the_conservative_term_ends_with_the_offline_phase() -> None:
+    from robot_rl.core.algorithm import OfflinePhaseAware
+
+    algo = _cfg(cql_alpha=2.0, calql=True).build(SPEC, "cpu", 0)
+    assert isinstance(algo, OfflinePhaseAware)
+    algo.finish_offline()
+    assert algo.cfg.cql_alpha == 0.0 and not algo.cfg.calql
+    algo.update(_bandit_data(64))  # online rows without Monte-Carlo returns update without error

@@ -232,6 +232,15 @@ class CriticPublisher(Protocol):
 
 
 @runtime_checkable
+class OfflinePhaseAware(Protocol):
+    """An algorithm whose updates change once the offline phase ends (a conservative term only offline)."""
+
+    def finish_offline(self) -> None:
+        """The offline phase is over: update as online from now on."""
+        ...
+
+
+@runtime_checkable
 class EstimatesTDError(Protocol):
     """An algorithm that can say how well its critics fit transitions it does not train on (offline held-out data)."""
 

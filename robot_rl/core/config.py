@@ -98,6 +98,13 @@ class DiscountedConfig(Protocol):
 
 
 @runtime_checkable
+class OfflineTrainableConfig(DiscountedConfig, Protocol):
+    """An off-policy algorithm config the offline phase can train: a discount and a minibatch size."""
+
+    batch_size: int
+
+
+@runtime_checkable
 class OnPolicyConfig(Protocol):
     """An on-policy algorithm's config: actors wait for new weights after every ``rollout_length`` steps."""
 

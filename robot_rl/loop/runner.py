@@ -175,17 +175,18 @@ class InProcessRunner:
 
     def _offline_phase(self) -> None:
         """``--offline DATA``: pre-train on recorded data before any env step (:mod:`robot_rl.loop.offline_phase`)."""
-        from dataclasses import replace
-
+        from robot_rl.core.algorithm import OfflinePhaseAware
+        from robot_rl.core.config import OfflineTrainableConfig
         from robot_rl.data.offline import load_offline
         from robot_rl.loop.offline_phase import pretrain, write_curve
 
         cfg, off = self.cfg, self.cfg.offline
         if (self.run_dir / "offline_curve.json").exists():  # resumed: the phase is done, its data in the replay
             return
-        data = load_offline(str(off.data), self.spec, float(getattr(cfg.algo, "gamma", 0.99)), off.heldout_fraction,
-                            cfg.run.seed, self.device)
-        curve = pretrain(self.algo, data, off, int(getattr(cfg.algo, "batch_size", 256)), cfg.run.seed,
+        if not isinstance(cfg.algo, OfflineTrainableConfig) or self.algo.on_policy:
+            raise ConfigError(f"--offline trains an off-policy learner (sac), not {type(cfg.algo).__name__}")
+        data = load_offline(str(off.data), self.spec, cfg.algo.gamma, off.heldout_fraction, cfg.run.seed, self.device)
+        curve = pretrain(self.algo, data, off, cfg.algo.batch_size, cfg.run.seed,
                          on_point=lambda p: self.runlog.scalars(p, int(p["update"]), prefix="offline/"))
         log.info("offline phase done: curve in %s", write_curve(curve, self.run_dir))
         data.train.extras.pop("mc_return", None)  # online rows have no Monte-Carlo return: the replay holds neither
@@ -195,9 +196,8 @@ class InProcessRunner:
                 storage.add_to("demos", data.train)
             else:
                 storage.add(data.train)
-        algo_cfg: Any = getattr(self.algo, "cfg", None)
-        if getattr(algo_cfg, "cql_alpha", 0.0):  # the conservative term is the offline phase's; online is plain SAC
-            self.algo.cfg = replace(algo_cfg, cql_alpha=0.0, calql=False)  # type: ignore[attr-defined]
+        if isinstance(self.algo, OfflinePhaseAware):
+            self.algo.finish_offline()
         self.learner.publish()
         for actor in self.actors:
             actor.sync_weights()

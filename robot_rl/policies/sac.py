@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import torch
@@ -359,14 +359,18 @@ class SACAlgorithm(OffPolicyAlgorithm):
         """Mean squared TD error of the critics on ``batch`` (held-out data: no update, no augmentation)."""
         n = len(batch)
         action = ((batch.action.reshape(n, -1) - self.actor.action_bias) / self.actor.action_scale).clamp(-1.0, 1.0)
-        noise = torch.randn((n, self.actor.act_dim), generator=torch.Generator(self.device).manual_seed(0),
-                            device=self.device)  # its own generator: checking does not change training's draws
+        gen = torch.Generator(self.device).manual_seed(0)  # its own: checking leaves training's draws alone
+        noise = torch.randn((n, self.actor.act_dim), generator=gen, device=self.device)
         obs, next_obs = batch.obs, batch.next_obs
         if self.actor.backbone is not None:
             obs, next_obs = self.actor.backbone(obs), self.actor.backbone(next_obs)
         loss, _, _ = self.critic_loss(obs, action, batch.reward, batch.terminated, next_obs, noise, None,
                                       self.log_alpha.exp(), batch.extras.get("discount"))
         return 2.0 * float(loss) / self.cfg.num_critics  # the loss is ½·Σ_j mean_b (Q_j − y)²
+
+    def finish_offline(self) -> None:
+        """Online rows have no Monte-Carlo return: the conservative term (CQL, Cal-QL) is the offline phase's."""
+        self.cfg = replace(self.cfg, cql_alpha=0.0, calql=False)
 
     def _augment(self, obs: Obs) -> Obs:
         pad = self.cfg.image_shift_pad
