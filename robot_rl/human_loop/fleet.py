@@ -32,6 +32,7 @@ from typing import Any
 
 from robot_rl.config_io import apply_overrides, load_yaml, parse_override
 from robot_rl.core.config import ConfigError
+from robot_rl.hardware.robot import RobotConfig
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +89,9 @@ def member_configs(base: Any, robots: list[FleetRobot]) -> list[Any]:
     return out
 
 
-def exclusive_resources(robot_cfg: Any) -> list[str]:
+def exclusive_resources(robot_cfg: RobotConfig) -> list[str]:
     """What a robot with ``robot_cfg`` holds alone (:meth:`RobotConfig.exclusive_resources`)."""
-    held = getattr(robot_cfg, "exclusive_resources", None)
-    return list(held()) if callable(held) else []
+    return robot_cfg.exclusive_resources()
 
 
 def check_fleet(robots: list[FleetRobot], configs: list[Any], learn: bool,
