@@ -20,11 +20,11 @@ from robot_rl.cli.base import Command, sigterm_as_ctrl_c, viz_overrides
 from robot_rl.config_io import apply_overrides, from_dict, load_yaml, parse_override
 from robot_rl.core.config import ConfigError
 from robot_rl.human_loop.operator import (
-    check_teleop,
     guard_key_source,
     make_teleop,
     split_device_settings,
     start_estop_guard,
+    teleop_config,
 )
 
 
@@ -134,7 +134,7 @@ class DeployArgs(Command):
         if cfg.mode == "eval" and self.run_dir is None:
             raise ConfigError("--mode eval needs --run-dir (the run whose checkpoint to deploy)")
         estop_tty = resolve_estop_tty(self)
-        check_teleop(self.teleop, device_settings(self))
+        teleop_config(self.teleop, device_settings(self))  # a wrong device or setting stops here, nothing connected
         robot = cfg.robot.make()
         spec = policy_spec(cfg, robot.features)
         if self.run_dir is not None:

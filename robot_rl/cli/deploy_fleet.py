@@ -20,6 +20,7 @@ from typing import Any
 
 from robot_rl.core.config import ConfigError
 from robot_rl.human_loop.fleet import FleetRobot, PipeLink, check_fleet, load_fleet, member_configs
+from robot_rl.human_loop.operator import split_device_settings
 
 FLEET_TELEOPS_REFUSED = ("keyboard",)
 """The keyboard reads one terminal, which several robot processes cannot share."""
@@ -31,7 +32,8 @@ def _suffixed(path: Path | None, name: str) -> Path | None:
 
 def member_args(args: Any, robot: FleetRobot, run_dir_default: Path) -> Any:
     """The deploy flags one robot's process runs with: its teleop, its own log files, no status line or e-stop key."""
-    device = tuple(o for o in robot.set if o.startswith("device."))  # the robot's own teleop settings
+    rest = split_device_settings(robot.set)[0]
+    device = tuple(o for o in robot.set if o not in rest)  # the robot's own teleop settings
     return replace(args, fleet=None, teleop=robot.teleop or args.teleop, no_status=True, estop_tty="off",
                    overrides=(*args.overrides, *device),
                    episode_log=_suffixed(args.episode_log, robot.name),

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from robot_rl.config_io import apply_overrides, load_yaml, parse_override
 from robot_rl.core.config import ConfigError
 from robot_rl.hardware.robot import RobotConfig
+from robot_rl.human_loop.operator import split_device_settings
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ def member_configs(base: Any, robots: list[FleetRobot]) -> list[Any]:
             raise ConfigError(f"fleet robot name {robot.name!r}: use letters, digits, - and _ (it names files)")
         overrides = {"actor_id": i, "seed": base.seed + i}
         try:
-            overrides.update(parse_override(o) for o in robot.set if not o.startswith("device."))
+            overrides.update(parse_override(o) for o in split_device_settings(robot.set)[0])
             out.append(apply_overrides(base, overrides))
         except (ValueError, KeyError, TypeError) as e:
             raise ConfigError(f"fleet robot {robot.name!r}: {e}") from e
@@ -169,8 +170,7 @@ class PipeLink:
 
     def episode(self, record: Any) -> None:
         """A finished episode (an :class:`EpisodeRecord`), for the operator's screen and the fleet's totals."""
-        self._send(("episode", asdict(record) if is_dataclass(record) and not isinstance(record, type)
-                    else dict(record)))
+        self._send(("episode", asdict(record)))
 
     def send(self, message: tuple[Any, ...]) -> None:
         """Any other message (the final report, an error)."""

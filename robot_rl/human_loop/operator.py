@@ -15,10 +15,7 @@ def make_teleop(name: str, robot: Any, keys: Any = None, settings: dict[str, Any
     ``settings``: the device config's fields (`device.port=/dev/ttyACM1` on the command line), e.g. a leader arm's
     port and id.
     """
-    from robot_rl.config_io import from_dict
-    from robot_rl.human_loop.devices.base import TELEOP_DEVICES
-
-    cfg: Any = from_dict(TELEOP_DEVICES.get(name), settings or {}, where=f"device ({name})")
+    cfg = teleop_config(name, settings)
     if keys is not None:
         if name != "keyboard":
             raise ConfigError(f"a key source is for the keyboard teleop, not {name}")
@@ -26,12 +23,15 @@ def make_teleop(name: str, robot: Any, keys: Any = None, settings: dict[str, Any
     return cfg.make_for(robot)
 
 
-def check_teleop(name: str, settings: dict[str, Any] | None = None) -> None:
-    """Refuse an unknown device or setting now, before anything connects (the error lists what is valid)."""
+def teleop_config(name: str, settings: dict[str, Any] | None = None) -> Any:
+    """The config of teleop device ``name`` with ``settings``.
+
+    An unknown device or setting raises, listing what is valid: call it before anything connects.
+    """
     from robot_rl.config_io import from_dict
     from robot_rl.human_loop.devices.base import TELEOP_DEVICES
 
-    from_dict(TELEOP_DEVICES.get(name), settings or {}, where=f"device ({name})")
+    return from_dict(TELEOP_DEVICES.get(name), settings or {}, where=f"device ({name})")
 
 
 def split_device_settings(overrides: list[str] | tuple[str, ...]) -> tuple[list[str], dict[str, Any]]:
