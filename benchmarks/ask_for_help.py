@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hil_learn import LearnBenchConfig, learn_config, record_demos, run_learning
+from hil_learn import SUPERVISION, LearnBenchConfig, learn_config, record_demos, run_learning
 
 OUT = Path(__file__).parent / "results"
 
@@ -53,11 +53,13 @@ def attention(run: dict[str, Any], supervision: str) -> dict[str, int]:
             "takeovers": sum(e["interventions"] for e in eps), "requests": sum(e["help_requests"] for e in eps)}
 
 
-def run_seed(b: LearnBenchConfig, budgets: list[float], minutes: float) -> dict[str, Any]:
-    """Every supervision for one seed, from the same demos."""
+def run_seed(b: LearnBenchConfig, budgets: list[float], minutes: float,
+             only: tuple[str, ...] = SUPERVISION) -> dict[str, Any]:
+    """Every supervision in ``only`` for one seed, from the same demos (the same for any ``only``)."""
     cfg = learn_config(b)
     demos = record_demos(cfg, b.demos)
     plan = [("watching", "watching", 0.0), *((f"gated {x:g}", "gated", x) for x in budgets), ("none", "none", 0.0)]
+    plan = [step for step in plan if step[1] in only]
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, supervision, budget in plan:
@@ -80,6 +82,9 @@ def summarise(results: dict[int, dict[str, Any]]) -> list[str]:
     """Per seed, each gated run against the watching one: success and attention ratios."""
     lines = []
     for seed, runs in results.items():
+        if "watching" not in runs:
+            lines.append(f"seed {seed}: no watching run here (--only); compare with that seed's earlier run")
+            continue
         ref = runs["watching"]
         for name, run in runs.items():
             if not name.startswith("gated"):
@@ -138,6 +143,8 @@ def main() -> None:
     p.add_argument("--robot", default="sim_arm", choices=["sim_arm", "sim_so101_state"],
                    help="sim_so101_state: the simulated SO-101, the cube's position in the state, no camera")
     p.add_argument("--episode-steps", type=int, default=40, help="steps before an episode is cut")
+    p.add_argument("--only", nargs="+", choices=SUPERVISION, default=list(SUPERVISION),
+                   help="run only these supervisions (e.g. more budgets for a seed already run: --only gated)")
     a = p.parse_args()
     logging.basicConfig(level=logging.ERROR)
     torch.set_num_threads(1)
@@ -148,8 +155,9 @@ def main() -> None:
     a.out_dir.mkdir(parents=True, exist_ok=True)
     for seed in range(a.seeds):
         b = dataclasses.replace(base, seed=a.first_seed + seed)
-        print(f"seed {b.seed}: {len(a.budgets) + 2} runs of {a.minutes:g} min at {a.time_scale:g}x", flush=True)
-        results[b.seed] = run_seed(b, a.budgets, a.minutes)
+        runs = len(a.budgets) * ("gated" in a.only) + len(set(a.only) - {"gated"})
+        print(f"seed {b.seed}: {runs} runs of {a.minutes:g} min at {a.time_scale:g}x", flush=True)
+        results[b.seed] = run_seed(b, a.budgets, a.minutes, tuple(a.only))
         lines = summarise(results)
         (a.out_dir / "ask_for_help.json").write_text(json.dumps(
             {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "args": vars(a) | {"out_dir": str(a.out_dir)},

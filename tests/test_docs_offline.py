@@ -26,3 +26,12 @@ def test_the_workflow_commands_resolve(capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(SystemExit):  # the record step's options, as typed
         main(["data", "record", "--help"])
     assert "--stochastic" in capsys.readouterr().out
+
+
+def test_the_jsrl_command_resolves(capsys: pytest.CaptureFixture[str]) -> None:
+    text = (ROOT / "docs" / "offline-to-online.md").read_text()
+    jsrl = [c for b in re.findall(r"```bash\n(.*?)```", text, re.S) for c in b.splitlines() if "jsrl.guide" in c]
+    assert len(jsrl) == 1
+    assert main(["config", *shlex.split(jsrl[0])[1:]]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"jsrl.guide\s.*'offline'", out) and re.search(r"jsrl.horizon\s.*\b50\b", out)

@@ -53,24 +53,10 @@ def test_bad_offline_settings_are_refused() -> None:
 
 
 def test_train_offline_then_online_from_the_command_line(tmp_path: Path) -> None:
-    import torch
-
-    import robot_rl.testing  # noqa: F401 - registers the "fake" task
     from robot_rl.cli import main
-    from robot_rl.data.recorder import EpisodeRecorder, StoreSink
-    from robot_rl.data.store import EpisodeStore
-    from robot_rl.testing.fake_env import FakeVecEnv
+    from robot_rl.testing.fake_env import record_random_store  # importing robot_rl.testing registers "fake"
 
-    env = FakeVecEnv(num_envs=4, episode_length=10, seed=0)
-    store = EpisodeStore.create(tmp_path / "data", env.spec, fps=10, task="fake")
-    rec = EpisodeRecorder(StoreSink(store), env.num_envs, task="fake", max_episodes=20)
-    obs = env.reset(seed=0)
-    rec.reset(obs)
-    gen = torch.Generator().manual_seed(0)
-    while not rec.full:
-        action = torch.rand(4, 2, generator=gen) * 2 - 1
-        rec.step(action, env.step(action))
-    rec.close()
+    record_random_store(tmp_path / "data", episodes=20)
     args = ["train", "--task", "fake", "--offline", str(tmp_path / "data"), "--name", "o", f"run.root={tmp_path}",
             "loop.total_env_steps=400", "loop.eval_every_env_steps=200", "loop.eval_episodes=4", "run.progress=false",
             "algo.learning_starts=64", "algo.batch_size=32", "algo.actor_hidden=[32,32]", "algo.critic_hidden=[32,32]",

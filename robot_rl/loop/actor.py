@@ -24,6 +24,7 @@ from robot_rl.core.algorithm import Policy
 from robot_rl.core.env import VecEnv
 from robot_rl.core.transition import TransitionBatch, finite_obs_rows
 from robot_rl.core.transport import ActorEndpoint, VersionAwareEndpoint, wait_first_weights
+from robot_rl.loop.jsrl import GuidedActing
 from robot_rl.viz.base import StepViz
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,8 @@ class Actor:
         self.stale_s = 0.0
         #: Optional :class:`~robot_rl.human_loop.schedule.HILController`: teleop takeover, demo-state resets.
         self.hil: Any = None
+        #: Optional JSRL guide (``jsrl.guide``): acts for the first steps of each episode, rows flagged ``guided``.
+        self.guide: GuidedActing | None = None
         #: Optional live view (``viz.*``): sub-env 0's steps and episodes.
         self.viz: StepViz | None = None
         self._viz_episodes = 0
@@ -132,12 +135,17 @@ class Actor:
         safe_obs = {k: torch.where(self._bcast(self._quarantined, v), torch.zeros_like(v), v)
                     if v.is_floating_point() else v for k, v in obs.items()}
         action, extras = self.policy.act(safe_obs)
+        if self.guide is not None:
+            action, guided = self.guide.act(safe_obs, action)
+            extras = {**extras, "guided": guided}
         action = torch.where(self._bcast(self._quarantined, action), torch.zeros_like(action), action)
         intervened = torch.zeros(n, dtype=torch.bool, device=env.device)
         if self.hil is not None:
             action, intervened = self.hil.act(obs, action)
         result = env.step(action)
         done = result.terminated | result.truncated
+        if self.guide is not None:
+            self.guide.after_step(done, result.info["success"])
         final_obs = result.info.get("final_obs", result.obs)
         next_obs = {k: torch.where(self._bcast(done, v), final_obs[k], v) for k, v in result.obs.items()}
         reward = result.reward if self.hil is None else self.hil.reward(result.reward)

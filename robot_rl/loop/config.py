@@ -15,6 +15,7 @@ from robot_rl.config_io import apply_overrides, flatten, load_yaml, merge_implie
 from robot_rl.core.config import ALGOS, TASKS, AlgoConfig, DiscountedConfig, TaskConfig, TransportConfig
 from robot_rl.cotrain.config import CotrainConfig
 from robot_rl.human_loop.config import HILConfig
+from robot_rl.loop.jsrl import JSRLConfig
 from robot_rl.loop.offline_phase import OfflineConfig
 from robot_rl.rewards.train_config import EnvRole, RewardModelsConfig
 from robot_rl.transport.config import InprocTransportConfig
@@ -140,6 +141,9 @@ class TrainConfig:
     """Live view in Rerun of sub-env 0 of actor 0 (``--viz rerun``; docs/visualisation.md); off by default."""
     offline: OfflineConfig = field(default_factory=OfflineConfig)
     """Pre-training on recorded data before the online run (``--offline DATA``; docs/offline-to-online.md)."""
+    jsrl: JSRLConfig = field(default_factory=JSRLConfig)
+    """Jump-start RL: a guide policy acts first in each episode and hands over earlier as the learner succeeds
+    (``jsrl.guide=RUN_DIR`` or ``offline``; docs/offline-to-online.md)."""
 
     def make_env(self, device: Any, seed: int, num_envs: int | None = None, role: EnvRole = "train") -> VecEnv:
         """The task's env as this run's policy meets it: with the ``reward`` section applied.

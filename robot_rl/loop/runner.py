@@ -11,6 +11,7 @@ and the optional extensions (co-training, the graded HIL schedule, demonstration
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from robot_rl.checkpoint import list_checkpoints
 from robot_rl.core.algorithm import Algorithm, NamedBufferStorage
@@ -28,6 +30,7 @@ from robot_rl.loop.actor import Actor
 from robot_rl.loop.config import TrainConfig
 from robot_rl.loop.evaluate import EvalResult
 from robot_rl.loop.evaluator import Evaluator
+from robot_rl.loop.jsrl import JSRL_GUIDE_FILE, OFFLINE_GUIDE
 from robot_rl.loop.learner_driver import LearnerDriver
 from robot_rl.loop.progress import TrainProgress, transport_summary
 from robot_rl.loop.run_context import (
@@ -119,6 +122,7 @@ class InProcessRunner:
             self.cotrain = CoTraining(cfg.cotrain, self.algo, self.spec, self.device, seed,
                                       lambda: learner.updates, self.run_dir, resume)
         self.wall_offset = 0.0
+        self._jsrl_state: list[dict[str, int]] | None = None
         self.evaluator = Evaluator(self.algo, self.eval_env, cfg.loop, seed=seed + 7)
         if resume:
             self._restore()
@@ -144,6 +148,8 @@ class InProcessRunner:
         context.on_close(self.runlog.close)
         if cfg.offline.data is not None:
             self._offline_phase()
+        if cfg.jsrl.guide is not None:
+            self._attach_jsrl()
 
     def close(self) -> None:
         """Release the envs, the transport and ``train.log`` of a runner that is not trained (``train`` does it)."""
@@ -198,14 +204,44 @@ class InProcessRunner:
                 storage.add(data.train)
         if isinstance(self.algo, OfflinePhaseAware):
             self.algo.finish_offline()
+        if cfg.jsrl.guide == OFFLINE_GUIDE:  # kept apart: a resumed run's weights are no longer the offline ones
+            torch.save(self.algo.actor_weights(), self.run_dir / JSRL_GUIDE_FILE)
         self.learner.publish()
         for actor in self.actors:
             actor.sync_weights()
+
+    def _attach_jsrl(self) -> None:
+        """``jsrl.guide``: each actor's guide acts first in each episode (:mod:`robot_rl.loop.jsrl`)."""
+        from robot_rl.loop.jsrl import GuidedActing
+
+        jsrl = self.cfg.jsrl
+        if self.algo.on_policy or self.remote:
+            raise ConfigError("jsrl.guide runs in `robot-rl train` with an off-policy learner (algo=sac): "
+                              "on-policy updates need the actions their own policy chose")
+        if jsrl.guide == OFFLINE_GUIDE:
+            path = self.run_dir / JSRL_GUIDE_FILE
+            if not path.exists():
+                raise ConfigError("jsrl.guide=offline guides with the policy of the offline phase: add --offline "
+                                  "DATA, or name a run directory (jsrl.guide=runs/NAME)")
+            guide = self.algo.make_policy()
+            guide.load_actor_weights(torch.load(path, map_location=self.device, weights_only=True))
+        else:
+            from robot_rl.policy_io import load_policy
+
+            guide = load_policy(Path(str(jsrl.guide)), self.spec, self.device).policy
+        guide.eval()
+        for i, a in enumerate(self.actors):
+            a.guide = GuidedActing(jsrl, guide if i == 0 else copy.deepcopy(guide), a.env.num_envs, a.env.device)
+            if self._jsrl_state is not None and i < len(self._jsrl_state):
+                a.guide.schedule.load_state(self._jsrl_state[i])
+        log.info("jsrl: %s guides the first %d steps of each episode", jsrl.guide,
+                 self.actors[0].guide.schedule.guide_steps if self.actors and self.actors[0].guide else 0)
 
     def _restore(self) -> None:
         meta = self.driver.restore()
         if meta is None:
             return
+        self._jsrl_state = meta.get("jsrl")
         self.wall_offset = float(meta.get("wall_s", 0.0))
         self.evaluator.resume_at(self.learner.transitions, float(meta.get("best_success", 0.0)))
 
@@ -214,7 +250,11 @@ class InProcessRunner:
 
         Raises :class:`DiskFullError` when the disk is full (the previous checkpoint stays intact).
         """
-        return self.driver.checkpoint({"wall_s": wall_s, "best_success": self.evaluator.best_success})
+        meta: dict[str, Any] = {"wall_s": wall_s, "best_success": self.evaluator.best_success}
+        guides = [a.guide.schedule.state() for a in self.actors if a.guide is not None]
+        if guides:
+            meta["jsrl"] = guides
+        return self.driver.checkpoint(meta)
 
     def _attach_hil(self, hil: Any) -> None:
         """One schedule controller per actor; the teleop device (one human) drives actor 0's sub-env 0."""
@@ -279,7 +319,8 @@ class InProcessRunner:
         if learner.transitions == 0:
             # A baseline before any learning, so the curve starts where the policy started.
             ev = self.run_eval(0.0)
-            progress.print(f"eval @ 0 steps (untrained): success {ev.success_rate:.0%}, return {ev.mean_return:.2f}")
+            state = "after the offline phase" if cfg.offline.data is not None else "untrained"
+            progress.print(f"eval @ 0 steps ({state}): success {ev.success_rate:.0%}, return {ev.mean_return:.2f}")
         if cfg.loop.hil is not None and learner.updates == 0:
             from robot_rl.human_loop.schedule import run_offline_phase
 
@@ -317,6 +358,9 @@ class InProcessRunner:
         self.runlog.scalars(metrics, step, prefix="train/")
         self.runlog.scalars(pop_summaries(self.envs), step, prefix="randomize/")
         self.runlog.scalars(pop_reward_terms(self.envs), step, prefix="reward/")
+        guides = [a.guide.pop_metrics() for a in self.actors if a.guide is not None]
+        if guides:
+            self.runlog.scalars({k: sum(g[k] for g in guides) / len(guides) for k in guides[0]}, step, prefix="jsrl/")
         self.runlog.train_row({"env_steps": step, "wall_s": round(wall, 2), "updates": self.learner.updates,
                                "return": metrics.get("return", ""), "success": metrics.get("success", "")})
         progress.update(step, self._short(metrics))

@@ -8,6 +8,7 @@ image observations are the state drawn as a bright pixel column, so pixel code p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -107,3 +108,22 @@ class FakeTaskConfig(SimTaskConfig):
         """Build the fake env."""
         return FakeVecEnv(num_envs=num_envs or self.num_envs, episode_length=self.episode_length, image=self.image,
                           nan_at_step=self.nan_at_step, device=device, seed=seed)
+
+
+def record_random_store(path: Path | str, episodes: int, num_envs: int = 4, episode_length: int = 10,
+                        seed: int = 0) -> Path:
+    """``episodes`` episodes of uniformly random actions in :class:`FakeVecEnv`, as an episode store at ``path``
+    (offline data for ``robot-rl train --task fake --offline PATH``)."""
+    from robot_rl.data.recorder import EpisodeRecorder, StoreSink
+    from robot_rl.data.store import EpisodeStore
+
+    env = FakeVecEnv(num_envs=num_envs, episode_length=episode_length, seed=seed)
+    store = EpisodeStore.create(Path(path), env.spec, fps=10, task="fake")
+    rec = EpisodeRecorder(StoreSink(store), env.num_envs, task="fake", max_episodes=episodes)
+    rec.reset(env.reset(seed=seed))
+    gen = torch.Generator().manual_seed(seed)
+    while not rec.full:
+        action = torch.rand(num_envs, env.spec.action.shape[0], generator=gen) * 2 - 1
+        rec.step(action, env.step(action))
+    rec.close()
+    return Path(path)
