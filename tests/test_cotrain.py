@@ -273,12 +273,18 @@ def _small_algos() -> dict[str, tuple[EnvSpec, dict[str, object]]]:
 
     flow = FlowVLAConfig(horizon=4, hidden=16, state_features=8, num_steps=2)
     return {"sac": (STATE, {"actor_hidden": (16,), "critic_hidden": (16,), "batch_size": 8}),
+            "iql": (STATE, {"actor_hidden": (16,), "critic_hidden": (16,), "batch_size": 8}),
+            # policy_frequency 1: with FastTD3's default 2, one update never reaches the actor step and its hook.
+            "fasttd3": (STATE, {"actor_hidden": (16,), "critic_hidden": (16,), "batch_size": 8, "num_atoms": 11,
+                                "policy_frequency": 1}),
+            "fastsac": (STATE, {"actor_hidden": (16,), "critic_hidden": (16,), "batch_size": 8, "num_atoms": 11}),
             "ppo": (STATE, {"actor_hidden": (16,), "critic_hidden": (16,), "rollout_length": 2, "num_epochs": 1,
                             "num_minibatches": 1}),
             "flow_ppo": (CHUNK, {"policy": flow, "critic_hidden": (16,), "rollout_length": 2, "num_epochs": 1,
                                  "num_minibatches": 1}),
             "hiors": (CHUNK, {"policy": flow, "rollout_length": 2, "min_buffer": 1, "updates_per_rollout": 2,
-                              "batch_size": 4})}
+                              "batch_size": 4}),
+            "flow_qc": (CHUNK, {"policy": flow, "critic_hidden": (16,), "num_samples": 2, "batch_size": 4})}
 
 
 def _one_update(algo: object, spec: EnvSpec) -> None:

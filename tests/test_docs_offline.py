@@ -35,3 +35,12 @@ def test_the_jsrl_command_resolves(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["config", *shlex.split(jsrl[0])[1:]]) == 0
     out = capsys.readouterr().out
     assert re.search(r"jsrl.guide\s.*'offline'", out) and re.search(r"jsrl.horizon\s.*\b50\b", out)
+
+
+def test_the_iql_command_resolves(capsys: pytest.CaptureFixture[str]) -> None:
+    text = (ROOT / "docs" / "offline-to-online.md").read_text()
+    iql = [c for b in re.findall(r"```bash\n(.*?)```", text, re.S) for c in b.splitlines() if "--algo iql" in c]
+    assert len(iql) == 1
+    assert main(["config", *shlex.split(iql[0])[1:]]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"algo.expectile\s.*\b0.9\b", out) and re.search(r"algo.type\s.*'iql'", out)

@@ -40,13 +40,11 @@ from robot_rl.core.transition import Obs, TransitionBatch
 from robot_rl.policies.modules.cnn import random_shift
 from robot_rl.policies.modules.pretrained import check_image_encoder
 from robot_rl.policies.offline_rl import cql_penalty, sampled_action_q
+from robot_rl.policies.replay_storage import check_demo_ratio, make_replay
 from robot_rl.policies.sac_networks import SACCritic, SACPolicy, SACValueEstimator, make_encoder
 from robot_rl.replay.buffer import MixingSampler, ReplayBuffer
 
 __all__ = ["SACAlgorithm", "SACConfig", "SACCritic", "SACPolicy"]
-
-#: Demonstrated actions are pulled this far inside ±1 before ``atanh`` (a demo at the bound has no finite pre-image).
-SQUASH_EPS = 1e-3
 
 
 @ALGOS.register("sac")
@@ -171,8 +169,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
         if cfg.num_critics < 1 or not 1 <= (cfg.num_critics_sampled or cfg.num_critics) <= cfg.num_critics:
             raise ValueError(f"need 1 <= num_critics_sampled <= num_critics, got {cfg.num_critics_sampled} "
                              f"and {cfg.num_critics}")
-        if not 0.0 <= cfg.demo_ratio < 1.0:
-            raise ValueError(f"demo_ratio must be in [0, 1), got {cfg.demo_ratio}")
+        check_demo_ratio(cfg.demo_ratio)
         self.cfg, self.spec, self.device = cfg, spec, device
         self.batch_size, self.utd_ratio, self.learning_starts = cfg.batch_size, cfg.utd_ratio, cfg.learning_starts
         with torch.random.fork_rng(devices=[]):  # seeded init without touching the caller's RNG
@@ -226,19 +223,8 @@ class SACAlgorithm(OffPolicyAlgorithm):
         return copy.deepcopy(self.actor)
 
     def make_storage(self, num_envs: int) -> ReplayBuffer | MixingSampler:
-        """A replay buffer, or with ``demo_ratio > 0`` a :class:`MixingSampler` over ``online``/``demos``.
-
-        ``storage.buffers["demos"]`` (or ``storage.add_to("demos", batch)``) takes demonstrations;
-        intervened rows added with ``storage.add`` land in both buffers (HIL-SERL).
-        """
-        online = ReplayBuffer(self.spec, self.cfg.buffer_size, self.device, n_step=self.cfg.n_step,
-                              gamma=self.cfg.gamma)
-        if self.cfg.demo_ratio <= 0:
-            return online
-        demos = ReplayBuffer(self.spec, self.cfg.demo_buffer_size, self.device, n_step=self.cfg.n_step,
-                             gamma=self.cfg.gamma)
-        return MixingSampler({"online": online, "demos": demos},
-                             {"online": 1.0 - self.cfg.demo_ratio, "demos": self.cfg.demo_ratio})
+        """A replay buffer, or with ``demo_ratio > 0`` one mixing ``online``/``demos`` (:func:`make_replay`)."""
+        return make_replay(self.spec, self.device, self.cfg)
 
     def actor_weights(self) -> Weights:
         """Encoder (CNN, or trunk and head; normaliser statistics), actor head and action scaling; never critics."""
@@ -320,22 +306,14 @@ class SACAlgorithm(OffPolicyAlgorithm):
                         generator: torch.Generator | None = None, train_encoder: bool = False) -> torch.Tensor:
         """Behaviour cloning, ``−mean_b log π(a_b|s_b)``, for demonstrated env actions ``[B, *A]``.
 
-        The action is mapped to the squashed space and pulled ``SQUASH_EPS`` inside ±1, ``u = atanh(a)``:
-        ``log π(a|s) = Σ_i [−z_i²/2 − log σ_i − log(2π)/2 − log(1 − a_i²)]`` with ``z = (u − μ)/σ`` (the change
-        of variables of ``a = tanh u``). ``train_encoder=False`` detaches the features: the critic trains the
-        encoder, as in the actor loss. ``mask`` and ``generator`` are not used (one action per row, no noise).
+        ``log π`` of an action at the bound is taken ``SQUASH_EPS`` inside it (:meth:`SACPolicy.data_log_prob`).
+        ``train_encoder=False`` detaches the features: the critic trains the encoder, as in the actor loss.
+        ``mask`` and ``generator`` are not used (one action per row, no noise).
         """
-        actor = self.actor
-        features = actor.encode(obs)
+        features = self.actor.encode(obs)
         if not train_encoder:
             features = features.detach()
-        mean, log_std = actor.gaussian(features)
-        a = (action.reshape(mean.shape) - actor.action_bias) / actor.action_scale
-        a = a.clamp(-1 + SQUASH_EPS, 1 - SQUASH_EPS)
-        u = torch.atanh(a)
-        z = (u - mean) * torch.exp(-log_std)
-        log_prob = (-0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi) - torch.log1p(-a.square())).sum(-1)
-        return -log_prob.mean()
+        return -self.actor.data_log_prob(features, action).mean()
 
     def supervised_parameters(self) -> list[nn.Parameter]:
         """The whole actor (encoder and head) but a frozen trunk."""

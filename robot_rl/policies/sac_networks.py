@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from robot_rl.policies.sac import SACConfig
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+#: Demonstrated actions are pulled this far inside ±1 before ``atanh`` (a demo at the bound has no finite pre-image).
+SQUASH_EPS = 1e-3
 
 
 # --------------------------------------------------------------------------------------------
@@ -106,6 +108,20 @@ class SACPolicy(Policy):
         log_prob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2 * math.pi)
                     - 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(dim=-1)
         return torch.tanh(u), log_prob
+
+    def data_log_prob(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """``log π(a|s)`` ``[B]`` of given env actions ``[B, *A]`` (demonstrations, replayed data).
+
+        The action is mapped to the squashed space and pulled ``SQUASH_EPS`` inside ±1, ``u = atanh(a)``:
+        ``log π(a|s) = Σ_i [−z_i²/2 − log σ_i − log(2π)/2 − log(1 − a_i²)]`` with ``z = (u − μ)/σ`` (the change
+        of variables of ``a = tanh u``).
+        """
+        mean, log_std = self.gaussian(features)
+        a = (action.reshape(mean.shape) - self.action_bias) / self.action_scale
+        a = a.clamp(-1 + SQUASH_EPS, 1 - SQUASH_EPS)
+        u = torch.atanh(a)
+        z = (u - mean) * torch.exp(-log_std)
+        return (-0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi) - torch.log1p(-a.square())).sum(-1)
 
     @torch.no_grad()
     def act(self, obs: Obs, deterministic: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

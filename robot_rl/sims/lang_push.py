@@ -51,7 +51,8 @@ class LangPushConfig(SimTaskConfig):
 
     presets: ClassVar[dict[str, dict[str, Any]]] = {
         "flow_ppo": {"task.num_envs": 64, "task.chunk_horizon": 8, **FLOW_PPO_TUNED},
-        "hiors": {"task.num_envs": 64, "task.chunk_horizon": 8}}
+        "hiors": {"task.num_envs": 64, "task.chunk_horizon": 8},
+        "flow_qc": {"task.num_envs": 32, "task.chunk_horizon": 8}}
 
     max_episode_steps: int = 60
     """Primitive steps before an episode is truncated."""

@@ -112,8 +112,10 @@ class FakeTaskConfig(SimTaskConfig):
 
 def record_random_store(path: Path | str, episodes: int, num_envs: int = 4, episode_length: int = 10,
                         seed: int = 0) -> Path:
-    """``episodes`` episodes of uniformly random actions in :class:`FakeVecEnv`, as an episode store at ``path``
-    (offline data for ``robot-rl train --task fake --offline PATH``)."""
+    """Record ``episodes`` episodes of random actions in :class:`FakeVecEnv` as an episode store at ``path``.
+
+    Offline data for ``robot-rl train --task fake --offline PATH``.
+    """
     from robot_rl.data.recorder import EpisodeRecorder, StoreSink
     from robot_rl.data.store import EpisodeStore
 

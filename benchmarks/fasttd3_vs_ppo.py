@@ -1,0 +1,191 @@
+"""FastTD3 against our PPO and our SAC: env steps and training wall time to the success threshold.
+
+For each task (default ``reach``, ``push``, ``mujoco/reach``) each learner trains in this process with a
+synchronous loop (act → env step → store → the updates owed), evaluated with deterministic actions every
+``--eval-every`` env steps (SAC: ``--sac-eval-every``) on its own evaluation env (100 episodes by default).
+Only collection and updates are timed; evaluation is not. A learner stops at the first evaluation at or above
+``--threshold`` success, or when its training time passes ``--budget-s`` or its env steps ``--max-env-steps``
+(then it "did not reach").
+
+- FastTD3: ``--num-envs`` sub-envs (1024), the ``fasttd3`` config defaults plus the task's value support from
+  ``SUPPORT`` below (C51 atoms must cover the task's returns) and ``--fast`` overrides (FastSAC, with
+  ``--learners ... fastsac``, the same);
+- PPO: the same ``--num-envs``, the ``ppo`` config with the task's ``ppo`` preset (what ``robot-rl train --algo ppo``
+  runs), one update per full rollout;
+- SAC: ``--sac-envs`` sub-envs (32, the ``robot-rl train`` default), the ``sac`` config with the task's ``sac`` preset.
+
+The learners take turns, one evaluation interval each, so that load from other processes falls on all alike.
+Printed: per learner, env steps and training seconds to the threshold; per task, the ratios PPO/FastTD3 and
+SAC/FastTD3 (above 1: FastTD3 needed less).
+
+    .venv/bin/python benchmarks/fasttd3_vs_ppo.py --tasks reach --num-envs 1024 --budget-s 150
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import platform
+import time
+from collections.abc import Callable
+
+import torch
+
+import robot_rl.policies.fastsac  # registers fastsac
+import robot_rl.policies.td3  # registers fasttd3
+import robot_rl.sims  # noqa: F401 - registers the built-in tasks
+from robot_rl.core.algorithm import OffPolicyAlgorithm, OnPolicyAlgorithm, OnPolicyStorage, Policy, ReplayStorage
+from robot_rl.core.env import VecEnv
+from robot_rl.core.transition import TransitionBatch
+from robot_rl.loop.config import resolve_train_config
+from robot_rl.loop.evaluate import evaluate
+
+#: FastTD3's atoms per task: (v_min, v_max) around the discounted returns its dense/sparse rewards give.
+SUPPORT = {"reach": (-300.0, 20.0), "push": (-1.0, 2.0), "mujoco/reach": (-300.0, 20.0)}
+
+
+@dataclasses.dataclass
+class Contender:
+    """One learner on one task: ``collect(k)`` trains for about ``k`` env steps; ``policy`` acts for evaluation."""
+
+    name: str
+    collect: Callable[[int], None]
+    policy: Policy
+    eval_env: VecEnv
+    env_steps: int = 0
+    train_s: float = 0.0
+    updates: int = 0
+    hit: tuple[int, float] | None = None  # (env steps, train s) at the threshold
+    curve: list[tuple[int, float]] = dataclasses.field(default_factory=list)
+    done: bool = False
+
+
+def _step(env: VecEnv, policy: Policy, obs: dict[str, torch.Tensor]) -> tuple[TransitionBatch, dict]:
+    n = env.num_envs
+    action, extras = policy.act(obs)
+    res = env.step(action)
+    done = (res.terminated | res.truncated)[:, None]
+    final = res.info.get("final_obs", res.obs)
+    next_obs = {k: torch.where(done.reshape(-1, *([1] * (v.dim() - 1))), final[k], v) for k, v in res.obs.items()}
+    batch = TransitionBatch(obs, action, res.reward.float(), res.terminated, res.truncated, next_obs,
+                            torch.zeros(n, dtype=torch.bool), torch.zeros(n, dtype=torch.int64), torch.arange(n),
+                            extras)
+    return batch, res.obs
+
+
+def make_contender(name: str, algo_name: str, task: str, num_envs: int, args: argparse.Namespace) -> Contender:
+    overrides = [f"task.num_envs={num_envs}"]
+    if algo_name in ("fasttd3", "fastsac"):
+        lo, hi = SUPPORT.get(task, (-300.0, 20.0))
+        overrides += [f"algo.v_min={lo}", f"algo.v_max={hi}", *args.fast]
+    cfg = resolve_train_config(task=task, algo=algo_name, overrides=overrides)
+    env = cfg.task.make("cpu", args.seed)
+    eval_env = cfg.task.make("cpu", args.seed + 1, num_envs=min(args.eval_episodes, 100))
+    algo = cfg.algo.build(env.spec, "cpu", args.seed)
+    storage = algo.make_storage(env.num_envs)
+    policy = algo.make_policy()
+    state = {"obs": env.reset(seed=args.seed), "owed": 0.0}
+    c = Contender(name, lambda k: None, policy, eval_env)
+
+    def collect_off_policy(steps: int) -> None:
+        assert isinstance(algo, OffPolicyAlgorithm) and isinstance(storage, ReplayStorage)
+        for _ in range(max(1, steps // env.num_envs)):
+            with torch.no_grad():
+                batch, state["obs"] = _step(env, policy, state["obs"])
+            storage.add(batch)
+            c.env_steps += env.num_envs
+            if len(storage) >= algo.learning_starts:
+                state["owed"] += algo.utd_ratio * env.num_envs
+                while state["owed"] >= 1.0:
+                    algo.update(storage.sample(algo.batch_size))
+                    state["owed"] -= 1.0
+                    c.updates += 1
+                policy.load_actor_weights(algo.actor_weights())
+
+    def collect_on_policy(steps: int) -> None:
+        assert isinstance(algo, OnPolicyAlgorithm) and isinstance(storage, OnPolicyStorage)
+        for _ in range(max(1, steps // (env.num_envs * algo.rollout_length))):
+            with torch.no_grad():
+                while not storage.is_full():
+                    batch, state["obs"] = _step(env, policy, state["obs"])
+                    storage.add(batch)
+                    c.env_steps += env.num_envs
+            algo.update(storage)
+            c.updates += 1
+            policy.load_actor_weights(algo.actor_weights())
+
+    c.collect = collect_on_policy if isinstance(algo, OnPolicyAlgorithm) else collect_off_policy
+    return c
+
+
+def drive(contenders: list[Contender], args: argparse.Namespace) -> None:
+    """Training chunks in turns (who goes first alternates), each followed by an untimed evaluation."""
+    turn = 0
+    while active := [c for c in contenders if not c.done]:
+        for c in (active if turn % 2 == 0 else active[::-1]):
+            t0 = time.perf_counter()
+            c.collect(args.sac_eval_every if c.name == "sac" else args.eval_every)
+            c.train_s += time.perf_counter() - t0
+            success = evaluate(c.policy, c.eval_env, args.eval_episodes, seed=args.seed + 7).success_rate
+            c.curve.append((c.env_steps, success))
+            print(f"  {c.name:8s} {c.env_steps:>10,} steps  {c.train_s:7.1f} s  {c.updates:>7,} updates  "
+                  f"eval success {success:.2f}", flush=True)
+            if success >= args.threshold:
+                c.hit, c.done = (c.env_steps, c.train_s), True
+            elif c.train_s >= args.budget_s or c.env_steps >= args.max_env_steps:
+                c.done = True
+        turn += 1
+
+
+def ratio(other: tuple[int, float] | None, td3: tuple[int, float] | None, i: int) -> str:
+    if td3 is None or other is None:
+        return "n/a (" + ("FastTD3" if td3 is None else "the other") + " did not reach)"
+    return f"{other[i] / td3[i]:.2f}"
+
+
+def report(task: str, contenders: list[Contender]) -> None:
+    print(f"\n### {task}\n\n| learner | reached | env steps | train s | updates | best eval success |")
+    print("|---|:---:|---:|---:|---:|---:|")
+    for c in contenders:
+        steps, secs = (f"{c.hit[0]:,}", f"{c.hit[1]:.1f}") if c.hit else (f"> {c.env_steps:,}", f"> {c.train_s:.1f}")
+        best = max(s for _, s in c.curve)
+        print(f"| {c.name} | {'yes' if c.hit else 'no'} | {steps} | {secs} | {c.updates:,} | {best:.2f} |")
+    by = {c.name: c.hit for c in contenders}
+    td3 = by.get("fasttd3")
+    for other in ("fastsac", "ppo", "sac"):
+        if other in by and "fasttd3" in by:
+            print(f"\n{other}/fasttd3: env steps {ratio(by[other], td3, 0)}, wall time {ratio(by[other], td3, 1)}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tasks", nargs="+", default=["reach", "push", "mujoco/reach"])
+    p.add_argument("--learners", nargs="+", default=["fasttd3", "ppo", "sac"],
+                   choices=["fasttd3", "fastsac", "ppo", "sac"])
+    p.add_argument("--num-envs", type=int, default=1024, help="sub-envs of FastTD3 and PPO")
+    p.add_argument("--sac-envs", type=int, default=32, help="sub-envs of SAC")
+    p.add_argument("--threshold", type=float, default=0.9)
+    p.add_argument("--eval-every", type=int, default=50_000, help="env steps between evaluations (FastTD3, PPO)")
+    p.add_argument("--sac-eval-every", type=int, default=10_000, help="env steps between SAC's evaluations")
+    p.add_argument("--eval-episodes", type=int, default=100)
+    p.add_argument("--budget-s", type=float, default=300.0, help="training seconds per learner and task")
+    p.add_argument("--max-env-steps", type=int, default=20_000_000)
+    p.add_argument("--fast", nargs="*", default=[],
+                   help="extra overrides for FastTD3 and FastSAC, e.g. algo.batch_size=8192")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
+          f"torch {torch.__version__}; threshold {args.threshold}, budget {args.budget_s:.0f} s per learner")
+    for task in args.tasks:
+        print(f"\n== {task}")
+        envs = {"fasttd3": args.num_envs, "fastsac": args.num_envs, "ppo": args.num_envs, "sac": args.sac_envs}
+        contenders = [make_contender(name, name, task, envs[name], args) for name in args.learners]
+        drive(contenders, args)
+        report(task, contenders)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,435 @@
+"""Q-chunking (Li, Zhou & Levine 2025, "Reinforcement Learning with Action Chunking") for the flow chunk policy.
+
+Off-policy RL whose critic values whole action chunks. One replay row is one step of the chunk env
+(``chunk_horizon = H``, ``execute_steps = E``): the observation, the chunk ``[H, A]`` the env was given, the reward
+the env summed over the ``E`` steps it executed (fewer when the episode ended inside the chunk), and the successor.
+
+- **Critic**: an ensemble ``Q_j(s, a_{0:E})`` of MLPs over the frozen SFT encoder's observation features and the
+  flattened *executed* part of the chunk (the rest never reaches the env). The encoder is a frozen copy of the
+  SFT policy's, not the critic's own: behaviour cloning already made its features carry what the demonstrator
+  acts on (the block, the goal, the pusher), TD gradients through a CNN are noisy when most chunks see no
+  success, DSRL learned the most on ``lang_push`` over exactly these frozen features
+  (benchmarks/RESULTS_flow.md), and a frozen encoder costs one forward pass per batch and no backward pass.
+- **TD target** (``chunk_td_target``), best-of-N as in the paper's QC::
+
+      y = R + γ^E · (1 − terminated) · max_{i ≤ N'} agg_j Q̄_j(s', a'_i),   a'_i ~ π_flow(· | s')
+
+  with ``agg`` the ensemble's min (or mean) and ``Q̄`` the Polyak-averaged target critics. A terminated chunk
+  (success inside it) never bootstraps; a truncated one bootstraps from the episode's final observation.
+- **Approximation.** The paper backs up ``Σ_h γ^h r_h`` and bootstraps ``γ^m`` after the ``m`` steps actually
+  executed. The chunk env reports only the undiscounted sum of its executed steps, and the actor loop forwards
+  no per-step information to the learner, so here ``R`` is that sum (the chunk-level semi-MDP the env defines)
+  and a chunk cut by the time limit after ``m < E`` steps bootstraps with ``γ^E``. Demo rows are built with the
+  same convention (:mod:`robot_rl.policies.flow.qchunk_data`), so every row backs up the same quantity.
+- **Acting** (:class:`FlowQCPolicy`): sample ``N`` chunks from the flow (x0 ~ N(0, I), noise-free ODE), execute
+  the one with the highest ``agg_j Q_j`` (the ensemble mean by default). Deterministic acting scores a fixed
+  set of ``N`` noises whose first is ``x0 = 0`` (the flow's own deterministic chunk). The acting policy holds the
+  critic, so the published actor weights include it.
+- **Behaviour policy**: the flow keeps training by flow matching on the replayed chunks (weight ``bc_weight``;
+  intervened rows weight 1) and on the demos (``demos``, ``demo_ratio`` of each batch, padding masked), as the
+  paper's QC does: the executed chunks are the critic's choices, so imitating them is the policy improvement.
+
+The FQL-style one-step policy of the paper (a noise-conditioned actor distilled from the flow and trained to
+maximise Q) is not implemented.
+
+    robot-rl train --task lang_push --algo flow_qc algo.init_from=runs/flow-sft algo.demos=demos/
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from robot_rl.core.algorithm import OffPolicyAlgorithm, Policy, Weights
+from robot_rl.core.config import ALGOS, AlgoConfig
+from robot_rl.core.specs import EnvSpec, SpecMismatchError
+from robot_rl.core.transition import Obs, TransitionBatch
+from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy, VLAEncoder
+from robot_rl.policies.flow.onpolicy import load_sft_into
+from robot_rl.policies.flow.qchunk_data import ChunkTransitions, chunk_transitions
+from robot_rl.policies.modules.ensemble import EnsembleMLP
+from robot_rl.replay.buffer import ReplayBuffer
+
+log = logging.getLogger(__name__)
+
+#: Seed of the fixed noises deterministic acting scores (the same candidates on every call).
+DETERMINISTIC_SEED = 0
+
+
+@ALGOS.register("flow_qc")
+@dataclass
+class FlowQCConfig(AlgoConfig):
+    """Q-chunking: a critic over action chunks, best-of-N acting from the flow policy, flow matching on the replay."""
+
+    policy: FlowVLAConfig = field(default_factory=FlowVLAConfig)
+    """Architecture and sampler of the flow policy (must match the SFT checkpoint's)."""
+    init_from: str | None = None
+    """Run directory of a flow SFT checkpoint (`robot-rl flow-sft --out DIR`): the flow policy and the critic's
+    frozen encoder start from it. null = random initialisation (the critic then reads random features)."""
+    demos: str | None = None
+    """Episode store / LeRobotDataset of demos (per-step or chunk actions) kept in every batch (null = none)."""
+    demo_ratio: float = 0.5
+    """Share of each batch drawn from ``demos`` (RLPD-style symmetric sampling)."""
+    execute_steps: int | None = None
+    """Actions of each chunk the task executes per step (its ``execute_steps``; null = the whole chunk): the
+    critic reads these and the target bootstraps ``γ^execute_steps`` later. Set it to the task's."""
+    num_samples: int = 16
+    """N: chunks sampled per state when acting; the best under the critic is executed."""
+    target_samples: int | None = None
+    """Chunks sampled per next state for the TD target's max (null = ``num_samples``)."""
+    select: Literal["mean", "min"] = "mean"
+    """How acting aggregates the critic ensemble before the argmax over the N chunks."""
+    target: Literal["min", "mean"] = "min"
+    """How the TD target aggregates the target ensemble (min = clipped double Q)."""
+    num_critics: int = 2
+    """Critic ensemble size."""
+    critic_hidden: tuple[int, ...] = (256, 256)
+    """Hidden widths of each critic."""
+    critic_layer_norm: bool = True
+    """LayerNorm after each hidden layer of the critics (keeps Q of unseen chunks from exploding)."""
+    gamma: float = 0.99
+    """Discount per primitive step (a chunk step discounts by ``gamma ** execute_steps``)."""
+    tau: float = 0.005
+    """Polyak rate of the target critics."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critics."""
+    flow_lr: float = 1e-4
+    """Adam learning rate of the flow policy's flow-matching (behaviour cloning) steps."""
+    bc_weight: float = 1.0
+    """Weight of a replayed (non-intervened) chunk in the flow-matching loss, against 1 for demo and intervened
+    chunks. 0 keeps the flow on the demos (and interventions) only."""
+    bc_every: int = 1
+    """A flow-matching step every this many critic updates."""
+    freeze_encoder: bool = True
+    """Keep the flow's observation encoder frozen; it then is the critic's encoder too (one pass per batch).
+    false: flow matching trains the flow's encoder and the critic reads a frozen copy of the SFT encoder."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this in the TD target."""
+    batch_size: int = 256
+    """Rows per update (demo rows included)."""
+    utd_ratio: float = 0.25
+    """Updates per chunk transition received."""
+    learning_starts: int = 1_000
+    """Chunk transitions in the replay before the first update."""
+    buffer_size: int = 200_000
+    """Replay capacity (chunk transitions)."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip of the critics and of the flow."""
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` on an impossible setting."""
+        self.policy.validate()
+        execute = self.execute_steps or self.policy.horizon
+        if not 1 <= execute <= self.policy.horizon:
+            raise ValueError(f"execute_steps must be in [1, horizon={self.policy.horizon}], got {execute}")
+        if self.num_samples < 1 or (self.target_samples is not None and self.target_samples < 1):
+            raise ValueError(f"num_samples and target_samples must be >= 1, got {self.num_samples}, "
+                             f"{self.target_samples}")
+        if self.num_critics < 1 or self.bc_every < 1:
+            raise ValueError(f"num_critics and bc_every must be >= 1, got {self.num_critics}, {self.bc_every}")
+        if self.select not in ("mean", "min") or self.target not in ("mean", "min"):
+            raise ValueError(f"select and target must be 'mean' or 'min', got {self.select!r}, {self.target!r}")
+        if not 0.0 <= self.demo_ratio < 1.0 or self.bc_weight < 0:
+            raise ValueError(f"demo_ratio must be in [0, 1) and bc_weight >= 0, got {self.demo_ratio}, "
+                             f"{self.bc_weight}")
+        if not 0.0 < self.gamma <= 1.0 or not 0.0 < self.tau <= 1.0:
+            raise ValueError(f"gamma and tau must be in (0, 1], got {self.gamma}, {self.tau}")
+
+    def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> FlowQCAlgorithm:
+        """The Q-chunking learner."""
+        return FlowQCAlgorithm(self, spec, torch.device(device), seed)
+
+    def build_policy(self, spec: EnvSpec, device: torch.device | str, seed: int = 0) -> FlowQCPolicy:
+        """The acting policy alone (flow and critic placeholders; ``init_from`` and ``pretrained_path`` unread)."""
+        cfg = dataclasses.replace(self, policy=dataclasses.replace(self.policy, pretrained_path=None))
+        with torch.random.fork_rng(devices=[]):
+            torch.random.default_generator.manual_seed(seed)
+            policy = FlowQCPolicy(spec, cfg).to(device)
+        policy.reseed(seed)
+        return policy
+
+
+def chunk_td_target(reward: torch.Tensor, terminated: torch.Tensor, next_value: torch.Tensor, gamma: float,
+                    steps: int) -> torch.Tensor:
+    """``y = R + γ^steps · (1 − terminated) · V(s')`` for chunk rows ``[B]`` (the module docstring's target)."""
+    return reward + (gamma ** steps) * (1.0 - terminated.float()) * next_value
+
+
+class ChunkCritic(nn.Module):
+    """Ensemble ``Q_j(features [B, C], executed chunk [B, E·A]) → [num_critics, B]``."""
+
+    def __init__(self, feature_dim: int, chunk_dim: int, cfg: FlowQCConfig) -> None:
+        super().__init__()
+        self.q = EnsembleMLP(cfg.num_critics, feature_dim + chunk_dim, cfg.critic_hidden, 1, cfg.critic_layer_norm)
+
+    def forward(self, features: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        """Every member's Q."""
+        return self.q(torch.cat([features, chunk], dim=-1)).squeeze(-1)
+
+
+class FlowQCPolicy(Policy):
+    """The acting policy: flow policy + frozen critic encoder + critic ensemble; best-of-N chunks.
+
+    ``critic_encoder`` is the flow's own encoder when that is frozen (``freeze_encoder``), else a frozen copy.
+    """
+
+    def __init__(self, spec: EnvSpec, cfg: FlowQCConfig) -> None:
+        super().__init__()
+        cfg.validate()
+        if len(spec.action.shape) != 2 or spec.action.shape[0] != cfg.policy.horizon:
+            raise SpecMismatchError(f"flow_qc acts in action chunks [horizon={cfg.policy.horizon}, A]; the task's "
+                                    f"action is {list(spec.action.shape)} (e.g. set task.chunk_horizon="
+                                    f"{cfg.policy.horizon})")
+        self.flow = FlowVLAPolicy(spec, cfg.policy)
+        self.horizon, self.action_dim = cfg.policy.horizon, self.flow.action_dim
+        self.execute = cfg.execute_steps or cfg.policy.horizon
+        self.num_samples, self.select = cfg.num_samples, cfg.select
+        self.critic_encoder = self.flow.encoder if cfg.freeze_encoder else VLAEncoder(spec, cfg.policy)
+        self.critic_encoder.requires_grad_(False)
+        self.critic = ChunkCritic(self.critic_encoder.out_dim, self.execute * self.action_dim, cfg)
+        self.generator: torch.Generator | None = None
+        self.train(self.training)
+
+    @property
+    def shared_encoder(self) -> bool:
+        """Whether the critic reads the flow's own (frozen) encoder."""
+        return self.critic_encoder is self.flow.encoder
+
+    def train(self, mode: bool = True) -> FlowQCPolicy:
+        """As ``nn.Module.train``, but the frozen critic encoder stays in eval mode (fixed normalisation statistics)."""
+        super().train(mode)
+        self.critic_encoder.eval()
+        return self
+
+    def reseed(self, seed: int) -> None:
+        """Draw the sampled chunks' noise from this policy's own generator seeded ``seed``."""
+        device = next(self.parameters()).device
+        self.generator = torch.Generator(device=device).manual_seed(int(seed))
+
+    def chunks_from_noise(self, cond: torch.Tensor, x0: torch.Tensor) -> torch.Tensor:
+        """The flow's noise-free ODE from ``x0`` ``[M, H, A]`` under conditions ``[M, C]``, clamped to the bounds."""
+        x = x0
+        for k in range(self.flow.cfg.num_steps):
+            x = self.flow._mean_step(x, k, cond)
+        return self.flow._bound(x)
+
+    def score(self, critic: nn.Module, features: torch.Tensor, chunks: torch.Tensor, how: str) -> torch.Tensor:
+        """``agg_j Q_j`` ``[n, N]`` of candidate chunks ``[n, N, H, A]`` at states with ``features`` ``[n, C]``."""
+        n, k = chunks.shape[:2]
+        q = critic(features.repeat_interleave(k, dim=0), chunks[:, :, : self.execute].reshape(n * k, -1))
+        q = q.min(dim=0).values if how == "min" else q.mean(dim=0)
+        return q.view(n, k)
+
+    def noise(self, n: int, deterministic: bool, device: torch.device) -> torch.Tensor:
+        """``[n, N, H, A]`` initial noises: drawn per call, or (deterministic) a fixed set led by ``x0 = 0``."""
+        shape = (self.num_samples, self.horizon, self.action_dim)
+        if deterministic:
+            g = torch.Generator(device=device).manual_seed(DETERMINISTIC_SEED)
+            x0 = torch.randn(shape, generator=g, device=device)
+            x0[0] = 0.0
+            return x0.expand(n, *shape)
+        return torch.randn((n, *shape), generator=self.generator, device=device)
+
+    def candidates(self, obs: Obs, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(chunks [n, N, H, A], critic features [n, C])``: the N chunks the flow proposes at ``obs``."""
+        cond = self.flow.encoder(obs)
+        features = cond if self.shared_encoder else self.critic_encoder(obs)
+        n, k = cond.shape[0], self.num_samples
+        x0 = self.noise(n, deterministic, cond.device).reshape(n * k, self.horizon, self.action_dim)
+        chunks = self.chunks_from_noise(cond.repeat_interleave(k, dim=0), x0)
+        return chunks.view(n, k, self.horizon, self.action_dim), features
+
+    @torch.no_grad()
+    def act(self, obs: Obs, deterministic: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The best of N sampled chunks under the critic ensemble ``[n, H, A]``; no extras."""
+        chunks, features = self.candidates(obs, deterministic)
+        best = self.score(self.critic, features, chunks, self.select).argmax(dim=1)
+        return chunks[torch.arange(chunks.shape[0], device=chunks.device), best], {}
+
+
+class FlowQCAlgorithm(OffPolicyAlgorithm):
+    """Learner: the acting policy (flow + critics), target critics, the chunk replay and the demo transitions."""
+
+    def __init__(self, cfg: FlowQCConfig, spec: EnvSpec, device: torch.device, seed: int) -> None:
+        self.cfg, self.spec, self.device, self.seed = cfg, spec, device, seed
+        self.batch_size, self.utd_ratio, self.learning_starts = cfg.batch_size, cfg.utd_ratio, cfg.learning_starts
+        with torch.random.fork_rng(devices=[]):
+            torch.random.default_generator.manual_seed(seed)
+            self.actor = FlowQCPolicy(spec, cfg).to(device)
+        if cfg.init_from:
+            load_sft_into(self.actor.flow, cfg.init_from, spec, device)
+        else:
+            log.warning("flow_qc without algo.init_from: the flow policy and the critic's features are random")
+        if not self.actor.shared_encoder:
+            self.actor.critic_encoder.load_state_dict(self.actor.flow.encoder.state_dict())
+        self.execute = self.actor.execute
+        self.critic_target = copy.deepcopy(self.actor.critic).requires_grad_(False)
+        self.critic_optim = torch.optim.Adam(self.actor.critic.parameters(), lr=cfg.critic_lr)
+        flow_params = [p for n, p in self.actor.flow.named_parameters() if n != "log_sigma" and p.requires_grad]
+        self.flow_optim = torch.optim.Adam(flow_params, lr=cfg.flow_lr)
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+        self.num_updates = 0
+        self._policies_made = 0
+        self.demos: ChunkTransitions | None = None
+        if cfg.demos:
+            from robot_rl.data.demos import read_episodes
+
+            self.demos = chunk_transitions(read_episodes(cfg.demos)[0], spec, cfg.policy.horizon, self.execute)
+            log.info("flow_qc: %d demo chunk transitions from %s", len(self.demos), cfg.demos)
+
+    # ---- what the loop asks for ------------------------------------------------------------------
+
+    def make_policy(self) -> FlowQCPolicy:
+        """An independent acting copy with its own seeded sampling noise."""
+        self._policies_made += 1
+        policy = self.cfg.build_policy(self.spec, self.device, self.seed * 1000 + self._policies_made)
+        policy.load_actor_weights(self.actor_weights())
+        return policy
+
+    def make_storage(self, num_envs: int) -> ReplayBuffer:
+        """A replay of chunk transitions (one row per chunk step)."""
+        return ReplayBuffer(self.spec, self.cfg.buffer_size, self.device)
+
+    def actor_weights(self) -> Weights:
+        """The flow policy, the critic encoder and the critic ensemble (acting scores chunks): CPU copies."""
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.actor.state_dict().items()}
+
+    def load_actor_weights(self, weights: Weights) -> None:
+        """Load acting weights (strict); the target critics restart from the loaded critics."""
+        self.actor.load_state_dict(weights, strict=True)
+        self.critic_target.load_state_dict(self.actor.critic.state_dict())
+
+    # ---- supervised learning (co-training, SFT): robot_rl.core.algorithm.SupervisedLoss -------------
+
+    def supervised_loss(self, obs: Obs, action: torch.Tensor, mask: torch.Tensor | None = None,
+                        generator: torch.Generator | None = None, train_encoder: bool = False) -> torch.Tensor:
+        """The flow's flow-matching loss on target chunks ``[B, H, A]`` (``mask`` ``[B, H]``)."""
+        return self.actor.flow.supervised_loss(obs, action, mask, generator, train_encoder)
+
+    def supervised_parameters(self) -> list[nn.Parameter]:
+        """The flow's parameters but σ, a frozen encoder included (co-training's SFT stage turns it on)."""
+        return self.actor.flow.supervised_parameters()
+
+    def prepare_supervised(self, obs: Obs) -> None:
+        """Nothing to fit (no normaliser)."""
+
+    def finish_supervised(self) -> None:
+        """The critic's frozen encoder becomes the supervised encoder; the target critics restart from the critics."""
+        if not self.actor.shared_encoder:
+            self.actor.critic_encoder.load_state_dict(self.actor.flow.encoder.state_dict())
+        self.critic_target.load_state_dict(self.actor.critic.state_dict())
+
+    # ---- the update --------------------------------------------------------------------------------
+
+    def best_of_n_values(self, cond: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        """``agg_j Q̄_j`` ``[B, N']`` of ``N'`` chunks sampled from the flow at each state (target critics)."""
+        k = self.cfg.target_samples or self.cfg.num_samples
+        b, h, a = cond.shape[0], self.actor.horizon, self.actor.action_dim
+        x0 = torch.randn((b * k, h, a), generator=self.generator, device=self.device)
+        chunks = self.actor.chunks_from_noise(cond.repeat_interleave(k, dim=0), x0).view(b, k, h, a)
+        return self.actor.score(self.critic_target, features, chunks, self.cfg.target)
+
+    @torch.no_grad()
+    def td_target(self, reward: torch.Tensor, terminated: torch.Tensor, next_obs: Obs
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(y [B], gain [B])``: the chunk TD target, and the best-of-N gain at the next states.
+
+        The gain is how far the max of the sampled chunks' values lies above their mean: what selecting adds.
+        """
+        features = self.actor.critic_encoder(next_obs)
+        cond = features if self.actor.shared_encoder else self.actor.flow.encoder(next_obs)
+        q = self.best_of_n_values(cond, features)
+        value = q.max(dim=1).values
+        y = chunk_td_target(reward * self.cfg.reward_scale, terminated, value, self.cfg.gamma, self.execute)
+        return y, value - q.mean(dim=1)
+
+    def flow_matching(self, cond: torch.Tensor, actions: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """Weighted rectified-flow loss ``Σ w·‖v_θ(x_t, t, c) − (a − x0)‖² / Σ w`` (``weight`` ``[B, H]``)."""
+        b = actions.shape[0]
+        x0 = torch.randn(actions.shape, generator=self.generator, device=self.device)
+        t = torch.rand(b, generator=self.generator, device=self.device)
+        xt = (1 - t)[:, None, None] * x0 + t[:, None, None] * actions
+        err = (self.actor.flow.velocity(xt, t, cond) - (actions - x0)).square().mean(-1)
+        return (err * weight).sum() / weight.sum().clamp_min(1e-8)
+
+    def _rows(self, batch: TransitionBatch) -> tuple[TransitionBatch, torch.Tensor]:
+        """The update's rows: the sampled batch, its tail replaced by demo rows; and the flow-matching weights."""
+        h = self.actor.horizon
+        n_demo = round(self.cfg.batch_size * self.cfg.demo_ratio) if self.demos is not None else 0
+        n_demo = min(n_demo, len(batch) - 1) if n_demo else 0
+        online = batch if n_demo == 0 else batch.index(slice(0, len(batch) - n_demo))
+        online_w = torch.where(online.intervened, 1.0, self.cfg.bc_weight).to(self.device)
+        weight = online_w[:, None].expand(-1, h)
+        if not n_demo or self.demos is None:
+            return online, weight
+        idx = torch.randint(0, len(self.demos), (n_demo,), generator=self.generator, device=self.device)
+        demo = self.demos.batch(idx, self.device)
+        rows = TransitionBatch(
+            obs={k: torch.cat([online.obs[k], demo.obs[k]]) for k in online.obs},
+            action=torch.cat([online.action, demo.action]), reward=torch.cat([online.reward, demo.reward]),
+            terminated=torch.cat([online.terminated, demo.terminated]),
+            truncated=torch.cat([online.truncated, demo.truncated]),
+            next_obs={k: torch.cat([online.next_obs[k], demo.next_obs[k]]) for k in online.obs},
+            intervened=torch.cat([online.intervened, demo.intervened]),
+            policy_version=torch.cat([online.policy_version, demo.policy_version]),
+            env_index=torch.cat([online.env_index, demo.env_index]))
+        return rows, torch.cat([weight, demo.extras["action_mask"]])
+
+    def update(self, batch: TransitionBatch) -> dict[str, float]:
+        """One critic step on the chunk TD targets, a flow-matching step (every ``bc_every``), then the targets."""
+        cfg, actor = self.cfg, self.actor
+        rows, weight = self._rows(batch)
+        action = rows.action.float()
+        target, gain = self.td_target(rows.reward.float(), rows.terminated, rows.next_obs)
+        with torch.no_grad():
+            features = actor.critic_encoder(rows.obs)
+        q = actor.critic(features, action[:, : self.execute].flatten(1))
+        critic_loss = 0.5 * (q - target).square().mean(dim=1).sum()
+        self.critic_optim.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        nn.utils.clip_grad_norm_(actor.critic.parameters(), cfg.max_grad_norm)
+        self.critic_optim.step()
+        bc_loss = torch.tensor(float("nan"))
+        if self.num_updates % cfg.bc_every == 0:
+            actor.train()  # the policy's train(): a frozen critic encoder stays in eval mode
+            cond = features if actor.shared_encoder else actor.flow.encoder(rows.obs)
+            bc_loss = self.flow_matching(cond, action, weight)
+            aux = self.aux_loss()  # an attached extension's term for the actor's gradient step
+            self.flow_optim.zero_grad(set_to_none=True)
+            (bc_loss if aux is None else bc_loss + aux).backward()
+            nn.utils.clip_grad_norm_(actor.flow.parameters(), cfg.max_grad_norm)
+            self.flow_optim.step()
+        with torch.no_grad():
+            torch._foreach_lerp_(list(self.critic_target.parameters()), list(actor.critic.parameters()), cfg.tau)
+        self.num_updates += 1
+        stats = torch.stack([critic_loss.detach(), q.detach().mean(), target.mean(), gain.mean(),
+                             bc_loss.detach().to(critic_loss.device)]).tolist()
+        return dict(zip(("critic_loss", "q_mean", "target_mean", "best_of_n_gain", "bc_loss"), stats))
+
+    # ---- checkpoints ---------------------------------------------------------------------------------
+
+    _STATE_KEYS = ("actor", "critic_target", "critic_optim", "flow_optim", "num_updates", "generator")
+
+    def state_dict(self) -> dict[str, Any]:
+        """Acting policy (flow, critic encoder, critics), target critics, optimisers, update count, RNG state."""
+        return {"actor": self.actor.state_dict(), "critic_target": self.critic_target.state_dict(),
+                "critic_optim": self.critic_optim.state_dict(), "flow_optim": self.flow_optim.state_dict(),
+                "num_updates": self.num_updates, "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output exactly; a missing or unknown key is an error."""
+        if set(state) != set(self._STATE_KEYS):
+            raise KeyError(f"flow_qc state keys differ: missing {sorted(set(self._STATE_KEYS) - set(state))}, "
+                           f"unknown {sorted(set(state) - set(self._STATE_KEYS))}")
+        self.actor.load_state_dict(state["actor"], strict=True)
+        self.critic_target.load_state_dict(state["critic_target"], strict=True)
+        self.critic_optim.load_state_dict(state["critic_optim"])
+        self.flow_optim.load_state_dict(state["flow_optim"])
+        self.num_updates = int(state["num_updates"])
+        self.generator.set_state(state["generator"].cpu())
