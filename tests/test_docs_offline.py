@@ -28,19 +28,14 @@ def test_the_workflow_commands_resolve(capsys: pytest.CaptureFixture[str]) -> No
     assert "--stochastic" in capsys.readouterr().out
 
 
-def test_the_jsrl_command_resolves(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("marker", "keys"), [
+    ("jsrl.guide", [r"jsrl.guide\s.*'offline'", r"jsrl.horizon\s.*\b50\b"]),
+    ("--algo iql", [r"algo.expectile\s.*\b0.9\b", r"algo.type\s.*'iql'"]),
+])
+def test_each_scheme_command_resolves(marker: str, keys: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     text = (ROOT / "docs" / "offline-to-online.md").read_text()
-    jsrl = [c for b in re.findall(r"```bash\n(.*?)```", text, re.S) for c in b.splitlines() if "jsrl.guide" in c]
-    assert len(jsrl) == 1
-    assert main(["config", *shlex.split(jsrl[0])[1:]]) == 0
+    cmds = [c for b in re.findall(r"```bash\n(.*?)```", text, re.S) for c in b.splitlines() if marker in c]
+    assert len(cmds) == 1
+    assert main(["config", *shlex.split(cmds[0])[1:]]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"jsrl.guide\s.*'offline'", out) and re.search(r"jsrl.horizon\s.*\b50\b", out)
-
-
-def test_the_iql_command_resolves(capsys: pytest.CaptureFixture[str]) -> None:
-    text = (ROOT / "docs" / "offline-to-online.md").read_text()
-    iql = [c for b in re.findall(r"```bash\n(.*?)```", text, re.S) for c in b.splitlines() if "--algo iql" in c]
-    assert len(iql) == 1
-    assert main(["config", *shlex.split(iql[0])[1:]]) == 0
-    out = capsys.readouterr().out
-    assert re.search(r"algo.expectile\s.*\b0.9\b", out) and re.search(r"algo.type\s.*'iql'", out)
+    assert all(re.search(k, out) for k in keys), cmds[0]

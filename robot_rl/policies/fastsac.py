@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from robot_rl.core.algorithm import MLPActorParts
 from robot_rl.core.config import ALGOS
@@ -36,12 +35,9 @@ from robot_rl.policies.fast_offpolicy import (
     state_encoder,
 )
 from robot_rl.policies.modules.mlp import MLP
+from robot_rl.policies.sac_networks import squashed_log_prob, squashed_sample
 
 __all__ = ["FastSACAlgorithm", "FastSACConfig", "FastSACPolicy"]
-
-#: Demonstrated actions are pulled this far inside ±1 before ``atanh`` (a demo at the bound has no finite pre-image).
-SQUASH_EPS = 1e-3
-
 
 @ALGOS.register("fastsac")
 @dataclass
@@ -116,21 +112,14 @@ class FastSACPolicy(ActorWithEncoder):
         ``log π = Σ_i [−ε_i²/2 − log σ_i − log(2π)/2 − log(1 − tanh² u_i)]``, the last term in the stable form
         ``2·(log 2 − u − softplus(−2u))``.
         """
-        mean, log_std = self.gaussian(features)
-        u = mean + log_std.exp() * noise
-        log_prob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2 * math.pi)
-                    - 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(dim=-1)
-        return torch.tanh(u), log_prob
+        return squashed_sample(*self.gaussian(features), noise)
 
     def data_loss(self, features: torch.Tensor, unit_action: torch.Tensor) -> torch.Tensor:
         """``−log π(a|s)`` per row of demonstrated unit-space actions, taken ``SQUASH_EPS`` inside ±1.
 
         ``log π(a|s) = Σ_i [−z_i²/2 − log σ_i − log(2π)/2 − log(1 − a_i²)]``, ``z = (atanh a − μ)/σ``.
         """
-        mean, log_std = self.gaussian(features)
-        a = unit_action.clamp(-1 + SQUASH_EPS, 1 - SQUASH_EPS)
-        z = (torch.atanh(a) - mean) * torch.exp(-log_std)
-        return -(-0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi) - torch.log1p(-a.square())).sum(-1)
+        return -squashed_log_prob(*self.gaussian(features), unit_action)
 
     def to_env(self, unit: torch.Tensor) -> torch.Tensor:
         """A unit-space action ``[B, |A|]`` in the env's bounds, ``[B, *action_shape]``."""

@@ -31,6 +31,31 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 SQUASH_EPS = 1e-3
 
 
+def squashed_sample(mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reparameterised ``a = tanh(μ + σ·ε)`` and ``log π(a|s)`` ``[B]`` of a tanh-squashed Gaussian, ``[B, |A|]`` in.
+
+    ``log π = Σ_i [−ε_i²/2 − log σ_i − log(2π)/2 − log(1 − tanh² u_i)]`` with the stable form
+    ``log(1 − tanh² u) = 2·(log 2 − u − softplus(−2u))``.
+    """
+    u = mean + log_std.exp() * noise
+    log_prob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2 * math.pi)
+                - 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(dim=-1)
+    return torch.tanh(u), log_prob
+
+
+def squashed_log_prob(mean: torch.Tensor, log_std: torch.Tensor, unit_action: torch.Tensor) -> torch.Tensor:
+    """``log π(a|s)`` ``[B]`` of given actions in ``[-1, 1]^{|A|}`` (demonstrations, replayed data).
+
+    The action is pulled ``SQUASH_EPS`` inside ±1 (a demo at the bound has no finite pre-image), ``u = atanh a``:
+    ``log π(a|s) = Σ_i [−z_i²/2 − log σ_i − log(2π)/2 − log(1 − a_i²)]`` with ``z = (u − μ)/σ`` (the change of
+    variables of ``a = tanh u``).
+    """
+    a = unit_action.clamp(-1 + SQUASH_EPS, 1 - SQUASH_EPS)
+    z = (torch.atanh(a) - mean) * torch.exp(-log_std)
+    return (-0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi) - torch.log1p(-a.square())).sum(-1)
+
+
 # --------------------------------------------------------------------------------------------
 # Networks
 # --------------------------------------------------------------------------------------------
@@ -103,11 +128,7 @@ class SACPolicy(Policy):
         ``log π(a|s) = Σ_i [−ε_i²/2 − log σ_i − log(2π)/2 − log(1 − tanh² u_i)]`` with the stable form
         ``log(1 − tanh² u) = 2·(log 2 − u − softplus(−2u))``.
         """
-        mean, log_std = self.gaussian(features)
-        u = mean + log_std.exp() * noise
-        log_prob = (-0.5 * noise.square() - log_std - 0.5 * math.log(2 * math.pi)
-                    - 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))).sum(dim=-1)
-        return torch.tanh(u), log_prob
+        return squashed_sample(*self.gaussian(features), noise)
 
     def data_log_prob(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """``log π(a|s)`` ``[B]`` of given env actions ``[B, *A]`` (demonstrations, replayed data).
@@ -117,11 +138,7 @@ class SACPolicy(Policy):
         of variables of ``a = tanh u``).
         """
         mean, log_std = self.gaussian(features)
-        a = (action.reshape(mean.shape) - self.action_bias) / self.action_scale
-        a = a.clamp(-1 + SQUASH_EPS, 1 - SQUASH_EPS)
-        u = torch.atanh(a)
-        z = (u - mean) * torch.exp(-log_std)
-        return (-0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi) - torch.log1p(-a.square())).sum(-1)
+        return squashed_log_prob(mean, log_std, (action.reshape(mean.shape) - self.action_bias) / self.action_scale)
 
     @torch.no_grad()
     def act(self, obs: Obs, deterministic: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
