@@ -144,10 +144,13 @@ def test_c_export_rejects_cnn_and_recurrent_policies(tmp_path):
     spec = EnvSpec({"state": ArraySpec((4,)), "image.front": ArraySpec((24, 24, 3), "uint8")},
                    ArraySpec((2,), low=-1.0, high=1.0))
     cnn = SACPolicy(spec, SACConfig(actor_hidden=(16,), image_channels=4, image_features=8))
+    cnn.encoder.cnn.cameras["image_front"].convs.insert(1, nn.BatchNorm2d(4))  # pixel C takes conv chains, not BN
     with pytest.raises(UnsupportedArchitectureError) as e:
         export_actor(cnn, spec, "c", tmp_path, num_random=10)
     msg = str(e.value)
-    assert "CNN image encoder" in msg and "MLP actors" in msg and "--format onnx" in msg
+    assert "BatchNorm2d" in msg and "MLP actors" in msg and "Conv2d" in msg and "--format onnx" in msg
+    with pytest.raises(UnsupportedArchitectureError, match="CNN image encoder"):
+        extract_mlp(cnn)
 
     class RecurrentPolicy(SACPolicy):
         def __init__(self):

@@ -17,21 +17,24 @@ class ExportArgs(Command):
     """Export a run's deterministic actor to ONNX or to C99 for microcontrollers, and verify it.
 
     ONNX: normalisation, CNN and squashing included, dynamic batch, checked with onnxruntime. C: MLP
-    actors as a header/source pair per variant (float32/ and int8/ under --out), compiled with the host
-    compiler and compared with torch on random and recorded observations; with arm-none-eabi-gcc
+    actors and pixel (conv-encoder) SAC actors as a header/source pair per variant (float32/, int8/, ...
+    under --out), compiled with the host compiler and compared with torch on random and recorded
+    observations; with arm-none-eabi-gcc
     installed, also sized for Cortex-M4F/M7 at -Os. A report is written to <out>/EXPORT.md.
     """
 
     run_dir: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="RUN_DIR")]]
     """The run directory (runs/<name>); its newest verifiable checkpoint is exported."""
     format: Literal["onnx", "c"] = "onnx"
-    """onnx (any SAC/PPO actor) or c (MLP actors over a flat state)."""
+    """onnx (any SAC/PPO actor) or c (MLP actors over a flat state, pixel SAC actors with conv encoders)."""
     out: Path = Path("export")
     """Directory to write the exported files and the report into."""
     name: str = "policy"
-    """Name of the ONNX file, or the C prefix: <name>.h and void <name>_forward(const float *obs, float *action)."""
-    variants: tuple[Literal["float32", "int8"], ...] = ("float32", "int8")
-    """C variants to write (int8: per-channel-scaled int8 weights, about 4x less flash)."""
+    """Name of the ONNX file, or the C prefix: <name>.h and <name>_forward (docs/export.md gives its signatures)."""
+    variants: tuple[Literal["float32", "int8", "int8_full"], ...] = ("float32", "int8")
+    """C variants to write (int8: per-channel-scaled int8 weights, about 4x less flash; int8_full: int8 weights
+    and activations, scales calibrated on the verification observations, error measured). Pixel policies:
+    float32 and int8_full."""
     num_random: int = 1000
     """Random observations to verify on."""
     num_recorded: int = 1000

@@ -27,8 +27,9 @@ import numpy as np
 from robot_rl.export.graph import DenseLayer, MLPGraph
 from robot_rl.export.quantize import quantize_rows
 
-Variant = Literal["float32", "int8"]
+Variant = Literal["float32", "int8", "int8_full"]
 VARIANTS: tuple[Variant, ...] = ("float32", "int8")
+"""What ``robot-rl export`` writes by default; ``int8_full`` (:mod:`robot_rl.export.c_int8`) is on request."""
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 _ACT_C = {

@@ -9,7 +9,8 @@ output map, which is ``tanh(y)·scale + bias`` for SAC (the tanh-squashed Gaussi
 (SAC's head also predicts log σ, which the deterministic action never uses).
 
 Anything else (a CNN image encoder, recurrent cells, LayerNorm inside the MLP) is not an MLP actor;
-:func:`extract_mlp` raises :class:`UnsupportedArchitectureError` naming what is supported.
+:func:`extract_mlp` raises :class:`UnsupportedArchitectureError` naming what is supported. Pixel actors
+(camera encoders + this MLP as their head) are :mod:`robot_rl.export.vision`'s.
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from robot_rl.core.algorithm import MLPActor
+from robot_rl.core.algorithm import MLPActor, MLPActorParts
 
 Activation = Literal["relu", "elu", "tanh", "silu", "gelu", "identity"]
 OutputMap = Literal["tanh_scale", "clamp", "identity"]
 
 SUPPORTED_C = ("MLP actors over a flat 'state' observation (SAC or PPO), with optional observation "
-               "normalisation and hidden activations relu, elu, tanh, silu or gelu")
+               "normalisation and hidden activations relu, elu, tanh, silu or gelu; and pixel SAC actors (uint8 "
+               "HWC cameras, plus 'state') whose camera encoders are chains of Conv2d (zero padding, no groups or "
+               "dilation), MaxPool2d, AvgPool2d, spatial softmax (keypoints), Flatten, Linear, LayerNorm and those "
+               "activations")
 _ACT_NAMES: dict[type[nn.Module], Activation] = {nn.ReLU: "relu", nn.ELU: "elu", nn.Tanh: "tanh",
                                                  nn.SiLU: "silu", nn.GELU: "gelu"}
 
@@ -162,15 +166,21 @@ def extract_mlp(policy: nn.Module) -> MLPGraph:
     """Reduce an :class:`~robot_rl.core.algorithm.MLPActor` (SAC, PPO) to an :class:`MLPGraph`.
 
     The policy's own ``mlp_parts`` say what its deterministic action is made of; anything else (no parts, a
-    CNN, a recurrent or a LayerNorm layer) raises :class:`UnsupportedArchitectureError`.
+    CNN, a recurrent or a LayerNorm layer) raises :class:`UnsupportedArchitectureError`; pixel actors go through
+    :func:`robot_rl.export.vision.extract_graph`.
     """
-    from robot_rl.policies.modules.normalizer import RunningNormalizer
-
     _check_supported_modules(policy)
     parts = policy.mlp_parts() if isinstance(policy, MLPActor) else None
     if parts is None:
         raise UnsupportedArchitectureError(f"an actor of type {type(policy).__name__}")
-    layers = _dense_stack(parts.mlp, f"the actor MLP of {type(policy).__name__}")
+    return mlp_from_parts(parts, f"the actor MLP of {type(policy).__name__}")
+
+
+def mlp_from_parts(parts: MLPActorParts, where: str) -> MLPGraph:
+    """The :class:`MLPGraph` of ``parts`` (also the MLP head of a pixel actor, over its features)."""
+    from robot_rl.policies.modules.normalizer import RunningNormalizer
+
+    layers = _dense_stack(parts.mlp, where)
     last = layers[-1]
     # Only the first act_dim rows are the action (SAC's head also predicts log σ, which the mode never uses).
     layers[-1] = DenseLayer(last.weight[:parts.act_dim].copy(), last.bias[:parts.act_dim].copy(), "identity")

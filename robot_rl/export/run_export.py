@@ -4,8 +4,10 @@ Verification observations: ``num_random`` random ones (within the spec's bounds,
 normaliser's statistics, some beyond its clip) and ``num_recorded`` recorded from the run's own task
 with the deterministic policy. ONNX is compared with torch through onnxruntime; C is compiled with the
 host compiler and compared with torch (float32: max abs error ≤ :data:`FLOAT32_TOL`; int8: each action
-within :func:`~robot_rl.export.quantize.int8_error_bound` + :data:`FLOAT32_TOL`). With
-``arm-none-eabi-gcc`` on PATH the C is also built for Cortex-M4F and M7 at ``-Os`` and sized.
+within :func:`~robot_rl.export.quantize.int8_error_bound` + :data:`FLOAT32_TOL`; int8_full: calibrated on
+these observations, its error on them measured and reported). Pixel actors
+(:func:`~robot_rl.export.vision.extract_graph`) get float32 and int8_full. With ``arm-none-eabi-gcc`` on
+PATH the C is also built for Cortex-M4F and M7 at ``-Os`` and sized.
 """
 
 from __future__ import annotations
@@ -25,10 +27,21 @@ from robot_rl.core.algorithm import Policy
 from robot_rl.core.config import TaskConfig
 from robot_rl.core.specs import EnvSpec
 from robot_rl.export.c_codegen import VARIANTS, Variant, check_name, generate_c
-from robot_rl.export.graph import MLPGraph, extract_mlp
+from robot_rl.export.c_int8 import generate_int8_c
+from robot_rl.export.c_vision import generate_vision_c, size_main
+from robot_rl.export.graph import MLPGraph
+from robot_rl.export.int8_full import as_vision, calibrate
 from robot_rl.export.onnx_export import check_onnx, export_onnx
 from robot_rl.export.quantize import int8_error_bound
-from robot_rl.export.toolchain import CORTEX_TARGETS, arm_available, build_host_harness, cross_compile, write_sources
+from robot_rl.export.toolchain import (
+    CORTEX_TARGETS,
+    arm_available,
+    build_host_harness,
+    build_vision_harness,
+    cross_compile,
+    write_sources,
+)
+from robot_rl.export.vision import VisionGraph, describe_node, extract_graph
 from robot_rl.policy_io import load_policy, run_spec, run_task
 
 log = logging.getLogger(__name__)
@@ -167,8 +180,14 @@ class ExportReport:
         return asdict(self)
 
 
-def describe(graph: MLPGraph) -> str:
-    """``12 -> 64 relu -> 64 relu -> 2`` with the normaliser and output map."""
+def describe(graph: MLPGraph | VisionGraph) -> str:
+    """``12 -> 64 relu -> 64 relu -> 2`` with the normaliser and output map (and the cameras of a pixel actor)."""
+    if isinstance(graph, VisionGraph):
+        cams = ", ".join(f"{c.key} {'x'.join(map(str, c.image_shape))} uint8 -> "
+                         + " -> ".join(describe_node(n) for n in c.nodes)
+                         + f" -> {c.out_dim}" for c in graph.cameras)
+        norm = "normalised " if graph.norm_mean is not None else ""
+        return f"{cams}; {norm}state {graph.state_dim}; head {describe(graph.head).replace('state', 'features', 1)}"
     body = " -> ".join(f"{layer.weight.shape[0]}" + (f" {layer.activation}" if layer.activation != "identity"
                                                       else "") for layer in graph.layers)
     norm = "normalised " if graph.norm_mean is not None else ""
@@ -183,7 +202,7 @@ def export_run(run_dir: Path, fmt: Literal["onnx", "c"], out_dir: Path, name: st
     if fmt not in ("onnx", "c"):
         raise ValueError(f"unknown export format {fmt!r}; valid: onnx, c")
     loaded = load_actor(run_dir)
-    graph = extract_mlp(loaded.policy) if fmt == "c" else None  # fail fast on a CNN/recurrent actor
+    graph = extract_graph(loaded.policy, loaded.spec) if fmt == "c" else None  # fail fast on what C cannot take
     return export_actor(loaded.policy, loaded.spec, fmt, out_dir, name, variants, num_random, num_recorded,
                         targets, seed, loaded=loaded, graph=graph)
 
@@ -191,7 +210,7 @@ def export_run(run_dir: Path, fmt: Literal["onnx", "c"], out_dir: Path, name: st
 def export_actor(policy: Policy, spec: EnvSpec, fmt: Literal["onnx", "c"], out_dir: Path, name: str = "policy",
                  variants: tuple[Variant, ...] = VARIANTS, num_random: int = 1000, num_recorded: int = 1000,
                  targets: tuple[str, ...] = tuple(CORTEX_TARGETS), seed: int = 0,
-                 loaded: LoadedActor | None = None, graph: MLPGraph | None = None) -> ExportReport:
+                 loaded: LoadedActor | None = None, graph: MLPGraph | VisionGraph | None = None) -> ExportReport:
     """Export an in-memory actor (``loaded`` supplies the task for recorded observations)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -218,11 +237,19 @@ def export_actor(policy: Policy, spec: EnvSpec, fmt: Literal["onnx", "c"], out_d
             raise ExportVerificationError(f"onnxruntime differs from torch by {check.max_abs_err:.3g} "
                                           f"(> {FLOAT32_TOL:g})")
     else:
-        graph = graph or extract_mlp(policy)
+        graph = graph or extract_graph(policy, spec)
         report.architecture = describe(graph)
-        state = obs["state"]
         for variant in variants:
-            report.variants.append(_export_c_variant(graph, name, variant, state, want, out_dir, targets, report))
+            if isinstance(graph, VisionGraph) or variant == "int8_full":
+                if variant == "int8":
+                    report.notes.append("no int8 (weight-only) variant for pixel policies: use int8_full")
+                    continue
+                vision = graph if isinstance(graph, VisionGraph) else as_vision(graph)
+                report.variants.append(_export_checked_api_variant(vision, name, variant, obs, want, out_dir, targets,
+                                                                   report))
+            else:
+                report.variants.append(_export_c_variant(graph, name, variant, obs["state"], want, out_dir, targets,
+                                                         report))
         if not arm_available():
             report.notes.append("arm-none-eabi-gcc not found: no Cortex-M sizes (apt-get install gcc-arm-none-eabi "
                                 "libnewlib-arm-none-eabi)")
@@ -260,6 +287,38 @@ def _export_c_variant(graph: MLPGraph, name: str, variant: Variant, state: np.nd
     if not np.isfinite(got).all():
         raise ExportVerificationError(f"{variant} C produced non-finite actions")
     vr.targets = sizes
+    return vr
+
+
+def _export_checked_api_variant(graph: VisionGraph, name: str, variant: Variant, obs: dict[str, np.ndarray],
+                                want: np.ndarray, out_dir: Path, targets: tuple[str, ...],
+                                report: ExportReport) -> VariantReport:
+    """A pixel actor (float32 or int8_full), or any actor as int8_full: the size-checked entry point.
+
+    int8_full's activation scales are calibrated on ``obs`` and its error on them is measured, not bounded.
+    """
+    origin = report.checkpoint or "in-memory policy"
+    images = [obs[cam.key] for cam in graph.cameras]
+    state = obs["state"] if graph.state_dim else None
+    if variant == "float32":
+        src = generate_vision_c(graph, name, "float32", origin=origin)
+    else:
+        src = generate_int8_c(graph, calibrate(graph, images, state), name, origin=origin)
+    h, c = write_sources(src, out_dir / variant)
+    with tempfile.TemporaryDirectory(prefix="robot_rl_export_") as tmp:
+        build = Path(tmp)
+        lib = build_vision_harness(src, build / "host", [int(np.prod(cam.image_shape)) for cam in graph.cameras],
+                                   graph.state_dim, graph.act_dim)
+        got = lib.forward(images, state)
+        sizes = {t: cross_compile(src, t, build, 0, graph.act_dim, main_source=size_main(graph, name)).to_dict()
+                 for t in (targets if arm_available() else ())}
+    err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max())
+    tolerance = (f"max abs err <= {FLOAT32_TOL:g}" if variant == "float32"
+                 else "measured on the calibration observations, no bound")
+    vr = VariantReport(variant, [str(h), str(c)], err, tolerance, const_bytes=src.weight_bytes,
+                       workspace_bytes=src.workspace_bytes, targets=sizes)
+    if not np.isfinite(got).all() or (variant == "float32" and not err <= FLOAT32_TOL):
+        raise ExportVerificationError(f"{variant} C differs from torch by {err:.3g} ({tolerance})")
     return vr
 
 

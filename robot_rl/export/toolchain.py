@@ -1,7 +1,9 @@
 """Compilers around the generated C: host build + run for verification, ARM cross builds for sizes.
 
 - :func:`build_host_harness` compiles the policy with a small driver (``-std=c99 -pedantic -Werror``) that
-  reads observations from a binary file and writes actions, or times ``reps`` passes (``--bench``).
+  reads observations from a binary file and writes actions, or times ``reps`` passes (``--bench``);
+  :func:`build_vision_harness` compiles a size-checked policy (pixel, or ``int8_full``) as a shared library
+  and calls it through ctypes (so tests can also pass it wrong sizes).
 - :func:`cross_compile` builds the policy for a Cortex-M target with ``arm-none-eabi-gcc -Os`` and reports
   flash and RAM: the policy's own sections (``.text``, ``.rodata``, ``.data``, ``.bss``) plus what linking
   it into a minimal newlib-nano image adds (libm's ``expf``/``tanhf``…), and the peak stack from GCC's
@@ -10,10 +12,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -147,6 +151,56 @@ def build_host_harness(src: CSources, build_dir: Path, obs_dim: int, act_dim: in
     return HostHarness(exe, obs_dim, act_dim)
 
 
+@dataclass
+class VisionHarness:
+    """A generated pixel policy (:mod:`robot_rl.export.c_vision`) built as a host shared library, called by ctypes."""
+
+    lib: ctypes.CDLL
+    name: str
+    image_bytes: list[int]
+    """Bytes of each camera's image, in the entry point's order (sorted camera keys)."""
+    state_dim: int
+    act_dim: int
+
+    def call(self, images: Sequence[np.ndarray | None], state: np.ndarray | None, action: np.ndarray | None,
+             sizes: Sequence[int] | None = None) -> int:
+        """One raw call of ``<name>_forward``; ``sizes`` overrides the lengths passed (default: the true ones)."""
+        fn = getattr(self.lib, f"{self.name}_forward")
+        fn.restype = ctypes.c_int
+        arrays = [*images, *([state] if self.state_dim else []), action]
+        true = [0 if a is None else a.nbytes if i < len(images) else a.size for i, a in enumerate(arrays)]
+        lengths = list(sizes) if sizes is not None else true
+        args: list[object] = []
+        for a, n in zip(arrays, lengths):
+            args += [ctypes.c_void_p(a.ctypes.data if a is not None else None), ctypes.c_size_t(n)]
+        return int(fn(*args))
+
+    def forward(self, images: Sequence[np.ndarray], state: np.ndarray | None) -> np.ndarray:
+        """Each row: ``images`` ``[N, H, W, C]`` uint8 per camera, ``state`` ``[N, D]`` → ``[N, act_dim]`` float32."""
+        cams = [np.ascontiguousarray(im, dtype=np.uint8) for im in images]
+        for im, nbytes in zip(cams, self.image_bytes):
+            if im[0].nbytes != nbytes:
+                raise ValueError(f"{self.name}: an image of {list(im.shape[1:])} ({im[0].nbytes} bytes), the policy "
+                                 f"takes {nbytes} bytes")
+        n = len(cams[0]) if cams else len(state if state is not None else [])
+        st = np.ascontiguousarray(state, dtype=np.float32) if self.state_dim else None
+        out = np.empty((n, self.act_dim), np.float32)
+        for k in range(n):
+            rc = self.call([c[k] for c in cams], st[k] if st is not None else None, out[k])
+            if rc != 0:
+                raise ToolchainError(f"{self.name}_forward returned {rc} on row {k}")
+        return out
+
+
+def build_vision_harness(src: CSources, build_dir: Path, image_bytes: list[int], state_dim: int,
+                         act_dim: int) -> VisionHarness:
+    """Compile ``src`` (a pixel policy) into a host shared library and load it."""
+    _, c = write_sources(src, build_dir)
+    lib = build_dir / f"lib{src.name}.so"
+    _run([host_compiler(), *HOST_CFLAGS, "-shared", "-fPIC", "-I", str(build_dir), "-o", str(lib), str(c), "-lm"])
+    return VisionHarness(ctypes.CDLL(str(lib)), src.name, image_bytes, state_dim, act_dim)
+
+
 # ---------------------------------------------------------------------------------------------
 # Cortex-M cross builds
 # ---------------------------------------------------------------------------------------------
@@ -241,8 +295,13 @@ int main(void)
 """
 
 
-def cross_compile(src: CSources, target: str, build_dir: Path, obs_dim: int, act_dim: int) -> TargetSize:
-    """Build ``src`` for ``target`` (a key of :data:`CORTEX_TARGETS`) at ``-Os`` and measure it."""
+def cross_compile(src: CSources, target: str, build_dir: Path, obs_dim: int, act_dim: int,
+                  main_source: str | None = None) -> TargetSize:
+    """Build ``src`` for ``target`` (a key of :data:`CORTEX_TARGETS`) at ``-Os`` and measure it.
+
+    ``main_source``: the minimal ``main`` that calls the policy under ``WITH_POLICY`` (default: the MLP
+    entry point's; pixel policies pass :func:`robot_rl.export.c_vision.size_main`).
+    """
     if target not in CORTEX_TARGETS:
         raise ValueError(f"unknown target {target!r}; valid: {', '.join(CORTEX_TARGETS)}")
     if not arm_available():
@@ -260,7 +319,7 @@ def cross_compile(src: CSources, target: str, build_dir: Path, obs_dim: int, act
 
     # The flash libm adds: link a minimal image with and without the call, minus the policy's own sections.
     main = d / "size_main.c"
-    main.write_text(_MIN_MAIN.format(name=src.name, obs=obs_dim, act=act_dim))
+    main.write_text(main_source or _MIN_MAIN.format(name=src.name, obs=obs_dim, act=act_dim))
     link = [ARM_GCC, *flags, "--specs=nano.specs", "--specs=nosys.specs", "-Wl,--gc-sections", "-I", str(d)]
     images = {}
     for tag, extra in (("with", ["-DWITH_POLICY"]), ("without", [])):
