@@ -189,6 +189,10 @@ def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
     node = tree
     for p in parts[:-1]:
         child = node.get(p)
+        if child is None:
+            # An optional section that is off (``task.randomize: null``) or a mapping entry not there yet
+            # (``params.body_mass``): a key inside creates it; the typed build rejects keys that do not exist.
+            child = node[p] = {}
         if not isinstance(child, dict):
             raise ConfigError(f"override {dotted!r}: {p!r} is not a section")
         node = child

@@ -29,6 +29,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # Interop adapters build tasks through the registry (core, sims, config_io) and convert arrays, nothing more.
     "robot_rl.gym": ("robot_rl.loop", "robot_rl.transport", "robot_rl.policies", "robot_rl.hardware",
                      "robot_rl.human_loop", "robot_rl.cli", "robot_rl.testing"),
+    # A launcher starts processes by their command line; it knows no algorithm, simulator, robot or transport.
+    "robot_rl.launch": ("robot_rl.policies", "robot_rl.sims", "robot_rl.hardware", "robot_rl.transport",
+                        "robot_rl.human_loop", "robot_rl.replay", "robot_rl.rewards", "robot_rl.cotrain",
+                        "robot_rl.export", "robot_rl.data", "robot_rl.cli", "robot_rl.testing"),
+    # System identification replays logs in the simulators; it reads episodes and builds tasks, nothing more.
+    "robot_rl.twin": ("robot_rl.loop", "robot_rl.transport", "robot_rl.policies", "robot_rl.cli", "robot_rl.testing"),
     # The logging/live-view sinks (wandb, Rerun) are called by the loops and the run log; they call nothing back.
     "robot_rl.viz": ("robot_rl.loop", "robot_rl.human_loop", "robot_rl.cli", "robot_rl.runlog", "robot_rl.policies",
                      "robot_rl.transport", "robot_rl.sims", "robot_rl.hardware", "robot_rl.replay", "robot_rl.rewards",

@@ -113,3 +113,18 @@ def test_from_dict_rejects_missing_type():
     with pytest.raises(ConfigError, match="needs 'type'"):
         from_dict(TrainConfig, {"task": {"num_envs": 3}})
     assert from_dict(Holder, {"x": "4"}).x == 4
+
+
+def test_the_randomisation_yaml_in_the_docs_loads_with_config(tmp_path: Path) -> None:
+    # docs/domain-randomization.md shows this file; an optional section that is off (randomize: null) and the
+    # mapping entries under it (params.body_mass) must be created by the file's keys, not refused.
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "domain-randomization.md").read_text()
+    block = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    f = tmp_path / "dr.yaml"
+    f.write_text(block)
+    cfg = resolve_train_config(config_file=f)
+    r = cfg.task.randomize
+    assert r is not None and r.params["dof_damping"].indices == [0, 1] and r.params["geom_friction"].mode == "add"
+    assert r.action_delay == (0, 2) and r.obs_noise == {"state": 0.01}
+    with pytest.raises(ConfigError, match="unknown key"):
+        resolve_train_config(overrides=["algo.batch_sz.x=1"])

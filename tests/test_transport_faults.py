@@ -53,6 +53,8 @@ def test_fault_proxy_nothing_corrupt_or_duplicated_is_stored_and_everything_arri
         c = proxy.counts
         assert c.dropped and c.duplicated and c.reordered and c.flipped, c
         assert learner.stats.rejected.get("duplicate", 0) > 0
+        m = learner.metrics()  # per actor: the duplicates dropped add up to the total
+        assert sum(m.get(f"duplicates/actor{i}", 0) for i in (1, 2)) == learner.stats.rejected["duplicate"]
         assert learner.stats.rejected.get("bad_crc", 0) + learner.stats.rejected.get("no_handshake", 0) > 0
         assert learner.recv(0.5) is None  # nothing extra trickles in afterwards
     finally:

@@ -53,12 +53,16 @@ def test_two_actors_deliver_everything_once_and_get_newest_weights():
         m = learner.metrics()
         assert m["transitions_per_s"] > 0 and m["mb_per_s"] > 0 and m["actors"] == 2.0
         assert m["weight_lag/actor1"] == 0.0 and m["weight_lag_max"] == 0.0 and m["inbox"] == 0.0
+        # Per actor: both sent, and their rates add up to the total (the same interval).
+        assert m["transitions_per_s/actor1"] > 0 and m["transitions_per_s/actor2"] > 0
+        assert m["transitions_per_s/actor1"] + m["transitions_per_s/actor2"] == pytest.approx(m["transitions_per_s"])
         learner.publish_weights(VersionedWeights(9, {"w": torch.zeros(5)}))
         assert set(learner.weight_lag().values()) <= {0, 6}  # 6 until their heartbeats report v9
         wait_until(lambda: learner.weight_lag() == {1: 0, 2: 0}, 20, "both actors to report v9",
                    seen=learner.weight_lag)
         line = transport_summary(m)
         assert "tr/s" in line and "MB/s" in line and "acks pending 0" in line and "lag 1:0,2:0" in line
+        assert "tr/s per actor 1:" in line and "duplicates" not in line
     finally:
         for a in actors:
             a.close()
@@ -240,6 +244,44 @@ def test_state_dict_round_trip_drops_resends_of_stored_chunks_and_rejects_bad_st
                     fresh.load_state_dict(bad)
         finally:
             fresh.close()
+    finally:
+        actor.close()
+        learner.close()
+
+
+@pytest.mark.timeout(60)
+def test_two_learners_on_one_port_get_a_clear_error():
+    from robot_rl.core.config import ConfigError
+
+    addr = f"tcp://127.0.0.1:{_free_port()}"
+    first = ZmqLearnerEndpoint(addr, SPEC, FAST)
+    try:
+        with pytest.raises(ConfigError, match=r"already in use: another learner .* stop it, or bind another port"):
+            ZmqLearnerEndpoint(addr, SPEC, FAST)
+    finally:
+        first.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_backlogged_learner_holds_chunks_instead_of_receiving_resends():
+    # The learner takes nothing for 3 s (10 resend periods) with room for 2 chunks: it says "held" for the rest,
+    # and the actor waits for its back-pressure instead of resending every chunk on its timer.
+    addr = f"tcp://127.0.0.1:{_free_port()}"
+    settings = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3, inbox_size=2)
+    learner = ZmqLearnerEndpoint(addr, SPEC, settings)
+    actor = ZmqActorEndpoint(addr, 1, SPEC, settings)
+    try:
+        wait_until(lambda: actor.connected.is_set(), 20, "the handshake")
+        n = 12
+        for k in range(n):
+            assert actor.send(tagged_batch(k), timeout_s=5.0)
+        time.sleep(3.0)
+        dups = learner.stats.rejected.get("duplicate", 0)
+        assert actor.held_notices >= n - settings.inbox_size
+        assert dups <= 2 * settings.inbox_size, f"{dups} duplicates while held"  # one resend per inbox chunk
+        got = drain(learner, n, timeout=20)
+        assert sorted(int(b.reward[0]) for b in got) == list(range(n))  # all of them, once
+        wait_until(lambda: actor.unacked() == 0, 20, "every chunk acknowledged", seen=actor.unacked)
     finally:
         actor.close()
         learner.close()

@@ -29,10 +29,12 @@ from robot_rl.cli.distributed import ActorArgs, KeysArgs, LearnerArgs
 from robot_rl.cli.export import ExportArgs
 from robot_rl.cli.flow import FlowSFTArgs
 from robot_rl.cli.info import ConfigArgs, DevicesArgs, TasksArgs, VerbConfigArgs
+from robot_rl.cli.launch import LaunchArgs
 from robot_rl.cli.record import RecordArgs
 from robot_rl.cli.reward import RewardArgs
 from robot_rl.cli.robot import RobotArgs
 from robot_rl.cli.train import EvalArgs, TrainArgs
+from robot_rl.cli.twin import TwinArgs
 from robot_rl.core.config import ConfigError
 from robot_rl.core.registry import UnknownNameError
 from robot_rl.core.specs import SpecMismatchError
@@ -56,6 +58,8 @@ VERBS: dict[str, type[Command]] = {
     "deploy": DeployArgs,
     "record": RecordArgs,
     "robot": RobotArgs,
+    "launch": LaunchArgs,
+    "twin": TwinArgs,
 }
 
 #: The sections a `--section.key VALUE` flag may name (verbs with ``config_flags``).
@@ -118,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         args = verb_config(argv[1:])
     else:
         args = tyro.cli(verb_union(), args=dotted_flags(argv), prog="robot-rl", description=DESCRIPTION)
+    args.argv = argv
     try:
         return args.run()
     except DiskFullError as e:

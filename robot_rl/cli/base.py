@@ -20,6 +20,9 @@ class Command(ABC):
 
     config_flags: ClassVar[bool] = False
     """Whether `--section.key VALUE` flags are read as config overrides (verbs that resolve a TrainConfig)."""
+    argv: list[str] | None = None
+    """The command line after ``robot-rl`` it was parsed from (set by ``main``; None when built in Python). Not a
+    dataclass field: the base is not a dataclass."""
 
     @abstractmethod
     def run(self) -> int:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import tyro
 
-from robot_rl.cli.base import Command
+from robot_rl.cli.base import Command, sigterm_as_ctrl_c
 from robot_rl.loop.config import TrainConfig, resolve_train_config
 
 
@@ -17,7 +17,8 @@ class LearnerArgs(Command):
     """Run the learner alone; actors connect from other processes or machines (`robot-rl actor`).
 
     Takes the same config as `robot-rl train`; the transport section becomes `zmq`. Writes the same
-    run directory (checkpoints, logs, evaluations) and stops by the same rules.
+    run directory (checkpoints, logs, evaluations) and stops by the same rules. Ctrl-C or SIGTERM writes a
+    checkpoint and exits 0; `--resume` continues from it.
     """
 
     config_flags: ClassVar[bool] = True
@@ -45,7 +46,8 @@ class LearnerArgs(Command):
         runner = InProcessRunner(self.resolved_config(), run_dir=self.resume, resume=self.resume is not None,
                                  remote_actors=True)
         print(f"learner listening on {runner.address} (run directory {runner.run_dir})", flush=True)
-        result = runner.train()
+        with sigterm_as_ctrl_c():  # an engine's SIGTERM checkpoints and exits 0, like Ctrl-C
+            result = runner.train()
         print(f"stopped ({result.stop_reason}) after {result.env_steps:,} env steps, {result.updates:,} updates")
         return 0
 
@@ -63,7 +65,11 @@ class LearnerArgs(Command):
 
 @dataclass
 class ActorArgs(Command):
-    """Run one actor: step the task's env with the learner's newest weights and send transitions."""
+    """Run one actor: step the task's env with the learner's newest weights and send transitions.
+
+    Ctrl-C or SIGTERM finishes the step, waits up to loop.stop_grace_s for the learner to acknowledge every
+    chunk, says goodbye and exits 0; a second signal exits at once.
+    """
 
     config_flags: ClassVar[bool] = True
 
@@ -80,7 +86,7 @@ class ActorArgs(Command):
     actor_id: int = 0
     """This actor's id, unique among the learner's actors."""
     max_env_steps: int | None = None
-    """Stop after this many env transitions (default: run until Ctrl-C)."""
+    """Stop after this many env transitions (default: run until Ctrl-C or SIGTERM)."""
 
     def run(self) -> int:
         """Act for the learner until it stops, Ctrl-C or --max-env-steps; print what was sent."""
@@ -89,8 +95,8 @@ class ActorArgs(Command):
         report = run_actor(self.resolved_config(), self.actor_id, self.max_env_steps)
         print(f"actor {self.actor_id}: {report.env_steps:,} env steps, {report.chunks_acked}/{report.chunks_sent} "
               f"chunks acknowledged, {report.unacked} unacknowledged, {report.dropped_chunks} dropped, "
-              f"weights v{report.policy_version}, {report.stale_pauses} stale pauses, {report.overruns} overruns",
-              flush=True)
+              f"weights v{report.policy_version}, {report.stale_pauses} stale pauses, {report.overruns} overruns; "
+              f"{report.stop_reason.replace('_', ' ')}", flush=True)
         return 0
 
     def resolved_config(self) -> Any:

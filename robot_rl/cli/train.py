@@ -8,7 +8,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import tyro
 
-from robot_rl.cli.base import Command, viz_overrides
+from robot_rl.cli.base import Command, sigterm_as_ctrl_c, viz_overrides
+from robot_rl.core.config import ConfigError
 from robot_rl.loop.config import resolve_train_config
 
 
@@ -52,9 +53,21 @@ class TrainArgs(Command):
 
     def run(self) -> int:
         """Train until a stop rule fires; print how it ended and where the run is."""
+        from robot_rl.loop.data_parallel_run import started_by_torchrun, torchrun_argv
         from robot_rl.loop.runner import train
 
-        result = train(self.resolved_config(), resume_dir=self.resume)
+        cfg = self.resolved_config()
+        if cfg.run.distributed == "ddp" and not started_by_torchrun():
+            # The ranks of one machine, started by torchrun (the same command, once per rank).
+            import subprocess
+
+            if self.argv is None:
+                raise ConfigError("run.distributed=ddp from Python: start the ranks with torchrun")
+            return subprocess.call(torchrun_argv(self.argv, cfg.run.nproc_per_node))
+        with sigterm_as_ctrl_c():  # an engine's SIGTERM checkpoints and exits 0, like Ctrl-C
+            result = train(cfg, resume_dir=self.resume)
+        if result.last_eval is None and cfg.run.distributed != "none":
+            return 0  # a rank > 0 of a data-parallel run: rank 0 reports
         ev = result.last_eval
         status = "reached the success threshold" if result.reached_threshold else f"stopped ({result.stop_reason})"
         print(f"{status} after {result.env_steps:,} env steps, {result.updates:,} updates, {result.wall_s:.0f}s"

@@ -54,6 +54,8 @@ class Actor:
         self.env_steps = 0
         self.nonfinite_rows = 0
         self.dropped_batches = 0
+        #: A monotonic time after which a blocked send gives up (a stop's grace time); None: only the timeout.
+        self.send_cutoff: float | None = None
         self.max_staleness = max_staleness
         self.stale_pauses = 0
         self.stale_s = 0.0
@@ -201,6 +203,8 @@ class Actor:
         # Wait in short slices so that a stop request is honoured promptly even when the queue is full.
         deadline = time.monotonic() + self.send_timeout_s
         while not self.stop.is_set():
+            if self.send_cutoff is not None:
+                deadline = min(deadline, self.send_cutoff)
             if self.endpoint.send(batch, min(0.1, max(deadline - time.monotonic(), 0.0))):
                 return
             if time.monotonic() >= deadline:

@@ -54,6 +54,10 @@ class LoopConfig:
     max_staleness: int | None = None
     """Actors stop exploring (pause the sim, hold the robot) while their weights are more than this many
     versions behind the learner's newest; counted and logged (``null``: never)."""
+    stop_grace_s: float = 15.0
+    """`robot-rl actor`: on a stop (Ctrl-C, SIGTERM, the end of --max-env-steps), seconds to wait for the learner to
+    acknowledge every chunk before closing. Keep it under the engine's kill grace (SLURM's KillWait, Kubernetes'
+    terminationGracePeriodSeconds: 30 s by default)."""
     actor_hz: float = 0.0
     """`robot-rl actor`: step the env at most this often (a control rate, e.g. 50); 0 = as fast as it runs."""
     demos_path: Path | None = None
@@ -109,6 +113,12 @@ class RunConfig:
     """wandb project (null: ``$WANDB_PROJECT``, else ``robot-rl``)."""
     wandb_entity: str | None = None
     """wandb entity, a user or team (null: ``$WANDB_ENTITY``, else your default)."""
+    distributed: Literal["auto", "none", "ddp"] = "auto"
+    """Data-parallel training (docs/scale-out.md): ``ddp`` runs ``nproc_per_node`` ranks with
+    DistributedDataParallel (NCCL on GPUs, gloo on CPU), each with its own envs; ``auto`` does so when started by
+    ``torchrun`` (RANK/WORLD_SIZE set); ``none`` never."""
+    nproc_per_node: int = 2
+    """Ranks `robot-rl train run.distributed=ddp` starts on this machine (through torchrun)."""
     wandb_mode: Literal["online", "offline", "disabled"] | None = None
     """``online``, ``offline`` (write locally; `wandb sync` uploads later) or ``disabled`` (null: ``$WANDB_MODE``,
     else online)."""

@@ -44,6 +44,9 @@ class Learner:
         self.version = 0
         self.updates = 0
         self.transitions = 0
+        #: Data-parallel ranks stepping in lockstep: ``transitions`` counts all of them (this rank's × ``ranks``),
+        #: so budgets, evaluations and logs speak of the whole run's env steps.
+        self.ranks = 1
         self.publish_critic = False
         """Publish the critics with the actor weights (actors that score states, e.g. deploy's help gate)."""
         self._owed_updates = 0.0
@@ -100,7 +103,7 @@ class Learner:
         self.storage.add(batch.to(self.device))
         if buf is not None and session is not None:
             mark_chunk(buf, session, batch.seq)
-        self.transitions += len(batch)
+        self.transitions += len(batch) * self.ranks
         if isinstance(self.algo, OffPolicyAlgorithm) and len(self.storage) >= self.algo.learning_starts:
             self._owed_updates += self.algo.utd_ratio * len(batch)
         return True

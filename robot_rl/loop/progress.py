@@ -55,14 +55,23 @@ class TrainProgress:
 
 
 def transport_summary(m: dict[str, float]) -> str:
-    """One line of a learner endpoint's ``metrics()``: rates, queues, acks pending, rejects, weight lag."""
+    """One line of a learner endpoint's ``metrics()``: rates, queues, acks pending, rejects.
+
+    Per actor: transitions per second, weight lag and duplicates dropped.
+    """
     rejects = {k.split("/", 1)[1]: int(v) for k, v in m.items() if k.startswith("rejects/") and v}
     lags = {k.split("/", 1)[1]: int(v) for k, v in m.items() if k.startswith("weight_lag/")}
+    rates = {k.split("/", 1)[1]: v for k, v in m.items() if k.startswith("transitions_per_s/")}
+    dups = {k.split("/", 1)[1]: int(v) for k, v in m.items() if k.startswith("duplicates/") and v}
     parts = [f"{m.get('transitions_per_s', 0.0):,.0f} tr/s", f"{m.get('mb_per_s', 0.0):.2f} MB/s",
              f"inbox {int(m.get('inbox', 0))}", f"acks pending {int(m.get('acks_pending', 0))}",
              f"actors {int(m.get('actors', 0))}"]
+    if rates:
+        parts.append("tr/s per actor " + ",".join(f"{a.removeprefix('actor')}:{v:,.0f}" for a, v in rates.items()))
     if lags:
         parts.append("lag " + ",".join(f"{a.removeprefix('actor')}:{v}" for a, v in lags.items()))
+    if dups:
+        parts.append("duplicates " + ",".join(f"{a.removeprefix('actor')}:{v}" for a, v in dups.items()))
     if rejects:
         parts.append("rejects " + ",".join(f"{k}={v}" for k, v in rejects.items()))
     return "  ".join(parts)

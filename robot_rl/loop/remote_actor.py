@@ -7,10 +7,12 @@ import time
 from dataclasses import dataclass
 
 from robot_rl.core.config import ConfigError, OnPolicyConfig
+from robot_rl.core.transport import RemoteActorEndpoint
 from robot_rl.hardware.rate import RateLoop
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.config import TrainConfig
 from robot_rl.loop.run_context import resolve_device, seed_everything
+from robot_rl.loop.stop_signals import StopRequest
 
 log = logging.getLogger(__name__)
 
@@ -28,13 +30,19 @@ class ActorReport:
     dropped_chunks: int
     stale_pauses: int
     overruns: int
+    stop_reason: str = "max_env_steps"
+    drained: bool = True
 
 
-def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None) -> ActorReport:
-    """Step the task's env with the newest weights and ship transitions, until Ctrl-C or ``max_env_steps``.
+def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None,
+              stop: StopRequest | None = None) -> ActorReport:
+    """Step the task's env with the newest weights and ship transitions, until a stop or ``max_env_steps``.
 
-    On-policy algorithms wait for the next weight version after every ``rollout_length`` steps; the
-    wait has the deadline ``loop.max_wait_s``.
+    SIGINT (Ctrl-C) and SIGTERM (Ray, SLURM, Kubernetes, ``kill``) ask for a stop: the step in progress
+    finishes, the outbox drains for up to ``loop.stop_grace_s``, the actor says goodbye and returns. A second
+    signal interrupts at once. At the end of ``max_env_steps`` the drain may take up to ``loop.max_wait_s``
+    (the learner may be restarting). On-policy algorithms wait for the next weight version after every
+    ``rollout_length`` steps; the wait has the deadline ``loop.max_wait_s``.
     """
     if cfg.transport.in_process:
         raise ConfigError("robot-rl actor needs a transport actor processes connect to: transport.type=zmq "
@@ -50,29 +58,20 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None)
                   max_staleness=cfg.loop.max_staleness)
     # loop.actor_hz paces the loop like deploy's and record's (absolute deadlines, overruns counted); 0 = unpaced.
     rate = RateLoop(cfg.loop.actor_hz) if cfg.loop.actor_hz > 0 else None
-    rollout = cfg.algo.rollout_length if isinstance(cfg.algo, OnPolicyConfig) else 0
+    grace = cfg.loop.stop_grace_s
+    stop = stop or StopRequest()
+    # A send blocked on a backlogged learner when the stop comes gives up within the grace time too.
+    stop.when_requested(lambda: setattr(actor, "send_cutoff", stop.deadline(grace)))
+    reason, drained = "interrupted", False
     try:
-        actor.wait_for_weights(-1, cfg.loop.max_wait_s)
-        log.info("actor %d: connected, acting with weights v%d", actor_id, actor.policy_version)
-        steps_in_rollout = 0
-        while max_env_steps is None or actor.env_steps < max_env_steps:
-            if endpoint.handshake_error:
-                raise ConfigError(f"the learner refused this actor: {endpoint.handshake_error}")
-            if rate is not None:
-                rate.wait()
-            if rollout and steps_in_rollout == rollout:
-                actor.wait_for_weights(actor.policy_version, cfg.loop.max_wait_s)
-                steps_in_rollout = 0
-            else:
-                actor.sync_weights()
-            actor.step()
-            steps_in_rollout += 1
-        # A graceful stop drains the outbox: nothing produced is dropped while the learner is alive.
-        deadline = time.monotonic() + cfg.loop.max_wait_s
-        while endpoint.unacked() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        with stop.installed():
+            reason = _act(cfg, actor, actor_id, max_env_steps, rate, stop)
+            # Every stop but a second signal drains the outbox: nothing produced is dropped while the learner lives.
+            # A signal's stop has the engine's grace time; the end of --max-env-steps may wait out a learner restart.
+            drained = _drain(endpoint, stop.deadline(grace) if stop.is_set()
+                             else time.monotonic() + cfg.loop.max_wait_s)
     except KeyboardInterrupt:
-        log.warning("actor %d interrupted", actor_id)
+        log.warning("actor %d: interrupted twice; closing without draining", actor_id)
     finally:
         endpoint.close()
         env.close()
@@ -80,6 +79,54 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None)
             log.info("actor %d: %s", actor_id, rate.stats().summary())
     return ActorReport(actor.env_steps, endpoint.stats.batches_sent, endpoint.acked, endpoint.unacked(),
                        actor.policy_version, actor.nonfinite_rows, actor.dropped_batches + endpoint.dropped(),
-                       actor.stale_pauses, rate.overruns if rate is not None else 0)
+                       actor.stale_pauses, rate.overruns if rate is not None else 0, reason, drained)
 
 
+def _act(cfg: TrainConfig, actor: Actor, actor_id: int, max_env_steps: int | None, rate: RateLoop | None,
+         stop: StopRequest) -> str:
+    """The acting loop; returns why it ended (the step budget or the signal that asked for a stop)."""
+    rollout = cfg.algo.rollout_length if isinstance(cfg.algo, OnPolicyConfig) else 0
+    if not _await_weights(actor, -1, cfg.loop.max_wait_s, stop):
+        return f"stopped by {stop.signal_name} before the first weights"
+    log.info("actor %d: connected, acting with weights v%d", actor_id, actor.policy_version)
+    steps_in_rollout = 0
+    while max_env_steps is None or actor.env_steps < max_env_steps:
+        if stop.is_set():
+            return f"stopped by {stop.signal_name}"
+        refused = actor.endpoint.handshake_error if isinstance(actor.endpoint, RemoteActorEndpoint) else None
+        if refused:
+            raise ConfigError(f"the learner refused this actor: {refused}")
+        if rate is not None:
+            rate.wait()
+        if rollout and steps_in_rollout == rollout:
+            if not _await_weights(actor, actor.policy_version, cfg.loop.max_wait_s, stop):
+                continue  # a stop arrived while waiting: the check above ends the loop
+            steps_in_rollout = 0
+        else:
+            actor.sync_weights()
+        actor.step()
+        steps_in_rollout += 1
+    return "max_env_steps"
+
+
+def _await_weights(actor: Actor, newer_than: int, timeout_s: float, stop: StopRequest) -> bool:
+    """Wait for weights newer than ``newer_than`` in short slices; ``False`` if a stop came first.
+
+    Raises ``TimeoutError`` (from the actor) when the deadline passes without weights and without a stop.
+    """
+    deadline = time.monotonic() + timeout_s
+    while not stop.is_set():
+        try:
+            actor.wait_for_weights(newer_than, min(0.25, max(deadline - time.monotonic(), 0.0)))
+            return True
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise
+    return False
+
+
+def _drain(endpoint: RemoteActorEndpoint, deadline: float) -> bool:
+    """Wait until ``deadline`` (monotonic) for the learner to acknowledge every chunk; ``True`` if none is left."""
+    while endpoint.unacked() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not endpoint.unacked()

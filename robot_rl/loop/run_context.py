@@ -92,10 +92,7 @@ class RunContext:
     """One run directory, its ``train.log`` handler, and the resources to release when the run ends."""
 
     def __init__(self, cfg: TrainConfig, run_dir: Path | None = None, resume: bool = False) -> None:
-        if run_dir is None:
-            stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-            run_dir = cfg.run.root / (cfg.run.name or f"{task_id(cfg.task).replace('/', '-')}-{algo_name(cfg)}-{stamp}")
-        self.run_dir = Path(run_dir)
+        self.run_dir = Path(run_dir) if run_dir is not None else self.default_dir(cfg)
         if not resume and (self.run_dir / "checkpoints").exists():
             raise ConfigError(f"{self.run_dir} already holds a run; continue it with "
                               f"`robot-rl train --resume {self.run_dir}` or pick another run.name")
@@ -107,6 +104,12 @@ class RunContext:
         save_yaml(cfg, self.run_dir / "config.yaml")
         self._closers: list[Callable[[], None]] = []
         self._closed = False
+
+    @staticmethod
+    def default_dir(cfg: TrainConfig) -> Path:
+        """``run.root/run.name``, or ``run.root/<task>-<algo>-<timestamp>`` without a name."""
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        return cfg.run.root / (cfg.run.name or f"{task_id(cfg.task).replace('/', '-')}-{algo_name(cfg)}-{stamp}")
 
     def write_spec(self, spec: EnvSpec) -> None:
         """``spec.yaml``: what the policy observes and emits (eval, export and deploy read it)."""

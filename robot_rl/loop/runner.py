@@ -25,9 +25,11 @@ import torch
 from robot_rl.checkpoint import list_checkpoints
 from robot_rl.core.algorithm import Algorithm, NamedBufferStorage
 from robot_rl.core.config import ConfigError
+from robot_rl.core.data_parallel import DataParallel
 from robot_rl.core.env import VecEnv
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.config import TrainConfig
+from robot_rl.loop.data_parallel_run import attach, data_parallel_for, env_seed, prepare_rank, sync_counters
 from robot_rl.loop.evaluate import EvalResult
 from robot_rl.loop.evaluator import Evaluator
 from robot_rl.loop.jsrl import JSRL_GUIDE_FILE, OFFLINE_GUIDE
@@ -76,12 +78,14 @@ class InProcessRunner:
     """
 
     def __init__(self, cfg: TrainConfig, run_dir: Path | None = None, resume: bool = False,
-                 remote_actors: bool = False) -> None:
+                 remote_actors: bool = False, data_parallel: DataParallel | None = None) -> None:
         if remote_actors == cfg.transport.in_process:
             raise ConfigError("robot-rl train runs in one process (transport.type=inproc); with "
                               "transport.type=zmq start `robot-rl learner` and `robot-rl actor`")
         self.cfg = cfg
         self.remote = remote_actors
+        self.dp = data_parallel
+        self.is_main = data_parallel is None or data_parallel.is_main
         self.device = resolve_device(cfg.run.device)
         set_torch_threads(cfg, self.device)
         seed_everything(cfg.run.seed)
@@ -98,7 +102,8 @@ class InProcessRunner:
         if self.remote:  # one small env, only for the spec; actors run theirs elsewhere
             self.envs: list[VecEnv] = [cfg.make_env(self.device, seed, num_envs=1)]
         else:
-            self.envs = [cfg.make_env(self.device, seed + 1000 * i) for i in range(max(cfg.loop.actor_threads, 1))]
+            first = env_seed(seed, self.dp)
+            self.envs = [cfg.make_env(self.device, first + 1000 * i) for i in range(max(cfg.loop.actor_threads, 1))]
         for env in self.envs:
             context.on_close(env.close)
         self.spec = self.envs[0].spec
@@ -126,6 +131,9 @@ class InProcessRunner:
         self.evaluator = Evaluator(self.algo, self.eval_env, cfg.loop, seed=seed + 7)
         if resume:
             self._restore()
+        if self.dp is not None:
+            attach(self.algo, self.dp, resume)
+            sync_counters(self.learner, self.dp)
         if cfg.loop.demos_path is not None:
             self._load_demos(Path(cfg.loop.demos_path))
         self.learner.publish()
@@ -316,7 +324,7 @@ class InProcessRunner:
         progress.print(f"run directory: {self.run_dir}")
         if self.viz is not None:
             progress.print(f"live view (sub-env 0 of actor 0): {self.viz.where}")
-        if learner.transitions == 0:
+        if learner.transitions == 0 and self.is_main:
             # A baseline before any learning, so the curve starts where the policy started.
             ev = self.run_eval(0.0)
             state = "after the offline phase" if cfg.offline.data is not None else "untrained"
@@ -334,12 +342,18 @@ class InProcessRunner:
                 episodes.add(a.pop_episode_stats())
             now = time.monotonic()
             wall = now - t0
-            if evaluator.due(learner.transitions):
+            reached = False
+            if self.is_main and evaluator.due(learner.transitions):
                 ev = self.run_eval(wall)
                 progress.print(f"eval @ {learner.transitions:,} steps ({wall:.0f}s): success "
                                f"{ev.success_rate:.0%}, return {ev.mean_return:.2f}")
-                if evaluator.reached(ev):
-                    return True, "threshold"
+                reached = evaluator.reached(ev)
+            if self.dp is not None:  # rank 0 evaluates; every rank stops with it
+                reached = self.dp.broadcast_flag(reached, self.device)
+            if reached:
+                return True, "threshold"
+            if not self.is_main:
+                continue
             if now - last_log >= cfg.loop.log_every_s:
                 last_log = now
                 self._log_metrics(progress, episodes, wall)
@@ -366,6 +380,10 @@ class InProcessRunner:
         progress.update(step, self._short(metrics))
 
     def _finish(self, wall: float, reached: bool, reason: str) -> TrainResult:
+        if not self.is_main:  # rank 0 writes the run
+            self.context.close()
+            return TrainResult(self.run_dir, self.learner.transitions, self.learner.updates, self.learner.version,
+                               wall, reached, None, reason)
         self.checkpoint(wall)
         self.learner.confirm_due(force=True)  # the rows are on disk now: acknowledge the last chunks
         if self.evaluator.last is None or reason != "threshold":
@@ -445,8 +463,18 @@ class _RecentEpisodes:
 
 
 def train(cfg: TrainConfig | None = None, resume_dir: Path | None = None) -> TrainResult:
-    """Train ``cfg`` (default: SAC on ``reach``), or continue the run in ``resume_dir``."""
+    """Train ``cfg`` (default: SAC on ``reach``), or continue the run in ``resume_dir``.
+
+    Started as one of several torchrun ranks (or with ``run.distributed=ddp``), this process trains as its rank.
+    """
     if resume_dir is not None:
         cfg = cfg or load_run_config(resume_dir)
-        return InProcessRunner(cfg, run_dir=resume_dir, resume=True).train()
-    return InProcessRunner(cfg or TrainConfig()).train()
+    cfg = cfg or TrainConfig()
+    dp = data_parallel_for(cfg)
+    if dp is None:
+        return InProcessRunner(cfg, run_dir=resume_dir, resume=resume_dir is not None).train()
+    try:
+        cfg, rank_dir = prepare_rank(cfg, dp, resume_dir)
+        return InProcessRunner(cfg, run_dir=rank_dir, resume=resume_dir is not None, data_parallel=dp).train()
+    finally:
+        dp.stop()

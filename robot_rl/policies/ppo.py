@@ -28,6 +28,7 @@ from torch import nn
 
 from robot_rl.core.algorithm import MLPActorParts, OnPolicyAlgorithm, Policy, Weights
 from robot_rl.core.config import ALGOS, AlgoConfig
+from robot_rl.core.data_parallel import DataParallel, moments
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs
 from robot_rl.policies.modules.mlp import MLP
@@ -252,6 +253,21 @@ def ppo_policy(cfg: PPOConfig, spec: EnvSpec, generator: torch.Generator | None)
 # --------------------------------------------------------------------------------------------
 
 
+class PPOTrainForward(nn.Module):
+    """What one PPO minibatch step evaluates: the actor's mean, the log-std and the critic's value.
+
+    One module so that DistributedDataParallel sees every trained parameter (σ lives outside the actor MLP).
+    """
+
+    def __init__(self, policy: PPOPolicy, critic: nn.Module) -> None:
+        super().__init__()
+        self.policy, self.critic = policy, critic
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(mean, log_std, value)`` for normalised observations."""
+        return self.policy.actor(obs), self.policy.log_std(), self.critic(obs).squeeze(-1)
+
+
 class PPOAlgorithm(OnPolicyAlgorithm):
     """The PPO learner: actor (+ normaliser, σ), critic, Adam, KL-adaptive learning rate."""
 
@@ -272,6 +288,16 @@ class PPOAlgorithm(OnPolicyAlgorithm):
         # The fused kernel is one call per step instead of a dozen small ops per parameter tensor.
         self.optimizer = torch.optim.Adam(params, lr=cfg.lr, fused=self.device.type in ("cpu", "cuda"))
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.data_parallel: DataParallel | None = None
+        self._forward: nn.Module = PPOTrainForward(self.policy, self.critic)
+
+    def enable_data_parallel(self, dp: DataParallel) -> None:
+        """Average gradients (DDP), advantage moments, KL and normaliser statistics over ``dp``'s ranks.
+
+        Every rank must start from the same weights: DDP copies rank 0's parameters to the others here.
+        """
+        self.data_parallel = dp
+        self._forward = dp.wrap(PPOTrainForward(self.policy, self.critic))
 
     def _new_policy(self, generator: torch.Generator | None) -> PPOPolicy:
         return ppo_policy(self.cfg, self.spec, generator)
@@ -361,8 +387,10 @@ class PPOAlgorithm(OnPolicyAlgorithm):
             # inputs are normalised once for every epoch.
             obs = policy.normalize(storage.obs["state"])
             values, advantages, returns = self.value_targets(storage, obs)
+            dp = self.data_parallel
             if not c.normalize_advantage_per_minibatch:
-                advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+                adv_mean, adv_std = moments(advantages, dp)
+                advantages = (advantages - adv_mean) / (adv_std + 1e-8)
             flat = (*storage.reward.shape, policy.std_param.numel())
             old_mean = storage.extras["mean"].reshape(flat) if "mean" in storage.extras else policy.actor(obs)
             old_log_std = policy.log_std().detach().clone()
@@ -383,16 +411,18 @@ class PPOAlgorithm(OnPolicyAlgorithm):
         for mb in iter_minibatches(fields, c.num_minibatches, c.num_epochs, self.generator):
             adv = mb["advantage"]
             if c.normalize_advantage_per_minibatch:
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            mean = policy.actor(mb["obs"])
-            log_std = policy.log_std()
+                adv_mean, adv_std = moments(adv, dp)
+                adv = (adv - adv_mean) / (adv_std + 1e-8)
+            mean, log_std, value = self._forward(mb["obs"])
             log_prob = gaussian_log_prob(mb["action"], mean, log_std)
             # Entropy of a diagonal Gaussian, Σ_i ½ + ½ log 2π + log σ_i (state-independent σ).
             entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum()
-            value = critic(mb["obs"]).squeeze(-1)
-            # The KL(π_old ‖ π_θ) reached so far sets this step's size (rule in ``adaptive_lr``).
+            # The KL(π_old ‖ π_θ) reached so far sets this step's size (rule in ``adaptive_lr``); every rank
+            # takes the same step.
             with torch.no_grad():
                 kl = gaussian_kl(mb["old_mean"], old_log_std, mean, log_std).mean()
+                if dp is not None:
+                    kl = dp.mean(kl)
             if c.schedule == "adaptive":
                 self._set_lr(adaptive_lr(self.lr, float(kl), c.desired_kl, c.min_lr, c.max_lr))
             surrogate = clipped_surrogate_loss(log_prob, mb["old_log_prob"], adv, c.clip)
@@ -412,7 +442,9 @@ class PPOAlgorithm(OnPolicyAlgorithm):
             n += 1
 
         if isinstance(policy.normalizer, RunningNormalizer):
-            policy.normalizer.update(storage.obs["state"])
+            # Every rank's observations, so that the statistics stay equal across ranks.
+            state = storage.obs["state"]
+            policy.normalizer.update(state if dp is None else dp.cat(state.reshape(-1, state.shape[-1])))
         storage.clear()
         value_l, surrogate_l, entropy_m, kl_m = (sums / max(n, 1)).tolist()
         return {"value_loss": value_l, "surrogate_loss": surrogate_l, "entropy": entropy_m, "kl": kl_m,

@@ -32,7 +32,7 @@ from robot_rl.core.specs import ArraySpec
 SCHEMA_VERSION = 2  # 2: the header frame carries its own CRC32
 
 #: Message types the toolkit sends; anything else is rejected as ``unknown_type``.
-MESSAGE_TYPES = frozenset({"hello", "welcome", "transitions", "ack", "weights", "heartbeat", "bye"})
+MESSAGE_TYPES = frozenset({"hello", "welcome", "transitions", "ack", "held", "weights", "heartbeat", "bye"})
 
 _DTYPES: dict[str, np.dtype[Any]] = {name: np.dtype(name).newbyteorder("<") for name in (
     "float32", "float64", "float16", "uint8", "int8", "int16", "int32", "int64", "bool")}

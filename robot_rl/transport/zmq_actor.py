@@ -29,6 +29,10 @@ from robot_rl.transport.zmq_common import Waker, ZmqSettings, curve_client, curv
 
 log = logging.getLogger(__name__)
 
+#: A chunk the learner says it holds is resent after this many ``resend_after_s`` (the longest back-off) if no
+#: acknowledgement came: the learner is behind, not losing it.
+_HELD_WAIT = 16
+
 
 def _owned_copy(batch: TransitionBatch) -> TransitionBatch:
     """The batch in host memory nobody else writes to (from CUDA the device→host copy is that copy)."""
@@ -69,6 +73,7 @@ class ZmqActorEndpoint:
         self.handshake_error: str | None = None
         self.acked = 0
         self.resent = 0
+        self.held_notices = 0  # chunks the learner said it holds (not yet stored): their resends wait
         self.bytes_sent = 0
         #: The newest weight version the learner says it has published (from its heartbeats).
         self.learner_version = -1
@@ -286,6 +291,16 @@ class ZmqActorEndpoint:
                 with self._outbox_lock:
                     if self._outbox.pop(msg.seq, None) is not None:
                         self.acked += 1
+        elif msg.type == "held":
+            # The learner has the chunk and will store it when it catches up: resend only after the longest
+            # back-off (or at once if the learner restarts: its welcome resets every timer).
+            if msg.session == self.session:
+                with self._outbox_lock:
+                    entry = self._outbox.get(msg.seq)
+                    if entry is not None:
+                        self._outbox[msg.seq] = (entry[0], time.monotonic() + _HELD_WAIT * self.settings.resend_after_s,
+                                                 entry[2])
+                        self.held_notices += 1
         elif msg.type == "weights":
             new_version = msg.meta.get("version")
             if isinstance(new_version, int) and (self._weights is None or new_version > self._weights.version):

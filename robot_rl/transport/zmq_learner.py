@@ -20,6 +20,7 @@ from typing import Any
 
 import zmq
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.core.transport import CutSession, TransportStats, VersionedWeights
@@ -58,7 +59,18 @@ class ZmqLearnerEndpoint:
         self._sock.setsockopt(zmq.LINGER, 0)
         curve_server(self._sock, self.settings.server_secret_key, "learner's secret key")
         self.monitor = PeerMonitor(self._sock, self.stats)
-        self._sock.bind(address)
+        try:
+            self._sock.bind(address)
+        except zmq.ZMQError as e:
+            self.monitor.close()
+            self._sock.close(0)
+            if self._auth is not None:
+                self._auth.stop()
+            if e.errno == zmq.EADDRINUSE:
+                raise ConfigError(f"{address} is already in use: another learner (or another program) listens "
+                                  "there; stop it, or bind another port (--bind tcp://HOST:PORT, or port * for any "
+                                  "free one)") from e
+            raise ConfigError(f"cannot bind the learner to {address}: {e}") from e
         self.address = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self._waker = Waker()  # acks and weights queued by the learner go out at once, not at the next poll
         self._ledger = SessionLedger(self.settings, self.stats, self._waker.wake)
@@ -66,6 +78,7 @@ class ZmqLearnerEndpoint:
         self._lock = threading.Lock()  # guards _weights
         self._peers: dict[bytes, dict[str, Any]] = {}  # routing id → actor id, session, last_seen, version, …
         self._last_metrics = (time.monotonic(), 0, 0)  # (time, transitions, bytes) at the last metrics()
+        self._last_actor_transitions: dict[int, int] = {}  # per actor, at the last metrics()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._io_loop, name="zmq-learner-io", daemon=True)
         self._thread.start()
@@ -126,10 +139,15 @@ class ZmqLearnerEndpoint:
         return {a: max(newest - v, 0) if v >= 0 else newest for a, v in self.peers().items()}
 
     def metrics(self) -> dict[str, float]:
-        """Rates since the previous call, queue depths, acks pending, rejects by reason, per-actor weight lag."""
+        """Rates since the previous call, queue depths, acks pending, rejects by reason, and per actor.
+
+        Per actor: transitions per second, weight lag, and resent chunks dropped as duplicates.
+        """
         now = time.monotonic()
         t0, n0, b0 = self._last_metrics
         n, b = self.stats.transitions_received, self.bytes_received
+        per_actor = dict(self._ledger.actor_transitions)
+        before, self._last_actor_transitions = self._last_actor_transitions, per_actor
         self._last_metrics = (now, n, b)
         dt = max(now - t0, 1e-6)
         lag = self.weight_lag()
@@ -142,6 +160,8 @@ class ZmqLearnerEndpoint:
         }
         out.update({f"rejects/{k}": float(v) for k, v in sorted(self.stats.rejected.items())})
         out.update({f"weight_lag/actor{a}": float(v) for a, v in sorted(lag.items())})
+        out.update({f"transitions_per_s/actor{a}": (v - before.get(a, 0)) / dt for a, v in sorted(per_actor.items())})
+        out.update({f"duplicates/actor{a}": float(v) for a, v in sorted(self._ledger.actor_duplicates.items())})
         return out
 
     def pop_cut_sessions(self) -> list[CutSession]:
@@ -220,12 +240,13 @@ class ZmqLearnerEndpoint:
                     break
                 self._handle(frames[0].bytes, [f.buffer for f in frames[1:]])
             self._ledger.release_waiting()
-            while True:
-                try:
-                    peer, session, seq = self._ledger.acks.get_nowait()
-                except queue.Empty:
-                    break
-                self._send(peer, encode("ack", session, seq))
+            for kind, notices in (("ack", self._ledger.acks), ("held", self._ledger.helds)):
+                while True:
+                    try:
+                        peer, session, seq = notices.get_nowait()
+                    except queue.Empty:
+                        break
+                    self._send(peer, encode(kind, session, seq))
             now = time.monotonic()
             self._send_weights(now)
             if now - last_beat >= self.settings.heartbeat_s:

@@ -18,7 +18,7 @@ import logging
 import queue
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +54,9 @@ class SessionLedger:
         self.inbox: queue.Queue[tuple[bytes, str, TransitionBatch, int]] = queue.Queue(settings.inbox_size)
         #: Acknowledgements for the I/O thread to send: ``(peer, session, seq)``.
         self.acks: queue.Queue[tuple[bytes, str, int]] = queue.Queue()
+        #: "Held" notices: chunks the learner has but has not stored yet (its inbox is full, it is behind). The
+        #: actor then waits instead of resending them: resends follow the learner's back-pressure, not a timer.
+        self.helds: queue.Queue[tuple[bytes, str, int]] = queue.Queue()
         self._lock = threading.Lock()  # guards _stored, _unconfirmed, _unflushed, _cuts, _in_inbox
         self._sessions: dict[str, _Session] = {}  # I/O thread only
         self._stored: OrderedDict[str, SeqWindow] = OrderedDict()  # acknowledged seqs per session
@@ -63,6 +66,9 @@ class SessionLedger:
         self._cuts: list[CutSession] = []  # waiting until the cut session's chunks have left the inbox
         self._in_inbox: dict[str, int] = {}  # session → chunks of it in the inbox
         self.bytes_received = 0
+        #: Per actor id: transitions handed to the learner, and resent chunks dropped as already stored.
+        self.actor_transitions: Counter[int] = Counter()
+        self.actor_duplicates: Counter[int] = Counter()
 
     # ---- the learner's side -------------------------------------------------------------------
 
@@ -89,11 +95,13 @@ class SessionLedger:
             if not stored:
                 break
             self.stats.reject("duplicate")
+            self.actor_duplicates[batch.actor_id] += 1
             if durable:
                 self.acks.put((peer, session, batch.seq))
                 self._wake()
         self.stats.batches_received += 1
         self.stats.transitions_received += len(batch)
+        self.actor_transitions[batch.actor_id] += len(batch)
         if self.settings.ack_after == "recv":
             self.confirm(batch)
         return batch
@@ -204,8 +212,11 @@ class SessionLedger:
         if not (stored or seq < state.next_seq or seq in (state.ahead or ())):
             return False
         self.stats.reject("duplicate")
+        self.actor_duplicates[actor_id] += 1
         if durable:
             self.acks.put((peer, session, seq))  # the first ack was lost; say it again
+        else:
+            self.helds.put((peer, session, seq))  # not stored yet: the learner is behind, not losing it
         return True
 
     def deliver(self, peer: bytes, actor_id: int, session: str, batch: TransitionBatch, nbytes: int) -> None:
@@ -220,6 +231,8 @@ class SessionLedger:
             return  # too far ahead of a missing chunk: not acknowledged, the actor resends it later
         ahead[batch.seq] = (peer, batch, nbytes)
         self._release(session, state)
+        if batch.seq in ahead:  # no room in the inbox: say it is held before the actor's timer resends it
+            self.helds.put((peer, session, batch.seq))
 
     def _release(self, session: str, state: _Session) -> None:
         """Move the chunks that are next in sequence into the inbox, while it has room."""

@@ -1,0 +1,136 @@
+"""Scale-out on one machine (issue 26): 1 vs 2 local actors, 1 vs 2 gloo ranks, and the transport's capacity model.
+
+Each configuration runs the real command a user types, in a fresh process tree, to the success threshold on
+``reach`` (or a step budget: 40,000 for SAC, 1.5 M for PPO), and is timed from outside:
+
+- ``actors=1`` / ``actors=2``: ``robot-rl launch --backend local --actors N --task reach`` (SAC, a learner and N
+  actor processes over ZeroMQ);
+- ``ranks=1`` / ``ranks=2``: ``robot-rl train --task reach --algo ppo`` alone and with ``run.distributed=ddp
+  run.nproc_per_node=2`` (torchrun, gloo).
+
+Printed per configuration: wall time to the threshold, env steps, env steps/s, and against its 1-process
+sibling the speed-up and the efficiency (speed-up / processes that do the work). From the 2-actor run's transport
+lines: bytes per transition on the wire, the learner's intake rate and duplicates dropped, which give the
+number of actors one learner can serve (``capacity``).
+
+    python benchmarks/scale_out.py                 # all four, seed 0
+    python benchmarks/scale_out.py --only ranks --seed 1
+
+Results: benchmarks/results/scale_out.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).parent / "results"
+EXE = str(Path(sys.executable).with_name("robot-rl"))
+EVAL = ["loop.eval_episodes=50", "loop.eval_num_envs=50"]
+
+
+def run(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[str, float]:
+    t0 = time.monotonic()
+    out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    wall = time.monotonic() - t0
+    text = out.stdout + out.stderr
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}):\n{text[-3000:]}")
+    return text, wall
+
+
+def env_steps(text: str) -> int:
+    m = re.findall(r"after ([\d,]+) env steps", text)
+    return int(m[-1].replace(",", "")) if m else 0
+
+
+def transport_lines(text: str) -> list[dict[str, float]]:
+    """The learner's `transport:` lines (after the first actor connected): rate, MB/s, duplicates."""
+    rows = []
+    for m in re.finditer(r"transport: ([\d,]+) tr/s\s+([\d.]+) MB/s.*?(?:duplicate=(\d+))?\s*$", text, re.M):
+        rate, mb = float(m.group(1).replace(",", "")), float(m.group(2))
+        rows.append({"tr_s": rate, "mb_s": mb, "duplicates": float(m.group(3) or 0)})
+    return rows
+
+
+def actors_config(n: int, seed: int, cwd: Path, timeout_s: float) -> dict[str, Any]:
+    text, wall = run([EXE, "launch", "--backend", "local", "--actors", str(n), "--task", "reach",
+                      "--name", f"actors{n}", "run.progress=false", f"run.seed={seed}", *EVAL,
+                      "loop.eval_every_env_steps=4000", "loop.total_env_steps=40000"], cwd, timeout_s)
+    steps = env_steps(text)
+    flows = [r for r in transport_lines(text) if r["tr_s"] > 0]
+    bytes_per_tr = (sum(r["mb_s"] for r in flows) * 1e6 / max(sum(r["tr_s"] for r in flows), 1.0)) if flows else 0.0
+    return {"name": f"actors={n}", "processes": n, "wall_s": wall, "env_steps": steps,
+            "reached": "stopped (threshold)" in text, "steps_per_s": steps / wall,
+            "bytes_per_transition": bytes_per_tr, "peak_intake_tr_s": max((r["tr_s"] for r in flows), default=0.0),
+            "duplicates_dropped": max((r["duplicates"] for r in transport_lines(text)), default=0.0)}
+
+
+def ranks_config(n: int, seed: int, cwd: Path, timeout_s: float) -> dict[str, Any]:
+    dist = ["run.distributed=ddp", f"run.nproc_per_node={n}"] if n > 1 else ["run.distributed=none"]
+    # The same envs per update in both: 1,024 envs in one process, 512 per rank on two.
+    text, wall = run([EXE, "train", "--task", "reach", "--algo", "ppo", "--name", f"ranks{n}", "run.progress=false",
+                      f"run.seed={seed}", f"task.num_envs={1024 // n}", *EVAL, "loop.eval_every_env_steps=49152",
+                      "loop.total_env_steps=1500000", *dist], cwd, timeout_s)
+    steps = env_steps(text)
+    return {"name": f"ranks={n}", "processes": n, "wall_s": wall, "env_steps": steps,
+            "reached": "reached the success threshold" in text, "steps_per_s": steps / wall}
+
+
+def compare(rows: list[dict[str, Any]]) -> None:
+    base = {r["name"].split("=")[0]: r for r in rows if r["processes"] == 1}
+    for r in rows:
+        b = base.get(r["name"].split("=")[0])
+        if b is None:
+            continue
+        r["speedup_time"] = b["wall_s"] / r["wall_s"]
+        r["speedup_steps_per_s"] = r["steps_per_s"] / b["steps_per_s"]
+        r["efficiency"] = r["speedup_time"] / r["processes"]
+        print(f"{r['name']:>9}: {r['wall_s']:6.1f} s to {'threshold' if r['reached'] else 'budget'} at "
+              f"{r['env_steps']:,} env steps ({r['steps_per_s']:,.0f} steps/s); time speed-up "
+              f"{r['speedup_time']:.2f}x, steps/s {r['speedup_steps_per_s']:.2f}x, efficiency {r['efficiency']:.2f}")
+
+
+def capacity(rows: list[dict[str, Any]]) -> None:
+    two = next((r for r in rows if r["name"] == "actors=2"), None)
+    if two is None or not two["bytes_per_transition"]:
+        return
+    per_actor = two["steps_per_s"] / 2
+    print(f"wire: {two['bytes_per_transition']:.0f} B/transition; learner intake peak {two['peak_intake_tr_s']:,.0f} "
+          f"tr/s; duplicates dropped {two['duplicates_dropped']:.0f}; one learner serves about "
+          f"{two['peak_intake_tr_s'] / max(per_actor, 1e-9):.1f} actors producing {per_actor:,.0f} tr/s each")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", choices=["actors", "ranks"], default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout-s", type=float, default=1200)
+    args = ap.parse_args()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = Path(tmp)
+        for n in (1, 2):
+            if args.only in (None, "actors"):
+                rows.append(actors_config(n, args.seed, cwd, args.timeout_s))
+            if args.only in (None, "ranks"):
+                rows.append(ranks_config(n, args.seed, cwd, args.timeout_s))
+    compare(rows)
+    capacity(rows)
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / "scale_out.json"
+    path.write_text(json.dumps({"seed": args.seed, "cpus": os.cpu_count(), "rows": rows}, indent=2))
+    print(f"written {path}")
+
+
+if __name__ == "__main__":
+    main()

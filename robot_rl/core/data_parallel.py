@@ -1,0 +1,118 @@
+"""Data-parallel training over ``torch.distributed``: what an algorithm needs to learn on several ranks at once.
+
+``torchrun --nproc-per-node N -m robot_rl.cli train …`` starts N ranks; each owns its envs and its data, the
+gradients are averaged by :class:`~torch.nn.parallel.DistributedDataParallel` (NCCL on GPUs, gloo on CPU), and
+the few statistics an update computes over its whole batch (advantage moments, the KL that sets PPO's step,
+the observation normaliser) are reduced here so that every rank takes the same step a single process would take
+on the union of the ranks' data. An algorithm that supports this implements :class:`SupportsDataParallel`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+@dataclass(frozen=True)
+class DataParallel:
+    """A process's place among the ranks, and the collectives the algorithms use."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 writes the run (checkpoints, logs, evaluations) and publishes weights to remote actors."""
+        return self.rank == 0
+
+    @staticmethod
+    def from_environment() -> DataParallel | None:
+        """The layout torchrun (or any launcher setting RANK/WORLD_SIZE/LOCAL_RANK) gave this process, or None."""
+        if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+            return None
+        return DataParallel(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
+                            int(os.environ.get("LOCAL_RANK", os.environ["RANK"])))
+
+    def start(self, device: torch.device, timeout_s: float) -> None:
+        """Join the process group (NCCL for CUDA devices, gloo otherwise); every collective then has a deadline."""
+        if dist.is_initialized():
+            return
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        timeout = datetime.timedelta(seconds=timeout_s)
+        if device.type == "cuda":
+            dist.init_process_group(backend, timeout=timeout, device_id=device)
+        else:
+            dist.init_process_group(backend, timeout=timeout)
+
+    def wrap(self, module: nn.Module) -> nn.Module:
+        """``module`` under DistributedDataParallel: its gradients are averaged over the ranks in ``backward``."""
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        device_ids = [module_device(module)] if module_device(module).type == "cuda" else None
+        # Buffers (normaliser statistics) are kept equal by sync_normalizer, not by rank 0's copy each forward.
+        return DDP(module, device_ids=device_ids, broadcast_buffers=False)
+
+    def mean(self, x: torch.Tensor) -> torch.Tensor:
+        """The mean of ``x`` over the ranks (every rank gets it)."""
+        out = x.detach().clone()
+        dist.all_reduce(out)
+        return out / self.world_size
+
+    def sum(self, x: torch.Tensor) -> torch.Tensor:
+        """The sum of ``x`` over the ranks."""
+        out = x.detach().clone()
+        dist.all_reduce(out)
+        return out
+
+    def cat(self, x: torch.Tensor) -> torch.Tensor:
+        """Every rank's ``x`` concatenated along dim 0 in rank order (equal shapes on every rank)."""
+        parts = [torch.empty_like(x) for _ in range(self.world_size)]
+        dist.all_gather(parts, x.contiguous())
+        return torch.cat(parts)
+
+    def any(self, flag: bool, device: torch.device) -> bool:
+        """Whether ``flag`` is true on any rank (a decision every rank must take together)."""
+        return bool(self.sum(torch.tensor([float(flag)], device=device)).item() > 0)
+
+    def broadcast_flag(self, flag: bool, device: torch.device) -> bool:
+        """Rank 0's ``flag`` on every rank (e.g. its evaluation reached the threshold)."""
+        t = torch.tensor([float(flag)], device=device)
+        dist.broadcast(t, src=0)
+        return bool(t.item() > 0)
+
+    def stop(self) -> None:
+        """Leave the process group."""
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def module_device(module: nn.Module) -> torch.device:
+    """The device of a module's first parameter (CPU for a module without parameters)."""
+    return next((p.device for p in module.parameters()), torch.device("cpu"))
+
+
+def moments(x: torch.Tensor, dp: DataParallel | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and (unbiased) standard deviation of ``x`` over every rank's elements (this rank's alone without ``dp``)."""
+    if dp is None:
+        return x.mean(), x.std()
+    s = dp.sum(torch.stack([x.sum(), x.square().sum(), torch.tensor(float(x.numel()), device=x.device)]))
+    n = s[2]
+    mean = s[0] / n
+    var = (s[1] - n * mean.square()) / (n - 1)
+    return mean, var.clamp_min(0).sqrt()
+
+
+@runtime_checkable
+class SupportsDataParallel(Protocol):
+    """An algorithm that can train as one of several data-parallel ranks."""
+
+    def enable_data_parallel(self, dp: DataParallel) -> None:
+        """From now on, average gradients and batch statistics over ``dp``'s ranks (called once, before training)."""
+        ...

@@ -1,0 +1,121 @@
+"""A run as one of several data-parallel ranks (``torchrun … robot-rl train`` or ``run.distributed=ddp``).
+
+Every rank builds the same runner with its own envs (seeded apart) and steps in lockstep with the others; the
+algorithm averages gradients and batch statistics over the ranks (:mod:`robot_rl.core.data_parallel`). Rank 0
+owns the run directory: checkpoints, logs, evaluations and the stop decision, which it broadcasts. The other ranks
+write only their ``train.log`` under ``<run>/ranks/rank<N>/``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from robot_rl.core.config import ConfigError
+from robot_rl.core.data_parallel import DataParallel, SupportsDataParallel
+from robot_rl.loop.config import TrainConfig
+from robot_rl.loop.run_context import RunContext, algo_name
+
+#: Algorithms that train data-parallel today; the others say so instead of silently training alone.
+SUPPORTED = ("ppo",)
+
+
+def data_parallel_for(cfg: TrainConfig) -> DataParallel | None:
+    """The process's rank layout when the run is data-parallel, else None; a clear error for a bad setup."""
+    dp = DataParallel.from_environment()
+    if cfg.run.distributed == "none" or (dp is not None and dp.world_size == 1):
+        return None
+    if dp is None:
+        if cfg.run.distributed == "ddp":
+            raise ConfigError("run.distributed=ddp needs its ranks started by torchrun: `robot-rl train "
+                              "run.distributed=ddp …` does that itself, or run `torchrun --nproc-per-node N -m "
+                              "robot_rl.cli train …`")
+        return None
+    return dp
+
+
+def rank_device(cfg: TrainConfig, dp: DataParallel) -> str:
+    """The device a rank trains on: its own GPU (LOCAL_RANK) when the run uses CUDA, else the CPU."""
+    wants_cuda = cfg.run.device.startswith("cuda") or (cfg.run.device == "auto" and torch.cuda.is_available())
+    if not wants_cuda:
+        return "cpu"
+    count = torch.cuda.device_count()
+    if dp.local_rank >= count:
+        raise ConfigError(f"rank {dp.rank} (local rank {dp.local_rank}) has no GPU: this machine has {count}; "
+                          f"start at most {count} ranks per node (--nproc-per-node {count}) or set run.device=cpu")
+    return f"cuda:{dp.local_rank}"
+
+
+def prepare_rank(cfg: TrainConfig, dp: DataParallel, resume_dir: Path | None) -> tuple[TrainConfig, Path]:
+    """Join the process group and agree on the run directory; the config and directory this rank runs with.
+
+    Rank 0 names the run (a timestamped name could differ between ranks by a second) and owns it; ranks > 0
+    write their ``train.log`` to ``<run>/ranks/rank<N>/`` and show no progress line.
+    """
+    name = algo_name(cfg)
+    if name not in SUPPORTED:
+        raise ConfigError(f"algorithm {name!r} does not train data-parallel yet; supported: "
+                          f"{', '.join(SUPPORTED)} (docs/scale-out.md)")
+    device = rank_device(cfg, dp)
+    dp.start(torch.device(device), cfg.loop.max_wait_s)
+    main_dir = resume_dir if resume_dir is not None else RunContext.default_dir(cfg)
+    box = [str(main_dir)]
+    dist.broadcast_object_list(box, src=0)
+    main_dir = Path(box[0])
+    run = dataclasses.replace(cfg.run, device=device)
+    if not dp.is_main:
+        run = dataclasses.replace(run, progress=False, wandb=False)
+    rank_dir = main_dir if dp.is_main else main_dir / "ranks" / f"rank{dp.rank}"
+    return dataclasses.replace(cfg, run=run), rank_dir
+
+
+def attach(algo: object, dp: DataParallel, resumed: bool) -> None:
+    """Hand ``dp`` to the algorithm; on a resume every rank takes rank 0's whole state (optimiser moments too).
+
+    DDP copies rank 0's parameters when it wraps a module, but not the optimiser's moments: ranks that resumed
+    from different states would take different steps from the same averaged gradient.
+    """
+    if not isinstance(algo, SupportsDataParallel):
+        raise ConfigError(f"{type(algo).__name__} cannot train data-parallel; supported: {', '.join(SUPPORTED)}")
+    if resumed:
+        box = [algo.state_dict() if dp.is_main else None]  # type: ignore[attr-defined]
+        dist.broadcast_object_list(box, src=0)
+        if not dp.is_main:
+            algo.load_state_dict(box[0])  # type: ignore[attr-defined]
+    algo.enable_data_parallel(dp)
+
+
+def sync_counters(learner: Any, dp: DataParallel) -> None:
+    """Every rank takes rank 0's step, update and version counters and counts the whole run's env steps.
+
+    A resume restores the counters on rank 0 only; equal counters end every rank's budget at the same iteration.
+    """
+    counters = torch.tensor([learner.transitions, learner.updates, learner.version], dtype=torch.float64)
+    dist.broadcast(counters, src=0)
+    learner.transitions, learner.updates, learner.version = (int(v) for v in counters.tolist())
+    learner.ranks = dp.world_size
+
+
+def env_seed(seed: int, dp: DataParallel | None) -> int:
+    """Each rank's envs start from their own seed (the same seed would make every rank collect the same data)."""
+    return seed if dp is None else seed + 100_003 * dp.rank
+
+
+def torchrun_argv(argv: list[str], nproc: int) -> list[str]:
+    """``python -m torch.distributed.run --nproc-per-node N -m robot_rl.cli ARGV``: the ranks of one machine."""
+    import sys
+
+    if nproc < 1:
+        raise ConfigError(f"run.nproc_per_node must be >= 1, got {nproc}")
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+            "-m", "robot_rl.cli", *argv]
+
+
+def started_by_torchrun() -> bool:
+    """Whether this process is a rank of a torchrun job."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
