@@ -131,7 +131,7 @@ def test_local_launch_trains_reach_and_survives_a_killed_actor(tmp_path: Path) -
             p.kill()
     assert p.returncode == 0, out
     assert "launch: actor 1 exited with code -9" in out and "launch: restarting actor 1 (1/5)" in out
-    assert "reached the success threshold" in out or re.search(r"success (9\d|100)%", out), out
+    assert "stopped (threshold)" in out, out  # the learner's own stop rule, not just a good evaluation on the way
     assert re.search(r"actors restarted: \{1: 1\}", out), out
     logs = tmp_path / "runs" / name / "launch"
     assert (logs / "actor-0.log").exists() and (logs / "actor-1.log").exists()
