@@ -11,6 +11,7 @@ trains as much as a fast one. ``benchmarks/hil_learn.py`` measures the same at r
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -28,7 +29,12 @@ from robot_rl.policies.sac import SACConfig
 from robot_rl.transport.config import ZmqTransportConfig
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
-pytestmark = [pytest.mark.slow, pytest.mark.sim, pytest.mark.timeout(300)]
+# About a minute of learner updates on 2 cores. tests/test_docs_hil_workflow.py learns the same pick through the
+# documented commands in every run of the suite; this one, with the learner in-process and update-bounded, runs
+# in the long tier (docs/testing.md) next to benchmarks/hil_learn.py.
+pytestmark = [pytest.mark.slow, pytest.mark.sim, pytest.mark.timeout(300),
+              pytest.mark.skipif(not os.environ.get("ROBOT_RL_SLOW_TESTS"),
+                                 reason="a minute of learner updates: ROBOT_RL_SLOW_TESTS=1")]
 
 SCALE = 4.0  # simulated seconds per wall-clock second; the pick task runs at 10 Hz of simulated time
 UPDATES = 3000  # learner updates before the final evaluation (the benchmark: 100 % after ~1k env steps at UTD 4)

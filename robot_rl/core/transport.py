@@ -99,6 +99,9 @@ class RemoteActorEndpoint(ActorEndpoint, Protocol):
     """
 
     handshake_error: str | None
+    #: Why the learner ended the run (``"budget"``, ``"threshold"``), once it said so; None while it runs. A
+    #: learner that only stops (Ctrl-C, SIGTERM, a crash) does not set it: its actors wait for it to resume.
+    learner_finished: str | None
     acked: int
     stats: TransportStats
 
@@ -183,6 +186,19 @@ class StatefulEndpoint(Protocol):
 
     def merge_state_dict(self, state: dict[str, Any]) -> None:
         """Add windows found elsewhere (the replay on disk) to the restored ones."""
+        ...
+
+
+@runtime_checkable
+class FinishingEndpoint(Protocol):
+    """A learner endpoint that can tell its actor processes the run is over, so they stop rather than wait.
+
+    Without it an actor outlives its learner by design (waiting for a resumed learner); after
+    :meth:`finish` it ends at once, with its unacknowledged chunks reported as not needed.
+    """
+
+    def finish(self, reason: str) -> None:
+        """Tell every connected actor, and any that connects later, that the run ended (``reason``)."""
         ...
 
 

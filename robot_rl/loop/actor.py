@@ -23,7 +23,7 @@ import torch
 from robot_rl.core.algorithm import Policy
 from robot_rl.core.env import VecEnv
 from robot_rl.core.transition import TransitionBatch, finite_obs_rows
-from robot_rl.core.transport import ActorEndpoint, VersionAwareEndpoint, wait_first_weights
+from robot_rl.core.transport import ActorEndpoint, RemoteActorEndpoint, VersionAwareEndpoint, wait_first_weights
 from robot_rl.loop.jsrl import GuidedActing
 from robot_rl.viz.base import StepViz
 
@@ -109,7 +109,7 @@ class Actor:
                     "pausing collection until fresh weights arrive", self.endpoint.actor_id, self.policy_version,
                     newest - self.policy_version, newest, self.max_staleness)
         t0 = time.monotonic()
-        while self.staleness() > self.max_staleness and not self.stop.is_set():
+        while self.staleness() > self.max_staleness and not self.stop.is_set() and not self.learner_finished():
             if time.monotonic() - t0 > timeout_s:
                 self.stale_s += time.monotonic() - t0
                 raise TimeoutError(f"actor {self.endpoint.actor_id}: no fresh weights within {timeout_s:.0f}s "
@@ -122,6 +122,10 @@ class Actor:
         log.info("actor %d: resumed with weights v%d after %.2fs", self.endpoint.actor_id, self.policy_version,
                  waited)
         return True
+
+    def learner_finished(self) -> str | None:
+        """Why the learner ended the run, once it said so (actor processes only); None while it runs."""
+        return self.endpoint.learner_finished if isinstance(self.endpoint, RemoteActorEndpoint) else None
 
     def endpoint_version(self) -> int:
         """The newest weight version the learner announced (-1 if unknown)."""
@@ -203,6 +207,8 @@ class Actor:
         # Wait in short slices so that a stop request is honoured promptly even when the queue is full.
         deadline = time.monotonic() + self.send_timeout_s
         while not self.stop.is_set():
+            if self.learner_finished():
+                return  # the run is over: nobody will store it (the actor's loop ends before its next step)
             if self.send_cutoff is not None:
                 deadline = min(deadline, self.send_cutoff)
             if self.endpoint.send(batch, min(0.1, max(deadline - time.monotonic(), 0.0))):

@@ -68,8 +68,9 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None,
             reason = _act(cfg, actor, actor_id, max_env_steps, rate, stop)
             # Every stop but a second signal drains the outbox: nothing produced is dropped while the learner lives.
             # A signal's stop has the engine's grace time; the end of --max-env-steps may wait out a learner restart.
-            drained = _drain(endpoint, stop.deadline(grace) if stop.is_set()
-                             else time.monotonic() + cfg.loop.max_wait_s)
+            # Once the learner has finished its run nothing more is stored: the actor ends without waiting.
+            drained = actor.learner_finished() is None and _drain(
+                endpoint, stop.deadline(grace) if stop.is_set() else time.monotonic() + cfg.loop.max_wait_s)
     except KeyboardInterrupt:
         log.warning("actor %d: interrupted twice; closing without draining", actor_id)
     finally:
@@ -87,12 +88,16 @@ def _act(cfg: TrainConfig, actor: Actor, actor_id: int, max_env_steps: int | Non
     """The acting loop; returns why it ended (the step budget or the signal that asked for a stop)."""
     rollout = cfg.algo.rollout_length if isinstance(cfg.algo, OnPolicyConfig) else 0
     if not _await_weights(actor, -1, cfg.loop.max_wait_s, stop):
+        if actor.learner_finished():
+            return f"the learner had finished its run ({actor.learner_finished()})"
         return f"stopped by {stop.signal_name} before the first weights"
     log.info("actor %d: connected, acting with weights v%d", actor_id, actor.policy_version)
     steps_in_rollout = 0
     while max_env_steps is None or actor.env_steps < max_env_steps:
         if stop.is_set():
             return f"stopped by {stop.signal_name}"
+        if finished := actor.learner_finished():
+            return f"the learner finished its run ({finished})"
         refused = actor.endpoint.handshake_error if isinstance(actor.endpoint, RemoteActorEndpoint) else None
         if refused:
             raise ConfigError(f"the learner refused this actor: {refused}")
@@ -110,12 +115,12 @@ def _act(cfg: TrainConfig, actor: Actor, actor_id: int, max_env_steps: int | Non
 
 
 def _await_weights(actor: Actor, newer_than: int, timeout_s: float, stop: StopRequest) -> bool:
-    """Wait for weights newer than ``newer_than`` in short slices; ``False`` if a stop came first.
+    """Wait for weights newer than ``newer_than`` in short slices; ``False`` if a stop (or the run's end) came first.
 
     Raises ``TimeoutError`` (from the actor) when the deadline passes without weights and without a stop.
     """
     deadline = time.monotonic() + timeout_s
-    while not stop.is_set():
+    while not stop.is_set() and not actor.learner_finished():
         try:
             actor.wait_for_weights(newer_than, min(0.25, max(deadline - time.monotonic(), 0.0)))
             return True
@@ -127,6 +132,6 @@ def _await_weights(actor: Actor, newer_than: int, timeout_s: float, stop: StopRe
 
 def _drain(endpoint: RemoteActorEndpoint, deadline: float) -> bool:
     """Wait until ``deadline`` (monotonic) for the learner to acknowledge every chunk; ``True`` if none is left."""
-    while endpoint.unacked() and time.monotonic() < deadline:
+    while endpoint.unacked() and time.monotonic() < deadline and endpoint.learner_finished is None:
         time.sleep(0.05)
     return not endpoint.unacked()

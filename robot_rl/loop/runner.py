@@ -27,6 +27,7 @@ from robot_rl.core.algorithm import Algorithm, NamedBufferStorage
 from robot_rl.core.config import ConfigError
 from robot_rl.core.data_parallel import DataParallel
 from robot_rl.core.env import VecEnv
+from robot_rl.core.transport import FinishingEndpoint
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.config import TrainConfig
 from robot_rl.loop.data_parallel_run import attach, data_parallel_for, env_seed, prepare_rank, sync_counters
@@ -386,6 +387,8 @@ class InProcessRunner:
                                wall, reached, None, reason)
         self.checkpoint(wall)
         self.learner.confirm_due(force=True)  # the rows are on disk now: acknowledge the last chunks
+        if reason in ("budget", "threshold") and isinstance(self.link.endpoint, FinishingEndpoint):
+            self.link.endpoint.finish(reason)  # actor processes stop now; after Ctrl-C they wait for a resume
         if self.evaluator.last is None or reason != "threshold":
             self.run_eval(wall)
         title = run_title(self.cfg)

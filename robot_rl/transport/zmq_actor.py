@@ -71,6 +71,7 @@ class ZmqActorEndpoint:
         self._cond = threading.Condition()
         self.connected = threading.Event()
         self.handshake_error: str | None = None
+        self.learner_finished: str | None = None  # the learner's reason, once it said the run is over
         self.acked = 0
         self.resent = 0
         self.held_notices = 0  # chunks the learner said it holds (not yet stored): their resends wait
@@ -110,8 +111,8 @@ class ZmqActorEndpoint:
     def wait_weights(self, newer_than: int, timeout_s: float) -> VersionedWeights | None:
         """Block up to ``timeout_s`` for weights newer than ``newer_than``."""
         with self._cond:
-            self._cond.wait_for(lambda: self._weights is not None and self._weights.version > newer_than,
-                                timeout=timeout_s)
+            self._cond.wait_for(lambda: (self._weights is not None and self._weights.version > newer_than)
+                                or self.learner_finished is not None, timeout=timeout_s)
         return self.poll_weights(newer_than)
 
     def unacked(self) -> int:
@@ -130,7 +131,10 @@ class ZmqActorEndpoint:
         self._thread.join(timeout=5)
         self._waker.close()
         left = self.unacked()
-        if left:
+        if left and self.learner_finished is not None:
+            log.info("actor %d closing: %d chunks made after the learner's last step were not needed (run over: %s)",
+                     self.actor_id, left, self.learner_finished)
+        elif left:
             log.warning("actor %d closing with %d unacknowledged chunks", self.actor_id, left)
 
     # ---- I/O thread -------------------------------------------------------------------------
@@ -301,6 +305,12 @@ class ZmqActorEndpoint:
                         self._outbox[msg.seq] = (entry[0], time.monotonic() + _HELD_WAIT * self.settings.resend_after_s,
                                                  entry[2])
                         self.held_notices += 1
+        elif msg.type == "bye" and msg.meta.get("final") is True:
+            if self.learner_finished is None:
+                self.learner_finished = str(msg.meta.get("reason") or "finished")
+                log.info("actor %d: the learner finished its run (%s)", self.actor_id, self.learner_finished)
+                with self._cond:  # a wait for weights ends now
+                    self._cond.notify_all()
         elif msg.type == "weights":
             new_version = msg.meta.get("version")
             if isinstance(new_version, int) and (self._weights is None or new_version > self._weights.version):

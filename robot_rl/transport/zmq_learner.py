@@ -78,6 +78,8 @@ class ZmqLearnerEndpoint:
         self._lock = threading.Lock()  # guards _weights
         self._peers: dict[bytes, dict[str, Any]] = {}  # routing id → actor id, session, last_seen, version, …
         self._last_metrics = (time.monotonic(), 0, 0)  # (time, transitions, bytes) at the last metrics()
+        self._finished: str | None = None  # why the run ended, once finish() said so
+        self._bye_pending = False
         self._last_actor_transitions: dict[int, int] = {}  # per actor, at the last metrics()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._io_loop, name="zmq-learner-io", daemon=True)
@@ -191,6 +193,11 @@ class ZmqLearnerEndpoint:
         """
         self._ledger.merge_state_dict(state)
 
+    def finish(self, reason: str) -> None:
+        """The run is over: tell every actor (and any that connects later) to stop instead of waiting."""
+        self._finished, self._bye_pending = reason, True
+        self._waker.wake()
+
     def close(self) -> None:
         """Stop the I/O thread, send the acknowledgements already queued (best effort), close the socket."""
         self._stop.set()
@@ -202,6 +209,8 @@ class ZmqLearnerEndpoint:
             except queue.Empty:
                 break
             sent += self._send(peer, encode("ack", session, seq))
+        if self._bye_pending and not self._thread.is_alive():
+            sent += self._say_run_over()
         self.monitor.close()
         # LINGER 0 would discard those last acknowledgements; the actors would wait for them in vain.
         self._sock.close(1000 if sent else 0)
@@ -247,11 +256,21 @@ class ZmqLearnerEndpoint:
                     except queue.Empty:
                         break
                     self._send(peer, encode(kind, session, seq))
+            if self._bye_pending:
+                self._say_run_over()
             now = time.monotonic()
             self._send_weights(now)
             if now - last_beat >= self.settings.heartbeat_s:
                 last_beat = now
                 self._heartbeat(now)
+
+    def _run_over(self) -> list[Any]:
+        return encode("bye", self.session, 0, meta={"final": True, "reason": self._finished})
+
+    def _say_run_over(self) -> int:
+        """The learner's goodbye to every known actor; how many it reached."""
+        self._bye_pending = False
+        return sum(self._send(peer, self._run_over()) for peer in list(self._peers))
 
     def _send_weights(self, now: float) -> None:
         with self._lock:
@@ -304,6 +323,9 @@ class ZmqLearnerEndpoint:
         except WireError:
             header = {}
         kind = header.get("type")
+        if self._finished is not None and kind in ("hello", "heartbeat", "transitions"):
+            self._send(peer, self._run_over())  # an actor that missed the goodbye, or connects after the end
+            return
         info = self._peers.get(peer)
         meta: dict[str, Any] = {}
         if kind in ("hello", "heartbeat", "bye"):

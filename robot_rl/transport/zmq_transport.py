@@ -22,7 +22,8 @@ pickle):
 - ``heartbeat`` both ways (the learner's carries its newest version, the actor's the version it
   acts with); a peer silent for 3 intervals is reported dead in the log, and an actor then says
   ``hello`` again on a fresh socket.
-- ``bye`` (actor → learner): the session ends on purpose.
+- ``bye`` (actor → learner): the session ends on purpose. From the learner (``final``, with its ``reason``):
+  the run is over (budget or threshold), so actors stop instead of draining or waiting for a resume.
 
 Refused connections (unknown CURVE key, plaintext peer) never reach the application; a socket
 monitor logs and counts them (:mod:`~robot_rl.transport.peer_monitor`).
