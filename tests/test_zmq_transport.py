@@ -285,3 +285,37 @@ def test_a_backlogged_learner_holds_chunks_instead_of_receiving_resends():
     finally:
         actor.close()
         learner.close()
+
+
+def test_chunks_the_learner_has_are_leased_not_resent_however_long_it_takes():
+    # ack_after=confirm (the learner's replay decides when a chunk is stored) and room for 2 chunks in the inbox.
+    # For 4 s (40 resend periods, 2.5x a held notice's wait) nothing is confirmed: 4 chunks are taken, the rest
+    # wait ahead. The heartbeats renew the lease on all of them, so the actor sends no copies meanwhile.
+    addr = f"tcp://127.0.0.1:{_free_port()}"
+    settings = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.1, ack_after="confirm", inbox_size=2)
+    learner = ZmqLearnerEndpoint(addr, SPEC, settings)
+    actor = ZmqActorEndpoint(addr, 1, SPEC, settings)
+    try:
+        wait_until(lambda: actor.connected.is_set(), 20, "the handshake")
+        n = 12
+        for k in range(n):
+            assert actor.send(tagged_batch(k), timeout_s=5.0)
+        got = drain(learner, 4, timeout=20)
+        wait_until(lambda: actor.held_notices >= n, 20, "a held notice for every chunk",
+                   seen=lambda: actor.held_notices)
+        # A copy may leave before its first notice arrives (0.1 s timers on a loaded machine); none after it.
+        resent, dups = actor.resent, learner.stats.rejected.get("duplicate", 0)
+        time.sleep(4.0)
+        assert (actor.resent, learner.stats.rejected.get("duplicate", 0)) == (resent, dups)
+        assert actor.unacked() == n  # nothing acknowledged before it is stored
+        while len(got) < n:
+            for b in got:
+                learner.confirm(b)
+            got += drain(learner, min(4, n - len(got)), timeout=20)
+        for b in got:
+            learner.confirm(b)
+        assert sorted(int(b.reward[0]) for b in got) == list(range(n))
+        wait_until(lambda: actor.unacked() == 0, 20, "every chunk acknowledged", seen=actor.unacked)
+    finally:
+        actor.close()
+        learner.close()

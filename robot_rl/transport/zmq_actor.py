@@ -276,6 +276,17 @@ class ZmqActorEndpoint:
         sock.setsockopt(zmq.LINGER, 200 if goodbye else 0)  # let the goodbye leave
         sock.close()
 
+    def _hold_leased(self, received: int, held: set[int]) -> None:
+        """The learner has every chunk below ``received`` and those in ``held``: their resend timers move out.
+
+        As for a held notice: a lease its heartbeats renew; a silent or restarted learner ends it.
+        """
+        until = time.monotonic() + _HELD_WAIT * self.settings.resend_after_s
+        with self._outbox_lock:
+            for q, (frames, t, n) in self._outbox.items():
+                if (q < received or q in held) and t < until:
+                    self._outbox[q] = (frames, until, n)
+
     def _on_message(self, sock: zmq.Socket[Any], msg: Any, learner_session: str | None) -> str | None:
         if msg.type == "welcome":
             if not msg.meta.get("ok"):
@@ -331,4 +342,7 @@ class ZmqActorEndpoint:
                     pass
             elif isinstance(version, int):
                 self.learner_version = max(self.learner_version, version)
+                received, held = msg.meta.get("received"), msg.meta.get("held")
+                if isinstance(received, int) and msg.session == learner_session:
+                    self._hold_leased(received, set(held) if isinstance(held, list) else set())
         return learner_session

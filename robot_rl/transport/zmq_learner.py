@@ -291,7 +291,6 @@ class ZmqLearnerEndpoint:
     def _heartbeat(self, now: float) -> None:
         with self._lock:
             version = self._weights.version if self._weights is not None else -1
-        beat = encode("heartbeat", self.session, 0, meta={"version": version})
         for peer, info in list(self._peers.items()):
             if now - info["last_seen"] > 3 * self.settings.heartbeat_s:
                 if not info.get("dead"):
@@ -301,7 +300,13 @@ class ZmqLearnerEndpoint:
                 if now - info["last_seen"] > 60 * self.settings.heartbeat_s:
                     self._peers.pop(peer, None)  # long gone: stop heartbeating it (it re-hellos if alive)
                     continue
-            self._send(peer, beat)
+            # "received": the actor's chunks below it are here (a lease renewed every beat): it resends none of
+            # them while the beats come, however long a busy learner takes to store them.
+            has = self._ledger.received(info["session"])
+            meta: dict[str, Any] = {"version": version}
+            if has is not None:
+                meta["received"], meta["held"] = has
+            self._send(peer, encode("heartbeat", self.session, 0, meta=meta))
 
     def _ask_hello(self, peer: bytes) -> None:
         """Send an unknown peer a heartbeat that asks it to hello again (at most once per resend interval)."""

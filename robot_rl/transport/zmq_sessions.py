@@ -231,8 +231,10 @@ class SessionLedger:
             return  # too far ahead of a missing chunk: not acknowledged, the actor resends it later
         ahead[batch.seq] = (peer, batch, nbytes)
         self._release(session, state)
-        if batch.seq in ahead:  # no room in the inbox: say it is held before the actor's timer resends it
-            self.helds.put((peer, session, batch.seq))
+        # Held, in the inbox or waiting for room in it: the ack comes only once the learner has taken (or stored,
+        # or committed) it, which a learner busy with updates may not do within the actor's resend timer. Saying
+        # "held" now spares the copy that timer would send only to be dropped as a duplicate.
+        self.helds.put((peer, session, batch.seq))
 
     def _release(self, session: str, state: _Session) -> None:
         """Move the chunks that are next in sequence into the inbox, while it has room."""
@@ -248,6 +250,15 @@ class SessionLedger:
             del ahead[state.next_seq]
             state.next_seq += 1
             self.bytes_received += nbytes
+
+    def received(self, session: str) -> tuple[int, list[int]] | None:
+        """What the learner has of ``session``: every chunk below the first number, and the listed ones.
+
+        Below: in its inbox, taken, stored or given up on. Listed: the lowest 512 of those held ahead of a missing
+        chunk (the wire's list bound is 1024).
+        """
+        state = self._sessions.get(session)
+        return None if state is None else (state.next_seq, sorted(state.ahead or ())[:512])
 
     def release_waiting(self) -> None:
         """Move held chunks that are next in sequence into the inbox, now that it may have room."""
