@@ -18,14 +18,21 @@ ROOT = Path(__file__).resolve().parents[1] / "robot_rl"
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "robot_rl.transport": ("robot_rl.policies", "robot_rl.sims", "robot_rl.hardware", "robot_rl.loop",
                            "robot_rl.human_loop", "robot_rl.rewards", "robot_rl.cotrain", "robot_rl.export",
-                           "robot_rl.data", "robot_rl.cli"),
+                           "robot_rl.data", "robot_rl.cli", "robot_rl.distill"),
     "robot_rl.policies": ("robot_rl.transport", "robot_rl.sims", "robot_rl.hardware", "robot_rl.loop",
-                          "robot_rl.human_loop", "robot_rl.cli"),
-    "robot_rl.sims": ("robot_rl.policies", "robot_rl.loop", "robot_rl.transport", "robot_rl.cli"),
-    "robot_rl.hardware": ("robot_rl.policies", "robot_rl.loop", "robot_rl.transport", "robot_rl.cli"),
+                          "robot_rl.human_loop", "robot_rl.cli", "robot_rl.distill"),
+    "robot_rl.sims": ("robot_rl.policies", "robot_rl.loop", "robot_rl.transport", "robot_rl.cli", "robot_rl.distill"),
+    "robot_rl.hardware": ("robot_rl.policies", "robot_rl.loop", "robot_rl.transport", "robot_rl.cli",
+                          "robot_rl.distill"),
     "robot_rl.export": ("robot_rl.loop", "robot_rl.transport", "robot_rl.sims", "robot_rl.hardware",
                         "robot_rl.human_loop", "robot_rl.replay", "robot_rl.rewards", "robot_rl.cotrain",
-                        "robot_rl.data", "robot_rl.cli"),
+                        "robot_rl.data", "robot_rl.cli", "robot_rl.distill"),
+    # The loop trains with RL; distillation calls its evaluation, never the reverse.
+    "robot_rl.loop": ("robot_rl.distill",),
+    # Distillation reads a run (policy_io), rolls out tasks (sims), builds a small SAC actor (policies), scores it
+    # (loop.evaluate) and exports it (export); it never talks to robots, transports or the CLI.
+    "robot_rl.distill": ("robot_rl.transport", "robot_rl.hardware", "robot_rl.human_loop", "robot_rl.replay",
+                         "robot_rl.rewards", "robot_rl.cotrain", "robot_rl.data", "robot_rl.cli", "robot_rl.testing"),
     # Interop adapters build tasks through the registry (core, sims, config_io) and convert arrays, nothing more.
     "robot_rl.gym": ("robot_rl.loop", "robot_rl.transport", "robot_rl.policies", "robot_rl.hardware",
                      "robot_rl.human_loop", "robot_rl.cli", "robot_rl.testing"),

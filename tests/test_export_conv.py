@@ -194,7 +194,8 @@ def test_calibration_in_chunks_gives_the_same_code():
     whole = reference_forward(graph, [obs["image.top"]], obs["state"])
     chunked = calibrate(graph, [obs["image.top"]], obs["state"], chunk=8)
     for full, ranged in zip(whole.cameras[0] + whole.head_post, chunked.cameras[0] + chunked.head_post):
-        assert ranged.tolist() == [full.min(), full.max()]
+        # One batch of 37 or chunks of 8: BLAS may sum in another order (1 ulp), never more.
+        assert ranged.tolist() == pytest.approx([full.min(), full.max()], rel=1e-12, abs=1e-15)
     assert generate_int8_c(graph, whole, "p").source == generate_int8_c(graph, chunked, "p").source
 
 

@@ -6,7 +6,8 @@ docstrings are the ``--help`` text and whose ``run()`` does the work:
 - :mod:`.train`: ``train`` (the main job), ``eval`` (score a run, optionally record a video)
 - :mod:`.distributed`: ``learner`` / ``actor`` (the same run split across processes over ZeroMQ), ``keys``
 - :mod:`.info`: ``config`` (every config key of a task/algorithm pair with its meaning), ``tasks``, ``devices``
-- :mod:`.export`: ``export`` (ONNX, C); :mod:`.data`: ``data …``; :mod:`.reward`: ``reward …``
+- :mod:`.export`: ``export`` (ONNX, C); :mod:`.distill`: ``distill`` (a small student for C);
+  :mod:`.data`: ``data …``; :mod:`.reward`: ``reward …``
 - :mod:`.flow`: ``flow-sft`` (and the language tasks' scripted demonstrators)
 - :mod:`.deploy`: ``deploy``; :mod:`.record`: ``record``
 
@@ -25,6 +26,7 @@ import tyro
 from robot_rl.cli.base import Command
 from robot_rl.cli.data import DataArgs
 from robot_rl.cli.deploy import DeployArgs
+from robot_rl.cli.distill import DistillArgs
 from robot_rl.cli.distributed import ActorArgs, KeysArgs, LearnerArgs
 from robot_rl.cli.export import ExportArgs
 from robot_rl.cli.flow import FlowSFTArgs
@@ -51,6 +53,7 @@ VERBS: dict[str, type[Command]] = {
     "config": ConfigArgs,
     "tasks": TasksArgs,
     "export": ExportArgs,
+    "distill": DistillArgs,
     "devices": DevicesArgs,
     "data": DataArgs,
     "reward": RewardArgs,

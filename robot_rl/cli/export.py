@@ -20,7 +20,7 @@ class ExportArgs(Command):
     actors and pixel (conv-encoder) SAC actors as a header/source pair per variant (float32/, int8/, ...
     under --out), compiled with the host compiler and compared with torch on random and recorded
     observations; with arm-none-eabi-gcc
-    installed, also sized for Cortex-M4F/M7 at -Os. A report is written to <out>/EXPORT.md.
+    installed, also sized for Cortex-M4F/M7/M0+ at -Os. A report is written to <out>/EXPORT.md.
     """
 
     run_dir: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="RUN_DIR")]]
@@ -31,10 +31,11 @@ class ExportArgs(Command):
     """Directory to write the exported files and the report into."""
     name: str = "policy"
     """Name of the ONNX file, or the C prefix: <name>.h and <name>_forward (docs/export.md gives its signatures)."""
-    variants: tuple[Literal["float32", "int8", "int8_full"], ...] = ("float32", "int8")
+    variants: tuple[Literal["float32", "int8", "int8_full", "q15"], ...] = ("float32", "int8")
     """C variants to write (int8: per-channel-scaled int8 weights, about 4x less flash; int8_full: int8 weights
-    and activations, scales calibrated on the verification observations, error measured). Pixel policies:
-    float32 and int8_full."""
+    and activations, scales calibrated on the verification observations, error measured; q15: int16 fixed point
+    with no float in the forward pass, for FPU-less cores (Cortex-M0+/M3), formats calibrated likewise, error
+    bounded). Pixel policies: float32, int8_full and q15."""
     num_random: int = 1000
     """Random observations to verify on."""
     num_recorded: int = 1000

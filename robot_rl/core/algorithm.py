@@ -10,8 +10,9 @@ A :class:`Policy` lives in the actor. An actor process builds it alone from the 
 being rebuilt, so actors pick up new versions without stopping.
 
 Optional capabilities are Protocols checked with ``isinstance``: :class:`SupervisedLoss` (co-training,
-SFT), :class:`DeterministicActor` and :class:`MLPActor` (export), :class:`CriticPublisher` and
-:class:`ValueEstimator` (critics evaluated at the actor: the help gate's novelty and risk).
+SFT), :class:`DeterministicActor` and :class:`MLPActor` (export), :class:`SquashedActor` (distillation),
+:class:`CriticPublisher` and :class:`ValueEstimator` (critics evaluated at the actor: the help gate's novelty and
+risk).
 """
 
 from __future__ import annotations
@@ -168,6 +169,19 @@ class DeterministicActor(Protocol):
 
         The same numbers as ``act(obs, deterministic=True)[0]``; a pure function of ``obs`` (traceable).
         """
+        ...
+
+
+@runtime_checkable
+class SquashedActor(DeterministicActor, Protocol):
+    """A deterministic actor whose action is ``tanh(u)·scale + bias`` (``scale``, ``bias`` from the action bounds).
+
+    Distillation matches ``u``, the pre-squash action: where the action saturates at a bound, ``u`` still says how
+    far beyond it the actor wants to go, which a student cannot learn from the saturated action alone.
+    """
+
+    def pre_squash_action(self, obs: Obs) -> torch.Tensor:
+        """``u`` ``[B, *action_shape]``, with ``deterministic_action(obs) = tanh(u)·scale + bias``."""
         ...
 
 

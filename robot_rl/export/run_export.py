@@ -5,9 +5,10 @@ normaliser's statistics, some beyond its clip) and ``num_recorded`` recorded fro
 with the deterministic policy. ONNX is compared with torch through onnxruntime; C is compiled with the
 host compiler and compared with torch (float32: max abs error ≤ :data:`FLOAT32_TOL`; int8: each action
 within :func:`~robot_rl.export.quantize.int8_error_bound` + :data:`FLOAT32_TOL`; int8_full: calibrated on
-these observations, its error on them measured and reported). Pixel actors
-(:func:`~robot_rl.export.vision.extract_graph`) get float32 and int8_full. With ``arm-none-eabi-gcc`` on
-PATH the C is also built for Cortex-M4F and M7 at ``-Os`` and sized.
+these observations, its error on them measured and reported; q15: calibrated likewise, each action within
+:func:`~robot_rl.export.fixed_bound.q15_error_bound` + :data:`FLOAT32_TOL`). Pixel actors
+(:func:`~robot_rl.export.vision.extract_graph`) get float32, int8_full and q15. With ``arm-none-eabi-gcc`` on
+PATH the C is also built for Cortex-M4F, M7 and M0+ at ``-Os`` and sized.
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ from torch import nn
 from robot_rl.core.algorithm import Policy
 from robot_rl.core.config import TaskConfig
 from robot_rl.core.specs import EnvSpec
-from robot_rl.export.c_codegen import VARIANTS, Variant, check_name, generate_c
+from robot_rl.export.c_codegen import VARIANTS, CSources, Variant, check_name, generate_c
+from robot_rl.export.c_fixed import generate_q15_c
 from robot_rl.export.c_int8 import generate_int8_c
 from robot_rl.export.c_vision import generate_vision_c, size_main
+from robot_rl.export.fixed import build_plan, quantize
+from robot_rl.export.fixed_bound import q15_error_bound
 from robot_rl.export.graph import MLPGraph
 from robot_rl.export.int8_full import as_vision, calibrate
 from robot_rl.export.onnx_export import check_onnx, export_onnx
@@ -150,9 +154,9 @@ class VariantReport:
     max_abs_err: float
     tolerance: str
     bound_max: float | None = None
-    """int8: the largest per-action bound over the verification set."""
+    """int8, q15: the largest per-action bound over the verification set."""
     worst_err_over_bound: float | None = None
-    """int8: max over observations/actions of error / bound (≤ 1 means the bound held)."""
+    """int8, q15: max over observations/actions of error / bound (≤ 1 means the bound held)."""
     const_bytes: int = 0
     workspace_bytes: int = 0
     targets: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -240,7 +244,7 @@ def export_actor(policy: Policy, spec: EnvSpec, fmt: Literal["onnx", "c"], out_d
         graph = graph or extract_graph(policy, spec)
         report.architecture = describe(graph)
         for variant in variants:
-            if isinstance(graph, VisionGraph) or variant == "int8_full":
+            if isinstance(graph, VisionGraph) or variant in ("int8_full", "q15"):
                 if variant == "int8":
                     report.notes.append("no int8 (weight-only) variant for pixel policies: use int8_full")
                     continue
@@ -293,32 +297,65 @@ def _export_c_variant(graph: MLPGraph, name: str, variant: Variant, state: np.nd
 def _export_checked_api_variant(graph: VisionGraph, name: str, variant: Variant, obs: dict[str, np.ndarray],
                                 want: np.ndarray, out_dir: Path, targets: tuple[str, ...],
                                 report: ExportReport) -> VariantReport:
-    """A pixel actor (float32 or int8_full), or any actor as int8_full: the size-checked entry point.
+    """A pixel actor (float32, int8_full, q15), or any actor as int8_full or q15: the size-checked entry point.
 
-    int8_full's activation scales are calibrated on ``obs`` and its error on them is measured, not bounded.
+    int8_full's and q15's formats are calibrated on ``obs``; int8_full's error on them is measured, q15's also
+    checked against :func:`~robot_rl.export.fixed_bound.q15_error_bound`.
     """
     origin = report.checkpoint or "in-memory policy"
     images = [obs[cam.key] for cam in graph.cameras]
     state = obs["state"] if graph.state_dim else None
+    if variant == "q15":
+        return _export_q15(graph, name, images, state, want, out_dir, targets, origin)
     if variant == "float32":
         src = generate_vision_c(graph, name, "float32", origin=origin)
     else:
         src = generate_int8_c(graph, calibrate(graph, images, state), name, origin=origin)
+    got, sizes = _build_checked(src, graph, images, state, targets, "float")
+    err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max())
+    tolerance = (f"max abs err <= {FLOAT32_TOL:g}" if variant == "float32"
+                 else "measured on the calibration observations, no bound")
     h, c = write_sources(src, out_dir / variant)
+    vr = VariantReport(variant, [str(h), str(c)], err, tolerance, const_bytes=src.weight_bytes,
+                       workspace_bytes=src.workspace_bytes, targets=sizes)
+    if not np.isfinite(got).all() or (variant == "float32" and not err <= FLOAT32_TOL):
+        raise ExportVerificationError(f"{variant} C differs from torch by {err:.3g} ({tolerance})")
+    return vr
+
+
+def _build_checked(src: CSources, graph: VisionGraph, images: list[np.ndarray], state: np.ndarray | None,
+                   targets: tuple[str, ...], io_type: str) -> tuple[np.ndarray, dict[str, dict[str, Any]]]:
+    """Run ``src`` on the host for every observation, and size it per Cortex-M target."""
     with tempfile.TemporaryDirectory(prefix="robot_rl_export_") as tmp:
         build = Path(tmp)
         lib = build_vision_harness(src, build / "host", [int(np.prod(cam.image_shape)) for cam in graph.cameras],
                                    graph.state_dim, graph.act_dim)
         got = lib.forward(images, state)
-        sizes = {t: cross_compile(src, t, build, 0, graph.act_dim, main_source=size_main(graph, name)).to_dict()
+        main = size_main(graph, src.name, io_type)
+        sizes = {t: cross_compile(src, t, build, 0, graph.act_dim, main_source=main).to_dict()
                  for t in (targets if arm_available() else ())}
-    err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max())
-    tolerance = (f"max abs err <= {FLOAT32_TOL:g}" if variant == "float32"
-                 else "measured on the calibration observations, no bound")
-    vr = VariantReport(variant, [str(h), str(c)], err, tolerance, const_bytes=src.weight_bytes,
-                       workspace_bytes=src.workspace_bytes, targets=sizes)
-    if not np.isfinite(got).all() or (variant == "float32" and not err <= FLOAT32_TOL):
-        raise ExportVerificationError(f"{variant} C differs from torch by {err:.3g} ({tolerance})")
+    return got, sizes
+
+
+def _export_q15(graph: VisionGraph, name: str, images: list[np.ndarray], state: np.ndarray | None, want: np.ndarray,
+                out_dir: Path, targets: tuple[str, ...], origin: str) -> VariantReport:
+    """The fixed-point variant: calibrated, run with the state in its Q formats, checked against its bound."""
+    absmax = np.abs(state).max(axis=0) if state is not None else None
+    plan = build_plan(graph, calibrate(graph, images, state), absmax)
+    src = generate_q15_c(plan, name, origin=origin)
+    q_state = quantize(state, plan.state.frac[None, :]) if state is not None and plan.state is not None else None
+    got_q, sizes = _build_checked(src, graph, images, q_state, targets, "int16_t")
+    got = got_q.astype(np.float64) * 2.0**-plan.f_act
+    err = np.abs(got - want.astype(np.float64))
+    bound = q15_error_bound(plan, images, state)
+    h, c = write_sources(src, out_dir / "q15")
+    vr = VariantReport("q15", [str(h), str(c)], float(err.max()), "per action <= q15_error_bound + 1e-5",
+                       float(bound.max()), float((err / (bound + FLOAT32_TOL)).max()), src.weight_bytes,
+                       src.workspace_bytes, sizes)
+    over = err > bound + FLOAT32_TOL
+    if over.any():
+        raise ExportVerificationError(f"q15 C exceeds its error bound on {int(over.sum())} actions "
+                                      f"(worst {vr.worst_err_over_bound:.3g}x the bound)")
     return vr
 
 
@@ -339,12 +376,22 @@ def render_report(r: ExportReport) -> str:
                   f"- files: {', '.join(f'`{f}`' for f in v.files)}",
                   f"- host gcc vs torch: max abs err {v.max_abs_err:.3g} ({v.tolerance})"]
         if v.bound_max is not None:
-            lines.append(f"- int8 bound: largest {v.bound_max:.3g}; worst error/bound {v.worst_err_over_bound:.3g}")
+            lines.append(f"- {v.variant} error bound: largest {v.bound_max:.3g}; worst error/bound "
+                         f"{v.worst_err_over_bound:.3g}")
         lines.append(f"- constant data {v.const_bytes} B, static workspace {v.workspace_bytes} B")
         if v.targets:
             lines += ["", "| target (-Os) | flash B (.text+.rodata+.data) | + libm B | RAM B (.data+.bss+stack) "
-                          "| peak stack B |", "| --- | ---: | ---: | ---: | ---: |"]
+                          "| peak stack B | float routines called by the forward pass |",
+                      "| --- | ---: | ---: | ---: | ---: | --- |"]
             for t, s in v.targets.items():
                 ext = f" (+ frames of {', '.join(s['external_calls'])})" if s["external_calls"] else ""
-                lines.append(f"| {t} | {s['flash']} | {s['libm_flash']} | {s['ram']} | {s['stack']}{ext} |")
+                lines.append(f"| {t} | {s['flash']} | {s['libm_flash']} | {s['ram']} | {s['stack']}{ext} | "
+                             f"{_forward_float_calls(s['float_calls'])} |")
     return "\n".join(lines) + "\n"
+
+
+def _forward_float_calls(calls: dict[str, list[str]]) -> str:
+    """The float routines of a size report, outside q15's float conversion helpers (``-`` for none)."""
+    names = sorted({r for fn, rs in calls.items() if not fn.endswith(("_state_to_q15", "_action_from_q15"))
+                    for r in rs})
+    return ", ".join(names) if names else "-"

@@ -6,8 +6,11 @@
   and calls it through ctypes (so tests can also pass it wrong sizes).
 - :func:`cross_compile` builds the policy for a Cortex-M target with ``arm-none-eabi-gcc -Os`` and reports
   flash and RAM: the policy's own sections (``.text``, ``.rodata``, ``.data``, ``.bss``) plus what linking
-  it into a minimal newlib-nano image adds (libm's ``expf``/``tanhf``…), and the peak stack from GCC's
-  call graph (``-fcallgraph-info=su``).
+  it into a minimal newlib-nano image adds (libm's ``expf``/``tanhf``…), the peak stack from GCC's
+  call graph (``-fcallgraph-info=su``), and which functions call float routines (:func:`float_calls`:
+  on the FPU-less Cortex-M0+ every float operation is a soft-float call).
+- :func:`qemu_cost` builds ``examples/firmware`` around the policy and counts the instructions of one forward
+  pass under ``qemu-system-arm -icount`` (Cortex-M4, M7, and ARMv6-M code for the M0+).
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ from robot_rl.export.c_codegen import CSources
 
 HOST_CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic")
 
-#: ``arm-none-eabi-gcc`` flags per target (hard-float ABI; M7 with the single-precision FPv5 FPU).
+#: ``arm-none-eabi-gcc`` flags per target (M4F/M7: hard-float ABI, M7 with the single-precision FPv5 FPU;
+#: M0+: ARMv6-M (thumbv6m), no FPU, so float arithmetic is libgcc's soft-float routines).
 CORTEX_TARGETS: dict[str, tuple[str, ...]] = {
     "cortex-m4f": ("-mcpu=cortex-m4", "-mfpu=fpv4-sp-d16", "-mfloat-abi=hard"),
     "cortex-m7": ("-mcpu=cortex-m7", "-mfpu=fpv5-sp-d16", "-mfloat-abi=hard"),
+    "cortex-m0plus": ("-mcpu=cortex-m0plus", "-mfloat-abi=soft"),
 }
 ARM_GCC = "arm-none-eabi-gcc"
 
@@ -161,6 +166,8 @@ class VisionHarness:
     """Bytes of each camera's image, in the entry point's order (sorted camera keys)."""
     state_dim: int
     act_dim: int
+    io_dtype: type = np.float32
+    """Element type of state and action (``np.int16`` for the q15 variant)."""
 
     def call(self, images: Sequence[np.ndarray | None], state: np.ndarray | None, action: np.ndarray | None,
              sizes: Sequence[int] | None = None) -> int:
@@ -176,15 +183,18 @@ class VisionHarness:
         return int(fn(*args))
 
     def forward(self, images: Sequence[np.ndarray], state: np.ndarray | None) -> np.ndarray:
-        """Each row: ``images`` ``[N, H, W, C]`` uint8 per camera, ``state`` ``[N, D]`` → ``[N, act_dim]`` float32."""
+        """Each row: ``images`` ``[N, H, W, C]`` uint8 per camera, ``state`` ``[N, D]`` → ``[N, act_dim]``.
+
+        State and action are of :attr:`io_dtype`.
+        """
         cams = [np.ascontiguousarray(im, dtype=np.uint8) for im in images]
         for im, nbytes in zip(cams, self.image_bytes):
             if im[0].nbytes != nbytes:
                 raise ValueError(f"{self.name}: an image of {list(im.shape[1:])} ({im[0].nbytes} bytes), the policy "
                                  f"takes {nbytes} bytes")
         n = len(cams[0]) if cams else len(state if state is not None else [])
-        st = np.ascontiguousarray(state, dtype=np.float32) if self.state_dim else None
-        out = np.empty((n, self.act_dim), np.float32)
+        st: np.ndarray | None = np.ascontiguousarray(state, dtype=self.io_dtype) if self.state_dim else None
+        out: np.ndarray = np.empty((n, self.act_dim), self.io_dtype)
         for k in range(n):
             rc = self.call([c[k] for c in cams], st[k] if st is not None else None, out[k])
             if rc != 0:
@@ -194,11 +204,12 @@ class VisionHarness:
 
 def build_vision_harness(src: CSources, build_dir: Path, image_bytes: list[int], state_dim: int,
                          act_dim: int) -> VisionHarness:
-    """Compile ``src`` (a pixel policy) into a host shared library and load it."""
+    """Compile ``src`` (a size-checked entry point: pixel, int8_full or q15) into a host shared library and load it."""
     _, c = write_sources(src, build_dir)
     lib = build_dir / f"lib{src.name}.so"
     _run([host_compiler(), *HOST_CFLAGS, "-shared", "-fPIC", "-I", str(build_dir), "-o", str(lib), str(c), "-lm"])
-    return VisionHarness(ctypes.CDLL(str(lib)), src.name, image_bytes, state_dim, act_dim)
+    return VisionHarness(ctypes.CDLL(str(lib)), src.name, image_bytes, state_dim, act_dim,
+                         np.int16 if src.variant == "q15" else np.float32)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,6 +233,8 @@ class TargetSize:
     (``expf``, ``tanhf``, … and their helpers)."""
     external_calls: list[str] = field(default_factory=list)
     """Functions outside the policy it calls (libm); their frames are not in ``stack``."""
+    float_calls: dict[str, list[str]] = field(default_factory=dict)
+    """Per function of the object, the soft-float and libm float routines it calls (:func:`float_calls`)."""
 
     @property
     def flash(self) -> int:
@@ -329,4 +342,94 @@ def cross_compile(src: CSources, target: str, build_dir: Path, obs_dim: int, act
         images[tag] = s["text"] + s["rodata"] + s["data"]
     own = sizes["text"] + sizes["rodata"] + sizes["data"]
     libm = max(0, images["with"] - images["without"] - own)
-    return TargetSize(target, sizes["text"], sizes["rodata"], sizes["data"], sizes["bss"], stack, libm, external)
+    return TargetSize(target, sizes["text"], sizes["rodata"], sizes["data"], sizes["bss"], stack, libm, external,
+                      float_calls(obj))
+
+
+#: libgcc's soft-float routines (``__aeabi_fadd``, ``__aeabi_i2f``, ``__addsf3``, …) and libm's float functions.
+_FLOAT_ROUTINE = re.compile(r"^__aeabi_(?:[fd][a-z0-9]+|u?[il]2[fd]|ul2[fd])$|^__(?:add|sub|mul|div|neg)[sd]f3$"
+                            r"|^__float\w*[sd]f$|^__fix\w*[sd]f\w*$|^__(?:extend|trunc)\w*[sd]f2$"
+                            r"|^__(?:eq|ne|lt|le|gt|ge|un|cmp)[sd]f2$"
+                            r"|^(?:exp|expm1|tanh|erf|sqrt|floor|fmin|fmax|log|pow)f?$")
+
+
+def float_calls(obj: Path) -> dict[str, list[str]]:
+    """``{function: [float routines it calls]}`` of an object built with ``-ffunction-sections``.
+
+    Read from its relocations; a static function inlined into its caller counts as the caller.
+    """
+    listing = _run(["arm-none-eabi-objdump", "-r", str(obj)])
+    calls: dict[str, set[str]] = {}
+    section = ""
+    for line in listing.splitlines():
+        m = re.match(r"RELOCATION RECORDS FOR \[\.text\.([^\]]+)\]", line)
+        if m or line.startswith("RELOCATION RECORDS FOR"):
+            section = m.group(1) if m else ""
+            continue
+        parts = line.split()
+        if section and len(parts) == 3 and _FLOAT_ROUTINE.match(parts[2]):
+            calls.setdefault(section, set()).add(parts[2])
+    return {fn: sorted(v) for fn, v in sorted(calls.items())}
+
+
+# ---------------------------------------------------------------------------------------------
+# Instructions per forward pass under QEMU (examples/firmware/src/bench_qemu.c)
+# ---------------------------------------------------------------------------------------------
+
+#: Firmware board and QEMU machine per target. QEMU has no Cortex-M0+ machine with more than 16 KB of RAM, so the
+#: ARMv6-M binary (``-mcpu=cortex-m0plus``, soft float) runs on the AN385's Cortex-M3: v6-M is a subset of v7-M,
+#: the same instructions execute, and the count is the M0+'s (its cycles per instruction are not modelled).
+QEMU_BOARDS: dict[str, tuple[str, str]] = {"cortex-m4f": ("mps2_an386", "mps2-an386"),
+                                          "cortex-m7": ("mps2_an500", "mps2-an500"),
+                                          "cortex-m0plus": ("mps2_an385_v6m", "mps2-an385")}
+FIRMWARE_DIR = Path(__file__).resolve().parents[2] / "examples" / "firmware"
+
+
+@dataclass
+class QemuCost:
+    """One forward pass on an emulated Cortex-M: instructions (``-icount``), painted stack, the action computed."""
+
+    target: str
+    board: str
+    instructions: int
+    stack: int
+    action: list[int]
+    """The words the firmware printed: float32 bits, or the int16 values of a q15 policy."""
+
+
+def qemu_available() -> bool:
+    """``arm-none-eabi-gcc``, ``cmake`` and ``qemu-system-arm`` (Debian: gcc-arm-none-eabi cmake qemu-system-arm)."""
+    return arm_available() and shutil.which("cmake") is not None and shutil.which("qemu-system-arm") is not None
+
+
+def qemu_cost(policy_dir: Path, target: str, build_dir: Path, name: str = "policy", checked_api: bool = False,
+              reps: int = 20, opt: str = "-Os", timeout: float = 600.0, firmware_dir: Path = FIRMWARE_DIR) -> QemuCost:
+    """Build ``examples/firmware``'s ``bench_qemu.c`` around ``policy_dir/<name>.c`` for ``target`` and run it.
+
+    ``checked_api``: the policy has the size-checked entry point (pixel float32, int8_full, q15; the firmware feeds
+    it one camera frame and the state) rather than the MLP's ``forward(obs, action)``. ``reps`` forward passes
+    are timed (SysTick under ``-icount shift=0``, calibrated in the same run). ``opt``: the policy source's
+    optimisation flag (the firmware's ``POLICY_OPT``).
+    """
+    if target not in QEMU_BOARDS:
+        raise ValueError(f"no QEMU board for {target!r}; valid: {', '.join(QEMU_BOARDS)}")
+    if not qemu_available():
+        raise ToolchainError("instruction counts need arm-none-eabi-gcc, cmake and qemu-system-arm (apt-get install "
+                             "gcc-arm-none-eabi libnewlib-arm-none-eabi cmake qemu-system-arm)")
+    if not (firmware_dir / "CMakeLists.txt").is_file():
+        raise ToolchainError(f"no firmware example at {firmware_dir} (it ships in the repository, not the package)")
+    board, machine = QEMU_BOARDS[target]
+    build = build_dir / f"fw-{board}{opt}"
+    _run(["cmake", "-S", str(firmware_dir), "-B", str(build),
+          f"-DCMAKE_TOOLCHAIN_FILE={firmware_dir / 'cmake' / 'arm-none-eabi.cmake'}", f"-DPOLICY_DIR={policy_dir}",
+          f"-DPOLICY_NAME={name}", f"-DBOARD={board}", f"-DPOLICY_API={'checked' if checked_api else 'plain'}",
+          f"-DBENCH_REPS={reps}", f"-DPOLICY_OPT={opt}"])
+    _run(["cmake", "--build", str(build)])
+    proc = subprocess.run(["qemu-system-arm", "-M", machine, "-nographic", "-icount", "shift=0", "-semihosting",
+                           "-kernel", str(build / "policy_fw.elf")], capture_output=True, text=True, timeout=timeout)
+    text = proc.stdout + proc.stderr  # semihosting output goes to stderr
+    fields = dict(kv.split("=", 1) for kv in text.split() if "=" in kv)
+    if "insn_per_forward" not in fields or fields.get("rc", "0") != "0":
+        raise ToolchainError(f"the firmware on {machine} did not report a forward pass:\n{text[-2000:]}")
+    return QemuCost(target, board, int(fields["insn_per_forward"]), int(fields["stack_bytes"]),
+                    [int(w, 16) for w in fields["action"].split(",")])

@@ -155,6 +155,14 @@ class SACPolicy(Policy):
         mean, _ = self.gaussian(self.encode(obs))
         return (torch.tanh(mean) * self.action_scale + self.action_bias).reshape(-1, *self.action_shape)
 
+    def pre_squash_action(self, obs: Obs) -> torch.Tensor:
+        """``μ(s)`` → ``[N, *action_shape]``, the mean before ``tanh`` (distillation matches it).
+
+        :class:`~robot_rl.core.algorithm.SquashedActor`: ``deterministic_action = tanh(μ)·scale + bias``.
+        """
+        mean, _ = self.gaussian(self.encode(obs))
+        return mean.reshape(-1, *self.action_shape)
+
     def mlp_parts(self) -> MLPActorParts | None:
         """Normaliser, head (its first ``|A|`` rows are μ) and ``tanh_scale``; ``None`` with a CNN encoder."""
         enc = self.encoder

@@ -5,14 +5,18 @@
  * CPU clocks at CPU_HZ) measures instructions. The ratio instructions/tick is calibrated in the same run
  * with a loop of known length (2 instructions per iteration), so no clock frequency is assumed.
  * Peak stack: the stack below the current frame is painted, the policy runs, the untouched paint is counted.
- * Output (semihosting): "insn_per_forward=<n> stack_bytes=<n> action=<hex float bits>..." then exit.
+ * Inputs: obs/state[i] = 0.25 (((7 i) mod 11) - 5) (q15: the int16 1000 (((7 i) mod 11) - 5)); camera frame
+ * byte p = (37 p + 11) mod 256. Output (semihosting): "insn_per_forward=<n> stack_bytes=<n> ... rc=<status>
+ * action=<hex float bits, or the int16 values of a q15 policy>,..." then exit.
  */
 #include <stdint.h>
 
-#include "cortex_m.h"
-#include POLICY_HEADER
+#include "policy_call.h"
 
-#define REPS 20u
+#ifndef BENCH_REPS
+#define BENCH_REPS 20u
+#endif
+#define REPS BENCH_REPS
 #define PAINT_WORDS 2048u
 #define PAINT 0xC5C5C5C5u
 
@@ -54,10 +58,16 @@ static uint32_t elapsed(uint32_t start)
 
 static void __attribute__((noinline)) spin(uint32_t n)
 {
+#if __ARM_ARCH_ISA_THUMB == 1 /* ARMv6-M: GCC reads Thumb-1 inline asm in divided syntax (sub sets flags) */
+    __asm volatile("1: sub %0, #1\n\tbne 1b" : "+r"(n) : : "cc");
+#else
     __asm volatile("1: subs %0, %0, #1\n\tbne 1b" : "+r"(n) : : "cc");
+#endif
 }
 
-static float obs[FW_OBS_DIM], action[FW_ACTION_DIM];
+static fw_io_t obs[FW_OBS_LEN], action[FW_ACTION_DIM];
+static unsigned char frame[FW_FRAME_BYTES];
+static int rc;
 
 static uint32_t __attribute__((noinline)) stack_probe(void)
 {
@@ -68,7 +78,7 @@ static uint32_t __attribute__((noinline)) stack_probe(void)
     for (i = 1; i <= PAINT_WORDS; ++i) {
         p[-(int32_t)i] = PAINT;
     }
-    FW_FORWARD(obs, action);
+    rc |= fw_forward(frame, obs, action);
     for (i = PAINT_WORDS; i >= 1 && p[-(int32_t)i] == PAINT; --i) {
         untouched++;
     }
@@ -79,8 +89,15 @@ int main(void)
 {
     uint32_t i, t, calib_ticks, fwd_ticks = 0, stack;
     const uint32_t calib_iters = 200000u;
-    for (i = 0; i < FW_OBS_DIM; ++i) {
+    for (i = 0; i < FW_OBS_LEN; ++i) {
+#if FW_IS_Q15
+        obs[i] = (int16_t)(1000 * ((int32_t)((i * 7u) % 11u) - 5));
+#else
         obs[i] = 0.25f * (float)((int32_t)((i * 7u) % 11u) - 5);
+#endif
+    }
+    for (i = 0; i < FW_FRAME_BYTES; ++i) {
+        frame[i] = (unsigned char)((37u * i + 11u) & 0xFFu);
     }
     SYST_RVR = 0x00FFFFFFu;
     SYST_CVR = 0;
@@ -89,10 +106,10 @@ int main(void)
     t = SYST_CVR;
     spin(calib_iters);
     calib_ticks = elapsed(t);
-    FW_FORWARD(obs, action); /* warm-up: nothing is cached under QEMU, but keep the runs identical */
+    rc |= fw_forward(frame, obs, action); /* warm-up: nothing is cached under QEMU, but keep the runs identical */
     for (i = 0; i < REPS; ++i) {
         t = SYST_CVR;
-        FW_FORWARD(obs, action);
+        rc |= fw_forward(frame, obs, action);
         fwd_ticks += elapsed(t);
     }
     stack = stack_probe();
@@ -106,11 +123,17 @@ int main(void)
     put_uint(fwd_ticks / REPS, 10);
     put_str(" calib_ticks=");
     put_uint(calib_ticks, 10);
+    put_str(" rc=");
+    put_uint((uint32_t)(rc != FW_RC_OK), 10);
     put_str(" action=");
     for (i = 0; i < FW_ACTION_DIM; ++i) {
+#if FW_IS_Q15
+        put_uint((uint16_t)action[i], 16);
+#else
         union { float f; uint32_t u; } bits;
         bits.f = action[i];
         put_uint(bits.u, 16);
+#endif
         put_str(i + 1 < FW_ACTION_DIM ? "," : "\n");
     }
     semihost(0x04, line);                     /* SYS_WRITE0 */

@@ -1,4 +1,5 @@
-/* Minimal Cortex-M start-up shared by every board: vector table, .data/.bss set-up, FPU on, main(). */
+/* Minimal Cortex-M start-up shared by every board: vector table, .data/.bss set-up, FPU on (when there is one),
+   main(). */
 #include <stdint.h>
 
 extern uint32_t _estack, _sidata, _sdata, _edata, _sbss, _ebss;
@@ -29,9 +30,11 @@ void Reset_Handler(void)
     for (dst = &_sbss; dst < &_ebss;) {
         *dst++ = 0;
     }
+#if defined(__ARM_FP)
     /* Full access to the FPU (CP10, CP11) before any float instruction runs. */
     *(volatile uint32_t *)0xE000ED88u |= 0xFu << 20;
     __asm volatile("dsb\n\tisb");
+#endif
     main();
     for (;;) {
     }

@@ -1,0 +1,104 @@
+"""Closed-loop success of a distilled student's exported C, next to torch, on the same episodes.
+
+    python examples/distill_reach_pixels.py --out runs/distill_reach_pixels      # the student (about 12 min)
+    python benchmarks/distill_c_closed_loop.py runs/distill_reach_pixels          # this, about 1 min
+
+The student's float32 and int8_full C are generated as `robot-rl export` generates them, compiled for the host and
+run through ctypes as the policy of the student's task: 100 episodes each, the evaluation seed of
+`robot-rl distill`. int8_full is calibrated twice: on recorded observations only (what `robot-rl distill` exports
+with), and on 200 random + 200 recorded (`robot-rl export`'s mix at these counts). Also prints the max and mean
+|C − torch| on 400 held-out recorded observations. Writes benchmarks/results/distill_c_closed_loop.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from robot_rl.core.algorithm import Policy
+from robot_rl.core.transition import Obs
+from robot_rl.export.c_int8 import generate_int8_c
+from robot_rl.export.c_vision import generate_vision_c
+from robot_rl.export.int8_full import calibrate
+from robot_rl.export.run_export import load_actor, random_observations, recorded_observations, torch_actions
+from robot_rl.export.toolchain import VisionHarness, build_vision_harness
+from robot_rl.export.vision import VisionGraph, extract_graph
+from robot_rl.loop.evaluate import evaluate
+
+
+class CPolicy(Policy):
+    """A compiled C policy (host shared library) behind the Policy interface."""
+
+    def __init__(self, lib: VisionHarness, graph: VisionGraph, action_shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.lib, self.graph, self.action_shape = lib, graph, action_shape
+
+    def act(self, obs: Obs, deterministic: bool = True) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        images = [obs[cam.key].numpy() for cam in self.graph.cameras]
+        state = obs["state"].numpy() if self.graph.state_dim else None
+        action = np.asarray(self.lib.forward(images, state), dtype=np.float32)
+        return torch.from_numpy(action).reshape(-1, *self.action_shape), {}
+
+
+def main() -> None:
+    """Evaluate torch, float32 C and int8_full C (two calibrations) in closed loop; print and save."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run", type=Path, help="a student run directory of `robot-rl distill`")
+    ap.add_argument("--episodes", type=int, default=100)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    loaded = load_actor(args.run)
+    policy, spec = loaded.policy, loaded.spec
+    graph = extract_graph(policy, spec)
+    if not isinstance(graph, VisionGraph):
+        raise SystemExit("this benchmark takes a pixel student")
+    recorded = recorded_observations(loaded, 400, 0)
+    mixed = {k: np.concatenate([random_observations(spec, policy, 200, 0)[k], recorded[k][:200]]) for k in recorded}
+    held = recorded_observations(loaded, 400, 7)
+    variants = {"float32 C": generate_vision_c(graph, "policy", "float32"),
+                "int8_full C, calibrated on 400 recorded": _int8(graph, recorded),
+                "int8_full C, calibrated on 200 random + 200 recorded": _int8(graph, mixed)}
+    results: dict[str, Any] = {"run": str(args.run), "episodes": args.episodes}
+    results["torch"] = _score(policy, loaded.task, args.episodes)
+    with tempfile.TemporaryDirectory(prefix="distill_c_") as tmp:
+        for i, (name, src) in enumerate(variants.items()):
+            # One directory per variant: dlopen of a path already loaded would return the first library.
+            lib = build_vision_harness(src, Path(tmp) / f"v{i}",
+                                       [int(np.prod(c.image_shape)) for c in graph.cameras], graph.state_dim,
+                                       graph.act_dim)
+            got = lib.forward([held[c.key] for c in graph.cameras], held["state"] if graph.state_dim else None)
+            err = np.abs(np.asarray(got, dtype=np.float64) - torch_actions(policy, held))
+            results[name] = {**_score(CPolicy(lib, graph, tuple(spec.action.shape)), loaded.task, args.episodes),
+                             "max_abs_err": float(err.max()), "mean_abs_err": float(err.mean()),
+                             "const_bytes": src.weight_bytes, "workspace_bytes": src.workspace_bytes}
+    for name, r in results.items():
+        if isinstance(r, dict):
+            extra = (f", |C - torch| max {r['max_abs_err']:.3g} mean {r['mean_abs_err']:.3g}"
+                     if "max_abs_err" in r else "")
+            print(f"{name:55s} success {r['success_rate']:.2f}, length {r['mean_length']:.1f}{extra}")
+    out = Path(__file__).parent / "results" / "distill_c_closed_loop.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+
+
+def _int8(graph: VisionGraph, obs: dict[str, np.ndarray]) -> Any:
+    images = [obs[cam.key] for cam in graph.cameras]
+    return generate_int8_c(graph, calibrate(graph, images, obs["state"] if graph.state_dim else None), "policy")
+
+
+def _score(policy: Policy, task: Any, episodes: int) -> dict[str, float]:
+    env = task.make("cpu", 12345, num_envs=min(50, episodes))  # robot-rl distill's evaluation episodes
+    try:
+        return evaluate(policy, env, episodes, seed=12345).as_dict()
+    finally:
+        env.close()
+
+
+if __name__ == "__main__":
+    main()
