@@ -285,3 +285,18 @@ def generate_c(graph: MLPGraph, name: str, variant: Variant = "float32", origin:
     header = _header(graph, name, preamble, data.nbytes, workspace)
     source = _source(graph, name, variant, preamble, data, calls)
     return CSources(name, variant, header, source, data.nbytes, workspace)
+
+
+def used_kernels(table: dict[str, str], name: str, body: str) -> str:
+    """The kernels of ``table`` (in dependency order) that ``body`` calls, and those they call.
+
+    Each kernel is a format string over ``{n}`` (the policy's name); an unused static function would fail
+    ``-Werror``, so only what is called is emitted.
+    """
+    text, used = body, []
+    for key in reversed(list(table)):
+        if f"{name}_{key}(" in text:
+            code = table[key].format(n=name)
+            used.append(code)
+            text += code
+    return "\n".join(reversed(used))

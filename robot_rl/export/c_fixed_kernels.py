@@ -13,6 +13,8 @@ the 32×32→64 products of the keypoints and the divisions into libgcc's intege
 
 from __future__ import annotations
 
+from robot_rl.export.c_codegen import used_kernels
+
 SAT = """/* int16 saturation with a lower limit (-32768, or 0 for a fused ReLU). */
 static int16_t {n}_sat(int64_t v, int32_t lo)
 {{
@@ -249,11 +251,5 @@ KERNELS = {"sat": SAT, "shr": SHR, "rdiv": RDIV, "isqrt": ISQRT, "conv": CONV, "
 
 
 def kernels(name: str, body: str) -> str:
-    """The kernels ``body`` calls, and those they call (unused static functions would fail ``-Werror``)."""
-    text, used = body, []
-    for key in reversed(list(KERNELS)):
-        if f"{name}_{key}(" in text:
-            code = KERNELS[key].format(n=name)
-            used.append(code)
-            text += code
-    return "\n".join(reversed(used))
+    """The q15 kernels ``body`` calls, and those they call."""
+    return used_kernels(KERNELS, name, body)

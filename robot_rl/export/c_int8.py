@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from robot_rl.export.c_codegen import CSources, _ConstData, _f, check_name
+from robot_rl.export.c_codegen import CSources, _ConstData, _f, check_name, used_kernels
 from robot_rl.export.c_vision import _checks, _header, _signature, _state_lines
 from robot_rl.export.int8_full import QParams, Trace, activation_table, requant_multiplier
 from robot_rl.export.quantize import quantize_rows
@@ -195,14 +195,8 @@ _KERNELS = {"requant": _REQUANT, "sat": _SAT, "quant": _QUANT, "conv": _CONV, "d
 
 
 def _kernels(name: str, body: str) -> str:
-    """The kernels ``body`` calls, and those they call (unused static functions would fail ``-Werror``)."""
-    text, used = body, []
-    for key in reversed(list(_KERNELS)):
-        if f"{name}_{key}(" in text:
-            code = _KERNELS[key].format(n=name)
-            used.append(code)
-            text += code
-    return "\n".join(reversed(used))
+    """The int8 kernels ``body`` calls, and those they call."""
+    return used_kernels(_KERNELS, name, body)
 
 
 class _Int8Emitter:
