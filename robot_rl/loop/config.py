@@ -19,6 +19,7 @@ from robot_rl.loop.jsrl import JSRLConfig
 from robot_rl.loop.offline_phase import OfflineConfig
 from robot_rl.rewards.train_config import EnvRole, RewardModelsConfig
 from robot_rl.transport.config import InprocTransportConfig
+from robot_rl.twin.run_config import TwinRunConfig
 from robot_rl.viz.config import VizConfig
 
 if TYPE_CHECKING:
@@ -154,6 +155,9 @@ class TrainConfig:
     jsrl: JSRLConfig = field(default_factory=JSRLConfig)
     """Jump-start RL: a guide policy acts first in each episode and hands over earlier as the learner succeeds
     (``jsrl.guide=RUN_DIR`` or ``offline``; docs/offline-to-online.md)."""
+    twin: TwinRunConfig = field(default_factory=TwinRunConfig)
+    """Train in a twin fitted by `robot-rl twin fit` (``twin.file=twin.json``), and refit it from the real robot's
+    episodes while training (``twin.refit_every``; docs/real2sim.md); off by default."""
 
     def make_env(self, device: Any, seed: int, num_envs: int | None = None, role: EnvRole = "train") -> VecEnv:
         """The task's env as this run's policy meets it: with the ``reward`` section applied.
@@ -161,7 +165,12 @@ class TrainConfig:
         ``role="train"``: the reward models wrap it; ``"eval"``: only the policy's observation keys (evaluation
         scores the env's own success).
         """
-        env = self.task.make(device, seed, num_envs=num_envs)
+        task = self.task
+        if self.twin.active:
+            from robot_rl.twin.in_training import twin_task
+
+            task = twin_task(task, self.twin)
+        env = task.make(device, seed, num_envs=num_envs)
         if not self.reward.active:
             return env
         try:

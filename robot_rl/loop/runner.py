@@ -159,6 +159,16 @@ class InProcessRunner:
             self._offline_phase()
         if cfg.jsrl.guide is not None:
             self._attach_jsrl()
+        self.twin_refitter: Any = None
+        if cfg.twin.refit_every and self.is_main:
+            if self.remote:
+                raise ConfigError("twin.refit_every moves the training envs to each new fit, so it needs them in "
+                                  "this process: with actor processes, refit with `robot-rl twin fit` and restart "
+                                  "the actors with the new file (twin.file=…)")
+            from robot_rl.twin.in_training import TwinRefitter
+
+            self.twin_refitter = TwinRefitter(cfg.twin, cfg.task, list(self.envs), self.run_dir)
+            context.on_close(self.twin_refitter.close)
 
     def close(self) -> None:
         """Release the envs, the transport and ``train.log`` of a runner that is not trained (``train`` does it)."""
@@ -372,6 +382,8 @@ class InProcessRunner:
             log.info("transport: %s", transport_summary(net))
         self.runlog.scalars(metrics, step, prefix="train/")
         self.runlog.scalars(pop_summaries(self.envs), step, prefix="randomize/")
+        if self.twin_refitter is not None:
+            self.runlog.scalars(self.twin_refitter.poll(), step, prefix="twin/")
         self.runlog.scalars(pop_reward_terms(self.envs), step, prefix="reward/")
         guides = [a.guide.pop_metrics() for a in self.actors if a.guide is not None]
         if guides:

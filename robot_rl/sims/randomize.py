@@ -137,6 +137,20 @@ class RandomizedVecEnv(VecEnvWrapper):
 
     # ---- sampling -----------------------------------------------------------------------------
 
+    def retarget(self, cfg: RandomizeConfig) -> None:
+        """New ranges (a refitted twin), taken by each world at its next episode start.
+
+        The parameters and their elements must be the ones randomised already (their nominal values were read
+        at construction), and the observation's delay and noise stay as they are.
+        """
+        old = {k: r.indices for k, r in self.cfg.params.items()}
+        new = {k: r.indices for k, r in cfg.params.items()}
+        if old != new or cfg.obs_delay != self.cfg.obs_delay or cfg.obs_noise != self.cfg.obs_noise:
+            raise ConfigError(f"retarget changes what is randomised ({sorted(old)} -> {sorted(new)}, or the "
+                              "observation delay or noise): only the ranges may change during a run")
+        self.cfg = cfg
+        self.action_delay = self.action_delay.clamp(max=cfg.action_delay[1])  # the history is cut to the new depth
+
     def _uniform(self, low: float, high: float, shape: tuple[int, ...]) -> torch.Tensor:
         return low + (high - low) * torch.rand(shape, generator=self.generator, device=self.device)
 
@@ -231,6 +245,9 @@ class RandomizedVecEnv(VecEnvWrapper):
             return action
         if self._action_hist is None:
             self._action_hist = action.unsqueeze(0).repeat(depth, *([1] * action.dim()))
+        elif self._action_hist.shape[0] != depth:  # retargeted: keep the newest, repeat the oldest to deepen
+            kept = self._action_hist[:depth]
+            self._action_hist = torch.cat([kept, kept[-1:].expand(depth - kept.shape[0], *kept.shape[1:])])
         hist = torch.cat([action.unsqueeze(0), self._action_hist[:-1]])
         fill = action.unsqueeze(0).expand_as(hist)
         hist = torch.where(self._episode_start.view(1, -1, *([1] * (action.dim() - 1))), fill, hist)

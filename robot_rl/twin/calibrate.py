@@ -99,6 +99,7 @@ def calibrate(cfg: TwinFitConfig, progress: ProgressFn | None = None) -> tuple[T
         rep.close()
     settings: dict[str, Any] = {**asdict(cfg.fit), "params": cfg.params, "scale_range": list(cfg.scale_range),
                                 "max_delay": cfg.max_delay, "k": cfg.k, "task_overrides": list(cfg.task_overrides),
+                                "max_steps": cfg.max_steps,
                                 "replayed_steps": int(logs.lengths.sum()), "skipped_episodes": logs.skipped}
     report = report_from_fit(result, cfg.task, str(cfg.episodes), control_hz(task), logs.episode_ids, settings)
     if cfg.out is not None:
