@@ -6,7 +6,8 @@
 The student's float32 and int8_full C are generated as `robot-rl export` generates them, compiled for the host and
 run through ctypes as the policy of the student's task: 100 episodes each, the evaluation seed of
 `robot-rl distill`. int8_full is calibrated twice: on recorded observations only (what `robot-rl distill` exports
-with), and on 200 random + 200 recorded (`robot-rl export`'s mix at these counts). Also prints the max and mean
+with), and on 200 random + 200 recorded (`robot-rl export`'s mix at these counts); q15 (fixed point) is
+calibrated on the recorded observations and fed the state in its Q formats. Also prints the max and mean
 |C − torch| on 400 held-out recorded observations. Writes benchmarks/results/distill_c_closed_loop.json.
 """
 
@@ -23,8 +24,10 @@ import torch
 
 from robot_rl.core.algorithm import Policy
 from robot_rl.core.transition import Obs
+from robot_rl.export.c_fixed import generate_q15_c
 from robot_rl.export.c_int8 import generate_int8_c
 from robot_rl.export.c_vision import generate_vision_c
+from robot_rl.export.fixed import FixedPlan, build_plan, quantize
 from robot_rl.export.int8_full import calibrate
 from robot_rl.export.run_export import load_actor, random_observations, recorded_observations, torch_actions
 from robot_rl.export.toolchain import VisionHarness, build_vision_harness
@@ -35,15 +38,23 @@ from robot_rl.loop.evaluate import evaluate
 class CPolicy(Policy):
     """A compiled C policy (host shared library) behind the Policy interface."""
 
-    def __init__(self, lib: VisionHarness, graph: VisionGraph, action_shape: tuple[int, ...]) -> None:
+    def __init__(self, lib: VisionHarness, graph: VisionGraph, action_shape: tuple[int, ...],
+                 plan: FixedPlan | None = None) -> None:
         super().__init__()
-        self.lib, self.graph, self.action_shape = lib, graph, action_shape
+        self.lib, self.graph, self.action_shape, self.plan = lib, graph, action_shape, plan
 
     def act(self, obs: Obs, deterministic: bool = True) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         images = [obs[cam.key].numpy() for cam in self.graph.cameras]
-        state = obs["state"].numpy() if self.graph.state_dim else None
-        action = np.asarray(self.lib.forward(images, state), dtype=np.float32)
-        return torch.from_numpy(action).reshape(-1, *self.action_shape), {}
+        action = self.forward(images, obs["state"].numpy() if self.graph.state_dim else None)
+        return torch.from_numpy(action.astype(np.float32)).reshape(-1, *self.action_shape), {}
+
+    def forward(self, images: list[np.ndarray], state: np.ndarray | None) -> np.ndarray:
+        """Float actions; a q15 library gets the state in its Q formats and returns actions in Q(f_act)."""
+        if self.plan is None:
+            return np.asarray(self.lib.forward(images, state), dtype=np.float64)
+        q_state = quantize(state, self.plan.state.frac[None, :]) \
+            if state is not None and self.plan.state is not None else None
+        return np.asarray(self.lib.forward(images, q_state), dtype=np.float64) * 2.0**-self.plan.f_act
 
 
 def main() -> None:
@@ -61,20 +72,25 @@ def main() -> None:
     recorded = recorded_observations(loaded, 400, 0)
     mixed = {k: np.concatenate([random_observations(spec, policy, 200, 0)[k], recorded[k][:200]]) for k in recorded}
     held = recorded_observations(loaded, 400, 7)
-    variants = {"float32 C": generate_vision_c(graph, "policy", "float32"),
-                "int8_full C, calibrated on 400 recorded": _int8(graph, recorded),
-                "int8_full C, calibrated on 200 random + 200 recorded": _int8(graph, mixed)}
+    state = recorded["state"] if graph.state_dim else None
+    plan = build_plan(graph, calibrate(graph, [recorded[c.key] for c in graph.cameras], state),
+                      np.abs(state).max(axis=0) if state is not None else None)
+    variants = {"float32 C": (generate_vision_c(graph, "policy", "float32"), None),
+                "int8_full C, calibrated on 400 recorded": (_int8(graph, recorded), None),
+                "int8_full C, calibrated on 200 random + 200 recorded": (_int8(graph, mixed), None),
+                "q15 C, calibrated on 400 recorded": (generate_q15_c(plan, "policy"), plan)}
     results: dict[str, Any] = {"run": str(args.run), "episodes": args.episodes}
     results["torch"] = _score(policy, loaded.task, args.episodes)
     with tempfile.TemporaryDirectory(prefix="distill_c_") as tmp:
-        for i, (name, src) in enumerate(variants.items()):
+        for i, (name, (src, q_plan)) in enumerate(variants.items()):
             # One directory per variant: dlopen of a path already loaded would return the first library.
             lib = build_vision_harness(src, Path(tmp) / f"v{i}",
                                        [int(np.prod(c.image_shape)) for c in graph.cameras], graph.state_dim,
                                        graph.act_dim)
-            got = lib.forward([held[c.key] for c in graph.cameras], held["state"] if graph.state_dim else None)
-            err = np.abs(np.asarray(got, dtype=np.float64) - torch_actions(policy, held))
-            results[name] = {**_score(CPolicy(lib, graph, tuple(spec.action.shape)), loaded.task, args.episodes),
+            c_policy = CPolicy(lib, graph, tuple(spec.action.shape), q_plan)
+            got = c_policy.forward([held[c.key] for c in graph.cameras], held["state"] if graph.state_dim else None)
+            err = np.abs(got - torch_actions(policy, held))
+            results[name] = {**_score(c_policy, loaded.task, args.episodes),
                              "max_abs_err": float(err.max()), "mean_abs_err": float(err.mean()),
                              "const_bytes": src.weight_bytes, "workspace_bytes": src.workspace_bytes}
     for name, r in results.items():
