@@ -42,6 +42,8 @@ def test_a_ray_address_that_does_not_answer_fails_fast(tmp_path: Path) -> None:
     assert time.monotonic() - t0 < 60
 
 
+@pytest.mark.skipif(not os.environ.get("ROBOT_RL_SLOW_TESTS"), reason="starts a Ray head and a launch on it (~60 s "
+                    "on 2 cores, past the default run's 15 minutes): ROBOT_RL_SLOW_TESTS=1")
 def test_ray_launch_runs_and_brings_a_killed_actor_back(ray_head: str, tmp_path: Path) -> None:
     # A step budget, not the success threshold: the local launch test learns reach to its threshold through the
     # same learner and actor commands; here what is Ray's own is checked (placement, a host killed by Ray's API).
