@@ -78,7 +78,7 @@ def test_an_actor_without_a_finish_keeps_waiting_for_a_resumed_learner() -> None
 @pytest.mark.timeout(120)
 def test_actor_processes_end_with_the_learners_budget(tmp_path: Path) -> None:
     learner = subprocess.Popen([EXE, "learner", "--bind", "tcp://127.0.0.1:*", "--task", "reach", "run.progress=false",
-                                "loop.remote_actors=1", "loop.total_env_steps=3000", "loop.eval_episodes=4",
+                                "loop.remote_actors=1", "loop.total_env_steps=1000", "loop.eval_episodes=4",
                                 "loop.eval_num_envs=4", "loop.eval_every_env_steps=100000",
                                 "algo.learning_starts=1000000"],
                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
