@@ -60,15 +60,16 @@ class CPolicy(Policy):
 def main() -> None:
     """Evaluate torch, float32 C and int8_full C (two calibrations) in closed loop; print and save."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("run", type=Path, help="a student run directory of `robot-rl distill`")
+    ap.add_argument("run", type=Path, help="a pixel SAC run directory (a `robot-rl distill` student, or a teacher)")
     ap.add_argument("--episodes", type=int, default=100)
+    ap.add_argument("--json", default="distill_c_closed_loop.json", help="file name under benchmarks/results/")
     args = ap.parse_args()
     torch.set_num_threads(1)
     loaded = load_actor(args.run)
     policy, spec = loaded.policy, loaded.spec
     graph = extract_graph(policy, spec)
     if not isinstance(graph, VisionGraph):
-        raise SystemExit("this benchmark takes a pixel student")
+        raise SystemExit("this benchmark takes a pixel actor (an image camera and optional state)")
     recorded = recorded_observations(loaded, 400, 0)
     mixed = {k: np.concatenate([random_observations(spec, policy, 200, 0)[k], recorded[k][:200]]) for k in recorded}
     held = recorded_observations(loaded, 400, 7)
@@ -98,7 +99,7 @@ def main() -> None:
             extra = (f", |C - torch| max {r['max_abs_err']:.3g} mean {r['mean_abs_err']:.3g}"
                      if "max_abs_err" in r else "")
             print(f"{name:55s} success {r['success_rate']:.2f}, length {r['mean_length']:.1f}{extra}")
-    out = Path(__file__).parent / "results" / "distill_c_closed_loop.json"
+    out = Path(__file__).parent / "results" / args.json
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
 

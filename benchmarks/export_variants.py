@@ -9,8 +9,8 @@ ones recorded by running the actor in its task, as `robot-rl export` does):
   8 channels (4 convs 3x3, stride 2 then 1, ReLU; Linear -> LayerNorm -> tanh, 32 features), actor 64x64;
 - `pixels64-default`: SAC's pixel defaults (32 channels, 50 features, actor 256x256) at 64x64, sized only.
 
-Per variant (float32, int8 [MLP only], int8_full, q15), measured in one run and compared with float32:
-- max |C - torch| on the verification observations (q15: with its computed bound);
+Per variant (float32, int8 [MLP only], int8_full, q15, q7), measured in one run and compared with float32:
+- max |C - torch| on the verification observations (q15, q7: with its computed bound);
 - flash (.text+.rodata+.data of the policy, plus what libm / soft-float adds when linked) and RAM (.data+.bss+peak
   stack) per core at -Os, and whether the forward pass calls float routines (soft float on the M0+);
 - instructions per forward pass under `qemu-system-arm -icount shift=0` (examples/firmware/src/bench_qemu.c), with
@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from robot_rl.core.specs import EnvSpec
-from robot_rl.export.run_export import LoadedActor, export_actor
+from robot_rl.export.run_export import LoadedActor, export_actor, is_conversion_helper
 from robot_rl.export.toolchain import QEMU_BOARDS, qemu_available, qemu_cost
 from robot_rl.policies.sac import SACConfig, SACPolicy
 from robot_rl.sims.reach import ReachConfig
@@ -49,14 +49,12 @@ M7_HZ, FLASH_LIMIT, RAM_LIMIT = 480e6, 512 * 1024, 128 * 1024
 def models(quick: bool) -> dict[str, tuple]:
     """name -> (task config, SAC config, variants, observations (random, recorded), QEMU reps)."""
     small = {"image_channels": 8, "image_features": 32, "actor_hidden": (64, 64)}
-    out = {"reach": (ReachConfig(), SACConfig(), ("float32", "int8", "int8_full", "q15"), (500, 500), 20),
-           "pixels32": (ReachPixelsConfig(image_size=32), SACConfig(**small), ("float32", "int8_full", "q15"),
-                        (200, 200), 5),
-           "pixels64": (ReachPixelsConfig(image_size=64), SACConfig(**small), ("float32", "int8_full", "q15"),
-                        (100, 100), 3)}
+    pixel_variants = ("float32", "int8_full", "q15", "q7")
+    out = {"reach": (ReachConfig(), SACConfig(), ("float32", "int8", "int8_full", "q15", "q7"), (500, 500), 20),
+           "pixels32": (ReachPixelsConfig(image_size=32), SACConfig(**small), pixel_variants, (200, 200), 5),
+           "pixels64": (ReachPixelsConfig(image_size=64), SACConfig(**small), pixel_variants, (100, 100), 3)}
     if not quick:
-        out["pixels64-default"] = (ReachPixelsConfig(image_size=64), SACConfig(), ("float32", "int8_full", "q15"),
-                                   (30, 30), 0)
+        out["pixels64-default"] = (ReachPixelsConfig(image_size=64), SACConfig(), pixel_variants, (30, 30), 0)
     return out
 
 
@@ -82,7 +80,7 @@ def measure(name: str, cfg: tuple, tmp: Path, opts: tuple[str, ...]) -> dict:
         row = {"max_abs_err": v.max_abs_err, "bound_max": v.bound_max, "const_bytes": v.const_bytes,
                "workspace_bytes": v.workspace_bytes, "targets": v.targets, "instructions": {}}
         if reps and qemu_available():
-            checked = v.variant in ("int8_full", "q15") or "image" in report.architecture
+            checked = v.variant in ("int8_full", "q15", "q7") or "image" in report.architecture
             for opt in opts:
                 for target in TARGETS:
                     cost = qemu_cost(tmp / name / v.variant, target, tmp / "fw" / name / v.variant,
@@ -94,11 +92,11 @@ def measure(name: str, cfg: tuple, tmp: Path, opts: tuple[str, ...]) -> dict:
 
 
 def _forward_float(size: dict) -> bool:
-    return any(not fn.endswith(("_state_to_q15", "_action_from_q15")) for fn in size["float_calls"])
+    return any(not is_conversion_helper(fn) for fn in size["float_calls"])
 
 
 def size_table(results: dict) -> list[str]:
-    lines = ["| actor | variant | max \\|C − torch\\| | bound (int8, q15) "
+    lines = ["| actor | variant | max \\|C − torch\\| | bound (int8, q15, q7) "
              "| flash B M4F / M7 / M0+ (+ libm, soft float) | RAM B M4F / M7 / M0+ | flash / float32 "
              "| float routines in the M0+ forward |",
              "| --- | --- | ---: | ---: | --- | --- | ---: | --- |"]
@@ -161,15 +159,16 @@ def render(results: dict, opts: tuple[str, ...], seconds: float) -> str:
     archs = [f"- `{n}`: {r['architecture']} ({r['observations'][0]} random + {r['observations'][1]} recorded "
              "observations)" for n, r in results.items()]
     return "\n".join([
-        START, f"## C variants for FPU-less and FPU cores: float32, int8, int8_full, q15 ({datetime.date.today()})",
+        START, f"## C variants for FPU-less and FPU cores: float32, int8, int8_full, q15, q7 ({datetime.date.today()})",
         "", f"Machine: 2-core AMD EPYC VM, no GPU, shared with other jobs ({platform.machine()}); arm-none-eabi-gcc "
-        "12.2, QEMU 7.2. Command: `.venv/bin/python benchmarks/export_variants.py` "
+        "12.2, QEMU 7.2. Command: `.venv/bin/python benchmarks/export_variants.py"
+        f"{' --quick' if opts == ('-Os',) else ''}` "
         f"({seconds / 60:.0f} min). Random-initialised actors, as `robot-rl train` builds them:", "", *archs, "",
         "### Error and memory", "",
         "Flash = the policy's .text+.rodata+.data at -Os (+ what linking it into a newlib-nano image adds: libm, "
         "and on the M0+ the soft-float routines). RAM = .data+.bss+peak stack of the forward pass (GCC's call "
-        "graph). Bounds: int8's (`quantize.py`) and q15's (`fixed_bound.py`) rigorous worst cases, capped at what "
-        "the output map allows (2 on these [-1, 1] actions: uninformative, which is what a worst case through 4 "
+        "graph). Bounds: int8's (`quantize.py`) and q15's and q7's (`fixed_bound.py`) rigorous worst cases, capped at "
+        "what the output map allows (2 on these [-1, 1] actions: uninformative, which is what a worst case through 4 "
         "convolutions gives); the error is measured on the same observations.", "", *size_table(results), "",
         "### Instructions per forward pass (QEMU)", "",
         "`qemu-system-arm -icount shift=0`, SysTick calibrated in the same run. QEMU models no pipeline, caches or "

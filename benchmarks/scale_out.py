@@ -6,17 +6,24 @@ Each configuration runs the real command a user types, in a fresh process tree, 
 - ``actors=1`` / ``actors=2``: ``robot-rl launch --backend local --actors N --task reach`` (SAC, a learner and N
   actor processes over ZeroMQ);
 - ``ranks=1`` / ``ranks=2``: ``robot-rl train --task reach --algo ppo`` alone and with ``run.distributed=ddp
-  run.nproc_per_node=2`` (torchrun, gloo).
+  run.nproc_per_node=2`` (torchrun, gloo);
+- ``sac-ranks=1`` / ``sac-ranks=2``: ``robot-rl train --task reach --algo sac`` alone (32 envs, actor thread) and
+  on 2 gloo ranks in lockstep (16 envs each), a fixed budget of 10,000 env steps (no threshold stop): throughput,
+  env steps/s and gradient updates/s over the training loop's own wall clock (``summary.json``), not time to a
+  threshold. A data-parallel update trains on both ranks' batches (2 × ``batch_size``), and each rank owes
+  ``utd_ratio`` updates per env step of its own, so the 2-rank run makes half the updates of twice the batch.
 
 Printed per configuration: wall time to the threshold, env steps, env steps/s, and against its 1-process
 sibling the speed-up and the efficiency (speed-up / processes that do the work). From the 2-actor run's transport
 lines: bytes per transition on the wire, the learner's intake rate and duplicates dropped, which give the
 number of actors one learner can serve (``capacity``).
 
-    python benchmarks/scale_out.py                 # all four, seed 0
+    python benchmarks/scale_out.py                 # all six, seed 0
     python benchmarks/scale_out.py --only ranks --seed 1
+    python benchmarks/scale_out.py --only sac-ranks
 
-Results: benchmarks/results/scale_out.json.
+Results: benchmarks/results/scale_out.json (``scale_out_<only>.json`` with ``--only``, so a partial run keeps the
+whole one's file).
 """
 
 from __future__ import annotations
@@ -88,6 +95,20 @@ def ranks_config(n: int, seed: int, cwd: Path, timeout_s: float) -> dict[str, An
             "reached": "reached the success threshold" in text, "steps_per_s": steps / wall}
 
 
+def sac_ranks_config(n: int, seed: int, cwd: Path, timeout_s: float) -> dict[str, Any]:
+    dist = ["run.distributed=ddp", f"run.nproc_per_node={n}"] if n > 1 else ["run.distributed=none"]
+    name = f"sac-ranks{n}"
+    _, wall = run([EXE, "train", "--task", "reach", "--algo", "sac", "--name", name, "run.progress=false",
+                   f"run.seed={seed}", f"task.num_envs={32 // n}", *EVAL, "loop.eval_every_env_steps=1000000000",
+                   "loop.success_threshold=null", "loop.total_env_steps=10000", *dist], cwd, timeout_s)
+    summary = json.loads((cwd / "runs" / name / "summary.json").read_text())
+    loop_s = float(summary["wall_clock_s"])
+    steps, updates = int(summary["env_steps"]), int(summary["gradient_updates"])
+    return {"name": f"sac-ranks={n}", "processes": n, "wall_s": wall, "loop_s": loop_s, "env_steps": steps,
+            "updates": updates, "samples_per_update": 256 * n, "reached": False, "steps_per_s": steps / loop_s,
+            "updates_per_s": updates / loop_s, "final_success": summary["final_eval"]["success_rate"]}
+
+
 def compare(rows: list[dict[str, Any]]) -> None:
     base = {r["name"].split("=")[0]: r for r in rows if r["processes"] == 1}
     for r in rows:
@@ -97,6 +118,15 @@ def compare(rows: list[dict[str, Any]]) -> None:
         r["speedup_time"] = b["wall_s"] / r["wall_s"]
         r["speedup_steps_per_s"] = r["steps_per_s"] / b["steps_per_s"]
         r["efficiency"] = r["speedup_time"] / r["processes"]
+        if "updates_per_s" in r:  # a fixed budget: throughput, not time to the threshold
+            r["updates_per_s_ratio"] = r["updates_per_s"] / b["updates_per_s"]
+            r["samples_per_s_ratio"] = r["updates_per_s_ratio"] * r["samples_per_update"] / b["samples_per_update"]
+            print(f"{r['name']:>11}: {r['loop_s']:6.1f} s training loop ({r['wall_s']:.1f} s whole command) for "
+                  f"{r['env_steps']:,} env steps: {r['steps_per_s']:,.0f} steps/s ({r['speedup_steps_per_s']:.2f}x), "
+                  f"{r['updates_per_s']:.1f} updates/s of {r['samples_per_update']} samples "
+                  f"({r['updates_per_s_ratio']:.2f}x updates/s, {r['samples_per_s_ratio']:.2f}x samples/s); "
+                  f"final success {r['final_success']:.0%}")
+            continue
         print(f"{r['name']:>9}: {r['wall_s']:6.1f} s to {'threshold' if r['reached'] else 'budget'} at "
               f"{r['env_steps']:,} env steps ({r['steps_per_s']:,.0f} steps/s); time speed-up "
               f"{r['speedup_time']:.2f}x, steps/s {r['speedup_steps_per_s']:.2f}x, efficiency {r['efficiency']:.2f}")
@@ -118,7 +148,7 @@ def capacity(rows: list[dict[str, Any]]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["actors", "ranks"], default=None)
+    ap.add_argument("--only", choices=["actors", "ranks", "sac-ranks"], default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout-s", type=float, default=1200)
     args = ap.parse_args()
@@ -130,10 +160,12 @@ def main() -> None:
                 rows.append(actors_config(n, args.seed, cwd, args.timeout_s))
             if args.only in (None, "ranks"):
                 rows.append(ranks_config(n, args.seed, cwd, args.timeout_s))
+            if args.only in (None, "sac-ranks"):
+                rows.append(sac_ranks_config(n, args.seed, cwd, args.timeout_s))
     compare(rows)
     capacity(rows)
     OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / "scale_out.json"
+    path = OUT / ("scale_out.json" if args.only is None else f"scale_out_{args.only.replace('-', '_')}.json")
     path.write_text(json.dumps({"seed": args.seed, "cpus": os.cpu_count(), "rows": rows}, indent=2))
     print(f"written {path}")
 

@@ -268,7 +268,7 @@ def test_teachers_a_student_cannot_read_or_run_are_refused(tmp_path):
                    FlowPPOConfig(policy=FlowVLAConfig(horizon=1, hidden=8, cnn_channels=2, cnn_layers=1)))
     cfg = (run / "config.yaml").read_text().replace("init_from: null", f"init_from: {lerobot}")
     (run / "config.yaml").write_text(cfg)
-    with pytest.raises(UnsupportedTeacherError, match=r"LeRobot smolvla.*not supported yet"):
+    with pytest.raises(UnsupportedTeacherError, match=r"LeRobot smolvla.*needs lerobot"):
         load_teacher(run)
 
 

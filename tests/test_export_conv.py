@@ -156,7 +156,8 @@ def test_int8_full_pixel_policy(tmp_path):
     report = export_actor(_pixel_sac(spec), spec, "c", tmp_path, variants=("float32", "int8_full"), num_random=300)
     f32, i8 = report.variants
     assert i8.variant == "int8_full" and 0 < i8.max_abs_err <= 0.03, i8.max_abs_err
-    assert i8.const_bytes < 0.4 * f32.const_bytes and i8.workspace_bytes < 0.2 * f32.workspace_bytes
+    # float32 reads the image in place too now (no float copy of it), so the RAM ratio is 0.27 here, not 0.15.
+    assert i8.const_bytes < 0.4 * f32.const_bytes and i8.workspace_bytes < 0.3 * f32.workspace_bytes
     source = (tmp_path / "int8_full" / "policy.c").read_text()
     assert "static const signed char policy_k0_0_w[216]" in source and "long long" in source
 

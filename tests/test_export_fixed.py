@@ -197,7 +197,8 @@ def test_pixel_actor_and_its_size_check(tmp_path):
     report = export_actor(policy, spec, "c", tmp_path, variants=("float32", "q15"), num_random=200, targets=())
     f32, q = report.variants
     assert 0 < q.max_abs_err <= 1e-3 and q.worst_err_over_bound <= 1.0 and q.bound_max is not None
-    assert q.const_bytes < 0.75 * f32.const_bytes and q.workspace_bytes < 0.3 * f32.workspace_bytes
+    # float32 maps are HWC too now (no float copy of the image): q15's int16 maps take exactly half its RAM.
+    assert q.const_bytes < 0.75 * f32.const_bytes and q.workspace_bytes <= 0.5 * f32.workspace_bytes
     code = re.sub(r"/\*.*?\*/", "", (tmp_path / "q15" / "policy.c").read_text(), flags=re.DOTALL)
     assert "#include <math.h>" not in code and "float" not in code.split("void policy_action_from_q15")[0]
     graph = extract_graph(policy, spec)

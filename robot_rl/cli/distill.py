@@ -21,12 +21,18 @@ class DistillArgs(Command):
     deterministic action. Teacher and student are scored on the same evaluation episodes; the student is saved
     as a SAC run directory (--out) that `robot-rl eval` and `robot-rl export` take, and exported to C (or ONNX)
     into <out>/export. Teachers: SAC, FastSAC, FastTD3, PPO, IQL (state or pixels) and flow chunk policies
-    (flow_ppo, hiors, flow_qc) on tasks observed through state and cameras; not LeRobot SmolVLA/pi0 (yet).
-    See docs/distill.md.
+    (flow_ppo, hiors, flow_qc) on tasks observed through state and cameras; a LeRobot SmolVLA (pi0, pi0.5)
+    checkpoint directory with --task and one fixed --instruction (needs lerobot). See docs/distill.md.
     """
 
     run_dir: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="RUN_DIR")]]
-    """The teacher's run directory (runs/<name>); its newest verifiable checkpoint teaches."""
+    """The teacher's run directory (runs/<name>), whose newest verifiable checkpoint teaches; or a LeRobot flow VLA
+    checkpoint directory (lerobot's save_pretrained: SmolVLA, pi0, pi0.5) with --task and --instruction."""
+    task: str | None = None
+    """LeRobot checkpoint only: the task id it acts in (e.g. reach_pixels)."""
+    instruction: str | None = None
+    """LeRobot checkpoint only: its one fixed instruction (the text it was fine-tuned with); the student reads no
+    language, so a task that draws its instruction per episode (lang_reach) is refused."""
     student: Literal["small_cnn", "mlp"] = "small_cnn"
     """small_cnn: a small conv encoder over the cameras and state (pixel teachers); mlp: an MLP over state."""
     out: Path | None = None
@@ -83,7 +89,8 @@ class DistillArgs(Command):
                               beta=self.beta, beta_decay=self.beta_decay, action_noise=self.action_noise,
                               pre_squash_clip=self.pre_squash_clip,
                               updates_per_round=self.updates_per_round, batch_size=self.batch_size, lr=self.lr)
-        return DistillConfig(run_dir=self.run_dir, out=self.out, student=student, dagger=dagger,
+        return DistillConfig(run_dir=self.run_dir, task=self.task, instruction=self.instruction, out=self.out,
+                             student=student, dagger=dagger,
                              eval_episodes=self.eval_episodes, seed=self.seed, device=self.device, export=self.export)
 
     def run(self) -> int:

@@ -31,11 +31,12 @@ class ExportArgs(Command):
     """Directory to write the exported files and the report into."""
     name: str = "policy"
     """Name of the ONNX file, or the C prefix: <name>.h and <name>_forward (docs/export.md gives its signatures)."""
-    variants: tuple[Literal["float32", "int8", "int8_full", "q15"], ...] = ("float32", "int8")
+    variants: tuple[Literal["float32", "int8", "int8_full", "q15", "q7"], ...] = ("float32", "int8")
     """C variants to write (int8: per-channel-scaled int8 weights, about 4x less flash; int8_full: int8 weights
     and activations, scales calibrated on the verification observations, error measured; q15: int16 fixed point
     with no float in the forward pass, for FPU-less cores (Cortex-M0+/M3), formats calibrated likewise, error
-    bounded). Pixel policies: float32, int8_full and q15."""
+    bounded; q7: the same with int8 weights and activations and int32 accumulation, half q15's flash, a larger
+    error). Pixel policies: float32, int8_full, q15 and q7."""
     num_random: int = 1000
     """Random observations to verify on."""
     num_recorded: int = 1000

@@ -4,15 +4,19 @@
 gradients are averaged by :class:`~torch.nn.parallel.DistributedDataParallel` (NCCL on GPUs, gloo on CPU), and
 the few statistics an update computes over its whole batch (advantage moments, the KL that sets PPO's step,
 the observation normaliser) are reduced here so that every rank takes the same step a single process would take
-on the union of the ranks' data. An algorithm that supports this implements :class:`SupportsDataParallel`.
+on the union of the ranks' data. Random numbers drawn per batch row (an off-policy update's noise, augmentation)
+are drawn for the whole run's batch and shared out (:func:`draw_rows`), so the ranks use exactly the numbers one
+process would. An algorithm that supports this implements :class:`SupportsDataParallel`.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 import torch.distributed as dist
@@ -56,8 +60,24 @@ class DataParallel:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         device_ids = [module_device(module)] if module_device(module).type == "cuda" else None
+        # DDP compares a gradient's strides with its bucket's, also along dimensions of size 1 where they mean nothing
+        # (ensemble critics' [E, in, 1] weights): the layout is the same, and the warning would only alarm.
+        warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
         # Buffers (normaliser statistics) are kept equal by sync_normalizer, not by rank 0's copy each forward.
         return DDP(module, device_ids=device_ids, broadcast_buffers=False)
+
+    def wrap_loss(self, loss: Callable[..., Any], params: Iterable[nn.Parameter]) -> nn.Module:
+        """``loss`` under DDP: call the result as ``loss``; ``backward`` averages the gradients of ``params``.
+
+        For algorithms whose optimisers each train a part of their networks (SAC's critics, actor and α): one
+        :class:`LossModule` per optimiser. Wrapping copies rank 0's ``params`` to every rank.
+        """
+        return self.wrap(LossModule(loss, params))
+
+    def share(self, full: torch.Tensor, dim: int = 0) -> torch.Tensor:
+        """The equal part of ``full`` along ``dim`` that is this rank's, in rank order (its rows of a whole batch)."""
+        n = full.shape[dim] // self.world_size
+        return full.narrow(dim, self.rank * n, n)
 
     def mean(self, x: torch.Tensor) -> torch.Tensor:
         """The mean of ``x`` over the ranks (every rank gets it)."""
@@ -91,6 +111,42 @@ class DataParallel:
         """Leave the process group."""
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+class LossModule(nn.Module):
+    """A loss function as a module over the parameters it trains, so that DistributedDataParallel can hook them.
+
+    Several of these may split one model's parameters between them (one per optimiser); a parameter must be in at
+    most one, and must get a gradient every time its module's loss is backpropagated (DDP waits for every one).
+    The gradients of parameters computed outside ``loss`` but in the same ``backward`` are averaged too.
+    """
+
+    def __init__(self, loss: Callable[..., Any], params: Iterable[nn.Parameter]) -> None:
+        super().__init__()
+        self.loss = loss
+        self.trained = nn.ParameterList(params)  # the same Parameter objects: the optimisers step these
+        if not len(self.trained):
+            raise ValueError("LossModule needs at least one parameter to train")
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Whatever ``loss`` returns."""
+        return self.loss(*args, **kwargs)
+
+
+def draw_rows(draw: Callable[[tuple[int, ...]], torch.Tensor], shape: tuple[int, ...], dp: DataParallel | None,
+              dim: int = 0) -> torch.Tensor:
+    """``draw(shape)`` alone; as one of several ranks, this rank's rows of ``draw`` for the whole run's batch.
+
+    ``dim`` is the batch dimension of ``shape``. Every rank draws the numbers for all ranks' rows from a generator
+    in the same state and keeps its own share: together the ranks use exactly what one process draws for their
+    concatenated batches, and their generators stay equal. (The cost, ``world_size`` times the draws, is small
+    next to the update.)
+    """
+    if dp is None or dp.world_size == 1:
+        return draw(shape)
+    full = list(shape)
+    full[dim] *= dp.world_size
+    return dp.share(draw(tuple(full)), dim)
 
 
 def module_device(module: nn.Module) -> torch.device:

@@ -7,6 +7,7 @@ See docs/distill.md.
 
 - :mod:`.config`: :class:`DistillConfig`, :class:`StudentConfig`, :class:`DaggerConfig`
 - :mod:`.teacher`: :func:`load_teacher`, :class:`Teacher` (which kinds can teach)
+- :mod:`.lerobot_teacher`: a LeRobot SmolVLA / pi0 / pi0.5 checkpoint as the teacher (one fixed instruction)
 - :mod:`.student`: the small SAC student, its C sizes and budget check, saving it as a run
 - :mod:`.dagger`: the data set, the β-mixture rollouts, the loss and the fit
 - :mod:`.run`: :func:`distill`, :class:`DistillReport`

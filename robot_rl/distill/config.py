@@ -112,7 +112,14 @@ class DistillConfig:
     """Distil a run's policy (the teacher) into a small student, evaluate both, save and export the student."""
 
     run_dir: Path
-    """The teacher's run directory (its newest verifiable checkpoint is loaded, as `robot-rl eval` does)."""
+    """The teacher's run directory (its newest verifiable checkpoint is loaded, as `robot-rl eval` does), or a
+    LeRobot flow VLA checkpoint directory (lerobot's ``save_pretrained``: SmolVLA, pi0, pi0.5; then set ``task``
+    and ``instruction``)."""
+    task: str | None = None
+    """With a LeRobot checkpoint: the task id it acts in (``reach_pixels``); a run names its own."""
+    instruction: str | None = None
+    """With a LeRobot checkpoint: the one fixed instruction it is given (the text it was fine-tuned with); the
+    student reads no language, so the task must not change its instruction per episode."""
     out: Path | None = None
     """The student's run directory (must not hold a run yet). null = ``<run_dir>-distilled-<student>``."""
     student: StudentConfig = field(default_factory=StudentConfig)

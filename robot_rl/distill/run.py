@@ -64,6 +64,8 @@ class DistillReport:
     export_dir: str | None = None
     export_error: str | None = None
     """Why the export failed (the student is saved all the same)."""
+    teacher_instruction: str | None = None
+    """The fixed instruction of a LeRobot teacher."""
 
     @property
     def success_ratio(self) -> float:
@@ -117,7 +119,9 @@ def score(cfg: DistillConfig, teacher: Teacher, student: SACPolicy, task: Any) -
 
 def _student_config(teacher: Teacher, cfg: DistillConfig, task: Any, out: Path) -> dict[str, Any]:
     """The teacher's run config with the student's task and algo (and run name): the student run's config.yaml."""
-    base: dict[str, Any] = dict(read_run_config(teacher.run_dir)) if teacher.run_dir is not None else {}
+    run = teacher.run_dir
+    # A LeRobot checkpoint teacher has no config.yaml: the student's config is its task and algo alone.
+    base: dict[str, Any] = dict(read_run_config(run)) if run is not None and (run / "config.yaml").is_file() else {}
     base["task"] = to_dict(task)
     base["algo"] = to_dict(student_algo(cfg.student))
     if isinstance(base.get("run"), dict):
@@ -131,7 +135,7 @@ def prepare(cfg: DistillConfig, teacher: Teacher | None) -> tuple[Teacher, Any, 
     out = cfg.out_dir()
     if (out / "checkpoints").exists():
         raise DistillError(f"{out} already holds a run: pick another --out (or remove it)")
-    teacher = teacher if teacher is not None else load_teacher(cfg.run_dir, cfg.device)
+    teacher = teacher if teacher is not None else load_teacher(cfg.run_dir, cfg.device, cfg.task, cfg.instruction)
     task = student_task(teacher.task, cfg.student)
     envs = RolloutEnvs(teacher.task, task, cfg.dagger.num_envs, torch.device(cfg.device), cfg.seed)
     try:
@@ -167,7 +171,7 @@ def distill(cfg: DistillConfig, teacher: Teacher | None = None, progress: Progre
     save_student_run(out, _student_config(teacher, cfg, task, out), spec, student.cpu(), meta)
     report = DistillReport(str(teacher.run_dir or ""), teacher.kind, str(out), asdict(cfg.student), sizes.as_dict(),
                            teacher_eval.as_dict(), student_eval.as_dict(), [s.as_dict() for s in stats], len(data),
-                           env_steps, updates)
+                           env_steps, updates, teacher_instruction=teacher.instruction)
     export_student(cfg, report, progress)
     report.seconds = time.monotonic() - start
     write_report(report, out)
@@ -197,6 +201,8 @@ def render_report(r: DistillReport) -> str:
     """``DISTILL.md``: teacher vs student, the rounds, the student's C sizes, where the export went."""
     te, se, s = r.teacher_eval, r.student_eval, r.c_sizes
     lines = [f"# Distillation of {r.teacher_run or 'an in-memory teacher'} ({r.teacher_kind})", "",
+             *([f"- teacher's fixed instruction: {r.teacher_instruction!r} (the student reads no language)"]
+               if r.teacher_instruction else []),
              f"- student: `{r.student_run}`, {r.student['kind']}: {s['architecture']}",
              f"- data: {r.rows} labelled rows from {r.env_steps} env steps, {r.updates} gradient steps, "
              f"{r.seconds:.0f} s", "",

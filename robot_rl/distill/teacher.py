@@ -9,10 +9,13 @@ trained, that a student can learn from it and be exported:
   the noise-free ODE sample from ``x0 = 0``, one whole chunk per observation (the student then predicts the
   chunk, ``[H, A]``). A :class:`~robot_rl.core.algorithm.SquashedActor` teacher (SAC's policy) also gives its
   pre-``tanh`` action ``u``, which the student matches (see :mod:`robot_rl.distill.dagger`).
-- **not supported** (:class:`UnsupportedTeacherError`, saying why and what to do): LeRobot SmolVLA / pi0 /
-  pi0.5 policies (``init_from`` a LeRobot checkpoint), DSRL runs (their actions are a flow policy's noise), and
-  any task observed through keys other than ``state`` and ``image.<camera>`` (``language`` tokens: no
-  C-exportable student reads them).
+- **LeRobot flow VLAs** (SmolVLA; pi0 / pi0.5 through the same wrapper): a checkpoint directory of lerobot's
+  ``save_pretrained`` given instead of a run, with the task it acts in and one fixed instruction
+  (:mod:`robot_rl.distill.lerobot_teacher`), or a ``flow_ppo`` run fine-tuned from one (``algo.init_from``): the
+  noise-free chunk from ``x0 = 0``. Loading either needs ``lerobot``.
+- **not supported** (:class:`UnsupportedTeacherError`, saying why and what to do): DSRL runs (their actions are
+  a flow policy's noise), and any task observed through keys other than ``state`` and ``image.<camera>``
+  (``language`` tokens: no C-exportable student reads them).
 
 :meth:`Teacher.from_policy` wraps any :class:`~robot_rl.core.algorithm.Policy` with its task instead (a scripted
 expert such as :class:`~robot_rl.sims.reach_pixels_expert.ReachPixelsExpert`, or a policy still in memory).
@@ -68,7 +71,10 @@ class Teacher:
     kind: str
     """The run's algorithm name (``sac``, ``flow_ppo``, …) or ``scripted``."""
     run_dir: Path | None = None
+    """The teacher's run directory, or its LeRobot checkpoint directory."""
     checkpoint: Path | None = None
+    instruction: str | None = None
+    """The one fixed instruction a LeRobot teacher is given (None for other teachers)."""
 
     @property
     def squashed(self) -> bool:
@@ -99,7 +105,7 @@ class Teacher:
             spec = env.spec
         finally:
             env.close()
-        _check_observation(spec, kind)
+        check_observation(spec, kind)
         return cls(policy.to(device).eval(), spec, task, kind)
 
 
@@ -108,27 +114,30 @@ def teacher_kind(run_dir: Path) -> str:
     data = read_run_config(run_dir)
     algo, task = data.get("algo") or {}, data.get("task") or {}
     kind, task_type = str(algo.get("type", "")), str(task.get("type", ""))
-    init_from = algo.get("init_from") or task.get("init_from")
-    if init_from:
-        from robot_rl.policies.flow.lerobot_base import lerobot_policy_type
-
-        lerobot = lerobot_policy_type(str(init_from))
-        if lerobot is not None:
-            raise UnsupportedTeacherError(
-                f"{run_dir} acts with a LeRobot {lerobot} policy ({init_from}): LeRobot SmolVLA / pi0 teachers are not "
-                "supported yet (their VLM reads language and runs LeRobot's own pre-processing, which the student "
-                "and the C exporter do not reproduce). Distil a policy of ours trained on the same task instead")
     if task_type == "dsrl":
+        base = task.get("init_from") or "<flow SFT run or LeRobot checkpoint>"
         raise UnsupportedTeacherError(
             f"{run_dir} is a DSRL run: its actions are the noise of a frozen flow policy, not robot actions, so a "
-            "student of it would still need that flow policy. Distil the flow policy's own run instead")
+            f"student of it would still need that flow policy. Distil the flow policy itself instead: `robot-rl "
+            f"distill {base}` (a LeRobot checkpoint also takes --task and --instruction)")
     if kind not in TEACHER_KINDS:
         raise UnsupportedTeacherError(f"{run_dir} was trained with algo {kind or '(none)'!r}, which cannot teach yet; "
                                       f"teachers: {', '.join(TEACHER_KINDS)}")
     return kind
 
 
-def _check_observation(spec: EnvSpec, where: str) -> None:
+def lerobot_base_of(run_dir: Path) -> tuple[str, str] | None:
+    """``(policy type, checkpoint)`` of the LeRobot checkpoint a run acts with (``init_from``), else None."""
+    from robot_rl.policies.flow.lerobot_base import lerobot_policy_type
+
+    data = read_run_config(run_dir)
+    init_from = (data.get("algo") or {}).get("init_from") or (data.get("task") or {}).get("init_from")
+    kind = lerobot_policy_type(str(init_from)) if init_from else None
+    return (kind, str(init_from)) if kind is not None else None
+
+
+def check_observation(spec: EnvSpec, where: str) -> None:
+    """Raise :class:`UnsupportedTeacherError` when the task observes anything a student cannot read."""
     extra = student_readable(spec)
     if extra:
         raise UnsupportedTeacherError(
@@ -136,25 +145,46 @@ def _check_observation(spec: EnvSpec, where: str) -> None:
             "(the C exporter has no token embedding). Distil a teacher trained on a task without them")
 
 
-def load_teacher(run_dir: Path | str, device: torch.device | str = "cpu") -> Teacher:
+def load_teacher(run_dir: Path | str, device: torch.device | str = "cpu", task: str | TaskConfig | None = None,
+                 instruction: str | None = None) -> Teacher:
     """The teacher of ``run_dir``: its newest verifiable checkpoint's policy, in eval mode on ``device``.
 
+    ``run_dir`` may also be a LeRobot flow VLA checkpoint directory: then ``task`` (the task it acts in) and
+    ``instruction`` (its one fixed instruction) are read, by
+    :func:`~robot_rl.distill.lerobot_teacher.load_lerobot_teacher`; a run records both in its config.
     Errors: not a run directory (:class:`~robot_rl.core.config.ConfigError`), no usable checkpoint
     (:class:`~robot_rl.checkpoint.CheckpointError`), a kind or task a student cannot learn from
     (:class:`UnsupportedTeacherError`).
     """
+    from robot_rl.policies.flow.lerobot_base import lerobot_policy_type
+
     run_dir = Path(run_dir)
+    if lerobot_policy_type(run_dir) is not None:
+        from robot_rl.distill.lerobot_teacher import load_lerobot_teacher
+
+        return load_lerobot_teacher(run_dir, task, instruction, device)
+    if task is not None or instruction is not None:
+        raise DistillError(f"--task and --instruction are for a LeRobot checkpoint teacher; {run_dir} is a run, "
+                           "whose config.yaml names its task (and a LeRobot-based run's algo.instruction)")
     kind = teacher_kind(run_dir)
     if not list_checkpoints(run_dir):
         raise DistillError(f"{run_dir} has no checkpoint yet (nothing in {run_dir / 'checkpoints'}): train it first, "
                            "e.g. `robot-rl train --task reach_pixels run.name=...`, or name a run that saved one")
     data = read_run_config(run_dir)
-    task = from_dict(TaskConfig, data["task"], where=f"{run_dir}/config.yaml task")
+    run_task = from_dict(TaskConfig, data["task"], where=f"{run_dir}/config.yaml task")
     spec = run_spec(run_dir)
     if spec is None:  # a run from before spec.yaml: ask its task
-        env = task.make(torch.device("cpu"), 0, num_envs=1)
+        env = run_task.make(torch.device("cpu"), 0, num_envs=1)
         spec = env.spec
         env.close()
-    _check_observation(spec, f"{run_dir}, algo {kind}")
+    check_observation(spec, f"{run_dir}, algo {kind}")
+    lerobot = lerobot_base_of(run_dir)
+    if lerobot is not None:  # a flow_ppo run fine-tuned from a LeRobot SmolVLA: its VLM loads from init_from
+        from robot_rl.distill.lerobot_teacher import lerobot_available, needs_lerobot
+
+        if not lerobot_available():
+            raise UnsupportedTeacherError(needs_lerobot(f"{run_dir} acts with a LeRobot {lerobot[0]} policy "
+                                                        f"({lerobot[1]})"))
     loaded = load_policy(run_dir, spec, device)
-    return Teacher(loaded.policy.eval(), loaded.spec, task, kind, run_dir, loaded.checkpoint)
+    text = (data.get("algo") or {}).get("instruction") if lerobot is not None else None
+    return Teacher(loaded.policy.eval(), loaded.spec, run_task, kind, run_dir, loaded.checkpoint, instruction=text)

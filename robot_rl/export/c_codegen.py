@@ -27,9 +27,9 @@ import numpy as np
 from robot_rl.export.graph import DenseLayer, MLPGraph
 from robot_rl.export.quantize import quantize_rows
 
-Variant = Literal["float32", "int8", "int8_full", "q15"]
+Variant = Literal["float32", "int8", "int8_full", "q15", "q7"]
 VARIANTS: tuple[Variant, ...] = ("float32", "int8")
-"""What ``robot-rl export`` writes by default; ``int8_full`` (:mod:`robot_rl.export.c_int8`) and ``q15``
+"""What ``robot-rl export`` writes by default; ``int8_full`` (:mod:`robot_rl.export.c_int8`), ``q15`` and ``q7``
 (:mod:`robot_rl.export.c_fixed`) are on request."""
 _CTYPE_BYTES = {"signed char": 1, "int8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8, "float": 4, "int": 4}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -1,7 +1,7 @@
-"""C99 source of the fixed-point variant (``q15``): int16 weights and activations, no float in the forward pass.
+"""C99 source of the fixed-point variants (``q15``: int16 weights and maps; ``q7``: int8), no float in the forward pass.
 
 The arithmetic is :mod:`robot_rl.export.fixed`'s plan; the kernels are :mod:`robot_rl.export.c_fixed_kernels`'.
-The entry point is the size-checked one of :mod:`robot_rl.export.c_vision` with int16 state and action::
+Both variants have the size-checked entry point of :mod:`robot_rl.export.c_vision` with int16 state and action::
 
     int <name>_forward(const unsigned char *image_<cam>, size_t image_<cam>_bytes,   (one pair per camera)
                        const int16_t *state, size_t state_len,                        (when there is a state)
@@ -12,22 +12,24 @@ The entry point is the size-checked one of :mod:`robot_rl.export.c_vision` with 
 floats; they are the only float code in the file, separate functions that ``<name>_forward`` never calls (an
 FPU-less build that passes int16 in and out links no soft-float routine)::
 
-    void <name>_state_to_q15(const float *state, int16_t *q);
-    void <name>_action_from_q15(const int16_t *q, float *action);
+    void <name>_state_to_<variant>(const float *state, int16_t *q);
+    void <name>_action_from_<variant>(const int16_t *q, float *action);
 
 Headers: ``<stddef.h>`` and ``<stdint.h>`` only (no ``<math.h>``). Memory: weights ``static const`` (flash);
-maps ping-pong between two int16 buffers of the largest map, plus the int16 features (``<NAME>_WORKSPACE_BYTES``).
-Maps are HWC (:mod:`robot_rl.export.c_fixed_kernels`): conv weights are written ``[o][ky][kx][c]``, and a Dense or
-LayerNorm that follows a flattened map gets its columns (γ, β) permuted from torch's CHW order; a camera whose
-features are a flattened map is put back into CHW order when its features are gathered.
+maps ping-pong between two buffers of the largest map, plus the features, in the variant's width (and, for
+``q7``, the last layer's int16 output): ``<NAME>_WORKSPACE_BYTES``. Maps are HWC (:mod:`robot_rl.export.c_hwc`):
+conv weights are written ``[o][ky][kx][c]``, and a Dense or LayerNorm that follows a flattened map gets its columns
+(γ, β) permuted from torch's CHW order; a camera whose features are a flattened map is put back into CHW order when
+its features are gathered.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from robot_rl.export.c_codegen import CSources, _ConstData, _f, check_name
-from robot_rl.export.c_fixed_kernels import kernels
+from robot_rl.export.c_codegen import CSources, Variant, _ConstData, _f, check_name
+from robot_rl.export.c_fixed_kernels import kernels, sat_names
+from robot_rl.export.c_hwc import hwc_order
 from robot_rl.export.c_vision import _checks, _header, _signature
 from robot_rl.export.fixed import (
     CameraPlan,
@@ -44,21 +46,17 @@ from robot_rl.export.fixed import (
     ReluOp,
     exp2_table,
 )
+from robot_rl.export.fixed_formats import Q15, Width
 
 
-def hwc_order(shape: tuple[int, ...]) -> np.ndarray:
-    """For each position of a ``(C, H, W)`` map stored HWC, its index in torch's CHW order."""
-    return np.arange(int(np.prod(shape))).reshape(shape).transpose(1, 2, 0).reshape(-1)
-
-
-class _Q15Emitter:
+class _FixedEmitter:
     """Emits ops into ping-pong buffers ``<name>_q[2][…]``, tracking which one holds the current tensor.
 
     ``layout``: the current tensor is a map in HWC order (its ``(C, H, W)``), or a vector in natural order (``None``).
     """
 
-    def __init__(self, name: str, data: _ConstData) -> None:
-        self.name, self.data = name, data
+    def __init__(self, name: str, data: _ConstData, width: Width) -> None:
+        self.name, self.data, self.width = name, data, width
         self.cur = 0
         self.layout: tuple[int, ...] | None = None
         self.lines: list[str] = []
@@ -70,31 +68,37 @@ class _Q15Emitter:
         return src, dst
 
     def linear(self, sym: str, q: QLinear, weight: np.ndarray) -> None:
-        """int16 weights, the int64 bias plus the rounding constant of the shift, and the shifts."""
-        self.data.emit("int16_t", f"{sym}_w", weight, fmt="int")
+        """Weights, the bias plus the rounding constant of the shift (at the accumulator's width), the shifts."""
+        self.data.emit(self.width.ctype, f"{sym}_w", weight, fmt="int")
         rounding = np.where(q.shift > 0, np.left_shift(1, np.maximum(q.shift - 1, 0)), 0)
-        self.data.emit("int64_t", f"{sym}_b", q.bias + rounding, fmt="int")
+        bias = q.bias + rounding
+        if self.width.acc_bits == 32:  # make_linear's formats keep it in range; a failure here is a bug there
+            assert np.abs(bias).max(initial=0) < 2**31, "q7 bias out of the int32 range"
+        self.data.emit(self.width.acc_ctype, f"{sym}_b", bias, fmt="int")
         self.data.emit("int8_t", f"{sym}_sh", q.shift, fmt="int")
 
     def lut(self, op: LutOp, buf: str, length: int) -> None:
-        sym = f"{self.name}_t_{op.activation}_{op.f_in}_{op.f_out}"
+        bits = op.width.bits
+        sym = f"{self.name}_t{'' if bits == 16 else bits}_{op.activation}_{op.f_in}_{op.f_out}"
         if sym not in self.tables:  # one table per (activation, formats), shared by the layers that use it
             self.tables.add(sym)
-            self.data.emit("int16_t", sym, op.table, fmt="int")
-        self.lines.append(f"    {self.name}_lut({sym}, {buf}, {length});")
+            self.data.emit(op.width.ctype, sym, op.table, fmt="int")
+        self.lines.append(f"    {self.name}_{'lut' if bits == 16 else f'lut{bits}'}({sym}, {buf}, {length});")
 
     def dense(self, sym: str, op: DenseOp, src: str, dst: str) -> None:
+        """A Linear; one whose output is wider than the maps (the last layer of ``q7``) is ``dense_out``."""
         q = op.q
         self.linear(sym, q, q.weight if self.layout is None else q.weight[:, hwc_order(self.layout)])
         self.layout = None
-        self.lines.append(f"    {self.name}_dense({sym}_w, {sym}_b, {sym}_sh, {src}, {dst}, {0 if q.relu else -32768}, "
-                          f"{q.weight.shape[1]}, {q.weight.shape[0]});")
+        fn = "dense" if q.qmax == self.width.qmax else "dense_out"
+        self.lines.append(f"    {self.name}_{fn}({sym}_w, {sym}_b, {sym}_sh, {src}, {dst}, "
+                          f"{0 if q.relu else -q.qmax - 1}, {q.weight.shape[1]}, {q.weight.shape[0]});")
 
     def camera_op(self, sym: str, op: Op, shapes: list[tuple[int, ...]], image: str) -> None:
         """One camera op (``shapes``: the float graph's tensor shapes, indexed like ``op.src``/``op.dst``)."""
         n = self.name
         if isinstance(op, PixelsOp):
-            self.data.emit("int16_t", f"{sym}_px", op.table, fmt="int")
+            self.data.emit(self.width.ctype, f"{sym}_px", op.table, fmt="int")
             c, h, w = shapes[0]
             self.lines.append(f"    {n}_pixels({image}, {sym}_px, {int(op.table.shape[0] > 1)}, {n}_q[0], {h * w}, "
                               f"{c});")
@@ -105,10 +109,10 @@ class _Q15Emitter:
             self.cur = 0 if op.first else self.cur
             i, o, node = shapes[op.src], shapes[op.dst], op.node
             self.layout = o
-            self.lines.append(f"    {n}_{'conv_img' if op.first else 'conv'}({sym}_w, {sym}_b, {sym}_sh, {src}, {dst}, "
-                              f"{0 if op.q.relu else -32768}, {i[0]}, {i[1]}, {i[2]}, {o[0]}, {o[1]}, {o[2]}, "
-                              f"{node.weight.shape[2]}, {node.weight.shape[3]}, {node.stride[0]}, {node.stride[1]}, "
-                              f"{node.padding[0]}, {node.padding[1]});")
+            self.lines.append(f"    {n}_{'conv_img' if op.first else 'conv'}({sym}_w, {sym}_b, {sym}_sh, "
+                              f"{0 if op.q.relu else -op.q.qmax - 1}, {src}, {dst}, {i[0]}, {i[1]}, {i[2]}, {o[0]}, "
+                              f"{o[1]}, {o[2]}, {node.weight.shape[2]}, {node.weight.shape[3]}, {node.stride[0]}, "
+                              f"{node.stride[1]}, {node.padding[0]}, {node.padding[1]});")
         elif isinstance(op, DenseOp):
             self.dense(sym, op, *self.swap())
         elif isinstance(op, PoolOp):
@@ -144,7 +148,7 @@ class _Q15Emitter:
                           f"{shape[0]}, {shape[1]}, {shape[2]}, {15 - op.f_out});")
 
 
-def _camera(em: _Q15Emitter, k: int, cam: CameraPlan, f_feat: int, offset: int) -> None:
+def _camera(em: _FixedEmitter, k: int, cam: CameraPlan, f_feat: int, offset: int) -> None:
     shapes = cam.branch.shapes()
     for j, op in enumerate(cam.ops):
         em.camera_op(f"{em.name}_k{k}_{j}", op, shapes, f"image_{cam.branch.symbol}")
@@ -154,7 +158,7 @@ def _camera(em: _Q15Emitter, k: int, cam: CameraPlan, f_feat: int, offset: int) 
     em.layout = None
 
 
-def _state(em: _Q15Emitter, plan: FixedPlan, offset: int) -> None:
+def _state(em: _FixedEmitter, plan: FixedPlan, offset: int) -> None:
     st, n = plan.state, em.name
     if st is None:
         return
@@ -165,7 +169,7 @@ def _state(em: _Q15Emitter, plan: FixedPlan, offset: int) -> None:
                     f"{st.clip});")
 
 
-def _head_and_output(em: _Q15Emitter, plan: FixedPlan) -> str:
+def _head_and_output(em: _FixedEmitter, plan: FixedPlan) -> str:
     """The head's layers; returns the expression of ``action[i]``."""
     n = em.name
     widths = plan.graph.head.widths
@@ -174,6 +178,8 @@ def _head_and_output(em: _Q15Emitter, plan: FixedPlan) -> str:
     for j, op in enumerate(plan.head):
         if isinstance(op, DenseOp):
             _, dst = em.swap()
+            if op.q.qmax != plan.width.qmax:  # q7's last layer: int16 out, into its own buffer
+                dst = f"{n}_out"
             em.dense(f"{n}_h{j}", op, src, dst)
             src = dst
         elif isinstance(op, LutOp):
@@ -185,7 +191,8 @@ def _head_and_output(em: _Q15Emitter, plan: FixedPlan) -> str:
         em.data.emit("int16_t", f"{n}_out_s", out.scale, fmt="int")
         em.data.emit("int16_t", f"{n}_out_b", out.bias, fmt="int")
         shift = out.tanh.f_out + out.f_scale - plan.f_act
-        return f"{n}_sat({n}_shr((int32_t){src}[i] * {n}_out_s[i], {shift}) + {n}_out_b[i], -32768)"
+        sat16 = sat_names(plan.width)[1]
+        return f"{n}_{sat16}({n}_shr((int32_t){src}[i] * {n}_out_s[i], {shift}) + {n}_out_b[i], -32768)"
     if out.kind == "clamp":
         assert out.lo is not None and out.hi is not None
         em.data.emit("int16_t", f"{n}_out_lo", out.lo, fmt="int")
@@ -197,17 +204,17 @@ def _head_and_output(em: _Q15Emitter, plan: FixedPlan) -> str:
 
 def _helpers(plan: FixedPlan, name: str) -> str:
     """The float conversion helpers (the only float code; ``<name>_forward`` does not call them)."""
-    up = name.upper()
+    up, v = name.upper(), plan.width.variant
     out = (f"/* Boundary helpers, the only float code in this file (<name>_forward never calls them):\n"
            f"   action[i] = q[i] / 2^{plan.f_act}. */\n"
-           f"void {name}_action_from_q15(const int16_t *q, float *action)\n{{\n    int i;\n"
+           f"void {name}_action_from_{v}(const int16_t *q, float *action)\n{{\n    int i;\n"
            f"    for (i = 0; i < {up}_ACTION_DIM; ++i) action[i] = (float)q[i] * {_f(2.0 ** -plan.f_act)};\n}}\n")
     if plan.state is None:
         return out
     scales = ", ".join(_f(2.0 ** int(f)) for f in plan.state.frac)
     return out + f"""
 /* state[i] -> round(state[i] * 2^frac[i]), saturated to int16 (NaN -> 0). */
-void {name}_state_to_q15(const float *state, int16_t *q)
+void {name}_state_to_{v}(const float *state, int16_t *q)
 {{
     static const float scale[{up}_STATE_DIM] = {{{scales}}};
     int i;
@@ -224,20 +231,26 @@ void {name}_state_to_q15(const float *state, int16_t *q)
 
 def _decls(plan: FixedPlan, name: str) -> tuple[str, str]:
     """Header defines and prototypes beyond the shared ones."""
-    up = name.upper()
-    defines = f"#define {up}_Q15 1\n#define {up}_ACTION_FRAC_BITS {plan.f_act}\n"
-    protos = f"void {name}_action_from_q15(const int16_t *q, float *action);\n"
+    up, v = name.upper(), plan.width.variant
+    defines = f"#define {up}_{v.upper()} 1\n#define {up}_ACTION_FRAC_BITS {plan.f_act}\n"
+    protos = f"void {name}_action_from_{v}(const int16_t *q, float *action);\n"
     if plan.state is not None:
         defines += f"#define {up}_STATE_FRAC_BITS_INIT {{{', '.join(str(int(f)) for f in plan.state.frac)}}}\n"
-        protos += f"void {name}_state_to_q15(const float *state, int16_t *q);\n"
+        protos += f"void {name}_state_to_{v}(const float *state, int16_t *q);\n"
     return defines, protos
 
 
-def generate_q15_c(plan: FixedPlan, name: str, origin: str = "") -> CSources:
-    """The ``q15`` header/source pair of ``plan`` (:func:`robot_rl.export.fixed.build_plan`)."""
+_ABOUT = {"q15": " * Variant: q15 (int16 weights and activations in power-of-two Q formats, int64 accumulation,\n"
+                 " * saturation; no float in the forward pass).\n",
+          "q7": " * Variant: q7 (int8 weights and activations in power-of-two Q formats, int32 accumulation,\n"
+                " * saturation; int16 state and action; no float in the forward pass).\n"}
+
+
+def generate_fixed_c(plan: FixedPlan, name: str, origin: str = "") -> CSources:
+    """The ``q15`` or ``q7`` header/source pair of ``plan`` (:func:`robot_rl.export.fixed.build_plan`)."""
     check_name(name)
-    graph, data = plan.graph, _ConstData()
-    em = _Q15Emitter(name, data)
+    graph, data, width = plan.graph, _ConstData(), plan.width
+    em = _FixedEmitter(name, data, width)
     offset = 0
     for k, cam in enumerate(plan.cameras):
         _camera(em, k, cam, plan.f_feat, offset)
@@ -246,21 +259,30 @@ def generate_q15_c(plan: FixedPlan, name: str, origin: str = "") -> CSources:
     action = _head_and_output(em, plan)
     widths = [int(np.prod(s)) for cam in plan.cameras for s in cam.branch.shapes()[0 if isinstance(
         cam.ops[0], PixelsOp) else 1:]] + graph.head.widths
-    workspace = 2 * 2 * max(widths) + 2 * graph.feature_dim
-    about = ((f" * Source: {origin}\n" if origin else "") +
-             " * Variant: q15 (int16 weights and activations in power-of-two Q formats, int64 accumulation,\n"
-             " * saturation; no float in the forward pass).\n"
+    size = width.bits // 8
+    out_buf = width.bits != 16  # q7's last layer writes int16
+    workspace = size * (2 * max(widths) + graph.feature_dim) + (2 * graph.act_dim if out_buf else 0)
+    about = ((f" * Source: {origin}\n" if origin else "") + _ABOUT[width.variant] +
              f" * Constant data (flash): {data.nbytes} bytes; static workspace (RAM): {workspace} bytes.\n")
-    up = name.upper()
+    up, t = name.upper(), width.ctype
     body = "\n".join(em.lines)
     source = (f"/* {name}.c: deterministic policy generated by `robot-rl export`. Do not edit.\n{about} */\n"
               f'#include "{name}.h"\n\n{"".join(data.arrays)}\n'
-              f"static int16_t {name}_q[2][{max(widths)}];\nstatic int16_t {name}_feat[{graph.feature_dim}];\n\n"
-              + kernels(name, body + action) + "\n"
+              f"static {t} {name}_q[2][{max(widths)}];\nstatic {t} {name}_feat[{graph.feature_dim}];\n"
+              + (f"static int16_t {name}_out[{graph.act_dim}];\n" if out_buf else "") + "\n"
+              + kernels(name, body + action, width) + "\n"
               + f"{_signature(graph, name, 'int16_t')}\n{{\n    int i;\n{_checks(graph, name)}{body}\n"
               f"    for (i = 0; i < {up}_ACTION_DIM; ++i) {{\n        action[i] = {action};\n    }}\n"
               f"    return {up}_OK;\n}}\n\n" + _helpers(plan, name))
     defines, protos = _decls(plan, name)
     header = _header(graph, name, about, data.nbytes, workspace, io_type="int16_t", extra_defines=defines,
                      extra_protos=protos)
-    return CSources(name, "q15", header, source, data.nbytes, workspace)
+    variant: Variant = "q15" if width.bits == 16 else "q7"
+    return CSources(name, variant, header, source, data.nbytes, workspace)
+
+
+def generate_q15_c(plan: FixedPlan, name: str, origin: str = "") -> CSources:
+    """:func:`generate_fixed_c` under its name from when q15 was the only fixed-point variant."""
+    if plan.width != Q15:
+        raise ValueError(f"generate_q15_c takes a q15 plan, not {plan.width.variant}: use generate_fixed_c")
+    return generate_fixed_c(plan, name, origin)

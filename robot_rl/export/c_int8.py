@@ -4,7 +4,8 @@ The quantisation is :mod:`robot_rl.export.int8_full`'s. The entry point is the s
 :mod:`robot_rl.export.c_vision` for pixel and state-only actors alike (a state-only MLP has no camera
 arguments): ``int <name>_forward([images…,] const float *state, size_t state_len, float *action,
 size_t action_len)``. Activations ping-pong between two ``signed char`` buffers; the features and the
-last layer's output are float (``<NAME>_WORKSPACE_BYTES`` counts all of it).
+last layer's output are float (``<NAME>_WORKSPACE_BYTES`` counts all of it). Maps are HWC
+(:mod:`robot_rl.export.c_hwc`): the first conv reads the uint8 image in place as ``2u − 255``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from robot_rl.export.c_codegen import CSources, _ConstData, _f, check_name, used_kernels
+from robot_rl.export.c_hwc import conv_kernel, gather_line, hwc_order, pool_kernel, softmax_kernel
 from robot_rl.export.c_vision import _checks, _header, _signature, _state_lines
 from robot_rl.export.int8_full import QParams, Trace, activation_table, requant_multiplier
 from robot_rl.export.quantize import quantize_rows
@@ -50,38 +52,16 @@ static signed char {n}_quant(float v, float s, int z)
 }}
 """
 
-_CONV = """/* CHW int8 in and out; first != 0: the input is the uint8 HWC image, read exactly as 2u - 255 (scale
-   1/510). */
-static void {n}_conv(const signed char *w, const int *bias, const int *mult, const int *shift, const void *xin,
-                     int first, signed char *y, int zx, int zy, int lo, int c_in, int h_in, int w_in, int c_out,
-                     int h_out, int w_out, int kh, int kw, int sh, int sw, int ph, int pw)
-{{
-    const signed char *x = (const signed char *)xin;
-    const unsigned char *u = (const unsigned char *)xin;
-    int o, oy, ox, c, ky, kx;
-    for (o = 0; o < c_out; ++o) {{
-        for (oy = 0; oy < h_out; ++oy) {{
-            for (ox = 0; ox < w_out; ++ox) {{
-                int acc = bias[o];
-                for (c = 0; c < c_in; ++c) {{
-                    const signed char *wc = w + ((long)o * c_in + c) * kh * kw;
-                    for (ky = 0; ky < kh; ++ky) {{
-                        const int iy = oy * sh - ph + ky;
-                        if (iy < 0 || iy >= h_in) continue;
-                        for (kx = 0; kx < kw; ++kx) {{
-                            const int ix = ox * sw - pw + kx;
-                            if (ix < 0 || ix >= w_in) continue;
-                            acc += wc[ky * kw + kx] * (first ? 2 * (int)u[((long)iy * w_in + ix) * c_in + c] - 255
-                                                             : (int)x[((long)c * h_in + iy) * w_in + ix] - zx);
-                        }}
-                    }}
-                }}
-                y[((long)o * h_out + oy) * w_out + ox] = {n}_sat({n}_requant(acc, mult[o], shift[o]) + zy, lo);
-            }}
-        }}
-    }}
-}}
-"""
+_CONV = conv_kernel("conv", "int8 in.", ("signed char", "int", "signed char", "signed char"),
+                    "const int *mult, const int *shift, int zx, int zy, int lo, ", ("int", "bias[o]"),
+                    "acc += *wr++ * ((int)*xr++ - zx);", "{n}_sat({n}_requant(acc, mult[o], shift[o]) + zy, lo)",
+                    long="long")
+
+_CONV_IMG = conv_kernel("conv_img", "The first conv: the uint8 image, read exactly as 2u - 255 (scale 1/510).",
+                        ("signed char", "int", "unsigned char", "signed char"),
+                        "const int *mult, const int *shift, int zy, int lo, ", ("int", "bias[o]"),
+                        "acc += *wr++ * (2 * (int)*xr++ - 255);",
+                        "{n}_sat({n}_requant(acc, mult[o], shift[o]) + zy, lo)", long="long")
 
 _DENSE = """static void {n}_dense(const signed char *w, const int *bias, const int *mult, const int *shift,
                       const signed char *x, signed char *y, int zx, int zy, int lo, int n_in, int n_out)
@@ -117,38 +97,9 @@ _LUT = """static void {n}_lut(const signed char *table, signed char *x, int len)
 }}
 """
 
-_POOL = """/* kind 0: max; 1: average over kh*kw; 2: average over the in-image pixels (rounded). Scale in = out. */
-static void {n}_pool(const signed char *x, signed char *y, int ch, int h_in, int w_in, int h_out, int w_out, int kh,
-                     int kw, int sh, int sw, int ph, int pw, int kind, int zx)
-{{
-    int c, oy, ox, ky, kx;
-    for (c = 0; c < ch; ++c) {{
-        const signed char *xc = x + (long)c * h_in * w_in;
-        for (oy = 0; oy < h_out; ++oy) {{
-            for (ox = 0; ox < w_out; ++ox) {{
-                int acc = kind == 0 ? -128 : 0, count = 0, d;
-                for (ky = 0; ky < kh; ++ky) {{
-                    const int iy = oy * sh - ph + ky;
-                    if (iy < 0 || iy >= h_in) continue;
-                    for (kx = 0; kx < kw; ++kx) {{
-                        const int ix = ox * sw - pw + kx;
-                        if (ix < 0 || ix >= w_in) continue;
-                        if (kind == 0) {{
-                            acc = xc[iy * w_in + ix] > acc ? xc[iy * w_in + ix] : acc;
-                        }} else {{
-                            acc += xc[iy * w_in + ix] - zx;
-                        }}
-                        ++count;
-                    }}
-                }}
-                d = kind == 1 ? kh * kw : count;
-                y[((long)c * h_out + oy) * w_out + ox] = (signed char)(kind == 0 ? acc
-                    : zx + (acc >= 0 ? (acc + d / 2) / d : -((-acc + d / 2) / d)));
-            }}
-        }}
-    }}
-}}
-"""
+_POOL = pool_kernel(" (rounded); scale in = out", "signed char", "int zx, ", "int", "-128", "(v - zx)",
+                    "(signed char)(kind == 0 ? acc : zx + (acc >= 0 ? (acc + d / 2) / d : -((-acc + d / 2) / d)))",
+                    long="long")
 
 _LAYERNORM = """/* In float on the dequantised vector (a few dozen values). */
 static void {n}_layernorm(const float *g, const float *b, signed char *x, int len, float eps, float sx, int zx,
@@ -164,34 +115,15 @@ static void {n}_layernorm(const float *g, const float *b, signed char *x, int le
 }}
 """
 
-_SPATIAL_SOFTMAX = """/* In float on dequantised values, as the float32 variant. */
-static void {n}_spatial_softmax(const float *gain, const float *gx, const float *gy, const signed char *x,
-                                signed char *y, int ch, int h, int w, float sx, int zx, float sy, int zy)
-{{
-    int c, i, j;
-    for (c = 0; c < ch; ++c) {{
-        const signed char *xc = x + (long)c * h * w;
-        const float g = gain[c] * sx;
-        float peak = -INFINITY, sum = 0.0f, ex = 0.0f, ey = 0.0f;
-        for (i = 0; i < h * w; ++i) peak = g * (float)(xc[i] - zx) > peak ? g * (float)(xc[i] - zx) : peak;
-        for (i = 0; i < h * w; ++i) sum += expf(g * (float)(xc[i] - zx) - peak);
-        for (i = 0; i < h; ++i) {{
-            for (j = 0; j < w; ++j) {{
-                const float p = expf(g * (float)(xc[i * w + j] - zx) - peak) / sum;
-                ex += p * gx[j];
-                ey += p * gy[i];
-            }}
-        }}
-        y[c] = {n}_quant(ex, sy, zy);
-        y[ch + c] = {n}_quant(ey, sy, zy);
-    }}
-}}
-"""
+_SPATIAL_SOFTMAX = softmax_kernel(", in float on dequantised values as the float32 variant", "signed char",
+                                  ", float sx, int zx, float sy, int zy", "gain[c] * sx", "(float)zx",
+                                  ("{n}_quant(ex, sy, zy)", "{n}_quant(ey, sy, zy)"))
 
 
 #: In dependency order: a kernel is emitted when the code after it calls it.
-_KERNELS = {"requant": _REQUANT, "sat": _SAT, "quant": _QUANT, "conv": _CONV, "dense": _DENSE, "dense_out": _DENSE_OUT,
-            "lut": _LUT, "pool": _POOL, "layernorm": _LAYERNORM, "spatial_softmax": _SPATIAL_SOFTMAX}
+_KERNELS = {"requant": _REQUANT, "sat": _SAT, "quant": _QUANT, "conv": _CONV, "conv_img": _CONV_IMG, "dense": _DENSE,
+            "dense_out": _DENSE_OUT, "lut": _LUT, "pool": _POOL, "layernorm": _LAYERNORM,
+            "spatial_softmax": _SPATIAL_SOFTMAX}
 
 
 def _kernels(name: str, body: str) -> str:
@@ -200,12 +132,20 @@ def _kernels(name: str, body: str) -> str:
 
 
 class _Int8Emitter:
-    """Emits int8 layers into ping-pong buffers ``<name>_q[2][…]``, tracking the current buffer and its params."""
+    """Emits int8 layers into ping-pong buffers ``<name>_q[2][…]``, tracking the current buffer and its layout.
+
+    ``layout``: the current tensor is a map in HWC order (its ``(C, H, W)``), or a vector (``None``).
+    """
 
     def __init__(self, name: str, data: _ConstData) -> None:
         self.name, self.data = name, data
         self.cur = 0
+        self.layout: tuple[int, ...] | None = None
         self.lines: list[str] = []
+
+    def order(self) -> np.ndarray | slice:
+        """Where each value of the current tensor sits in torch's order (the permutation of an HWC map)."""
+        return slice(None) if self.layout is None else hwc_order(self.layout)
 
     def swap(self) -> tuple[str, str]:
         src, dst = f"{self.name}_q[{self.cur}]", f"{self.name}_q[{1 - self.cur}]"
@@ -229,18 +169,22 @@ class _Int8Emitter:
 
     def conv(self, sym: str, node: Conv2dNode, shape: tuple[int, ...], out: tuple[int, ...], qin: QParams | None,
              qout: QParams, relu: bool, image: str | None) -> None:
-        self.weights(sym, node.weight, node.bias, qin or QParams(1.0 / 510.0, 0), qout)
-        src, dst = self.swap()
-        if image is not None:
-            src, dst, self.cur = image, f"{self.name}_q[0]", 0
+        """HWC weights ``[o][ky][kx][c]``; the first conv (``image``) reads the uint8 image in place."""
+        self.weights(sym, node.weight.transpose(0, 2, 3, 1), node.bias, qin or QParams(1.0 / 510.0, 0), qout)
         lo = qout.zero if relu else -128
-        self.lines.append(f"    {self.name}_conv({sym}_w, {sym}_b, {sym}_m, {sym}_sh, {src}, {int(image is not None)}, "
-                          f"{dst}, {qin.zero if qin else 0}, {qout.zero}, {lo}, {shape[0]}, {shape[1]}, {shape[2]}, "
-                          f"{out[0]}, {out[1]}, {out[2]}, {node.weight.shape[2]}, {node.weight.shape[3]}, "
+        if image is not None:
+            fn, args, self.cur = "conv_img", f"{qout.zero}, {lo}, {image}, {self.name}_q[0]", 0
+        else:
+            src, dst = self.swap()
+            fn, args = "conv", f"{qin.zero if qin else 0}, {qout.zero}, {lo}, {src}, {dst}"
+        self.layout = out
+        self.lines.append(f"    {self.name}_{fn}({sym}_w, {sym}_b, {sym}_m, {sym}_sh, {args}, {shape[0]}, {shape[1]}, "
+                          f"{shape[2]}, {out[0]}, {out[1]}, {out[2]}, {node.weight.shape[2]}, {node.weight.shape[3]}, "
                           f"{node.stride[0]}, {node.stride[1]}, {node.padding[0]}, {node.padding[1]});")
 
     def dense(self, sym: str, weight: np.ndarray, bias: np.ndarray, qin: QParams, qout: QParams, relu: bool) -> None:
-        self.weights(sym, weight, bias, qin, qout)
+        self.weights(sym, weight[:, self.order()], bias, qin, qout)
+        self.layout = None
         src, dst = self.swap()
         lo = qout.zero if relu else -128
         self.lines.append(f"    {self.name}_dense({sym}_w, {sym}_b, {sym}_m, {sym}_sh, {src}, {dst}, {qin.zero}, "
@@ -249,6 +193,31 @@ class _Int8Emitter:
     def table(self, sym: str, activation: str, qin: QParams, qout: QParams, length: int) -> None:
         self.data.emit("signed char", f"{sym}_lut", activation_table(activation, qin, qout), fmt="int")
         self.lines.append(f"    {self.name}_lut({sym}_lut, {self.name}_q[{self.cur}], {length});")
+
+    def pool(self, node: PoolNode, shape: tuple[int, ...], out: tuple[int, ...], q: QParams) -> None:
+        """Pooling keeps the scale: max and mean never leave the input's range."""
+        kind = 0 if node.kind == "max" else (1 if node.count_include_pad else 2)
+        src, dst = self.swap()
+        self.layout = out
+        self.lines.append(f"    {self.name}_pool({src}, {dst}, {q.zero}, {shape[0]}, {shape[1]}, {shape[2]}, {out[1]}, "
+                          f"{out[2]}, {node.kernel[0]}, {node.kernel[1]}, {node.stride[0]}, {node.stride[1]}, "
+                          f"{node.padding[0]}, {node.padding[1]}, {kind});")
+
+    def layernorm(self, sym: str, node: LayerNormNode, length: int, q: QParams, after: QParams) -> None:
+        order = self.order()
+        self.data.emit("float", f"{sym}_g", node.weight[order])
+        self.data.emit("float", f"{sym}_beta", node.bias[order])
+        self.lines.append(f"    {self.name}_layernorm({sym}_g, {sym}_beta, {self.name}_q[{self.cur}], {length}, "
+                          f"{_f(node.eps)}, {_f(q.scale)}, {q.zero}, {_f(after.scale)}, {after.zero});")
+
+    def keypoints(self, sym: str, node: SpatialSoftmaxNode, shape: tuple[int, ...], q: QParams,
+                  after: QParams) -> None:
+        for part, values in (("gain", node.gain), ("gx", node.grid_x), ("gy", node.grid_y)):
+            self.data.emit("float", f"{sym}_{part}", values)
+        src, dst = self.swap()
+        self.layout = None
+        self.lines.append(f"    {self.name}_spatial_softmax({sym}_gain, {sym}_gx, {sym}_gy, {src}, {dst}, {shape[0]}, "
+                          f"{shape[1]}, {shape[2]}, {_f(q.scale)}, {q.zero}, {_f(after.scale)}, {after.zero});")
 
 
 def _fused_relu(nodes: list[Node], j: int) -> bool:
@@ -277,33 +246,22 @@ def _camera(em: _Int8Emitter, k: int, cam: CameraBranch, tensors: list[np.ndarra
         elif isinstance(node, DenseNode):
             em.dense(sym, node.weight, node.bias, q, after, relu)
             q = after
-        elif isinstance(node, PoolNode):  # pooling keeps the scale: max and mean never leave the input's range
-            kind = 0 if node.kind == "max" else (1 if node.count_include_pad else 2)
-            src, dst = em.swap()
-            o = shapes[j + 1]
-            em.lines.append(f"    {n}_pool({src}, {dst}, {shape[0]}, {shape[1]}, {shape[2]}, {o[1]}, {o[2]}, "
-                            f"{node.kernel[0]}, {node.kernel[1]}, {node.stride[0]}, {node.stride[1]}, "
-                            f"{node.padding[0]}, {node.padding[1]}, {kind}, {q.zero});")
+        elif isinstance(node, PoolNode):
+            em.pool(node, shape, shapes[j + 1], q)
         elif isinstance(node, ActNode):
             em.table(sym, node.activation, q, after, int(np.prod(shape)))
             q = after
         elif isinstance(node, LayerNormNode):
-            em.data.emit("float", f"{sym}_g", node.weight)
-            em.data.emit("float", f"{sym}_beta", node.bias)
-            em.lines.append(f"    {n}_layernorm({sym}_g, {sym}_beta, {n}_q[{em.cur}], {int(np.prod(shape))}, "
-                            f"{_f(node.eps)}, {_f(q.scale)}, {q.zero}, {_f(after.scale)}, {after.zero});")
+            em.layernorm(sym, node, int(np.prod(shape)), q, after)
             q = after
         elif isinstance(node, SpatialSoftmaxNode):
-            for part, values in (("gain", node.gain), ("gx", node.grid_x), ("gy", node.grid_y)):
-                em.data.emit("float", f"{sym}_{part}", values)
-            src, dst = em.swap()
-            em.lines.append(f"    {n}_spatial_softmax({sym}_gain, {sym}_gx, {sym}_gy, {src}, {dst}, {shape[0]}, "
-                            f"{shape[1]}, {shape[2]}, {_f(q.scale)}, {q.zero}, {_f(after.scale)}, {after.zero});")
+            em.keypoints(sym, node, shape, q, after)
             q = after
         j += 2 if relu else 1
     assert q is not None
-    em.lines.append(f"    for (i = 0; i < {cam.out_dim}; ++i) {n}_feat[{offset} + i] = "
-                    f"{_f(q.scale)} * (float)({n}_q[{em.cur}][i] - ({q.zero}));")
+    em.lines.append(gather_line(f"{n}_feat", offset, f"{_f(q.scale)} * (float)({n}_q[{em.cur}][i] - ({q.zero}))",
+                                em.layout, cam.out_dim))
+    em.layout = None
 
 
 def _head(em: _Int8Emitter, graph: VisionGraph, trace: Trace) -> None:

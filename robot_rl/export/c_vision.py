@@ -12,10 +12,15 @@ H·W·C, ``<NAME>_STATE_DIM`` or ``<NAME>_ACTION_DIM``) or ``<NAME>_ERR_NULL`` (
 (row-major, channels interleaved) as cameras deliver them; the state is raw (the code normalises it).
 
 Memory: weights are ``static const`` (flash); activations ping-pong between two static buffers of the
-largest map (``CHW`` float32), plus one buffer for the concatenated features: ``<NAME>_WORKSPACE_BYTES``
+largest map (float32), plus one buffer for the concatenated features: ``<NAME>_WORKSPACE_BYTES``
 in all (``.bss``). Not re-entrant, like the MLP code. Headers: ``<stddef.h>`` (``size_t``) and
 ``<math.h>``. This module writes float32; the full-int8 variant with the same entry point is
 :mod:`robot_rl.export.c_int8`'s.
+
+Maps are HWC (:mod:`robot_rl.export.c_hwc`): a chain that starts with a conv on ``u/255 − 0.5`` (the DrQ and
+keypoint encoders) reads the uint8 image in place as ``2u − 255``, the 1/510 folded into its weights, as int8_full
+and q15 do, so the largest buffer is the largest map after the image; another chain first normalises the image into
+an HWC float map.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from robot_rl.export.c_codegen import (
     _output_expr,
     check_name,
 )
+from robot_rl.export.c_hwc import conv_kernel, gather_line, hwc_order, pool_kernel, softmax_kernel
 from robot_rl.export.vision import (
     ActNode,
     CameraBranch,
@@ -47,66 +53,17 @@ from robot_rl.export.vision import (
     VisionGraph,
 )
 
-_CONV = """/* CHW in and out; zero padding; w [c_out][c_in][kh][kw]. */
-static void {n}_conv(const float *w, const float *b, const float *x, float *y, int c_in, int h_in, int w_in,
-                     int c_out, int h_out, int w_out, int kh, int kw, int sh, int sw, int ph, int pw)
-{{
-    int o, oy, ox, c, ky, kx;
-    for (o = 0; o < c_out; ++o) {{
-        for (oy = 0; oy < h_out; ++oy) {{
-            for (ox = 0; ox < w_out; ++ox) {{
-                float acc = 0.0f;
-                for (c = 0; c < c_in; ++c) {{
-                    const float *wc = w + ((long)o * c_in + c) * kh * kw;
-                    const float *xc = x + (long)c * h_in * w_in;
-                    for (ky = 0; ky < kh; ++ky) {{
-                        const int iy = oy * sh - ph + ky;
-                        if (iy < 0 || iy >= h_in) continue;
-                        for (kx = 0; kx < kw; ++kx) {{
-                            const int ix = ox * sw - pw + kx;
-                            if (ix < 0 || ix >= w_in) continue;
-                            acc += wc[ky * kw + kx] * xc[iy * w_in + ix];
-                        }}
-                    }}
-                }}
-                y[((long)o * h_out + oy) * w_out + ox] = acc + b[o];
-            }}
-        }}
-    }}
-}}
-"""
+_CONV = conv_kernel("conv", "float32.", ("float", "float", "float", "float"), "", ("float", "0.0f"),
+                    "acc += *wr++ * *xr++;", "acc + bias[o]", long="long")
 
-_POOL = """/* kind 0: max (padding is -inf); 1: average over kh*kw; 2: average over the in-image pixels. */
-static void {n}_pool(const float *x, float *y, int ch, int h_in, int w_in, int h_out, int w_out, int kh, int kw,
-                     int sh, int sw, int ph, int pw, int kind)
-{{
-    int c, oy, ox, ky, kx;
-    for (c = 0; c < ch; ++c) {{
-        const float *xc = x + (long)c * h_in * w_in;
-        for (oy = 0; oy < h_out; ++oy) {{
-            for (ox = 0; ox < w_out; ++ox) {{
-                float acc = kind == 0 ? -INFINITY : 0.0f;
-                int count = 0;
-                for (ky = 0; ky < kh; ++ky) {{
-                    const int iy = oy * sh - ph + ky;
-                    if (iy < 0 || iy >= h_in) continue;
-                    for (kx = 0; kx < kw; ++kx) {{
-                        const int ix = ox * sw - pw + kx;
-                        if (ix < 0 || ix >= w_in) continue;
-                        if (kind == 0) {{
-                            acc = xc[iy * w_in + ix] > acc ? xc[iy * w_in + ix] : acc;
-                        }} else {{
-                            acc += xc[iy * w_in + ix];
-                        }}
-                        ++count;
-                    }}
-                }}
-                y[((long)c * h_out + oy) * w_out + ox] = kind == 0 ? acc : acc / (float)(kind == 1 ? kh * kw : count);
-            }}
-        }}
-    }}
-}}
-"""
+# u/255 - 0.5 = (2u - 255)/510, the 1/510 folded into the weights: the image is read in place, each tap an exact
+# integer converted to float, and no float copy of the image is made.
+_CONV_IMG = conv_kernel("conv_img", "The first conv: the uint8 image, read as 2u - 255 (w holds w/510).",
+                        ("float", "float", "unsigned char", "float"), "", ("float", "0.0f"),
+                        "acc += *wr++ * (float)(2 * (int)*xr++ - 255);", "acc + bias[o]", long="long")
+
+_POOL = pool_kernel(" (max pads with -inf)", "float", "", "float", "-INFINITY", "v",
+                    "kind == 0 ? acc : acc / (float)d", long="long")
 
 _LAYERNORM = """static void {n}_layernorm(const float *g, const float *b, float *x, int len, float eps)
 {{
@@ -120,38 +77,18 @@ _LAYERNORM = """static void {n}_layernorm(const float *g, const float *b, float 
 }}
 """
 
-_SPATIAL_SOFTMAX = """/* Per channel: p = softmax(gain[c] * x[c]) over pixels; y = [sum p*gx (ch), sum p*gy (ch)]. */
-static void {n}_spatial_softmax(const float *gain, const float *gx, const float *gy, const float *x, float *y,
-                                int ch, int h, int w)
-{{
-    int c, i, j;
-    for (c = 0; c < ch; ++c) {{
-        const float *xc = x + (long)c * h * w;
-        float peak = -INFINITY, sum = 0.0f, ex = 0.0f, ey = 0.0f;
-        for (i = 0; i < h * w; ++i) peak = xc[i] * gain[c] > peak ? xc[i] * gain[c] : peak;
-        for (i = 0; i < h * w; ++i) sum += expf(xc[i] * gain[c] - peak);
-        for (i = 0; i < h; ++i) {{
-            for (j = 0; j < w; ++j) {{
-                const float p = expf(xc[i * w + j] * gain[c] - peak) / sum;
-                ex += p * gx[j];
-                ey += p * gy[i];
-            }}
-        }}
-        y[c] = ex;
-        y[ch + c] = ey;
-    }}
-}}
-"""
+_SPATIAL_SOFTMAX = softmax_kernel("", "float", "", "gain[c]", "0.0f", ("ex", "ey"))
 
-_PIXELS = """/* uint8 HWC -> float CHW, (u / 255 - mean[c]) / std[c] as the torch encoder computes it. */
+_PIXELS = """/* uint8 HWC -> float HWC, (u / 255 - mean[c]) / std[c] as the torch encoder computes it (for a chain that
+   does not start with a conv). */
 static void {n}_pixels(const unsigned char *img, const float *mean, const float *std, int per_channel, float *y,
-                       int h, int w, int ch)
+                       long pixels, int ch)
 {{
-    int c, p;
-    for (c = 0; c < ch; ++c) {{
-        const float m = mean[per_channel ? c : 0], s = std[per_channel ? c : 0];
-        for (p = 0; p < h * w; ++p) {{
-            y[(long)c * h * w + p] = ((float)img[(long)p * ch + c] / 255.0f - m) / s;
+    long p;
+    int c;
+    for (p = 0; p < pixels; ++p) {{
+        for (c = 0; c < ch; ++c) {{
+            y[p * ch + c] = ((float)img[p * ch + c] / 255.0f - mean[per_channel ? c : 0]) / std[per_channel ? c : 0];
         }}
     }}
 }}
@@ -159,11 +96,15 @@ static void {n}_pixels(const unsigned char *img, const float *mean, const float 
 
 
 class _Chain:
-    """Emits one camera's nodes, tracking which ping-pong buffer holds the current tensor."""
+    """Emits one camera's nodes, tracking which ping-pong buffer holds the current tensor and its layout.
 
-    def __init__(self, name: str, data: _ConstData, prefix: str) -> None:
-        self.name, self.data, self.prefix = name, data, prefix
+    ``layout``: the current tensor is a map in HWC order (its ``(C, H, W)``), or a vector (``None``).
+    """
+
+    def __init__(self, name: str, data: _ConstData, prefix: str, image: str) -> None:
+        self.name, self.data, self.prefix, self.image = name, data, prefix, image
         self.cur = 0
+        self.layout: Shape | None = None
         self.lines: list[str] = []
         self.helpers: set[str] = set()
 
@@ -172,20 +113,31 @@ class _Chain:
         self.cur = 1 - self.cur
         return src, dst
 
+    def conv(self, sym: str, node: Conv2dNode, shape: Shape, out: Shape, image: bool) -> None:
+        """HWC weights ``[o][ky][kx][c]``; ``image``: the conv reads the uint8 image itself (weights divided by 510)."""
+        weight = node.weight.transpose(0, 2, 3, 1).astype(np.float64) / (510.0 if image else 1.0)
+        self.data.emit("float", f"{sym}_w", weight)
+        self.data.emit("float", f"{sym}_b", node.bias)
+        if image:
+            src, dst, self.cur, fn = self.image, f"{self.name}_buf[0]", 0, "conv_img"
+        else:
+            (src, dst), fn = self._bufs(), "conv"
+        kh, kw = node.weight.shape[2:]
+        self.layout = out
+        self.lines.append(f"    {self.name}_{fn}({sym}_w, {sym}_b, {src}, {dst}, {shape[0]}, {shape[1]}, "
+                          f"{shape[2]}, {out[0]}, {out[1]}, {out[2]}, {kh}, {kw}, {node.stride[0]}, "
+                          f"{node.stride[1]}, {node.padding[0]}, {node.padding[1]});")
+        self.helpers.add(fn)
+
     def emit(self, j: int, node: Node, shape: Shape, out: Shape) -> None:
         n, sym = self.name, f"{self.prefix}{j}"
+        order = slice(None) if self.layout is None else hwc_order(self.layout)
         if isinstance(node, Conv2dNode):
-            self.data.emit("float", f"{sym}_w", node.weight)
-            self.data.emit("float", f"{sym}_b", node.bias)
-            src, dst = self._bufs()
-            kh, kw = node.weight.shape[2:]
-            self.lines.append(f"    {n}_conv({sym}_w, {sym}_b, {src}, {dst}, {shape[0]}, {shape[1]}, {shape[2]}, "
-                              f"{out[0]}, {out[1]}, {out[2]}, {kh}, {kw}, {node.stride[0]}, {node.stride[1]}, "
-                              f"{node.padding[0]}, {node.padding[1]});")
-            self.helpers.add("conv")
+            self.conv(sym, node, shape, out, j == 0 and self.layout is None)
         elif isinstance(node, PoolNode):
             kind = 0 if node.kind == "max" else (1 if node.count_include_pad else 2)
             src, dst = self._bufs()
+            self.layout = out
             self.lines.append(f"    {n}_pool({src}, {dst}, {shape[0]}, {shape[1]}, {shape[2]}, {out[1]}, {out[2]}, "
                               f"{node.kernel[0]}, {node.kernel[1]}, {node.stride[0]}, {node.stride[1]}, "
                               f"{node.padding[0]}, {node.padding[1]}, {kind});")
@@ -195,14 +147,15 @@ class _Chain:
                 self.lines.append(f"    {n}_{node.activation}({n}_buf[{self.cur}], {int(np.prod(shape))});")
                 self.helpers.add(node.activation)
         elif isinstance(node, DenseNode):
-            self.data.emit("float", f"{sym}_w", node.weight)
+            self.data.emit("float", f"{sym}_w", node.weight[:, order])
             self.data.emit("float", f"{sym}_b", node.bias)
             src, dst = self._bufs()
+            self.layout = None
             self.lines.append(f"    {n}_dense({sym}_w, {sym}_b, {src}, {dst}, {shape[0]}, {out[0]});")
             self.helpers.add("dense")
         elif isinstance(node, LayerNormNode):
-            self.data.emit("float", f"{sym}_g", node.weight)
-            self.data.emit("float", f"{sym}_b", node.bias)
+            self.data.emit("float", f"{sym}_g", node.weight[order])
+            self.data.emit("float", f"{sym}_b", node.bias[order])
             self.lines.append(f"    {n}_layernorm({sym}_g, {sym}_b, {n}_buf[{self.cur}], {int(np.prod(shape))}, "
                               f"{_f(node.eps)});")
             self.helpers.add("layernorm")
@@ -210,6 +163,7 @@ class _Chain:
             for part, values in (("gain", node.gain), ("gx", node.grid_x), ("gy", node.grid_y)):
                 self.data.emit("float", f"{sym}_{part}", values)
             src, dst = self._bufs()
+            self.layout = None
             self.lines.append(f"    {n}_spatial_softmax({sym}_gain, {sym}_gx, {sym}_gy, {src}, {dst}, {shape[0]}, "
                               f"{shape[1]}, {shape[2]});")
             self.helpers.add("spatial_softmax")
@@ -218,8 +172,8 @@ class _Chain:
 
 
 def _helper(name: str, kind: str) -> str:
-    fixed = {"conv": _CONV, "pool": _POOL, "layernorm": _LAYERNORM, "spatial_softmax": _SPATIAL_SOFTMAX,
-             "pixels": _PIXELS}
+    fixed = {"conv": _CONV, "conv_img": _CONV_IMG, "pool": _POOL, "layernorm": _LAYERNORM,
+             "spatial_softmax": _SPATIAL_SOFTMAX, "pixels": _PIXELS}
     if kind in fixed:
         return fixed[kind].format(n=name)
     if kind == "dense":
@@ -227,20 +181,34 @@ def _helper(name: str, kind: str) -> str:
     return _activation_helper(name, kind)
 
 
+def reads_image_in_place(cam: CameraBranch) -> bool:
+    """Whether the chain's first conv reads the uint8 image in place, as ``2u − 255``.
+
+    So it does when the chain starts with a conv and normalises as ``u/255 − 0.5`` (the DrQ and keypoint
+    encoders); otherwise the image is first normalised into a float map.
+    """
+    return bool(cam.nodes) and isinstance(cam.nodes[0], Conv2dNode) and bool(np.all(cam.mean == 0.5)) \
+        and bool(np.all(cam.std == 1.0))
+
+
 def _camera(name: str, data: _ConstData, k: int, cam: CameraBranch, offset: int) -> _Chain:
-    """Emit camera ``k``'s constants; its lines run the chain and copy the features to ``feat[offset:]``."""
-    chain = _Chain(name, data, f"{name}_k{k}_")
+    """Emit camera ``k``'s constants; its lines run the chain and copy the features to ``feat[offset:]``.
+
+    See :func:`reads_image_in_place`; another chain first normalises the image into an HWC float map.
+    """
+    chain = _Chain(name, data, f"{name}_k{k}_", f"image_{cam.symbol}")
     h, w, c = cam.image_shape
-    data.emit("float", f"{name}_k{k}_mean", cam.mean)
-    data.emit("float", f"{name}_k{k}_std", cam.std)
-    chain.lines.append(f"    {name}_pixels(image_{cam.symbol}, {name}_k{k}_mean, {name}_k{k}_std, "
-                       f"{int(cam.mean.size > 1)}, {name}_buf[0], {h}, {w}, {c});")
-    chain.helpers.add("pixels")
+    if not reads_image_in_place(cam):
+        data.emit("float", f"{name}_k{k}_mean", cam.mean)
+        data.emit("float", f"{name}_k{k}_std", cam.std)
+        chain.lines.append(f"    {name}_pixels(image_{cam.symbol}, {name}_k{k}_mean, {name}_k{k}_std, "
+                           f"{int(cam.mean.size > 1)}, {name}_buf[0], {h * w}, {c});")
+        chain.helpers.add("pixels")
+        chain.layout = (c, h, w)
     shapes = cam.shapes()
     for j, node in enumerate(cam.nodes):
         chain.emit(j, node, shapes[j], shapes[j + 1])
-    chain.lines.append(f"    for (i = 0; i < {cam.out_dim}; ++i) "
-                       f"{name}_feat[{offset} + i] = {name}_buf[{chain.cur}][i];")
+    chain.lines.append(gather_line(f"{name}_feat", offset, f"{name}_buf[{chain.cur}][i]", chain.layout, cam.out_dim))
     return chain
 
 
@@ -277,7 +245,8 @@ def _state_lines(graph: VisionGraph, name: str, data: _ConstData, offset: int) -
 
 
 def _max_width(graph: VisionGraph) -> int:
-    widths = [int(np.prod(s)) for cam in graph.cameras for s in cam.shapes()]
+    """The largest map or vector of a chain (the image counts only when it is converted to a float map)."""
+    widths = [int(np.prod(s)) for cam in graph.cameras for s in cam.shapes()[1 if reads_image_in_place(cam) else 0:]]
     return max(widths + graph.head.widths)
 
 
@@ -363,7 +332,7 @@ def generate_vision_c(graph: VisionGraph, name: str, variant: Variant = "float32
     up = name.upper()
     source = (f"/* {name}.c: deterministic pixel policy generated by `robot-rl export`. Do not edit.\n{about} */\n"
               f'#include "{name}.h"\n\n#include <math.h>\n\n{"".join(data.arrays)}\n'
-              f"/* Maps ping-pong between the two rows (CHW float32); the features are gathered in feat. */\n"
+              f"/* Maps ping-pong between the two rows (HWC float32); the features are gathered in feat. */\n"
               f"static float {name}_buf[2][{width}];\nstatic float {name}_feat[{graph.feature_dim}];\n\n"
               + "".join(_helper(name, h) + "\n" for h in sorted(helpers))
               + f"{_signature(graph, name)}\n{{\n    int i;\n{_checks(graph, name)}"

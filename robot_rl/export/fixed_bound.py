@@ -1,14 +1,14 @@
-"""A rigorous per-observation bound on ``|action_q15 − action_exact|``, propagated layer by layer.
+"""A rigorous per-observation bound on ``|action_fixed − action_exact|`` (``q15``, ``q7``), layer by layer.
 
 Let ``x`` be a layer's exact (float64) input, ``x̂`` the C code's, ``|x̂ − x| ≤ e`` elementwise. With ``W̃``, ``b̃``
-what the int16 weights and int64 bias stand for (exactly known numbers), ``M = 32767·2^−f`` the format's largest
-value and ``(t)₊ = max(t, 0)``:
+what the integer weights and bias stand for (exactly known numbers), ``M = qmax·2^−f`` the format's largest
+value (``qmax`` = 32767 or 127) and ``(t)₊ = max(t, 0)``:
 
 - **conv, dense**: ``e' = |W̃|·e + |(W̃ − W)·x| + |b̃ − b| + ½·2^−f_out + (|y| − M)₊`` (the rounding shift,
   then saturation, which is 1-Lipschitz; a fused ReLU is the saturation's lower limit, ``y`` is then
   ``relu(y)``). The first conv reads the image exactly (``e = 0``); a pixel table adds its exact rounding;
 - **activation table**: ``e' = L·e + ε + (|f(x)| − M)₊`` with ``L`` the activation's Lipschitz constant and ``ε``
-  the table's error evaluated on all 65,536 inputs; **ReLU**: ``e' = e``; **max pool**: the window's largest ``e``;
+  the table's error evaluated on every input; **ReLU**: ``e' = e``; **max pool**: the window's largest ``e``;
   **average pool**: the window's mean ``e`` + ½ LSB;
 - **LayerNorm** (``s = sqrt(var + eps)``, ``n = (x − mean)/s``, ``E = max e``): ``|Δn| ≤ E·(2 + |n|)/(s − E)``
   (the mean moves by at most ``E``, ``s`` by at most ``E``), plus the integer square root's relative ``2/R``, then
@@ -47,9 +47,9 @@ from robot_rl.export.fixed import (
     PoolOp,
     QLinear,
     ReluOp,
-    exp2_rel_error,
     state_fixed,
 )
+from robot_rl.export.fixed_formats import Q_MAX, exp2_rel_error
 from robot_rl.export.graph import LIPSCHITZ
 from robot_rl.export.int8_full import Trace, node_forward, reference_forward
 from robot_rl.export.vision import Conv2dNode
@@ -58,9 +58,9 @@ HUGE = 1e150
 """Stands for an unbounded error: finite, so that a zero weight times it is 0, not NaN (the output cap trims it)."""
 
 
-def _sat(y: np.ndarray, f: int) -> np.ndarray:
-    """``(|y| − 32767·2^−f)₊``: what saturating the exact value ``y`` can add."""
-    return np.maximum(np.abs(y) - 32767.0 * 2.0**-f, 0.0)
+def _sat(y: np.ndarray, f: int, qmax: int = Q_MAX) -> np.ndarray:
+    """``(|y| − qmax·2^−f)₊``: what saturating the exact value ``y`` can add."""
+    return np.maximum(np.abs(y) - qmax * 2.0**-f, 0.0)
 
 
 def _per_channel(v: np.ndarray, ndim: int) -> np.ndarray:
@@ -82,7 +82,7 @@ def _linear(q: QLinear, x: np.ndarray, e: np.ndarray, conv: Conv2dNode | None) -
     return out + _per_channel(fixed, out.ndim)
 
 
-def _layernorm(op: LayerNormOp, x: np.ndarray, e: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _layernorm(op: LayerNormOp, x: np.ndarray, e: np.ndarray, y: np.ndarray, qmax: int) -> np.ndarray:
     n_el = x[0].size
     flat = x.reshape(len(x), -1)
     big_e = e.reshape(len(e), -1).max(axis=1, keepdims=True)
@@ -97,10 +97,10 @@ def _layernorm(op: LayerNormOp, x: np.ndarray, e: np.ndarray, y: np.ndarray) -> 
     rounding = 0.5 * 2.0 ** -(op.f_out + op.k) + (0.5 * 2.0**-op.f_out if op.k > 0 else 0.0)
     out = (np.abs(g_q) * dn + np.abs(n) * np.abs(g_q - g) + np.abs(op.beta * 2.0**-op.f_out - op.node.bias)
            + rounding)
-    return out.reshape(x.shape) + _sat(y, op.f_out)
+    return out.reshape(x.shape) + _sat(y, op.f_out, qmax)
 
 
-def _keypoints(op: KeypointsOp, x: np.ndarray, e: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _keypoints(op: KeypointsOp, x: np.ndarray, e: np.ndarray, y: np.ndarray, qmax: int) -> np.ndarray:
     c, h, w = x.shape[1:]
     big_e = e.reshape(len(e), c, -1).max(axis=2)  # [N, C]
     g = np.asarray(op.node.gain, np.float64)
@@ -114,11 +114,14 @@ def _keypoints(op: KeypointsOp, x: np.ndarray, e: np.ndarray, y: np.ndarray) -> 
         half = (grid.max() - grid.min()) / 2.0
         out.append(spread * half + np.abs(q * 2.0**-15 - grid).max())
     rounding = 0.5 * 2.0**-15 + (0.5 * 2.0**-op.f_out if op.f_out < 15 else 0.0)
-    return np.concatenate(out, axis=1) + rounding + _sat(y, op.f_out)
+    return np.concatenate(out, axis=1) + rounding + _sat(y, op.f_out, qmax)
 
 
-def _step(op: Op, t: list[np.ndarray], e: np.ndarray, images: np.ndarray | None) -> np.ndarray:
-    """The error after ``op`` given the error ``e`` of its input ``t[op.src]`` (``t``: exact tensors)."""
+def _step(op: Op, t: list[np.ndarray], e: np.ndarray, images: np.ndarray | None, qmax: int) -> np.ndarray:
+    """The error after ``op`` given the error ``e`` of its input ``t[op.src]`` (``t``: exact tensors).
+
+    ``qmax``: the map's largest value (conv, dense and table ops carry their own, the last layer's int16).
+    """
     x, y, e = t[op.src], t[op.dst], np.minimum(e, HUGE)
     if isinstance(op, PixelsOp):
         assert images is not None
@@ -133,10 +136,11 @@ def _step(op: Op, t: list[np.ndarray], e: np.ndarray, images: np.ndarray | None)
             lin = _linear(op.q, v, np.zeros_like(v), op.node)
         else:
             lin = _linear(op.q, x, e, op.node)
-        return lin + _sat(y, op.q.f_out)  # a fused ReLU: |clip(v, 0, M) − relu(y)| ≤ |v − y| + (relu(y) − M)₊
+        # A fused ReLU: |clip(v, 0, M) − relu(y)| ≤ |v − y| + (relu(y) − M)₊.
+        return lin + _sat(y, op.q.f_out, op.q.qmax)
     if isinstance(op, DenseOp):
         lin = _linear(op.q, x.reshape(len(x), -1), e.reshape(len(e), -1), None)
-        return lin + _sat(y.reshape(len(y), -1), op.q.f_out)
+        return lin + _sat(y.reshape(len(y), -1), op.q.f_out, op.q.qmax)
     if isinstance(op, PoolOp):
         if op.node.kind == "max":
             return node_forward(op.node, e)
@@ -144,18 +148,18 @@ def _step(op: Op, t: list[np.ndarray], e: np.ndarray, images: np.ndarray | None)
     if isinstance(op, ReluOp):
         return e
     if isinstance(op, LutOp):
-        return LIPSCHITZ[op.activation] * e + op.eps + _sat(y, op.f_out)
+        return LIPSCHITZ[op.activation] * e + op.eps + _sat(y, op.f_out, op.width.qmax)
     if isinstance(op, LayerNormOp):
-        return _layernorm(op, x, e, y)
+        return _layernorm(op, x, e, y, qmax)
     assert isinstance(op, KeypointsOp)
-    return _keypoints(op, x, e, y)
+    return _keypoints(op, x, e, y, qmax)
 
 
-def _camera(cam: CameraPlan, tensors: list[np.ndarray], images: np.ndarray) -> np.ndarray:
+def _camera(cam: CameraPlan, tensors: list[np.ndarray], images: np.ndarray, qmax: int) -> np.ndarray:
     """``[N, out_dim]``: the error of one camera's features, in its own format."""
     e = np.zeros_like(tensors[0])
     for op in cam.ops:
-        e = _step(op, tensors, e, images)
+        e = _step(op, tensors, e, images, qmax)
     return e.reshape(len(e), -1)
 
 
@@ -191,11 +195,12 @@ def _output(plan: FixedPlan, head: list[np.ndarray], e: np.ndarray) -> np.ndarra
 
 
 def _chunk_bound(plan: FixedPlan, trace: Trace, images: list[np.ndarray], state: np.ndarray | None) -> np.ndarray:
-    parts = []
+    parts, qmax = [], plan.width.qmax
     for cam, tensors, im in zip(plan.cameras, trace.cameras, images):
-        e = _camera(cam, tensors, im)
+        e = _camera(cam, tensors, im, qmax)
         feat = tensors[-1].reshape(len(e), -1)
-        parts.append(e + (0.5 * 2.0**-plan.f_feat if cam.f_out > plan.f_feat else 0.0) + _sat(feat, plan.f_feat))
+        parts.append(e + (0.5 * 2.0**-plan.f_feat if cam.f_out > plan.f_feat else 0.0)
+                     + _sat(feat, plan.f_feat, qmax))
     if plan.state is not None and state is not None:
         z = trace.features[:, trace.features.shape[1] - len(plan.state.frac):]
         parts.append(np.abs(state_fixed(plan.state, state) * 2.0**-plan.f_feat - z))
@@ -205,9 +210,9 @@ def _chunk_bound(plan: FixedPlan, trace: Trace, images: list[np.ndarray], state:
         head += [pre, post]
     last = plan.head[-1]
     for op in plan.head[:-1]:
-        e = _step(op, head, e, None)
+        e = _step(op, head, e, None, qmax)
     if plan.output.kind == "tanh_scale":
-        e = _step(last, head, e, None)
+        e = _step(last, head, e, None, qmax)
     else:  # the last layer writes the action: its saturation is the output map's (after the clamp)
         assert isinstance(last, DenseOp)
         e = _linear(last.q, head[last.src], e, None)
@@ -215,9 +220,9 @@ def _chunk_bound(plan: FixedPlan, trace: Trace, images: list[np.ndarray], state:
     return _output(plan, head[:-1], e)
 
 
-def q15_error_bound(plan: FixedPlan, images: list[np.ndarray], state: np.ndarray | None,
-                    chunk: int = 64) -> np.ndarray:
-    """``[N, act_dim]`` bound on ``|C q15 − exact|`` per observation and action (see the module docstring)."""
+def fixed_error_bound(plan: FixedPlan, images: list[np.ndarray], state: np.ndarray | None,
+                      chunk: int = 64) -> np.ndarray:
+    """``[N, act_dim]`` bound on ``|C − exact|`` of a q15 or q7 plan, per observation and action (module doc)."""
     n = len(images[0]) if images else len(state if state is not None else [])
     out = []
     for start in range(0, n, chunk):
@@ -226,3 +231,9 @@ def q15_error_bound(plan: FixedPlan, images: list[np.ndarray], state: np.ndarray
         st = state[rows] if state is not None else None
         out.append(_chunk_bound(plan, reference_forward(plan.graph, ims, st), ims, st))
     return np.concatenate(out)
+
+
+def q15_error_bound(plan: FixedPlan, images: list[np.ndarray], state: np.ndarray | None,
+                    chunk: int = 64) -> np.ndarray:
+    """:func:`fixed_error_bound` under the name it had when q15 was the only fixed-point variant."""
+    return fixed_error_bound(plan, images, state, chunk)

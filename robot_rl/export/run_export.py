@@ -5,9 +5,9 @@ normaliser's statistics, some beyond its clip) and ``num_recorded`` recorded fro
 with the deterministic policy. ONNX is compared with torch through onnxruntime; C is compiled with the
 host compiler and compared with torch (float32: max abs error ≤ :data:`FLOAT32_TOL`; int8: each action
 within :func:`~robot_rl.export.quantize.int8_error_bound` + :data:`FLOAT32_TOL`; int8_full: calibrated on
-these observations, its error on them measured and reported; q15: calibrated likewise, each action within
-:func:`~robot_rl.export.fixed_bound.q15_error_bound` + :data:`FLOAT32_TOL`). Pixel actors
-(:func:`~robot_rl.export.vision.extract_graph`) get float32, int8_full and q15. With ``arm-none-eabi-gcc`` on
+these observations, its error on them measured and reported; q15 and q7: calibrated likewise, each action within
+:func:`~robot_rl.export.fixed_bound.fixed_error_bound` + :data:`FLOAT32_TOL`). Pixel actors
+(:func:`~robot_rl.export.vision.extract_graph`) get float32, int8_full, q15 and q7. With ``arm-none-eabi-gcc`` on
 PATH the C is also built for Cortex-M4F, M7 and M0+ at ``-Os`` and sized.
 """
 
@@ -28,11 +28,12 @@ from robot_rl.core.algorithm import Policy
 from robot_rl.core.config import TaskConfig
 from robot_rl.core.specs import EnvSpec
 from robot_rl.export.c_codegen import VARIANTS, CSources, Variant, check_name, generate_c
-from robot_rl.export.c_fixed import generate_q15_c
+from robot_rl.export.c_fixed import generate_fixed_c
 from robot_rl.export.c_int8 import generate_int8_c
 from robot_rl.export.c_vision import generate_vision_c, size_main
 from robot_rl.export.fixed import build_plan, quantize
-from robot_rl.export.fixed_bound import q15_error_bound
+from robot_rl.export.fixed_bound import fixed_error_bound
+from robot_rl.export.fixed_formats import WIDTHS
 from robot_rl.export.graph import MLPGraph
 from robot_rl.export.int8_full import as_vision, calibrate
 from robot_rl.export.onnx_export import check_onnx, export_onnx
@@ -154,9 +155,9 @@ class VariantReport:
     max_abs_err: float
     tolerance: str
     bound_max: float | None = None
-    """int8, q15: the largest per-action bound over the verification set."""
+    """int8, q15, q7: the largest per-action bound over the verification set."""
     worst_err_over_bound: float | None = None
-    """int8, q15: max over observations/actions of error / bound (≤ 1 means the bound held)."""
+    """int8, q15, q7: max over observations/actions of error / bound (≤ 1 means the bound held)."""
     const_bytes: int = 0
     workspace_bytes: int = 0
     targets: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -244,7 +245,7 @@ def export_actor(policy: Policy, spec: EnvSpec, fmt: Literal["onnx", "c"], out_d
         graph = graph or extract_graph(policy, spec)
         report.architecture = describe(graph)
         for variant in variants:
-            if isinstance(graph, VisionGraph) or variant in ("int8_full", "q15"):
+            if isinstance(graph, VisionGraph) or variant in ("int8_full", *WIDTHS):
                 if variant == "int8":
                     report.notes.append("no int8 (weight-only) variant for pixel policies: use int8_full")
                     continue
@@ -297,16 +298,16 @@ def _export_c_variant(graph: MLPGraph, name: str, variant: Variant, state: np.nd
 def _export_checked_api_variant(graph: VisionGraph, name: str, variant: Variant, obs: dict[str, np.ndarray],
                                 want: np.ndarray, out_dir: Path, targets: tuple[str, ...],
                                 report: ExportReport) -> VariantReport:
-    """A pixel actor (float32, int8_full, q15), or any actor as int8_full or q15: the size-checked entry point.
+    """A pixel actor (float32, int8_full, q15, q7), or any actor as int8_full, q15 or q7: the size-checked entry point.
 
-    int8_full's and q15's formats are calibrated on ``obs``; int8_full's error on them is measured, q15's also
-    checked against :func:`~robot_rl.export.fixed_bound.q15_error_bound`.
+    int8_full's, q15's and q7's formats are calibrated on ``obs``; int8_full's error on them is measured, q15's and
+    q7's also checked against :func:`~robot_rl.export.fixed_bound.fixed_error_bound`.
     """
     origin = report.checkpoint or "in-memory policy"
     images = [obs[cam.key] for cam in graph.cameras]
     state = obs["state"] if graph.state_dim else None
-    if variant == "q15":
-        return _export_q15(graph, name, images, state, want, out_dir, targets, origin)
+    if variant in WIDTHS:
+        return _export_fixed(graph, name, variant, images, state, want, out_dir, targets, origin)
     if variant == "float32":
         src = generate_vision_c(graph, name, "float32", origin=origin)
     else:
@@ -337,24 +338,24 @@ def _build_checked(src: CSources, graph: VisionGraph, images: list[np.ndarray], 
     return got, sizes
 
 
-def _export_q15(graph: VisionGraph, name: str, images: list[np.ndarray], state: np.ndarray | None, want: np.ndarray,
-                out_dir: Path, targets: tuple[str, ...], origin: str) -> VariantReport:
-    """The fixed-point variant: calibrated, run with the state in its Q formats, checked against its bound."""
+def _export_fixed(graph: VisionGraph, name: str, variant: str, images: list[np.ndarray], state: np.ndarray | None,
+                  want: np.ndarray, out_dir: Path, targets: tuple[str, ...], origin: str) -> VariantReport:
+    """A fixed-point variant (q15, q7): calibrated, run with the state in its Q formats, checked against its bound."""
     absmax = np.abs(state).max(axis=0) if state is not None else None
-    plan = build_plan(graph, calibrate(graph, images, state), absmax)
-    src = generate_q15_c(plan, name, origin=origin)
+    plan = build_plan(graph, calibrate(graph, images, state), absmax, WIDTHS[variant])
+    src = generate_fixed_c(plan, name, origin=origin)
     q_state = quantize(state, plan.state.frac[None, :]) if state is not None and plan.state is not None else None
     got_q, sizes = _build_checked(src, graph, images, q_state, targets, "int16_t")
     got = got_q.astype(np.float64) * 2.0**-plan.f_act
     err = np.abs(got - want.astype(np.float64))
-    bound = q15_error_bound(plan, images, state)
-    h, c = write_sources(src, out_dir / "q15")
-    vr = VariantReport("q15", [str(h), str(c)], float(err.max()), "per action <= q15_error_bound + 1e-5",
+    bound = fixed_error_bound(plan, images, state)
+    h, c = write_sources(src, out_dir / variant)
+    vr = VariantReport(variant, [str(h), str(c)], float(err.max()), f"per action <= {variant} error bound + 1e-5",
                        float(bound.max()), float((err / (bound + FLOAT32_TOL)).max()), src.weight_bytes,
                        src.workspace_bytes, sizes)
     over = err > bound + FLOAT32_TOL
     if over.any():
-        raise ExportVerificationError(f"q15 C exceeds its error bound on {int(over.sum())} actions "
+        raise ExportVerificationError(f"{variant} C exceeds its error bound on {int(over.sum())} actions "
                                       f"(worst {vr.worst_err_over_bound:.3g}x the bound)")
     return vr
 
@@ -391,7 +392,11 @@ def render_report(r: ExportReport) -> str:
 
 
 def _forward_float_calls(calls: dict[str, list[str]]) -> str:
-    """The float routines of a size report, outside q15's float conversion helpers (``-`` for none)."""
-    names = sorted({r for fn, rs in calls.items() if not fn.endswith(("_state_to_q15", "_action_from_q15"))
-                    for r in rs})
+    """The float routines of a size report, outside the fixed-point float conversion helpers (``-`` for none)."""
+    names = sorted({r for fn, rs in calls.items() if not is_conversion_helper(fn) for r in rs})
     return ", ".join(names) if names else "-"
+
+
+def is_conversion_helper(function: str) -> bool:
+    """Whether ``function`` is one of q15's or q7's float conversion helpers, which the forward pass never calls."""
+    return function.endswith(tuple(f"_{d}_{v}" for d in ("state_to", "action_from") for v in WIDTHS))

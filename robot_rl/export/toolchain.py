@@ -167,7 +167,7 @@ class VisionHarness:
     state_dim: int
     act_dim: int
     io_dtype: type = np.float32
-    """Element type of state and action (``np.int16`` for the q15 variant)."""
+    """Element type of state and action (``np.int16`` for the fixed-point variants, q15 and q7)."""
 
     def call(self, images: Sequence[np.ndarray | None], state: np.ndarray | None, action: np.ndarray | None,
              sizes: Sequence[int] | None = None) -> int:
@@ -204,12 +204,12 @@ class VisionHarness:
 
 def build_vision_harness(src: CSources, build_dir: Path, image_bytes: list[int], state_dim: int,
                          act_dim: int) -> VisionHarness:
-    """Compile ``src`` (a size-checked entry point: pixel, int8_full or q15) into a host shared library and load it."""
+    """Compile ``src`` (a size-checked entry point: pixel, int8_full, q15 or q7) into a host shared library, load it."""
     _, c = write_sources(src, build_dir)
     lib = build_dir / f"lib{src.name}.so"
     _run([host_compiler(), *HOST_CFLAGS, "-shared", "-fPIC", "-I", str(build_dir), "-o", str(lib), str(c), "-lm"])
     return VisionHarness(ctypes.CDLL(str(lib)), src.name, image_bytes, state_dim, act_dim,
-                         np.int16 if src.variant == "q15" else np.float32)
+                         np.int16 if src.variant in ("q15", "q7") else np.float32)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -394,7 +394,7 @@ class QemuCost:
     instructions: int
     stack: int
     action: list[int]
-    """The words the firmware printed: float32 bits, or the int16 values of a q15 policy."""
+    """The words the firmware printed: float32 bits, or the int16 values of a q15 or q7 policy."""
 
 
 def qemu_available() -> bool:
@@ -406,7 +406,7 @@ def qemu_cost(policy_dir: Path, target: str, build_dir: Path, name: str = "polic
               reps: int = 20, opt: str = "-Os", timeout: float = 600.0, firmware_dir: Path = FIRMWARE_DIR) -> QemuCost:
     """Build ``examples/firmware``'s ``bench_qemu.c`` around ``policy_dir/<name>.c`` for ``target`` and run it.
 
-    ``checked_api``: the policy has the size-checked entry point (pixel float32, int8_full, q15; the firmware feeds
+    ``checked_api``: the policy has the size-checked entry point (pixel float32, int8_full, q15, q7; the firmware feeds
     it one camera frame and the state) rather than the MLP's ``forward(obs, action)``. ``reps`` forward passes
     are timed (SysTick under ``-icount shift=0``, calibrated in the same run). ``opt``: the policy source's
     optimisation flag (the firmware's ``POLICY_OPT``).

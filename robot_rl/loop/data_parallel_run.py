@@ -1,9 +1,10 @@
 """A run as one of several data-parallel ranks (``torchrun … robot-rl train`` or ``run.distributed=ddp``).
 
-Every rank builds the same runner with its own envs (seeded apart) and steps in lockstep with the others; the
-algorithm averages gradients and batch statistics over the ranks (:mod:`robot_rl.core.data_parallel`). Rank 0
-owns the run directory: checkpoints, logs, evaluations and the stop decision, which it broadcasts. The other ranks
-write only their ``train.log`` under ``<run>/ranks/rank<N>/``.
+Every rank builds the same runner with its own envs (seeded apart) and steps in lockstep with the others (PPO: one
+rollout and one update per iteration; SAC: :mod:`robot_rl.loop.lockstep`); the algorithm averages gradients and
+batch statistics over the ranks (:mod:`robot_rl.core.data_parallel`). Rank 0 owns the run directory: checkpoints,
+logs, evaluations and the stop decision, which it broadcasts. The other ranks write only their ``train.log`` (and,
+off-policy, their replay shard) under ``<run>/ranks/rank<N>/``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,24 @@ from robot_rl.loop.config import TrainConfig
 from robot_rl.loop.run_context import RunContext, algo_name
 
 #: Algorithms that train data-parallel today; the others say so instead of silently training alone.
-SUPPORTED = ("ppo",)
+SUPPORTED = ("ppo", "sac")
+
+#: What each of the others lacks. The lockstep schedule (robot_rl.loop.lockstep) serves any off-policy learner; what
+#: is per algorithm is wrapping its losses for DDP and sharing out its per-row random draws, each checked against
+#: one process on the ranks' batches together (tests/test_data_parallel_sac.py).
+NOT_YET: dict[str, str] = {
+    "fasttd3": "FastTD3 scales by one large batch from a device replay on one GPU; its losses are not wrapped for "
+               "gradient averaging",
+    "fastsac": "FastSAC scales by one large batch from a device replay on one GPU; its losses are not wrapped for "
+               "gradient averaging",
+    "iql": "IQL's value, critic and actor losses are not wrapped for gradient averaging",
+    "flow_qc": "Q-chunking's update draws demonstration rows and flow-matching noise per row; the ranks would need "
+               "their shares of those draws and of the flow's gradients, which its update does not take yet",
+    "flow_ppo": "flow PPO adapts its KL coefficient and normalises advantages over the whole rollout; those statistics "
+                "are not reduced over the ranks as PPO's are",
+    "hiors": "Hi-ORS accepts or rejects whole episodes by their return into its own buffer; the ranks' buffers and "
+             "return statistics are not shared",
+}
 
 
 def data_parallel_for(cfg: TrainConfig) -> DataParallel | None:
@@ -59,8 +77,10 @@ def prepare_rank(cfg: TrainConfig, dp: DataParallel, resume_dir: Path | None) ->
     """
     name = algo_name(cfg)
     if name not in SUPPORTED:
-        raise ConfigError(f"algorithm {name!r} does not train data-parallel yet; supported: "
-                          f"{', '.join(SUPPORTED)} (docs/scale-out.md)")
+        why = NOT_YET.get(name, "its update does not average gradients over ranks")
+        raise ConfigError(f"algorithm {name!r} does not train data-parallel yet; supported: {', '.join(SUPPORTED)} "
+                          f"(docs/scale-out.md). Why: {why}. Train it in one process (run.distributed=none), or "
+                          "with more actors (robot-rl launch --actors N)")
     device = rank_device(cfg, dp)
     dp.start(torch.device(device), cfg.loop.max_wait_s)
     main_dir = resume_dir if resume_dir is not None else RunContext.default_dir(cfg)

@@ -168,6 +168,10 @@ class Learner:
         """Off-policy: whole gradient updates owed to the data received (UTD ratio)."""
         return int(self._owed_updates)
 
+    def owe_updates(self, owed: float) -> None:
+        """Set the off-policy updates owed: a lockstep schedule counts them from every rank's data, not this rank's."""
+        self._owed_updates = owed
+
     def update_off_policy(self, max_updates: int) -> int:
         """Run up to ``max_updates`` owed off-policy updates; returns how many ran."""
         algo = cast(OffPolicyAlgorithm, self.algo)

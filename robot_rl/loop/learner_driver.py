@@ -25,6 +25,7 @@ from robot_rl.loop.learner_state import (
     restore_stored_chunks,
     save_learner_checkpoint,
 )
+from robot_rl.replay.persist import flush_replay
 
 
 class LearnerDriver:
@@ -61,6 +62,11 @@ class LearnerDriver:
         stays intact).
         """
         return save_learner_checkpoint(self.run_dir, self.algo, self.learner, self.persisted, meta)
+
+    def commit_replay(self) -> None:
+        """Commit the replay's pending rows without a checkpoint (a data-parallel rank > 0 keeps its shard so)."""
+        if self.persisted:
+            flush_replay(self.learner.storage)
 
     def close(self) -> None:
         """Stop listening."""

@@ -46,7 +46,7 @@ from robot_rl.loop.run_context import (
     seed_everything,
     set_torch_threads,
 )
-from robot_rl.loop.updates import OffPolicyUpdates, OnPolicyUpdates, UpdateStrategy
+from robot_rl.loop.updates import UpdateStrategy, make_updates
 from robot_rl.replay.durable import DiskFullError
 from robot_rl.rewards.wrapper import pop_reward_terms
 from robot_rl.runlog import RunLog
@@ -89,7 +89,7 @@ class InProcessRunner:
         self.is_main = data_parallel is None or data_parallel.is_main
         self.device = resolve_device(cfg.run.device)
         set_torch_threads(cfg, self.device)
-        seed_everything(cfg.run.seed)
+        seed_everything(env_seed(cfg.run.seed, data_parallel))  # ranks explore and sample their replay apart
         self.context = RunContext(cfg, run_dir, resume)
         self.run_dir = self.context.run_dir
         try:
@@ -140,7 +140,7 @@ class InProcessRunner:
         self.learner.publish()
         self._stop = threading.Event()
         self.actors = [] if self.remote else [
-            Actor(env, self.algo.make_policy(), self.link.local_actor(i), seed=seed + i,
+            Actor(env, self.algo.make_policy(), self.link.local_actor(i), seed=env_seed(seed, self.dp) + i,
                   send_timeout_s=cfg.loop.max_wait_s, stop=self._stop) for i, env in enumerate(self.envs)]
         for a in self.actors:
             a.sync_weights()
@@ -150,9 +150,8 @@ class InProcessRunner:
             self.actors[0].viz = self.viz
         if cfg.loop.hil is not None:
             self._attach_hil(cfg.loop.hil)
-        self.updates: UpdateStrategy = (
-            OnPolicyUpdates(self.learner, self.algo, self.actors, cfg.loop, self._stop, self.remote)
-            if self.algo.on_policy else OffPolicyUpdates(self.learner, self.actors, cfg.loop, self._stop))
+        self.updates: UpdateStrategy = make_updates(self.learner, self.algo, self.actors, cfg.loop, self._stop,
+                                                    self.remote, self.dp)
         self.runlog = RunLog(self.run_dir, scalar_sinks(cfg, self.run_dir))
         context.on_close(self.runlog.close)
         if cfg.offline.data is not None:
@@ -393,7 +392,8 @@ class InProcessRunner:
         progress.update(step, self._short(metrics))
 
     def _finish(self, wall: float, reached: bool, reason: str) -> TrainResult:
-        if not self.is_main:  # rank 0 writes the run
+        if not self.is_main:  # rank 0 writes the run; this rank commits its replay shard for a resume
+            self.driver.commit_replay()
             self.context.close()
             return TrainResult(self.run_dir, self.learner.transitions, self.learner.updates, self.learner.version,
                                wall, reached, None, reason)

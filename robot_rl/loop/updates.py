@@ -4,7 +4,8 @@ The runner calls :meth:`UpdateStrategy.iteration` until the budget or the succes
 owns what differs between the two families. Off-policy: actor threads step their envs concurrently; the
 learner runs the updates owed by the UTD ratio and publishes weights every ``weight_sync_every_updates``.
 On-policy: collect ``rollout_length`` steps from every actor (or wait for remote actors to fill the
-rollout), update once, publish, and only then let the actors continue.
+rollout), update once, publish, and only then let the actors continue. Off-policy on data-parallel ranks: every
+rank collects and updates in lockstep (:mod:`robot_rl.loop.lockstep`).
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Protocol
+from typing import Protocol, cast
 
-from robot_rl.core.algorithm import Algorithm, OnPolicyAlgorithm, OnPolicyStorage
+from robot_rl.core.algorithm import Algorithm, OffPolicyAlgorithm, OnPolicyAlgorithm, OnPolicyStorage
+from robot_rl.core.data_parallel import DataParallel
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.config import LoopConfig
 from robot_rl.loop.learner import Learner
+from robot_rl.loop.lockstep import LockstepOffPolicyUpdates
 
 log = logging.getLogger(__name__)
 
@@ -139,3 +142,13 @@ class OnPolicyUpdates:
     def stop(self, timeout_s: float) -> None:
         """Mark the run stopped (actors step only inside :meth:`iteration`)."""
         self.stop_event.set()
+
+
+def make_updates(learner: Learner, algo: Algorithm, actors: list[Actor], loop: LoopConfig, stop: threading.Event,
+                 remote: bool, dp: DataParallel | None) -> UpdateStrategy:
+    """The strategy for ``algo``: rollouts (on-policy), actor threads (off-policy), lockstep (off-policy on ranks)."""
+    if algo.on_policy:
+        return OnPolicyUpdates(learner, algo, actors, loop, stop, remote)
+    if dp is not None:
+        return LockstepOffPolicyUpdates(learner, cast(OffPolicyAlgorithm, algo), actors, loop, stop, dp)
+    return OffPolicyUpdates(learner, actors, loop, stop)

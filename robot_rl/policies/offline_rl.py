@@ -25,6 +25,15 @@ from typing import Any
 import torch
 
 
+def mc_calibration(extras: dict[str, torch.Tensor], n: int) -> torch.Tensor:
+    """Cal-QL's reference values ``[n]``: each row's Monte-Carlo return, ``extras["mc_return"]``."""
+    mc = extras.get("mc_return")
+    if mc is None:
+        raise ValueError("calql=true needs each row's Monte-Carlo return in batch.extras['mc_return'] (offline "
+                         "data loaded with its returns, robot_rl.policies.offline_rl.mc_returns)")
+    return mc.reshape(n).float()
+
+
 def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
     """Mean of ``|τ − 1(diff < 0)|·diff²`` (IQL's value loss with ``diff = Q(s, a) − V(s)``, τ = ``expectile``).
 

@@ -298,6 +298,7 @@ class PPOAlgorithm(OnPolicyAlgorithm):
         """
         self.data_parallel = dp
         self._forward = dp.wrap(PPOTrainForward(self.policy, self.critic))
+        self.seed += 100_003 * dp.rank  # the actors' noise (make_policy): equal on every rank, it would repeat
 
     def _new_policy(self, generator: torch.Generator | None) -> PPOPolicy:
         return ppo_policy(self.cfg, self.spec, generator)

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Literal
 
 import torch
@@ -35,11 +37,12 @@ from torch import nn
 
 from robot_rl.core.algorithm import OffPolicyAlgorithm, Policy, Weights
 from robot_rl.core.config import ALGOS, AlgoConfig
+from robot_rl.core.data_parallel import DataParallel, draw_rows
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, TransitionBatch
 from robot_rl.policies.modules.cnn import random_shift
 from robot_rl.policies.modules.pretrained import check_image_encoder
-from robot_rl.policies.offline_rl import cql_penalty, sampled_action_q
+from robot_rl.policies.offline_rl import cql_penalty, mc_calibration, sampled_action_q
 from robot_rl.policies.replay_storage import check_demo_ratio, make_replay
 from robot_rl.policies.sac_networks import SACCritic, SACPolicy, SACValueEstimator, make_encoder
 from robot_rl.replay.buffer import MixingSampler, ReplayBuffer
@@ -189,7 +192,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
         self.encoder_target = copy.deepcopy(self.actor.encoder, _keep(norm)).requires_grad_(False) if has_cnn else None
         self._critic_encoder = head if head is not None else self.actor.encoder
         self._target_encoder = self.critic_target.encoder if head is not None else self.encoder_target
-        self.log_alpha = torch.tensor(math.log(cfg.init_temperature), device=device, requires_grad=True)
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(cfg.init_temperature), device=device))
         self.target_entropy = float(cfg.target_entropy if cfg.target_entropy is not None else -self.actor.act_dim)
         self.num_sampled = cfg.num_critics_sampled or cfg.num_critics
 
@@ -215,6 +218,20 @@ class SACAlgorithm(OffPolicyAlgorithm):
         mode = cfg.compile_mode
         self._critic_loss = torch.compile(self.critic_loss, mode=mode) if cfg.compile else self.critic_loss
         self._actor_loss = torch.compile(self.actor_loss, mode=mode) if cfg.compile else self.actor_loss
+        self._policy_loss = self.policy_loss
+        self.data_parallel: DataParallel | None = None
+
+    def enable_data_parallel(self, dp: DataParallel) -> None:
+        """Average the critics', the actor's and α's gradients over ``dp``'s ranks (DDP, one module per optimiser).
+
+        With the random draws and the normaliser's batch shared out, every rank takes the step one process takes on
+        the ranks' batches together; the targets follow the equal weights. Rank 0's parameters are copied here.
+        """
+        self.data_parallel = dp
+        self._critic_loss = dp.wrap_loss(self._critic_loss, self.critic_optim.param_groups[0]["params"])
+        # α has a gradient only when it is learned: DDP waits for a gradient of every parameter it wraps.
+        actor = [*self.actor_optim.param_groups[0]["params"], *([self.log_alpha] if self.cfg.autotune_entropy else [])]
+        self._policy_loss = dp.wrap_loss(self.policy_loss, actor)
 
     # ---- the pieces the loop asks for ---------------------------------------------------------
 
@@ -300,6 +317,23 @@ class SACAlgorithm(OffPolicyAlgorithm):
         q_pi = q.min(dim=0).values if self.num_sampled == self.cfg.num_critics else q.mean(dim=0)
         return (alpha * log_prob - q_pi).mean(), log_prob.detach()
 
+    def policy_loss(self, obs: Obs, critic_features: torch.Tensor, noise: torch.Tensor, alpha: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(L_π, L_α, detached log π(ã|s))``: the actor's and the temperature's losses, for one ``backward``.
+
+        ``critic_features``: the critic pass's (detached) features of ``obs``, which the actor reuses (saving a
+        second CNN pass on pixels) unless it has its own head on a shared trunk's maps.
+        """
+        if self.critic.encoder is None:
+            actor_loss, log_prob = self._actor_loss(critic_features, noise, alpha)
+        else:
+            own = self.actor.encoder({k: v.detach() for k, v in obs.items()})
+            actor_loss, log_prob = self._actor_loss(own, noise, alpha, critic_features)
+        # Temperature: L_α = −log α · (mean_b log π(ã|s) + H̄), so ∂L/∂log α = −(mean_b log π + H̄): α grows while
+        # the entropy −log π is below the target H̄ and shrinks above it (log π is detached: L_α trains α only).
+        log_alpha = self.log_alpha if self.cfg.autotune_entropy else self.log_alpha.detach()
+        return actor_loss, -log_alpha * (log_prob.mean() + self.target_entropy), log_prob
+
     # ---- supervised learning (co-training, SFT): robot_rl.core.algorithm.SupervisedLoss -------------
 
     def supervised_loss(self, obs: Obs, action: torch.Tensor, mask: torch.Tensor | None = None,
@@ -352,18 +386,26 @@ class SACAlgorithm(OffPolicyAlgorithm):
 
     def _augment(self, obs: Obs) -> Obs:
         pad = self.cfg.image_shift_pad
-        return {k: random_shift(v, pad, self.generator) if k.startswith("image.") else v for k, v in obs.items()}
+        offsets = partial(torch.randint, 0, 2 * pad + 1)  # sample_shifts' draw, through _draw for the ranks' rows
+        return {k: random_shift(v, pad, shifts=self._draw(offsets, (len(v), 2), dim=0)) if k.startswith("image.")
+                else v for k, v in obs.items()}
+
+    def _draw(self, draw: Callable[..., torch.Tensor], shape: tuple[int, ...], dim: int = 1) -> torch.Tensor:
+        """``draw(shape)`` (torch.randn …) from the learner's generator: this rank's rows along ``dim`` (draw_rows)."""
+        return draw_rows(partial(draw, generator=self.generator, device=self.device), shape, self.data_parallel, dim)
 
     def update(self, batch: TransitionBatch) -> dict[str, float]:
         """One SAC step on a sampled minibatch: critics, actor, temperature, then the target critics."""
-        cfg, n = self.cfg, len(batch)
-        self.actor.encoder.update_normalizer(batch.obs)
+        cfg, n, dp = self.cfg, len(batch), self.data_parallel
+        # Every rank folds every rank's states into its normaliser, in rank order: the statistics stay equal.
+        shared = dp is not None and self.actor.encoder.normalizer is not None
+        self.actor.encoder.update_normalizer({"state": dp.cat(batch.obs["state"])} if shared and dp else batch.obs)
         obs, next_obs = batch.obs, batch.next_obs
         if self.actor.encoder.cnn is not None and cfg.image_shift_pad > 0:
             obs, next_obs = self._augment(obs), self._augment(next_obs)  # independent shifts (DrQ)
-        # Every random number of the step comes from the learner's generator, drawn here, so the loss
-        # functions are pure (compilable) and a seed fixes the whole trajectory of parameters.
-        noise = torch.randn((2, n, self.actor.act_dim), generator=self.generator, device=self.device)
+        # Every random number of the step comes from the learner's generator, drawn here, so the loss functions
+        # are pure (compilable) and a seed fixes the whole trajectory of parameters (on any number of ranks).
+        noise = self._draw(torch.randn, (2, n, self.actor.act_dim))
         subset = None
         if self.num_sampled < cfg.num_critics:
             subset = torch.randperm(cfg.num_critics, generator=self.generator, device=self.device)[: self.num_sampled]
@@ -385,9 +427,8 @@ class SACAlgorithm(OffPolicyAlgorithm):
         cql_draws = calibration = None
         if cfg.cql_alpha > 0:
             shape = (cfg.cql_samples, n, self.actor.act_dim)
-            cql_draws = (torch.randn(shape, generator=self.generator, device=self.device),
-                         torch.rand(shape, generator=self.generator, device=self.device) * 2.0 - 1.0)
-            calibration = self._calibration(batch) if cfg.calql else None
+            cql_draws = (self._draw(torch.randn, shape), self._draw(torch.rand, shape) * 2.0 - 1.0)
+            calibration = mc_calibration(batch.extras, n) if cfg.calql else None
         with autocast:
             critic_loss, q_mean, features = self._critic_loss(obs, action, batch.reward, batch.terminated,
                                                               next_obs, noise[0], subset, alpha,
@@ -398,41 +439,21 @@ class SACAlgorithm(OffPolicyAlgorithm):
         if graphs:
             critic_loss, q_mean, features = critic_loss.detach().clone(), q_mean.clone(), features.clone()
 
-        # The actor reuses the critic pass's features (detached), saving a second CNN pass on pixels, or
-        # runs its own head on the trunk's maps; its Q comes from the critic as just updated.
+        # The actor's Q comes from the critic as just updated; α learns in the same backward (policy_loss).
         with autocast:
-            if self.critic.encoder is None:
-                actor_loss, log_prob = self._actor_loss(features, noise[1], alpha)
-            else:
-                own = self.actor.encoder({k: v.detach() for k, v in obs.items()})
-                actor_loss, log_prob = self._actor_loss(own, noise[1], alpha, features)
+            actor_loss, temperature_loss, log_prob = self._policy_loss(obs, features, noise[1], alpha)
         self.actor_optim.zero_grad(set_to_none=True)
         aux = self.aux_loss()  # an extension's term, e.g. co-training's λ·BC loss on real demos
-        (actor_loss if aux is None else actor_loss + aux).backward()
-
-        # Temperature: L_α = −mean_b [log α · (log π(ã|s) + H̄)], so ∂L/∂log α = −(mean_b log π + H̄):
-        # α grows while the entropy −log π is below the target H̄ and shrinks above it. The gradient is
-        # this closed form, written straight into .grad (no autograd pass for one scalar).
-        entropy_gap = log_prob.mean() + self.target_entropy
-        temperature_loss = -self.log_alpha.detach() * entropy_gap
-        if cfg.autotune_entropy:
-            self.log_alpha.grad = -entropy_gap.reshape(self.log_alpha.shape)
+        loss = actor_loss + temperature_loss
+        (loss if aux is None else loss + aux).backward()
         self.actor_optim.step()  # actor head, and log α when it has a gradient
 
         self.soft_update_targets()
         self.num_updates += 1
 
         stats = torch.stack([critic_loss.detach(), actor_loss.detach(), alpha, -log_prob.mean(), q_mean,
-                             temperature_loss]).tolist()  # one host sync for all statistics
+                             temperature_loss.detach()]).tolist()  # one host sync for all statistics
         return dict(zip(("critic_loss", "actor_loss", "alpha", "entropy", "q_mean", "temperature_loss"), stats))
-
-    @staticmethod
-    def _calibration(batch: TransitionBatch) -> torch.Tensor:
-        mc = batch.extras.get("mc_return")
-        if mc is None:
-            raise ValueError("calql=true needs each row's Monte-Carlo return in batch.extras['mc_return'] (offline "
-                             "data loaded with its returns, robot_rl.policies.offline_rl.mc_returns)")
-        return mc.reshape(len(batch)).float()
 
     # ---- checkpoints ----------------------------------------------------------------------------
 

@@ -5,9 +5,9 @@
  * CPU clocks at CPU_HZ) measures instructions. The ratio instructions/tick is calibrated in the same run
  * with a loop of known length (2 instructions per iteration), so no clock frequency is assumed.
  * Peak stack: the stack below the current frame is painted, the policy runs, the untouched paint is counted.
- * Inputs: obs/state[i] = 0.25 (((7 i) mod 11) - 5) (q15: the int16 1000 (((7 i) mod 11) - 5)); camera frame
+ * Inputs: obs/state[i] = 0.25 (((7 i) mod 11) - 5) (q15, q7: the int16 1000 (((7 i) mod 11) - 5)); camera frame
  * byte p = (37 p + 11) mod 256. Output (semihosting): "insn_per_forward=<n> stack_bytes=<n> ... rc=<status>
- * action=<hex float bits, or the int16 values of a q15 policy>,..." then exit.
+ * action=<hex float bits, or the int16 values of a q15 or q7 policy>,..." then exit.
  */
 #include <stdint.h>
 
@@ -90,7 +90,7 @@ int main(void)
     uint32_t i, t, calib_ticks, fwd_ticks = 0, stack;
     const uint32_t calib_iters = 200000u;
     for (i = 0; i < FW_OBS_LEN; ++i) {
-#if FW_IS_Q15
+#if FW_FIXED_IO
         obs[i] = (int16_t)(1000 * ((int32_t)((i * 7u) % 11u) - 5));
 #else
         obs[i] = 0.25f * (float)((int32_t)((i * 7u) % 11u) - 5);
@@ -127,7 +127,7 @@ int main(void)
     put_uint((uint32_t)(rc != FW_RC_OK), 10);
     put_str(" action=");
     for (i = 0; i < FW_ACTION_DIM; ++i) {
-#if FW_IS_Q15
+#if FW_FIXED_IO
         put_uint((uint16_t)action[i], 16);
 #else
         union { float f; uint32_t u; } bits;

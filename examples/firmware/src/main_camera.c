@@ -1,11 +1,11 @@
-/* Fixed-rate control loop for a camera policy (POLICY_API=checked: pixel float32, int8_full or q15 exports).
+/* Fixed-rate control loop for a camera policy (POLICY_API=checked: pixel float32, int8_full, q15 or q7 exports).
  *
  * Every 1/CONTROL_HZ s: capture a uint8 HWC frame (rows top to bottom, channels interleaved, exactly
  * <NAME>_CAMERA0_BYTES = H*W*C bytes) into `frame`, read the proprioceptive state, run the policy, command the
  * actuators. camera_capture / read_state / write_action are weak: replace them with your camera driver (DCMI + DMA
- * on an STM32, an SPI/parallel camera, ...) and your sensors and motors. For q15 exports the state and action are
- * int16 in the Q formats of the header (<NAME>_STATE_FRAC_BITS_INIT, <NAME>_ACTION_FRAC_BITS): no float on an
- * FPU-less core. A call the policy rejects (a frame of the wrong size) is counted and no action is written.
+ * on an STM32, an SPI/parallel camera, ...) and your sensors and motors. For q15 and q7 exports the state and
+ * action are int16 in the Q formats of the header (<NAME>_STATE_FRAC_BITS_INIT, <NAME>_ACTION_FRAC_BITS): no float
+ * on an FPU-less core. A call the policy rejects (a frame of the wrong size) is counted and no action is written.
  */
 #include <stdint.h>
 
@@ -34,7 +34,7 @@ __attribute__((weak)) void read_state(fw_io_t *state, int n, uint32_t step)
 {
     int i;
     for (i = 0; i < n; ++i) {
-#if FW_IS_Q15
+#if FW_FIXED_IO
         state[i] = (int16_t)((int32_t)((step + (uint32_t)i) % 100u) * 64 - 3200);
 #else
         state[i] = 0.01f * (float)((step + (uint32_t)i) % 100u) - 0.5f;
