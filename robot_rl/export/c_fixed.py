@@ -29,7 +29,7 @@ import numpy as np
 
 from robot_rl.export.c_codegen import CSources, Variant, _ConstData, _f, check_name
 from robot_rl.export.c_fixed_kernels import kernels, sat_names
-from robot_rl.export.c_hwc import hwc_order
+from robot_rl.export.c_hwc import hwc_order, pool_geometry
 from robot_rl.export.c_vision import _checks, _header, _signature
 from robot_rl.export.fixed import (
     CameraPlan,
@@ -118,10 +118,8 @@ class _FixedEmitter:
         elif isinstance(op, PoolOp):
             src, dst = self.swap()
             i, o, p = shapes[op.src], shapes[op.dst], op.node
-            kind = 0 if p.kind == "max" else (1 if p.count_include_pad else 2)
             self.layout = o
-            self.lines.append(f"    {n}_pool({src}, {dst}, {i[0]}, {i[1]}, {i[2]}, {o[1]}, {o[2]}, {p.kernel[0]}, "
-                              f"{p.kernel[1]}, {p.stride[0]}, {p.stride[1]}, {p.padding[0]}, {p.padding[1]}, {kind});")
+            self.lines.append(f"    {n}_pool({src}, {dst}, {pool_geometry(p, i, o)});")
         elif isinstance(op, ReluOp):
             self.lines.append(f"    {n}_relu({n}_q[{self.cur}], {int(np.prod(shapes[op.src]))});")
         elif isinstance(op, LutOp):

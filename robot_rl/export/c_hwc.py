@@ -14,6 +14,8 @@ name, formatted by :func:`~robot_rl.export.c_codegen.used_kernels`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -168,3 +170,13 @@ def softmax_kernel(doc: str, elem: str, params: str, gain: str, zero: str, out: 
     ``x`` and ``y`` keypoints from the float ``ex`` and ``ey``.
     """
     return fill(_SOFTMAX, doc=doc, t=elem, params=params, g=gain, zx=zero, yx=out[0], yy=out[1])
+
+
+def pool_geometry(node: Any, shape: tuple[int, ...], out: tuple[int, ...]) -> str:
+    """The pool kernels' shared trailing arguments: input C, H, W, output H, W, kernel, stride, padding, kind.
+
+    kind 0: max; 1: average over the whole window; 2: average over the in-image pixels (``count_include_pad``).
+    """
+    kind = 0 if node.kind == "max" else (1 if node.count_include_pad else 2)
+    return (f"{shape[0]}, {shape[1]}, {shape[2]}, {out[1]}, {out[2]}, {node.kernel[0]}, {node.kernel[1]}, "
+            f"{node.stride[0]}, {node.stride[1]}, {node.padding[0]}, {node.padding[1]}, {kind}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from robot_rl.export.c_codegen import CSources, _ConstData, _f, check_name, used_kernels
-from robot_rl.export.c_hwc import conv_kernel, gather_line, hwc_order, pool_kernel, softmax_kernel
+from robot_rl.export.c_hwc import conv_kernel, gather_line, hwc_order, pool_geometry, pool_kernel, softmax_kernel
 from robot_rl.export.c_vision import _checks, _header, _signature, _state_lines
 from robot_rl.export.int8_full import QParams, Trace, activation_table, requant_multiplier
 from robot_rl.export.quantize import quantize_rows
@@ -196,12 +196,9 @@ class _Int8Emitter:
 
     def pool(self, node: PoolNode, shape: tuple[int, ...], out: tuple[int, ...], q: QParams) -> None:
         """Pooling keeps the scale: max and mean never leave the input's range."""
-        kind = 0 if node.kind == "max" else (1 if node.count_include_pad else 2)
         src, dst = self.swap()
         self.layout = out
-        self.lines.append(f"    {self.name}_pool({src}, {dst}, {q.zero}, {shape[0]}, {shape[1]}, {shape[2]}, {out[1]}, "
-                          f"{out[2]}, {node.kernel[0]}, {node.kernel[1]}, {node.stride[0]}, {node.stride[1]}, "
-                          f"{node.padding[0]}, {node.padding[1]}, {kind});")
+        self.lines.append(f"    {self.name}_pool({src}, {dst}, {q.zero}, {pool_geometry(node, shape, out)});")
 
     def layernorm(self, sym: str, node: LayerNormNode, length: int, q: QParams, after: QParams) -> None:
         order = self.order()

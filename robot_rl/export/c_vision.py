@@ -38,7 +38,7 @@ from robot_rl.export.c_codegen import (
     _output_expr,
     check_name,
 )
-from robot_rl.export.c_hwc import conv_kernel, gather_line, hwc_order, pool_kernel, softmax_kernel
+from robot_rl.export.c_hwc import conv_kernel, gather_line, hwc_order, pool_geometry, pool_kernel, softmax_kernel
 from robot_rl.export.vision import (
     ActNode,
     CameraBranch,
@@ -135,12 +135,9 @@ class _Chain:
         if isinstance(node, Conv2dNode):
             self.conv(sym, node, shape, out, j == 0 and self.layout is None)
         elif isinstance(node, PoolNode):
-            kind = 0 if node.kind == "max" else (1 if node.count_include_pad else 2)
             src, dst = self._bufs()
             self.layout = out
-            self.lines.append(f"    {n}_pool({src}, {dst}, {shape[0]}, {shape[1]}, {shape[2]}, {out[1]}, {out[2]}, "
-                              f"{node.kernel[0]}, {node.kernel[1]}, {node.stride[0]}, {node.stride[1]}, "
-                              f"{node.padding[0]}, {node.padding[1]}, {kind});")
+            self.lines.append(f"    {n}_pool({src}, {dst}, {pool_geometry(node, shape, out)});")
             self.helpers.add("pool")
         elif isinstance(node, ActNode):
             if node.activation != "identity":
