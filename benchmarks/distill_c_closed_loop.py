@@ -7,7 +7,8 @@ The student's float32 and int8_full C are generated as `robot-rl export` generat
 run through ctypes as the policy of the student's task: 100 episodes each, the evaluation seed of
 `robot-rl distill`. int8_full is calibrated twice: on recorded observations only (what `robot-rl distill` exports
 with), and on 200 random + 200 recorded (`robot-rl export`'s mix at these counts); q15 (fixed point) is
-calibrated on the recorded observations and fed the state in its Q formats. Also prints the max and mean
+calibrated on the recorded observations and fed the state in its Q formats, and so is q7 (int8 weights and
+activations, int16 state and action). Also prints the max and mean
 |C − torch| on 400 held-out recorded observations. Writes benchmarks/results/distill_c_closed_loop.json.
 """
 
@@ -24,10 +25,11 @@ import torch
 
 from robot_rl.core.algorithm import Policy
 from robot_rl.core.transition import Obs
-from robot_rl.export.c_fixed import generate_q15_c
+from robot_rl.export.c_fixed import generate_fixed_c
 from robot_rl.export.c_int8 import generate_int8_c
 from robot_rl.export.c_vision import generate_vision_c
 from robot_rl.export.fixed import FixedPlan, build_plan, quantize
+from robot_rl.export.fixed_formats import Q7, Q15
 from robot_rl.export.int8_full import calibrate
 from robot_rl.export.run_export import load_actor, random_observations, recorded_observations, torch_actions
 from robot_rl.export.toolchain import VisionHarness, build_vision_harness
@@ -49,7 +51,7 @@ class CPolicy(Policy):
         return torch.from_numpy(action.astype(np.float32)).reshape(-1, *self.action_shape), {}
 
     def forward(self, images: list[np.ndarray], state: np.ndarray | None) -> np.ndarray:
-        """Float actions; a q15 library gets the state in its Q formats and returns actions in Q(f_act)."""
+        """Float actions; a q15 or q7 library gets the state in its Q formats and returns actions in Q(f_act)."""
         if self.plan is None:
             return np.asarray(self.lib.forward(images, state), dtype=np.float64)
         q_state = quantize(state, self.plan.state.frac[None, :]) \
@@ -74,12 +76,14 @@ def main() -> None:
     mixed = {k: np.concatenate([random_observations(spec, policy, 200, 0)[k], recorded[k][:200]]) for k in recorded}
     held = recorded_observations(loaded, 400, 7)
     state = recorded["state"] if graph.state_dim else None
-    plan = build_plan(graph, calibrate(graph, [recorded[c.key] for c in graph.cameras], state),
-                      np.abs(state).max(axis=0) if state is not None else None)
+    ranges = calibrate(graph, [recorded[c.key] for c in graph.cameras], state)
+    absmax = np.abs(state).max(axis=0) if state is not None else None
+    q15, q7 = (build_plan(graph, ranges, absmax, width) for width in (Q15, Q7))
     variants = {"float32 C": (generate_vision_c(graph, "policy", "float32"), None),
                 "int8_full C, calibrated on 400 recorded": (_int8(graph, recorded), None),
                 "int8_full C, calibrated on 200 random + 200 recorded": (_int8(graph, mixed), None),
-                "q15 C, calibrated on 400 recorded": (generate_q15_c(plan, "policy"), plan)}
+                "q15 C, calibrated on 400 recorded": (generate_fixed_c(q15, "policy"), q15),
+                "q7 C, calibrated on 400 recorded": (generate_fixed_c(q7, "policy"), q7)}
     results: dict[str, Any] = {"run": str(args.run), "episodes": args.episodes}
     results["torch"] = _score(policy, loaded.task, args.episodes)
     with tempfile.TemporaryDirectory(prefix="distill_c_") as tmp:

@@ -258,3 +258,21 @@ def test_a_two_rank_sac_run_resumes_on_one_rank(sac_ddp_run: tuple[Path, tuple[i
                                run.parent.parent)
     assert steps == 400 and updates > FIRST_RUN[1]  # rank 0's counters, weights and replay shard came back
     assert "replay {'online': 160}" in (run / "train.log").read_text()  # rank 0's 20 iterations × 8 envs
+
+
+@pytest.mark.parametrize(("override", "named"), [
+    ("cotrain.real_dataset=demos", "cotrain"), ("twin.refit_every=5 twin.file=twin.json", "twin.refit_every")])
+def test_sections_that_assume_one_process_are_refused_by_name(override: str, named: str) -> None:
+    cfg = resolve_train_config("reach", "sac", overrides=override.split())
+    with pytest.raises(ConfigError, match=rf"run.distributed=ddp does not combine with {re.escape(named)} \("):
+        prepare_rank(cfg, DataParallel(0, 2, 0), None)
+
+
+def test_the_cli_refuses_ddp_with_hil_before_starting_any_rank(tmp_path: Path) -> None:
+    exe = str(Path(sys.executable).with_name("robot-rl"))
+    out = subprocess.run([exe, "train", "--task", "reach", "--algo", "sac", "run.distributed=ddp",
+                          "run.nproc_per_node=2", "loop.hil={}"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "run.distributed=ddp does not combine with loop.hil (one operator's teleop device" in out.stderr
+    assert "torch.distributed.run" not in out.stderr and not (tmp_path / "runs").exists()

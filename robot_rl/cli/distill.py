@@ -102,10 +102,14 @@ class DistillArgs(Command):
 
         cfg = self.resolved_config()
         try:
-            with Progress(transient=True, disable=not sys.stderr.isatty()) as bar:
+            tty = sys.stderr.isatty()
+            with Progress(transient=True, disable=not tty) as bar:
                 tasks: dict[str, Any] = {}
 
                 def progress(stage: str, done: int, total: int, info: str) -> None:
+                    if not tty:  # a log file or a pipe: one line per event instead of a redrawn bar
+                        print(f"{stage} {done}/{total}: {info}", file=sys.stderr, flush=True)
+                        return
                     if stage not in tasks:
                         tasks[stage] = bar.add_task(stage, total=total)
                     bar.update(tasks[stage], completed=done, description=f"{stage}: {info}")

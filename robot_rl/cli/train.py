@@ -53,7 +53,7 @@ class TrainArgs(Command):
 
     def run(self) -> int:
         """Train until a stop rule fires; print how it ended and where the run is."""
-        from robot_rl.loop.data_parallel_run import started_by_torchrun, torchrun_argv
+        from robot_rl.loop.data_parallel_run import check_combinations, started_by_torchrun, torchrun_argv
         from robot_rl.loop.runner import train
 
         cfg = self.resolved_config()
@@ -63,6 +63,7 @@ class TrainArgs(Command):
 
             if self.argv is None:
                 raise ConfigError("run.distributed=ddp from Python: start the ranks with torchrun")
+            check_combinations(cfg)  # before starting ranks that would each fail the same way
             return subprocess.call(torchrun_argv(self.argv, cfg.run.nproc_per_node))
         with sigterm_as_ctrl_c():  # an engine's SIGTERM checkpoints and exits 0, like Ctrl-C
             result = train(cfg, resume_dir=self.resume)

@@ -43,6 +43,20 @@ NOT_YET: dict[str, str] = {
 }
 
 
+def check_combinations(cfg: TrainConfig) -> None:
+    """Refuse, saying why, the run sections that do not train data-parallel (each assumes one process)."""
+    refused = []
+    if cfg.loop.hil is not None:
+        refused.append("loop.hil (one operator's teleop device, which one process owns)")
+    if cfg.cotrain.enabled:
+        refused.append("cotrain (its real-data BC term is not shared out over the ranks)")
+    if cfg.twin.refit_every:
+        refused.append("twin.refit_every (it would move only rank 0's envs to each new fit)")
+    if refused:
+        raise ConfigError(f"run.distributed=ddp does not combine with {'; '.join(refused)}. Train in one process "
+                          "(run.distributed=none), or scale the actors instead (robot-rl launch --actors N)")
+
+
 def data_parallel_for(cfg: TrainConfig) -> DataParallel | None:
     """The process's rank layout when the run is data-parallel, else None; a clear error for a bad setup."""
     dp = DataParallel.from_environment()
@@ -76,6 +90,7 @@ def prepare_rank(cfg: TrainConfig, dp: DataParallel, resume_dir: Path | None) ->
     write their ``train.log`` to ``<run>/ranks/rank<N>/`` and show no progress line.
     """
     name = algo_name(cfg)
+    check_combinations(cfg)
     if name not in SUPPORTED:
         why = NOT_YET.get(name, "its update does not average gradients over ranks")
         raise ConfigError(f"algorithm {name!r} does not train data-parallel yet; supported: {', '.join(SUPPORTED)} "

@@ -7,7 +7,8 @@ which one counts only in the instruction, so a policy must read both. Dynamics a
 
 - ``image.top``: uint8 ``[S, S, 3]`` top view (arm in greys, targets in their colours);
 - ``state``: ``[cos q (2), sin q (2), ee xy / reach (2)]`` float32 proprioception;
-- ``language``: int64 ``[context_length]`` token ids of the instruction (:class:`HashTokenizer`).
+- ``language``: int64 ``[context_length]`` token ids of the instruction (:class:`HashTokenizer`); absent with
+  ``observe_language: false`` (one target, which the image alone shows).
 
 Action chunks. With ``chunk_horizon = H > 1`` the action is a chunk ``[H, 2]`` and one ``step`` executes
 its first ``execute_steps`` actions (receding horizon, default all ``H``): rewards add up, a sub-env that
@@ -66,7 +67,7 @@ class LangReachConfig(ReachConfig):
     goal_max_radius: float = 0.9
     """Targets lie at most this far (m) from the base."""
     num_targets: int = 3
-    """Coloured targets per episode (2 or 3; red, green, blue in that order)."""
+    """Coloured targets per episode (1 to 3; red, green, blue in that order)."""
     image_size: int = 48
     """Side (px) of the top-view image."""
     context_length: int = 8
@@ -77,6 +78,10 @@ class LangReachConfig(ReachConfig):
     """1: the action is one ``[2]`` step; H > 1: an action chunk ``[H, 2]``."""
     execute_steps: int | None = None
     """Actions of each chunk executed per step (receding horizon); null = the whole chunk."""
+    observe_language: bool = True
+    """false: no ``language`` observation (needs ``num_targets: 1``, where the image alone says which target).
+    A chunk task seen through a camera and ``state`` only, which an exportable student can learn from a flow
+    chunk teacher (``robot-rl distill``; the C export has no token embedding)."""
 
     def make(self, device: torch.device | str, seed: int, num_envs: int | None = None) -> LangReachTask:
         """Build the batched language-conditioned reach task."""
@@ -87,8 +92,11 @@ class LangReachTask(ReachTask):
     """:class:`ReachTask` with coloured targets, an instruction, a top camera and optional action chunks."""
 
     def __init__(self, cfg: LangReachConfig, num_envs: int, device: torch.device | str, seed: int) -> None:
-        if not 2 <= cfg.num_targets <= len(COLORS):
-            raise ValueError(f"num_targets must be 2 or 3, got {cfg.num_targets}")
+        if not 1 <= cfg.num_targets <= len(COLORS):
+            raise ValueError(f"num_targets must be 1, 2 or 3, got {cfg.num_targets}")
+        if not cfg.observe_language and cfg.num_targets != 1:
+            raise ValueError(f"observe_language=false needs num_targets=1: without the instruction, which of "
+                             f"{cfg.num_targets} targets to reach is unobservable")
         if cfg.image_size < 16:
             raise ValueError(f"image_size must be >= 16, got {cfg.image_size}")
         if cfg.chunk_horizon < 1:
@@ -106,8 +114,9 @@ class LangReachTask(ReachTask):
         observation = {
             "image.top": ArraySpec((cfg.image_size, cfg.image_size, 3), "uint8", low=0, high=255),
             "state": ArraySpec((6,), "float32"),
-            "language": ArraySpec((cfg.context_length,), "int64", low=0, high=cfg.vocab_size - 1),
         }
+        if cfg.observe_language:
+            observation["language"] = ArraySpec((cfg.context_length,), "int64", low=0, high=cfg.vocab_size - 1)
         self.targets = torch.zeros(num_envs, cfg.num_targets, 2, device=device)
         self.target_index = torch.zeros(num_envs, dtype=torch.int64, device=device)
         super().__init__(cfg, num_envs, device, seed, observation=observation)
@@ -146,7 +155,10 @@ class LangReachTask(ReachTask):
     def _observe(self) -> dict[str, torch.Tensor]:
         image = self.render_rows(slice(0, self.num_envs), self.image_size)
         state = torch.cat([self._proprioception(), self.end_effector() / self.reach], dim=-1)
-        return {"image.top": image, "state": state, "language": self.instruction_tokens[self.target_index]}
+        obs = {"image.top": image, "state": state}
+        if self.lang_cfg.observe_language:
+            obs["language"] = self.instruction_tokens[self.target_index]
+        return obs
 
     def _scene(self, rows: slice) -> list[Shape]:
         elbow, ee = forward_kinematics(self.q[rows], *self._links(rows))
