@@ -65,6 +65,9 @@ class DistillArgs(Command):
     """Std of Gaussian noise on the executed actions (not the labels): wider state coverage. 0 = none."""
     pre_squash_clip: float = 5.0
     """A tanh-squashed teacher's (SAC's) pre-tanh action, which the student matches, is clipped to +-this."""
+    feature_weight: float = 1.0
+    """Weight of the feature hint: the student's encoder also learns to predict the teacher's observation features
+    (what lets a pixel student learn from a trained SAC actor). 0 = off; scripted and LeRobot teachers have none."""
     eval_episodes: int = 100
     """Episodes teacher and student are each scored on (the same episodes)."""
     flash_budget: int = 512 * 1024
@@ -87,7 +90,7 @@ class DistillArgs(Command):
                                 ram_budget=self.ram_budget)
         dagger = DaggerConfig(rounds=self.rounds, steps_per_round=self.steps_per_round, num_envs=self.num_envs,
                               beta=self.beta, beta_decay=self.beta_decay, action_noise=self.action_noise,
-                              pre_squash_clip=self.pre_squash_clip,
+                              pre_squash_clip=self.pre_squash_clip, feature_weight=self.feature_weight,
                               updates_per_round=self.updates_per_round, batch_size=self.batch_size, lr=self.lr)
         return DistillConfig(run_dir=self.run_dir, task=self.task, instruction=self.instruction, out=self.out,
                              student=student, dagger=dagger,

@@ -87,6 +87,11 @@ class DaggerConfig:
     pre_squash_clip: float = 5.0
     """A squashed teacher's pre-tanh action ``u`` is clipped to ±this before the student matches it
     (tanh 5 = 0.9999: farther is the same action, and would only weigh more in the squared error)."""
+    feature_weight: float = 1.0
+    """Weight of the feature hint (:mod:`robot_rl.distill.hint`): the student's encoder also learns to predict the
+    teacher's standardised observation features through a linear map dropped after training. What lets a pixel
+    student learn from a trained SAC actor, whose saturated actions say little about where the goal is. 0 = off;
+    a teacher with no features (a scripted expert, a LeRobot VLA) trains without it."""
     max_rows: int = 50_000
     """Cap on the aggregate data set; beyond it the oldest rows are dropped (memory: one camera image per row)."""
 
@@ -98,9 +103,9 @@ class DaggerConfig:
             raise DistillError(f"beta and beta_decay must be in [0, 1], got {self.beta} and {self.beta_decay}")
         if self.updates_per_round < 0 or self.batch_size < 1 or self.lr <= 0 or self.max_rows < 1:
             raise DistillError("updates_per_round >= 0, batch_size >= 1, lr > 0 and max_rows >= 1 are needed")
-        if self.action_noise < 0 or self.pre_squash_clip <= 0:
-            raise DistillError(f"action_noise must be >= 0 and pre_squash_clip > 0, got {self.action_noise} and "
-                               f"{self.pre_squash_clip}")
+        if self.action_noise < 0 or self.pre_squash_clip <= 0 or self.feature_weight < 0:
+            raise DistillError(f"action_noise and feature_weight must be >= 0 and pre_squash_clip > 0, got "
+                               f"{self.action_noise}, {self.feature_weight} and {self.pre_squash_clip}")
 
     def beta_at(self, round_index: int) -> float:
         """``β`` of round ``round_index``: 1 in round 0, then ``beta · beta_decay^(i−1)``."""

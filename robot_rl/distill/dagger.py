@@ -32,7 +32,9 @@ from robot_rl.core.env import StepResult, VecEnv
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, finite_obs_rows
 from robot_rl.distill.config import DaggerConfig, DistillError
+from robot_rl.distill.hint import FeatureHint, teacher_features
 from robot_rl.distill.teacher import Teacher
+from robot_rl.policies.sac_networks import SACPolicy
 
 Progress = Callable[[str, int, int, str], None]
 """``progress(stage, done, total, info)``: a progress bar's update (the CLI draws it)."""
@@ -45,11 +47,30 @@ def distill_loss(student: DeterministicActor, obs: Obs, action: torch.Tensor, pr
     ``pre_squash`` (the teacher's ``u``, ``[B, *A]``) is matched when given and the student is a
     :class:`~robot_rl.core.algorithm.SquashedActor`; otherwise the action ``[B, *A]`` is.
     """
-    if pre_squash is not None and isinstance(student, SquashedActor):
-        pred, target = student.pre_squash_action(obs), pre_squash.clamp(-clip, clip)
+    return distill_losses(student, obs, {"action": action} if pre_squash is None else
+                          {"action": action, "pre_squash": pre_squash}, clip)[0]
+
+
+def distill_losses(student: DeterministicActor, obs: Obs, labels: dict[str, torch.Tensor], clip: float = 5.0,
+                   hint: FeatureHint | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(L, L_hint)`` on one batch, from one pass of the student's encoder.
+
+    ``L``: :func:`distill_loss`; ``L_hint``: with a ``hint`` and the teacher's ``features`` label, the
+    :mod:`robot_rl.distill.hint` term (else None).
+    """
+    action, pre_squash = labels["action"], labels.get("pre_squash")
+    squashed = pre_squash is not None and isinstance(student, SquashedActor)
+    target = pre_squash.clamp(-clip, clip) if squashed and pre_squash is not None else action
+    hint_loss = None
+    if hint is not None and "features" in labels and isinstance(student, SACPolicy):
+        features = student.encode(obs)
+        mean, _ = student.gaussian(features)
+        pred = mean if squashed else torch.tanh(mean) * student.action_scale + student.action_bias
+        hint_loss = hint.loss(features, labels["features"])
     else:
-        pred, target = student.deterministic_action(obs), action
-    return (pred.reshape(target.shape) - target).square().reshape(target.shape[0], -1).sum(-1).mean()
+        pred = student.pre_squash_action(obs) if squashed else student.deterministic_action(obs)  # type: ignore[attr-defined]
+    loss = (pred.reshape(target.shape) - target).square().reshape(target.shape[0], -1).sum(-1).mean()
+    return loss, hint_loss
 
 
 class LabelledData:
@@ -75,17 +96,23 @@ class LabelledData:
 
     @property
     def labels(self) -> dict[str, torch.Tensor]:
-        """``action`` ``[M, *A]`` and, from a squashed teacher, ``pre_squash`` ``[M, *A]``."""
+        """``action`` ``[M, *A]``; from a squashed teacher ``pre_squash`` ``[M, *A]``; ``features`` ``[M, F]``."""
         self._merge()
         return self._labels
 
-    def add(self, obs: Obs, action: torch.Tensor, pre_squash: torch.Tensor | None = None) -> None:
+    def add(self, obs: Obs, action: torch.Tensor, pre_squash: torch.Tensor | None = None,
+            features: torch.Tensor | None = None) -> None:
         """Add rows ``obs`` ``{key: [n, ...]}`` labelled ``action`` (and ``pre_squash``) ``[n, *A]``.
 
-        Rows with NaN/inf in the observation or a label are skipped.
+        ``features``: the teacher's ``[n, F]`` (:mod:`robot_rl.distill.hint`), when it gives them. Rows with
+        NaN/inf in the observation or a label are skipped.
         """
         n = action.shape[0]
-        labels = {"action": action} if pre_squash is None else {"action": action, "pre_squash": pre_squash}
+        labels = {"action": action}
+        if pre_squash is not None:
+            labels["pre_squash"] = pre_squash
+        if features is not None:
+            labels["features"] = features
         ok = finite_obs_rows(obs, n)
         for v in labels.values():
             ok &= torch.isfinite(v.reshape(n, -1)).all(1)
@@ -183,6 +210,8 @@ class RoundStats:
     """Success of those episodes (the mixture's, not the student's alone); NaN when none ended."""
     loss: float
     """The student's mean training loss over this round's last 50 updates."""
+    hint_loss: float | None = None
+    """Its mean feature-hint loss over the same updates (:mod:`robot_rl.distill.hint`); None without a hint."""
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
@@ -225,7 +254,8 @@ class Collector:
         for _ in range(steps):
             teacher_obs, student_obs = self.obs
             label, pre_squash = self.teacher.label(teacher_obs)
-            data.add(student_obs, label, pre_squash)
+            features = teacher_features(self.teacher.policy, teacher_obs) if self.cfg.feature_weight > 0 else None
+            data.add(student_obs, label, pre_squash, features)
             rows += label.shape[0]
             action, used = self.mix(label, student_obs, beta)
             teacher_steps += used
@@ -238,19 +268,25 @@ class Collector:
 
 
 def fit(student: Policy, data: LabelledData, optimizer: torch.optim.Optimizer, updates: int, batch_size: int,
-        generator: torch.Generator, device: torch.device, clip: float = 5.0) -> float:
-    """``updates`` Adam steps on :func:`distill_loss`; the mean loss of the last 50."""
+        generator: torch.Generator, device: torch.device, clip: float = 5.0, hint: FeatureHint | None = None,
+        hint_weight: float = 0.0) -> tuple[float, float | None]:
+    """``updates`` Adam steps on ``L + hint_weight · L_hint``; the means of ``L`` and ``L_hint`` over the last 50."""
     if not isinstance(student, DeterministicActor):
         raise DistillError(f"a {type(student).__name__} has no deterministic_action to train")
     losses: list[float] = []
+    hint_losses: list[float] = []
     student.train()
     for _ in range(updates):
         obs, labels = data.sample(batch_size, generator, device)
-        loss = distill_loss(student, obs, labels["action"], labels.get("pre_squash"), clip)
+        loss, hint_loss = distill_losses(student, obs, labels, clip, hint)
+        total = loss if hint_loss is None else loss + hint_weight * hint_loss
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        total.backward()
         optimizer.step()
         losses.append(float(loss.detach()))
+        if hint_loss is not None:
+            hint_losses.append(float(hint_loss.detach()))
     student.eval()
-    tail = losses[-50:]
-    return sum(tail) / len(tail) if tail else float("nan")
+    tail, hint_tail = losses[-50:], hint_losses[-50:]
+    return (sum(tail) / len(tail) if tail else float("nan"),
+            sum(hint_tail) / len(hint_tail) if hint_tail else None)

@@ -28,6 +28,7 @@ from robot_rl.config_io import to_dict
 from robot_rl.core.specs import EnvSpec
 from robot_rl.distill.config import DistillConfig, DistillError
 from robot_rl.distill.dagger import Collector, LabelledData, Progress, RolloutEnvs, RoundStats, fit
+from robot_rl.distill.hint import FeatureHint
 from robot_rl.distill.student import (
     CSizes,
     build_student,
@@ -92,14 +93,20 @@ def run_dagger(cfg: DistillConfig, teacher: Teacher, student: SACPolicy, envs: R
     optimizer = torch.optim.Adam(student.parameters(), lr=d.lr)
     generator = torch.Generator().manual_seed(cfg.seed + 2)
     stats: list[RoundStats] = []
+    hint: FeatureHint | None = None
     for i in range(d.rounds):
         beta = d.beta_at(i)
         rows, share, episodes, success = collector.collect(data, beta, d.steps_per_round)
         if i == 0 and student.encoder.normalizer is not None:  # the state statistics of the teacher's rollouts
             student.encoder.update_normalizer({"state": data.obs["state"].to(device)})
-        loss = fit(student, data, optimizer, d.updates_per_round, d.batch_size, generator, device, d.pre_squash_clip)
-        stats.append(RoundStats(i, beta, rows, len(data), share, episodes, success, loss))
-        progress("dagger", i + 1, d.rounds, f"round {i}: beta {beta:.2f}, {len(data)} rows, loss {loss:.4g}")
+        if i == 0 and "features" in data.labels:  # standardised by the teacher's own rollouts, then fixed
+            hint = FeatureHint(student.encoder.out_dim, data.labels["features"]).to(device)
+            optimizer.add_param_group({"params": list(hint.proj.parameters())})
+        loss, hint_loss = fit(student, data, optimizer, d.updates_per_round, d.batch_size, generator, device,
+                              d.pre_squash_clip, hint, d.feature_weight)
+        stats.append(RoundStats(i, beta, rows, len(data), share, episodes, success, loss, hint_loss))
+        extra = "" if hint_loss is None else f", hint {hint_loss:.4g}"
+        progress("dagger", i + 1, d.rounds, f"round {i}: beta {beta:.2f}, {len(data)} rows, loss {loss:.4g}{extra}")
     return stats, data
 
 
@@ -215,10 +222,11 @@ def render_report(r: DistillReport) -> str:
              "| C variant | constants (flash) B | workspace (RAM) B |", "| --- | ---: | ---: |",
              f"| float32 | {s['float32_const']:,} | {s['float32_workspace']:,} |",
              f"| int8_full | {s['int8_full_const']:,} | {s['int8_full_workspace']:,} |", "",
-             "| round | beta | rows | teacher share | episodes | mixture success | loss |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| round | beta | rows | teacher share | episodes | mixture success | loss | feature-hint loss |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     lines += [f"| {x['round']} | {x['beta']:.3f} | {x['total_rows']} | {x['teacher_share']:.2f} | {x['episodes']} | "
-              f"{x['success_rate']:.2f} | {x['loss']:.4g} |" for x in r.rounds]
+              f"{x['success_rate']:.2f} | {x['loss']:.4g} | "
+              f"{'–' if x.get('hint_loss') is None else format(x['hint_loss'], '.4g')} |" for x in r.rounds]
     if r.export_dir:
         lines += ["", f"Exported to `{r.export_dir}` (its EXPORT.md has the verification)."]
     if r.export_error:
