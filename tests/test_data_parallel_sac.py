@@ -207,8 +207,8 @@ def test_algorithms_without_data_parallel_support_say_why() -> None:
     from robot_rl.policies.flow.qchunk import FlowQCConfig
 
     cfg = dataclasses.replace(resolve_train_config("reach", "sac"), algo=FlowQCConfig())
-    with pytest.raises(ConfigError, match=r"'flow_qc' does not train data-parallel yet; supported: ppo, sac .*Why: "
-                                          r"Q-chunking's update draws demonstration rows"):
+    with pytest.raises(ConfigError, match=r"'flow_qc' does not train data-parallel yet; supported: ppo, sac, iql "
+                                          r".*Why: Q-chunking's update draws demonstration rows"):
         prepare_rank(cfg, DataParallel(0, 2, 0), None)
 
 

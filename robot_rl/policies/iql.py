@@ -32,6 +32,7 @@ from torch import nn
 
 from robot_rl.core.algorithm import OffPolicyAlgorithm, Weights
 from robot_rl.core.config import ALGOS, AlgoConfig
+from robot_rl.core.data_parallel import DataParallel
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, TransitionBatch
 from robot_rl.policies.modules.mlp import MLP
@@ -160,6 +161,20 @@ class IQLAlgorithm(OffPolicyAlgorithm):
         self._online: list[torch.Tensor] = list(self.critic.parameters())
         self._targets: list[torch.Tensor] = list(self.critic_target.parameters())
         self.num_updates = 0
+        self._value_loss, self._actor_loss, self._critic_loss = self.value_loss, self.actor_loss, self.critic_loss
+        self.data_parallel: DataParallel | None = None
+
+    def enable_data_parallel(self, dp: DataParallel) -> None:
+        """Average V's, the actor's and the critics' gradients over ``dp``'s ranks (DDP, one module per optimiser).
+
+        IQL's update draws no random numbers and its losses are means over rows, so with the normaliser fed every
+        rank's states each rank takes the step one process takes on the ranks' batches together (equal batch
+        sizes). Rank 0's parameters are copied here.
+        """
+        self.data_parallel = dp
+        self._value_loss = dp.wrap_loss(self.value_loss, list(self.value.parameters()))
+        self._actor_loss = dp.wrap_loss(self.actor_loss, self.actor_optim.param_groups[0]["params"])
+        self._critic_loss = dp.wrap_loss(self.critic_loss, list(self.critic.parameters()))
 
     # ---- the pieces the loop asks for ---------------------------------------------------------
 
@@ -241,14 +256,17 @@ class IQLAlgorithm(OffPolicyAlgorithm):
 
     def update(self, batch: TransitionBatch) -> dict[str, float]:
         """One IQL step, in the paper's order: V, then the actor (with the new V), then Q, then the targets."""
-        self.actor.encoder.update_normalizer(batch.obs)
+        dp = self.data_parallel
+        # Every rank folds every rank's states into its normaliser, in rank order: the statistics stay equal.
+        shared = dp is not None and self.actor.encoder.normalizer is not None
+        self.actor.encoder.update_normalizer({"state": dp.cat(batch.obs["state"])} if shared and dp else batch.obs)
         # The state encoder has no trainable parameters (only the normaliser), so every loss reads the same features.
         with torch.no_grad():
             features, next_features = self.actor.encoder(batch.obs), self.actor.encoder(batch.next_obs)
             action = self.unit_action(batch.action)
             q_data = self.critic_target(features, action).min(dim=0).values
 
-        value_loss = self.value_loss(features, q_data)
+        value_loss = self._value_loss(features, q_data)
         self.value_optim.zero_grad(set_to_none=True)
         value_loss.backward()
         self.value_optim.step()
@@ -256,14 +274,14 @@ class IQLAlgorithm(OffPolicyAlgorithm):
         with torch.no_grad():
             advantage = q_data - self.value(features).squeeze(-1)
             weight = self.awr_weights(advantage)
-        actor_loss = self.actor_loss(features, batch.action, weight)
+        actor_loss = self._actor_loss(features, batch.action, weight)
         aux = self.aux_loss()  # an extension's term (co-training), as in SAC
         self.actor_optim.zero_grad(set_to_none=True)
         (actor_loss if aux is None else actor_loss + aux).backward()
         self.actor_optim.step()
 
-        critic_loss, q = self.critic_loss(features, action, batch.reward, batch.terminated, next_features,
-                                          batch.extras.get("discount"))
+        critic_loss, q = self._critic_loss(features, action, batch.reward, batch.terminated, next_features,
+                                           batch.extras.get("discount"))
         self.critic_optim.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_optim.step()
