@@ -4,17 +4,16 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
+from gloo_ranks import free_port, join, leave
 
-from robot_rl.core.data_parallel import DataParallel, moments
+from robot_rl.core.data_parallel import moments
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.policies.ppo import PPOAlgorithm, PPOConfig
@@ -64,12 +63,7 @@ VARIANTS: dict[str, dict[str, object]] = {
 
 
 def _rank(rank: int, world: int, port: int, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
-    torch.set_num_threads(1)
-    dp = DataParallel.from_environment()
-    assert dp is not None
-    dp.start(torch.device("cpu"), timeout_s=60)
+    dp = join(rank, world, port)
     results = {}
     for name, kw in VARIANTS.items():
         algo = _cfg(**kw).build(SPEC, "cpu", seed=0)
@@ -79,20 +73,13 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
             _fill(algo, data, slice(rank * N, (rank + 1) * N))
         results[name] = _params(algo)
     torch.save(results, f"{out}.{rank}")
-    dist.barrier()
-    dp.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    leave(dp)
 
 
 @pytest.fixture(scope="module")
 def two_rank_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict[str, torch.Tensor]]]:
     out = tmp_path_factory.mktemp("ddp") / "ddp.pt"
-    mp.spawn(_rank, args=(2, _free_port(), str(out)), nprocs=2, join=True)
+    mp.spawn(_rank, args=(2, free_port(), str(out)), nprocs=2, join=True)
     return {"rank0": torch.load(f"{out}.0"), "rank1": torch.load(f"{out}.1")}
 
 

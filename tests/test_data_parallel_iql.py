@@ -3,16 +3,13 @@ on the whole batch (V, actor and critics, the normaliser), and stay bit-for-bit 
 
 from __future__ import annotations
 
-import os
-import socket
 from typing import Any
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
+from gloo_ranks import join, leave, leaves, run_ranks
 
-from robot_rl.core.data_parallel import DataParallel, SupportsDataParallel
+from robot_rl.core.data_parallel import SupportsDataParallel
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.policies.iql import IQLAlgorithm, IQLConfig
@@ -39,14 +36,6 @@ def _batch(update: int, rows: slice) -> TransitionBatch:
     return full.index(torch.arange(n)[rows])
 
 
-def _leaves(state: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(state, dict):
-        return {k2: v2 for k, v in state.items() for k2, v2 in _leaves(v, f"{prefix}{k}.").items()}
-    if isinstance(state, (list, tuple)):
-        return {k2: v2 for i, v in enumerate(state) for k2, v2 in _leaves(v, f"{prefix}{i}.").items()}
-    return {prefix.rstrip("."): state.clone() if isinstance(state, torch.Tensor) else state}
-
-
 def _train(algo: IQLAlgorithm, rows: slice) -> dict[str, Any]:
     grads: dict[str, torch.Tensor] = {}
     for u in range(UPDATES):
@@ -56,34 +45,20 @@ def _train(algo: IQLAlgorithm, rows: slice) -> dict[str, Any]:
                      **{f"critic.{k}": p for k, p in algo.critic.named_parameters()},
                      **{f"actor.{k}": p for k, p in algo.actor.trunk.named_parameters()}}
             grads = {k: p.grad.clone() for k, p in named.items() if p.grad is not None}
-    return {"grads": grads, "state": _leaves(algo.state_dict())}
+    return {"grads": grads, "state": leaves(algo.state_dict())}
 
 
 def _rank(rank: int, world: int, port: int, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
-    torch.set_num_threads(1)
-    dp = DataParallel.from_environment()
-    assert dp is not None
-    dp.start(torch.device("cpu"), timeout_s=60)
+    dp = join(rank, world, port)
     algo = _algo(B)
     algo.enable_data_parallel(dp)
     torch.save(_train(algo, slice(rank * B, (rank + 1) * B)), f"{out}.{rank}")
-    dist.barrier()
-    dp.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    leave(dp)
 
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    out = tmp_path_factory.mktemp("ddp_iql") / "ranks.pt"
-    mp.spawn(_rank, args=(2, _free_port(), str(out)), nprocs=2, join=True)
-    return [torch.load(f"{out}.{r}", weights_only=False) for r in range(2)]
+    return run_ranks(_rank, tmp_path_factory.mktemp("ddp_iql") / "ranks.pt")
 
 
 def test_iql_supports_data_parallel():
@@ -97,7 +72,7 @@ def test_two_gloo_ranks_take_one_process_s_step_on_both_batches(two_ranks: list[
     assert {k.split(".")[0] for k in single["grads"]} == {"value", "critic", "actor"}  # all three losses trained
     for k, ref in single["grads"].items():
         torch.testing.assert_close(ddp["grads"][k], ref, rtol=1e-5, atol=1e-6, msg=lambda m, k=k: f"gradient {k}: {m}")
-    start = _leaves(_algo(2 * B).state_dict())
+    start = leaves(_algo(2 * B).state_dict())
     moved = max(float((single["state"][k] - v).abs().max()) for k, v in start.items()
                 if isinstance(v, torch.Tensor) and v.is_floating_point() and k.startswith(("actor.", "critic.")))
     assert moved > 1e-4  # the updates changed the weights, so the equality below means something

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -16,8 +15,8 @@ from typing import Any
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
+from gloo_ranks import free_port, join, leave, leaves
 
 from robot_rl.checkpoint import list_checkpoints
 from robot_rl.core.config import ConfigError
@@ -76,22 +75,13 @@ def _grads(algo: SACAlgorithm) -> dict[str, torch.Tensor | None]:
     return {k: None if p.grad is None else p.grad.clone() for k, p in named.items()}
 
 
-def _flat(state: Any, prefix: str = "") -> dict[str, Any]:
-    """Every leaf of a (nested) state dict by its dotted path."""
-    if isinstance(state, dict):
-        return {k2: v2 for k, v in state.items() for k2, v2 in _flat(v, f"{prefix}{k}.").items()}
-    if isinstance(state, (list, tuple)):
-        return {k2: v2 for i, v in enumerate(state) for k2, v2 in _flat(v, f"{prefix}{i}.").items()}
-    return {prefix.rstrip("."): state.clone() if isinstance(state, torch.Tensor) else state}
-
-
 def _train(algo: SACAlgorithm, variant: str, rows: slice) -> dict[str, Any]:
     grads: dict[str, torch.Tensor | None] = {}
     for u in range(UPDATES):
         algo.update(_batch(VARIANTS[variant][0], u, rows))
         if u == 0:
             grads = _grads(algo)
-    return {"grads": grads, "state": _flat(algo.state_dict())}
+    return {"grads": grads, "state": leaves(algo.state_dict())}
 
 
 class _FakeActor:
@@ -131,12 +121,7 @@ def _lockstep(dp: DataParallel) -> list[tuple[int, int]]:
 
 
 def _rank(rank: int, world: int, port: int, out: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
-    torch.set_num_threads(1)
-    dp = DataParallel.from_environment()
-    assert dp is not None
-    dp.start(torch.device("cpu"), timeout_s=60)
+    dp = join(rank, world, port)
     results: dict[str, Any] = {}
     for variant in VARIANTS:
         algo = _algo(variant, B)
@@ -144,20 +129,13 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
         results[variant] = _train(algo, variant, slice(rank * B, (rank + 1) * B))
     results["lockstep"] = _lockstep(dp)
     torch.save(results, f"{out}.{rank}")
-    dist.barrier()
-    dp.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    leave(dp)
 
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     out = tmp_path_factory.mktemp("ddp_sac") / "ranks.pt"
-    mp.spawn(_rank, args=(2, _free_port(), str(out)), nprocs=2, join=True)
+    mp.spawn(_rank, args=(2, free_port(), str(out)), nprocs=2, join=True)
     return [torch.load(f"{out}.{r}", weights_only=False) for r in range(2)]
 
 
@@ -175,7 +153,7 @@ def test_two_gloo_ranks_take_one_process_s_step_on_both_batches(two_ranks: list[
             torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-6, msg=lambda m, k=k: f"gradient {k}: {m}")
     assert trained > 4
     assert (ddp["grads"]["log_alpha"] is None) == variant.endswith("fixed-alpha")  # α learns unless it is fixed
-    start = _flat(_algo(variant, 2 * B).state_dict())
+    start = leaves(_algo(variant, 2 * B).state_dict())
     moved = max(float((single["state"][k] - v).abs().max()) for k, v in start.items()
                 if isinstance(v, torch.Tensor) and v.is_floating_point() and k.startswith(("actor.", "critic.")))
     assert moved > 1e-4  # the updates changed the weights, so the equality below means something
