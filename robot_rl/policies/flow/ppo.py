@@ -45,6 +45,7 @@ from torch import nn
 
 from robot_rl.core.algorithm import Policy
 from robot_rl.core.config import ALGOS, AlgoConfig
+from robot_rl.core.data_parallel import DataParallel, moments
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import Obs
 from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy, VLAEncoder
@@ -179,6 +180,26 @@ def chain_kl(means: torch.Tensor, log_sigma: torch.Tensor, ref_means: torch.Tens
     return gaussian_kl(means.reshape(b, -1), ls, ref_means.reshape(b, -1), rls)
 
 
+class FlowPPOTrainForward(nn.Module):
+    """What a flow-PPO minibatch step evaluates with trained weights.
+
+    The condition, the chain's step means, the clamped log σ and the critic's value; one module so that
+    DistributedDataParallel sees every trained parameter (σ lives beside the expert).
+    """
+
+    def __init__(self, policy: Any, critic: nn.Module, freeze_encoder: bool) -> None:
+        super().__init__()
+        self.policy, self.critic, self.freeze_encoder = policy, critic, freeze_encoder
+
+    def forward(self, obs: Obs, chain: torch.Tensor, log_bound: float
+                ) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(cond, means [B, K, H, A], log σ [1, K, H, A] clamped to log_bound, value [B])``."""
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.freeze_encoder):
+            cond = self.policy.encoder(obs)
+        means = self.policy.chain_means(chain, cond)
+        return cond, means, self.policy.log_sigma.clamp(max=log_bound).unsqueeze(0), self.critic(obs)
+
+
 class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
     """Learner: flow policy (+ σ), frozen SFT reference, critic; chunk-level PPO with the KL guard."""
 
@@ -204,6 +225,19 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
         self.kl_coef = cfg.kl_coef
         self.updates = 0
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.data_parallel: DataParallel | None = None
+        self._forward: nn.Module = FlowPPOTrainForward(self.policy, self.critic, self.freeze_encoder)
+
+    def enable_data_parallel(self, dp: DataParallel) -> None:
+        """Average gradients (DDP), the advantage moments and the KL guard's measured drift over ``dp``'s ranks.
+
+        With one minibatch per epoch every rank then takes the step one process takes on the union of the ranks'
+        rollouts; with several, each rank's minibatch is a random part of its own rollout (as PPO's). Rank 0's
+        parameters are copied here.
+        """
+        self.data_parallel = dp
+        self._forward = dp.wrap(FlowPPOTrainForward(self.policy, self.critic, self.freeze_encoder))
+        self.seed += 100_003 * dp.rank  # actors' sampling noise (make_policy): the same on every rank would repeat
 
     def sigma_bound(self, updates: int | None = None) -> float:
         """The clamp of σ_k after ``updates`` updates (default: those done so far)."""
@@ -274,8 +308,10 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
             raise RuntimeError(f"flow_ppo update needs a full rollout; it holds {len(storage)} rows")
         if "chain" not in storage.extras:
             raise KeyError("flow_ppo needs extras['chain'] from FlowVLAPolicy.act (stochastic actions)")
+        dp = self.data_parallel
         values, adv, ret = self._advantages(storage)
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        adv_mean, adv_std = moments(adv, dp)  # over every rank's rollout
+        adv = (adv - adv_mean) / (adv_std + 1e-8)
         fields = {f"obs.{k}": v for k, v in storage.obs.items()}
         fields.update(chain=storage.extras["chain"], old_log_prob=self._old_log_probs(storage), advantage=adv,
                       ret=ret, old_value=values)
@@ -287,16 +323,13 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
         for mb in iter_minibatches(fields, c.num_minibatches, c.num_epochs, self.generator):
             obs = {k[4:]: v for k, v in mb.items() if k.startswith("obs.")}
             chain = mb["chain"]
-            with torch.set_grad_enabled(not self.freeze_encoder):
-                cond = policy.encoder(obs)
+            cond, means, log_sigma, value = self._forward(obs, chain, log_bound)
             with torch.no_grad():
                 ref_means = self._reference_means(obs, chain, cond)
-            means = policy.chain_means(chain, cond)
-            log_sigma = policy.log_sigma.clamp(max=log_bound).unsqueeze(0)
             log_prob = element_log_probs(chain, means, log_sigma, c.ratio)
             kl_ref = chain_kl(means, log_sigma, ref_means, ref_log_sigma.unsqueeze(0)).mean()
             surrogate = clipped_surrogate_loss(log_prob, mb["old_log_prob"], mb["advantage"].unsqueeze(-1), c.clip)
-            v_loss = value_loss(self.critic(obs), mb["old_value"], mb["ret"], c.value_clip)
+            v_loss = value_loss(value, mb["old_value"], mb["ret"], c.value_clip)
             loss = surrogate + self.kl_coef * kl_ref + c.value_coef * v_loss
             aux = self.aux_loss()  # an extension's term, e.g. co-training's λ·flow-matching loss on real demos
             if aux is not None:
@@ -320,7 +353,10 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
         self.updates += 1
         with torch.no_grad():  # the next rollout samples under the decayed bound
             policy.log_sigma.clamp_(max=math.log(self.sigma_bound()))
-        surr, v_l, kl_ref_m, approx_kl_m, clip_frac_m, lp = (sums / max(n, 1)).tolist()
+        means_of = sums / max(n, 1)
+        if dp is not None:  # the KL guard's β follows every rank's drift, so that it stays equal on the ranks
+            means_of = dp.mean(means_of)
+        surr, v_l, kl_ref_m, approx_kl_m, clip_frac_m, lp = means_of.tolist()
         # The KL guard: β follows the measured drift from the SFT policy.
         if kl_ref_m > 1.5 * c.kl_target:
             self.kl_coef = min(self.kl_coef * 2.0, 100.0)
