@@ -44,6 +44,10 @@ class OfflineConfig:
     keep_data: bool = True
     """After the offline phase: keep the data in the demo buffer for online training (RLPD, Cal-QL), or drop it
     (WSRL: online RL on fresh data only; needs ``algo.demo_ratio=0``)."""
+    conservative_online: bool = False
+    """After the offline phase: keep the conservative term (``algo.cql_alpha``) online, as the Cal-QL paper
+    fine-tunes; with ``algo.calql=true`` its clamp reads the Monte-Carlo returns the replay computes for finished
+    episodes (rows of running episodes are not clamped). False: plain SAC online."""
 
     def __post_init__(self) -> None:
         if self.updates < 0 or self.log_every < 1 or not 0.0 <= self.heldout_fraction < 1.0:

@@ -220,7 +220,7 @@ class InProcessRunner:
                 storage.add_to("demos", data.train)
             else:
                 storage.add(data.train)
-        if isinstance(self.algo, OfflinePhaseAware):
+        if isinstance(self.algo, OfflinePhaseAware) and not off.conservative_online:
             self.algo.finish_offline()
         if cfg.jsrl.guide == OFFLINE_GUIDE:  # kept apart: a resumed run's weights are no longer the offline ones
             torch.save(self.algo.actor_weights(), self.run_dir / JSRL_GUIDE_FILE)

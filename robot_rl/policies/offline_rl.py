@@ -26,12 +26,16 @@ import torch
 
 
 def mc_calibration(extras: dict[str, torch.Tensor], n: int) -> torch.Tensor:
-    """Cal-QL's reference values ``[n]``: each row's Monte-Carlo return, ``extras["mc_return"]``."""
+    """Cal-QL's reference values ``[n]``: each row's Monte-Carlo return, ``extras["mc_return"]``.
+
+    A NaN (a replayed row whose episode has not ended yet, :mod:`robot_rl.replay.returns`) becomes −inf: no clamp.
+    """
     mc = extras.get("mc_return")
     if mc is None:
         raise ValueError("calql=true needs each row's Monte-Carlo return in batch.extras['mc_return'] (offline "
                          "data loaded with its returns, robot_rl.policies.offline_rl.mc_returns)")
-    return mc.reshape(n).float()
+    mc = mc.reshape(n).float()
+    return torch.where(torch.isnan(mc), torch.full_like(mc, -math.inf), mc)
 
 
 def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:

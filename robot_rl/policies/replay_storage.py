@@ -31,14 +31,18 @@ def check_demo_ratio(demo_ratio: float) -> None:
         raise ValueError(f"demo_ratio must be in [0, 1), got {demo_ratio}")
 
 
-def make_replay(spec: EnvSpec, device: torch.device, cfg: ReplaySettings) -> ReplayBuffer | MixingSampler:
+def make_replay(spec: EnvSpec, device: torch.device, cfg: ReplaySettings,
+                track_returns: bool = False) -> ReplayBuffer | MixingSampler:
     """A replay buffer, or with ``demo_ratio > 0`` a :class:`MixingSampler` over ``online``/``demos``.
 
     ``storage.buffers["demos"]`` (or ``storage.add_to("demos", batch)``) takes demonstrations;
-    intervened rows added with ``storage.add`` land in both buffers (HIL-SERL).
+    intervened rows added with ``storage.add`` land in both buffers (HIL-SERL). ``track_returns``: sampled rows
+    carry their episode's Monte-Carlo return (``extras["mc_return"]``, NaN while it runs; Cal-QL online).
     """
-    online = ReplayBuffer(spec, cfg.buffer_size, device, n_step=cfg.n_step, gamma=cfg.gamma)
+    online = ReplayBuffer(spec, cfg.buffer_size, device, n_step=cfg.n_step, gamma=cfg.gamma,
+                          track_returns=track_returns)
     if cfg.demo_ratio <= 0:
         return online
-    demos = ReplayBuffer(spec, cfg.demo_buffer_size, device, n_step=cfg.n_step, gamma=cfg.gamma)
+    demos = ReplayBuffer(spec, cfg.demo_buffer_size, device, n_step=cfg.n_step, gamma=cfg.gamma,
+                         track_returns=track_returns)
     return MixingSampler({"online": online, "demos": demos}, {"online": 1.0 - cfg.demo_ratio, "demos": cfg.demo_ratio})

@@ -241,7 +241,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
 
     def make_storage(self, num_envs: int) -> ReplayBuffer | MixingSampler:
         """A replay buffer, or with ``demo_ratio > 0`` one mixing ``online``/``demos`` (:func:`make_replay`)."""
-        return make_replay(self.spec, self.device, self.cfg)
+        return make_replay(self.spec, self.device, self.cfg, track_returns=self.cfg.calql)  # Cal-QL online
 
     def actor_weights(self) -> Weights:
         """Encoder (CNN, or trunk and head; normaliser statistics), actor head and action scaling; never critics."""

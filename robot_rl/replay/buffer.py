@@ -23,6 +23,7 @@ import torch
 
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import TransitionBatch
+from robot_rl.replay.returns import EpisodeReturns
 from robot_rl.replay.ring import _FLAG_FIELDS, _INT_FIELDS, _ROW_FIELDS, ReplayRing
 
 if TYPE_CHECKING:
@@ -80,11 +81,13 @@ class ReplayBuffer(ReplayRing):
         action_chunk: ``H > 1`` returns actions ``[B, H, *action_shape]``, the next ``H`` actions of
             the episode, and ``extras["action_pad"]`` ``[B, H]`` where the episode ended first (the
             last action is repeated there).
+        track_returns: sampled rows carry ``extras["mc_return"]``, the discounted return-to-go of their episode
+            (NaN while it runs; :mod:`robot_rl.replay.returns`), Cal-QL's reference value online.
     """
 
     def __init__(self, spec: EnvSpec, capacity: int, device: torch.device | str = "cpu", *,
                  obs_capacity: int | None = None, n_step: int = 1, gamma: float = 0.99,
-                 frame_stack: int = 1, action_chunk: int = 1) -> None:
+                 frame_stack: int = 1, action_chunk: int = 1, track_returns: bool = False) -> None:
         if n_step < 1 or frame_stack < 1 or action_chunk < 1:
             raise ValueError(f"n_step, frame_stack and action_chunk must be >= 1, got {n_step}, "
                              f"{frame_stack}, {action_chunk}")
@@ -96,6 +99,7 @@ class ReplayBuffer(ReplayRing):
         self._segment_rows = 0
         self._flush_every_s = math.inf
         self._last_flush = time.monotonic()
+        self._returns = EpisodeReturns(self.capacity, gamma, self.device) if track_returns else None
 
     # ---- sizes of what waits for the disk -------------------------------------------------
 
@@ -135,10 +139,23 @@ class ReplayBuffer(ReplayRing):
                 chunk = part if len(part) <= self._max_part else part.index(slice(start, start + self._max_part))
                 if self._log is not None and self._t + len(chunk) - self._submitted[0] > self._segment_rows:
                     self.flush(wait=False)
-                self._append(chunk)
+                self._append_tracked(chunk)
         if self._log is not None and (self._t - self._submitted[0] >= self._segment_rows
                                       or time.monotonic() - self._last_flush >= self._flush_every_s):
             self.flush(wait=False)
+
+    def _append_tracked(self, chunk: TransitionBatch) -> None:
+        """``_append``, and with ``track_returns`` the returns of the episodes ``chunk`` ends."""
+        returns, t0 = self._returns, self._t
+        if returns is None:
+            self._append(chunk)
+            return
+        returns.clear(t0, len(chunk))
+        self._append(chunk)
+        done = chunk.terminated | chunk.truncated
+        if bool(done.any()):
+            ends = t0 + done.nonzero().flatten()
+            returns.finish(ends, self._rows["reward"], self._rows["prev_row"], self._t_lo)
 
     # ---- sampling ---------------------------------------------------------------------------
 
@@ -208,6 +225,8 @@ class ReplayBuffer(ReplayRing):
             rows.update(terminated=end[:, 0], truncated=end[:, 1])
             next_slot = r["next_slot"].index_select(0, last)
         rows.update(action=action, reward=reward)
+        if self._returns is not None:
+            extras["mc_return"] = self._returns.read(idx)
         return _batch(self._frames(ints[:, _INT_FIELDS.index("obs_slot")]), self._frames(next_slot), rows, extras)
 
     # ---- persistence (see robot_rl.replay.segments) --------------------------------------------
@@ -224,6 +243,9 @@ class ReplayBuffer(ReplayRing):
             raise ValueError(f"segment_transitions must be in [1, {self._max_part}] for this buffer "
                              f"(capacity {self.capacity}), got {segment_transitions}")
         report = log.load_into(self)
+        if self._returns is not None:  # the reloaded episodes that ended: their returns again
+            r = self._rows
+            self._returns.fill_all(self._t_lo, self._t, r["terminated"] | r["truncated"], r["reward"], r["prev_row"])
         self._log, self._segment_rows, self._flush_every_s = log, segment_transitions, flush_every_s
         self._committed = self._submitted = (self._t, self._o)
         self._last_flush = time.monotonic()
