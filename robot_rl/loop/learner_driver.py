@@ -45,13 +45,14 @@ class LearnerDriver:
         self.persisted, self._replay_chunks = attach_run_replay(self.learner, algo, self.run_dir, replay, resume,
                                                                 resume_command)
 
-    def restore(self) -> dict[str, Any] | None:
+    def restore(self, checkpoint: bool = True) -> dict[str, Any] | None:
         """Load the newest checkpoint and the replay's chunk windows; the checkpoint's metadata, or None.
 
         None when the run was killed before its first checkpoint: the replay (already reloaded) is kept and
-        the networks start fresh.
+        the networks start fresh. ``checkpoint=False``: the replay's windows only (a data-parallel rank > 0, whose
+        directory holds no checkpoint: it takes rank 0's state).
         """
-        restored = restore_learner(self.run_dir, self.algo, self.learner, self.persisted)
+        restored = restore_learner(self.run_dir, self.algo, self.learner, self.persisted) if checkpoint else None
         restore_stored_chunks(self.learner, self._replay_chunks)
         return None if restored is None else restored[1]
 

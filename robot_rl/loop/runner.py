@@ -256,6 +256,11 @@ class InProcessRunner:
                  self.actors[0].guide.schedule.guide_steps if self.actors and self.actors[0].guide else 0)
 
     def _restore(self) -> None:
+        if not self.is_main:  # rank > 0: its replay shard only; rank 0's checkpoint reaches it through attach()
+            self.driver.restore(checkpoint=False)
+            log.info("rank %d resumes with its replay shard; the networks and counters come from rank 0",
+                     self.dp.rank if self.dp is not None else 0)
+            return
         meta = self.driver.restore()
         if meta is None:
             return
