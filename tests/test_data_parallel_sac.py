@@ -186,7 +186,7 @@ def test_algorithms_without_data_parallel_support_say_why() -> None:
 
     cfg = dataclasses.replace(resolve_train_config("reach", "sac"), algo=FlowQCConfig())
     with pytest.raises(ConfigError, match=r"'flow_qc' does not train data-parallel yet; supported: ppo, sac, iql, "
-                                          r"flow_ppo .*Why: Q-chunking's update draws demonstration rows"):
+                                          r"flow_ppo, hiors .*Why: Q-chunking's update draws demonstration rows"):
         prepare_rank(cfg, DataParallel(0, 2, 0), None)
 
 

@@ -97,6 +97,12 @@ class DataParallel:
         dist.all_gather(parts, x.contiguous())
         return torch.cat(parts)
 
+    def gather_objects(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj`` (picklable; small: it travels pickled), in rank order."""
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
     def any(self, flag: bool, device: torch.device) -> bool:
         """Whether ``flag`` is true on any rank (a decision every rank must take together)."""
         return bool(self.sum(torch.tensor([float(flag)], device=device)).item() > 0)

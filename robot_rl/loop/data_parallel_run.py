@@ -23,7 +23,7 @@ from robot_rl.loop.config import TrainConfig
 from robot_rl.loop.run_context import RunContext, algo_name
 
 #: Algorithms that train data-parallel today; the others say so instead of silently training alone.
-SUPPORTED = ("ppo", "sac", "iql", "flow_ppo")
+SUPPORTED = ("ppo", "sac", "iql", "flow_ppo", "hiors")
 
 #: What each of the others lacks. The lockstep schedule (robot_rl.loop.lockstep) serves any off-policy learner; what
 #: is per algorithm is wrapping its losses for DDP and sharing out its per-row random draws, each checked against
@@ -35,8 +35,6 @@ NOT_YET: dict[str, str] = {
                "gradient averaging",
     "flow_qc": "Q-chunking's update draws demonstration rows and flow-matching noise per row; the ranks would need "
                "their shares of those draws and of the flow's gradients, which its update does not take yet",
-    "hiors": "Hi-ORS accepts or rejects whole episodes by their return into its own buffer; the ranks' buffers and "
-             "return statistics are not shared",
 }
 
 

@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from robot_rl.core.config import ALGOS, AlgoConfig
+from robot_rl.core.data_parallel import DataParallel
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import Obs
 from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy
@@ -177,6 +178,20 @@ class HiORSAlgorithm(FlowOnPolicyAlgorithm):
             from robot_rl.policies.flow.sft import chunk_dataset
 
             self.demo_data = chunk_dataset(read_episodes(cfg.demos)[0], spec, cfg.policy.horizon)
+        self.data_parallel: DataParallel | None = None
+        self._loss: Any = self.weighted_loss
+
+    def enable_data_parallel(self, dp: DataParallel) -> None:
+        """Train on ``dp``'s ranks: each keeps its own accepted rows; judging and gradients are shared.
+
+        Every rank judges every rank's finished episodes, in rank order, against one return history, so
+        acceptance, weights and the history stay equal on the ranks; each rank's accepted rows go to its own buffer
+        (a shard, as SAC's replay), and DDP averages the gradients of the weighted flow-matching loss. Gradient steps
+        start when every rank's buffer holds ``min_buffer`` rows. Rank 0's parameters are copied here.
+        """
+        self.data_parallel = dp
+        self._loss = dp.wrap_loss(self.weighted_loss, self.opt.param_groups[0]["params"])
+        self.seed += 100_003 * dp.rank  # actors' sampling noise (make_policy): the same on every rank would repeat
 
     # ---- rejection sampling -------------------------------------------------------------------
 
@@ -194,29 +209,18 @@ class HiORSAlgorithm(FlowOnPolicyAlgorithm):
         cut = ordered[min(int((1.0 - self.cfg.top_fraction) * len(ordered)), len(ordered) - 1)] if ordered else ret
         return ret >= cut
 
-    def _close_episode(self, env: int, success: bool) -> tuple[list[Obs], list[torch.Tensor], list[float]]:
-        rows = self._open.pop(env, [])
-        ret = self._open_return.pop(env, 0.0)
+    def _judge(self, ret: float, success: bool) -> tuple[bool, float]:
+        """Count one finished episode into the return history; ``(accepted, its weight)``."""
         self.returns.append(ret)
         self.episodes += 1
         accepted = self._accepts(ret, success)
         self.accepted_episodes += int(accepted)
-        w = self._weight(ret) if accepted else 0.0
-        obs, actions, weights = [], [], []
-        for o, a, intervened in rows:
-            row_w = (w if accepted else 1.0) * self.cfg.intervention_weight if intervened else w
-            if row_w > 0:
-                obs.append(o)
-                actions.append(a)
-                weights.append(row_w)
-        return obs, actions, weights
+        return accepted, self._weight(ret) if accepted else 0.0
 
-    def ingest(self, storage: RolloutStorage) -> int:
-        """Follow episodes through a rollout; move the rows of finished, accepted episodes to the buffer."""
+    def _finished(self, storage: RolloutStorage) -> list[tuple[list[tuple[Obs, torch.Tensor, bool]], float, bool]]:
+        """Follow episodes through a rollout: ``(rows, return, success)`` of each that ended, in step order."""
         t_len, n = storage.reward.shape
-        new_obs: list[Obs] = []
-        new_act: list[torch.Tensor] = []
-        new_w: list[float] = []
+        done: list[tuple[list[tuple[Obs, torch.Tensor, bool]], float, bool]] = []
         for t in range(t_len):
             for i in range(n):
                 # Copies: the storage is cleared and refilled in place by the next rollout.
@@ -225,10 +229,30 @@ class HiORSAlgorithm(FlowOnPolicyAlgorithm):
                                                      bool(storage.intervened[t, i])))
                 self._open_return[i] = self._open_return.get(i, 0.0) + float(storage.reward[t, i])
                 if bool(storage.terminated[t, i]) or bool(storage.truncated[t, i]):
-                    o, a, w = self._close_episode(i, bool(storage.terminated[t, i]))
-                    new_obs += o
-                    new_act += a
-                    new_w += w
+                    done.append((self._open.pop(i, []), self._open_return.pop(i, 0.0),
+                                 bool(storage.terminated[t, i])))
+        return done
+
+    def ingest(self, storage: RolloutStorage) -> int:
+        """Follow episodes through a rollout; move the rows of finished, accepted episodes to the buffer."""
+        finished = self._finished(storage)
+        outcomes = [(ret, success) for _, ret, success in finished]
+        dp = self.data_parallel
+        judged: list[tuple[bool, float]] = []
+        for rank, episodes in enumerate([outcomes] if dp is None else dp.gather_objects(outcomes)):
+            verdicts = [self._judge(ret, success) for ret, success in episodes]  # in rank order on every rank
+            if dp is None or rank == dp.rank:
+                judged = verdicts
+        new_obs: list[Obs] = []
+        new_act: list[torch.Tensor] = []
+        new_w: list[float] = []
+        for (rows, _, _), (accepted, w) in zip(finished, judged, strict=True):
+            for o, a, intervened in rows:
+                row_w = (w if accepted else 1.0) * self.cfg.intervention_weight if intervened else w
+                if row_w > 0:
+                    new_obs.append(o)
+                    new_act.append(a)
+                    new_w.append(row_w)
         if new_act:
             self.buffer.add({k: torch.stack([o[k] for o in new_obs]) for k in new_obs[0]}, torch.stack(new_act),
                             torch.tensor(new_w))
@@ -263,11 +287,14 @@ class HiORSAlgorithm(FlowOnPolicyAlgorithm):
         added = self.ingest(storage)
         storage.clear()
         losses = []
-        if len(self.buffer) >= self.cfg.min_buffer:
+        ready = len(self.buffer) >= self.cfg.min_buffer
+        if self.data_parallel is not None:  # every rank steps, or none: DDP waits for all
+            ready = not self.data_parallel.any(not ready, self.device)
+        if ready:
             self.policy.train()
             for _ in range(self.cfg.updates_per_rollout):
                 obs, act, w = self._batch()
-                flow_loss = self.weighted_loss(obs, act, w)
+                flow_loss = self._loss(obs, act, w)
                 aux = self.aux_loss()  # an extension's term, e.g. co-training's λ·flow-matching loss on real demos
                 loss = flow_loss if aux is None else flow_loss + aux
                 self.opt.zero_grad(set_to_none=True)
