@@ -161,6 +161,15 @@ class SupervisedLoss(Protocol):
 
 
 @runtime_checkable
+class FeatureEncoder(Protocol):
+    """A policy whose action head reads features of the observation it can give (distillation's feature hint)."""
+
+    def encode(self, obs: Obs) -> torch.Tensor:
+        """``[B, F]``: the features the action head reads (camera encoders and state)."""
+        ...
+
+
+@runtime_checkable
 class DeterministicActor(Protocol):
     """A policy with a deterministic action that export can trace: ``obs -> action`` with no sampling."""
 

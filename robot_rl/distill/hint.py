@@ -19,27 +19,20 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from robot_rl.core.algorithm import Policy
+from robot_rl.core.algorithm import FeatureEncoder, Policy
 from robot_rl.core.transition import Obs
 
 
 @torch.no_grad()
 def teacher_features(policy: Policy, obs: Obs) -> torch.Tensor | None:
-    """The observation features ``[N, F]`` (float32) the teacher's action head reads, or None if it has none.
+    """The observation features ``[N, F]`` (float32) the teacher's action head reads, or None if it gives none.
 
-    SAC-family actors: their ``encode`` (camera encoder and state); our flow policies: their condition encoder.
+    Any :class:`~robot_rl.core.algorithm.FeatureEncoder`: SAC-family actors (camera encoder and state), our flow
+    policies (their condition encoder).
     """
-    from robot_rl.policies.flow.model import FlowVLAPolicy
-
-    if isinstance(policy, FlowVLAPolicy):
-        f = policy.encoder(obs)
-    else:
-        encode = getattr(policy, "encode", None)
-        if not callable(encode):
-            return None
-        f = encode(obs)
-    if not isinstance(f, torch.Tensor):
+    if not isinstance(policy, FeatureEncoder):
         return None
+    f = policy.encode(obs)
     return f.float().reshape(f.shape[0], -1)
 
 

@@ -455,6 +455,10 @@ class FlowVLAPolicy(Policy):
     def _bound(self, x: torch.Tensor) -> torch.Tensor:
         return x.clamp(self.low, self.high) if (self.low is not None or self.high is not None) else x
 
+    def encode(self, obs: Obs) -> torch.Tensor:
+        """The condition ``[B, F]`` the action expert reads (:class:`~robot_rl.core.algorithm.FeatureEncoder`)."""
+        return self.encoder(obs)
+
     def act(self, obs: Obs, deterministic: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """``(chunk [N, H, A] clamped to the bounds, extras)``; see the class docstring for ``extras``."""
         with torch.no_grad():
