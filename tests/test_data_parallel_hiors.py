@@ -78,7 +78,7 @@ def test_ranks_judge_every_rank_s_episodes_alike_and_stay_bit_for_bit_equal(two_
     assert r0["episodes"] == r1["episodes"] == alone[0]["episodes"] + alone[1]["episodes"]
     assert r0["returns"] == r1["returns"] and r0["accepted"] == r1["accepted"]
     assert sorted(r0["returns"]) == pytest.approx(sorted(alone[0]["returns"] + alone[1]["returns"]))
-    assert r0["buffer"] != r1["buffer"] or r0["buffer"] > 0  # each keeps its own accepted rows
+    assert r0["buffer"] > 0 and r1["buffer"] > 0  # each keeps its own accepted rows
     assert any(s["flow_loss"] == s["flow_loss"] for s in r0["stats"])  # some update took gradient steps
     start = _algo().policy.state_dict()
     assert max(float((r0["weights"][k] - v).abs().max()) for k, v in start.items()) > 1e-4
