@@ -1,8 +1,10 @@
-"""CPU ranks over gloo in spawned processes, for the data-parallel equivalence tests (PPO, SAC, IQL).
+"""CPU ranks over gloo in spawned processes, for the data-parallel equivalence tests (PPO, SAC, IQL, flow, Hi-ORS).
 
 A test's rank function ``fn(rank, world, port, out)`` (module level, so that ``spawn`` can pickle it) calls
-:func:`join` first, saves what it measured to ``f"{out}.{rank}"`` and calls :func:`leave`; :func:`run_ranks`
-starts the ranks and returns what each saved.
+:func:`join` first, saves what it measured to ``f"{out}.{rank}"`` and calls :func:`leave`. A test module names it
+``GLOO_RANKS = fn`` and its fixture returns :func:`shared_ranks`: one pair of spawned processes runs the rank
+functions of every such module the session collected, one after the other (starting the processes, which import
+torch and the package, is most of each test's time).
 """
 
 from __future__ import annotations
@@ -10,9 +12,9 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -44,10 +46,38 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_ranks(fn: Callable[[int, int, int, str], None], out: Path, world: int = 2) -> list[Any]:
-    """Spawn ``world`` ranks of ``fn``; what each saved to ``f"{out}.{rank}"``, in rank order."""
-    mp.spawn(fn, args=(world, free_port(), str(out)), nprocs=world, join=True)
-    return [torch.load(f"{out}.{r}", weights_only=False) for r in range(world)]
+def _run_all(rank: int, world: int, jobs: list[tuple[Callable[[int, int, int, str], None], int, str]]) -> None:
+    for fn, port, out in jobs:
+        fn(rank, world, port, out)
+
+
+#: What each module's rank function saved, by module name, once the shared spawn ran it.
+_SAVED: dict[str, list[Any]] = {}
+
+
+def shared_ranks(request: pytest.FixtureRequest, world: int = 2) -> list[Any]:
+    """What the requesting module's ``GLOO_RANKS`` function saved on each rank, in rank order.
+
+    The first request spawns ``world`` processes that run the function of every collected module that has one and
+    has not run yet; later requests read what they saved.
+    """
+    name = request.module.__name__
+    if name not in _SAVED:
+        modules = {item.module.__name__: item.module for item in request.session.items
+                   if hasattr(getattr(item, "module", None), "GLOO_RANKS")}
+        modules[name] = request.module
+        todo = [m for n, m in sorted(modules.items()) if n not in _SAVED]
+        base = request.getfixturevalue("tmp_path_factory").mktemp("gloo_ranks")
+        ports: list[int] = []
+        while len(ports) < len(todo):  # a port per group: a group's store is not reused by the next one
+            port = free_port()
+            if port not in ports:
+                ports.append(port)
+        jobs = [(m.GLOO_RANKS, port, str(base / m.__name__)) for m, port in zip(todo, ports)]
+        mp.spawn(_run_all, args=(world, jobs), nprocs=world, join=True)
+        for m, (_, _, out) in zip(todo, jobs):
+            _SAVED[m.__name__] = [torch.load(f"{out}.{r}", weights_only=False) for r in range(world)]
+    return _SAVED[name]
 
 
 def leaves(state: Any, prefix: str = "") -> dict[str, Any]:

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
-from gloo_ranks import free_port, join, leave
+from gloo_ranks import join, leave, shared_ranks
 
 from robot_rl.core.data_parallel import moments
 from robot_rl.core.specs import ArraySpec, EnvSpec
@@ -76,11 +75,13 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
     leave(dp)
 
 
+GLOO_RANKS = _rank
+
+
 @pytest.fixture(scope="module")
-def two_rank_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict[str, torch.Tensor]]]:
-    out = tmp_path_factory.mktemp("ddp") / "ddp.pt"
-    mp.spawn(_rank, args=(2, free_port(), str(out)), nprocs=2, join=True)
-    return {"rank0": torch.load(f"{out}.0"), "rank1": torch.load(f"{out}.1")}
+def two_rank_results(request: pytest.FixtureRequest) -> dict[str, dict[str, dict[str, torch.Tensor]]]:
+    rank0, rank1 = shared_ranks(request)
+    return {"rank0": rank0, "rank1": rank1}
 
 
 @pytest.mark.parametrize("variant", ["adaptive-lr", "per-minibatch-advantages"])

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import torch
-from gloo_ranks import join, leave, leaves, run_ranks
+from gloo_ranks import join, leave, leaves, shared_ranks
 
 from robot_rl.core.data_parallel import SupportsDataParallel
 from robot_rl.core.specs import ArraySpec, EnvSpec
@@ -56,9 +56,12 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
     leave(dp)
 
 
+GLOO_RANKS = _rank
+
+
 @pytest.fixture(scope="module")
-def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    return run_ranks(_rank, tmp_path_factory.mktemp("ddp_iql") / "ranks.pt")
+def two_ranks(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
+    return shared_ranks(request)
 
 
 def test_iql_supports_data_parallel():

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 import torch
-import torch.multiprocessing as mp
-from gloo_ranks import free_port, join, leave, leaves
+from gloo_ranks import join, leave, leaves, shared_ranks
 
 from robot_rl.checkpoint import list_checkpoints
 from robot_rl.core.config import ConfigError
@@ -132,11 +131,12 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
     leave(dp)
 
 
+GLOO_RANKS = _rank
+
+
 @pytest.fixture(scope="module")
-def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    out = tmp_path_factory.mktemp("ddp_sac") / "ranks.pt"
-    mp.spawn(_rank, args=(2, free_port(), str(out)), nprocs=2, join=True)
-    return [torch.load(f"{out}.{r}", weights_only=False) for r in range(2)]
+def two_ranks(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
+    return shared_ranks(request)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
