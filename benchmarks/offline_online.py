@@ -95,6 +95,7 @@ def run_one(method: str, seed: int, data: Path, root: Path, a: argparse.Namespac
     name = f"{method}-s{seed}"
     cfg = resolve_train_config(task=a.task, overrides=[
         f"run.seed={seed}", f"run.root={root}", f"run.name={name}", "run.progress=false",
+        *([f"run.torch_threads={a.threads}"] if a.threads else []),
         f"loop.total_env_steps={a.budget}", f"loop.success_threshold={a.threshold}",
         f"loop.eval_every_env_steps={a.eval_every}", f"loop.eval_episodes={a.eval_episodes}",
         *method_overrides(method, data, a)])
@@ -161,6 +162,32 @@ def plot(results: dict[int, dict[str, dict[str, Any]]], path: Path, task: str, t
     fig.savefig(path, dpi=110)
 
 
+def write(out_dir: Path, a: dict[str, Any], data_info: dict[str, Any],
+          results: dict[int, dict[str, dict[str, Any]]]) -> None:
+    """``offline_online.json`` and its plot in ``out_dir``."""
+    (out_dir / "offline_online.json").write_text(json.dumps(
+        {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+         "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}",
+         "args": a, "data": data_info, "results": results, "summary": summarise(results)}, indent=1, default=str))
+    plot(results, out_dir / "offline_online.png", a["task"], a["threshold"])
+
+
+def merge(paths: list[Path], out_dir: Path) -> None:
+    """One result file from several (methods or seeds run in separate processes on the same data)."""
+    parts = [json.loads(p.read_text()) for p in paths]
+    results: dict[int, dict[str, dict[str, Any]]] = {}
+    for part in parts:
+        for seed, runs in part["results"].items():
+            results.setdefault(int(seed), {}).update(runs)
+    for runs in results.values():  # scratch first: the ratios are to it
+        order = sorted(runs, key=lambda m: METHODS.index(m) if m in METHODS else len(METHODS))
+        runs_sorted = {m: runs[m] for m in order}
+        runs.clear()
+        runs.update(runs_sorted)
+    write(out_dir, parts[0]["args"] | {"merged_from": [str(p) for p in paths]}, parts[0]["data"], results)
+    print("\n".join(summarise(results)))
+
+
 def main() -> None:
     """Record the data, run every method for every seed, write the JSON and the plot."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -179,9 +206,15 @@ def main() -> None:
     p.add_argument("--eval-every", type=int, default=2_500)
     p.add_argument("--eval-episodes", type=int, default=50)
     p.add_argument("--dip-steps", type=int, default=20_000, help="the window after the switch the dip is read in")
+    p.add_argument("--threads", type=int, default=0, help="torch threads per run (0: the run's default)")
     p.add_argument("--out-dir", type=Path, default=OUT)
+    p.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
+                   help="only merge these result files (methods run in separate processes) into --out-dir")
     a = p.parse_args()
     a.out_dir.mkdir(parents=True, exist_ok=True)
+    if a.merge:
+        merge(a.merge, a.out_dir)
+        return
     results: dict[int, dict[str, dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -191,13 +224,7 @@ def main() -> None:
             results[seed] = {}
             for method in a.methods:
                 results[seed][method] = run_one(method, seed, root / "data", root, a)
-                lines = summarise(results)
-                (a.out_dir / "offline_online.json").write_text(json.dumps(
-                    {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                     "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}",
-                     "args": vars(a) | {"out_dir": str(a.out_dir)}, "data": data_info, "results": results,
-                     "summary": lines}, indent=1, default=str))
-                plot(results, a.out_dir / "offline_online.png", a.task, a.threshold)
+                write(a.out_dir, vars(a) | {"out_dir": str(a.out_dir)}, data_info, results)
     print("\n".join(summarise(results)))
 
 
