@@ -21,6 +21,7 @@ from torch import nn
 
 from robot_rl.core.algorithm import OffPolicyAlgorithm, Policy, Weights
 from robot_rl.core.config import AlgoConfig
+from robot_rl.core.data_parallel import DataParallel, draw_rows
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, TransitionBatch
 from robot_rl.policies.distributional import DistributionalCritic
@@ -130,6 +131,9 @@ class FastOffPolicyLearner(OffPolicyAlgorithm):
     """The shared skeleton: critics, targets, optimisers, replay, rates, checkpoints. Subclasses add the losses."""
 
     actor: ActorWithEncoder
+    #: The subclass's loss functions as the update calls them (compiled, or wrapped for DDP).
+    _critic_loss: Any
+    _actor_loss: Any
 
     def __init__(self, cfg: FastOffPolicyConfig, spec: EnvSpec, device: torch.device, seed: int,
                  actor: ActorWithEncoder) -> None:
@@ -148,14 +152,38 @@ class FastOffPolicyLearner(OffPolicyAlgorithm):
         self.replay_generator = torch.Generator(device=device).manual_seed(seed + 1)
         self.num_updates = 0
         self._policies_made = 0
+        self.data_parallel: DataParallel | None = None
         self._set_rates(1)
 
     def _set_rates(self, num_envs: int) -> None:
-        # The loop counts in transitions: updates_per_step per vectorised step of num_envs sub-envs.
-        cfg = self.cfg
+        # The loop counts in transitions: updates_per_step per vectorised step of num_envs sub-envs. On ranks the
+        # lockstep schedule counts every rank's rows (robot_rl.loop.lockstep): the same steps before the first
+        # update, and updates_per_step per step of each rank's sub-envs, each on batch_size rows of every shard.
+        cfg, ranks = self.cfg, self.data_parallel.world_size if self.data_parallel is not None else 1
+        self._num_envs = num_envs
         self.batch_size = cfg.batch_size
         self.utd_ratio = cfg.updates_per_step / num_envs
-        self.learning_starts = max(cfg.learning_starts_steps * num_envs, cfg.batch_size)
+        self.learning_starts = max(cfg.learning_starts_steps * num_envs, cfg.batch_size) * ranks
+
+    def enable_data_parallel(self, dp: DataParallel) -> None:
+        """Average the critics' and the actor's gradients over ``dp``'s ranks (DDP, one module per optimiser).
+
+        The per-row noise and the normaliser's batch are shared out as for SAC, so every rank takes the step one
+        process takes on the ranks' batches together. Rank 0's parameters are copied here.
+        """
+        self.data_parallel = dp
+        self._set_rates(self._num_envs)
+        self._critic_loss = dp.wrap_loss(self._critic_loss, self.critic_optim.param_groups[0]["params"])
+        self._actor_loss = dp.wrap_loss(self._actor_loss, list(self.actor.trunk.parameters()))
+
+    def draw_noise(self, shape: tuple[int, ...], dim: int = 0) -> torch.Tensor:
+        """Standard normal noise of ``shape`` from the learner's generator; on ranks, this rank's rows (``dim``)."""
+        return draw_rows(lambda s: torch.randn(s, generator=self.generator, device=self.device), shape,
+                         self.data_parallel, dim)
+
+    def batch_mean(self, x: torch.Tensor) -> torch.Tensor:
+        """The mean of ``x`` over the update's rows, every rank's on ranks (equal batch sizes)."""
+        return x.mean() if self.data_parallel is None else self.data_parallel.mean(x.mean())
 
     def _compiled(self, fn: Any) -> Any:
         return torch.compile(fn, mode=self.cfg.compile_mode) if self.cfg.compile else fn
@@ -214,8 +242,10 @@ class FastOffPolicyLearner(OffPolicyAlgorithm):
 
         ``discount`` = γ^m·(1 − terminated) per row: truncated rows bootstrap from the true last observation.
         """
-        encoder = self.actor.encoder
-        encoder.update_normalizer(batch.obs)
+        encoder, dp = self.actor.encoder, self.data_parallel
+        # On ranks, every rank folds every rank's states in, in rank order: the statistics stay equal.
+        shared = dp is not None and encoder.normalizer is not None
+        encoder.update_normalizer({"state": dp.cat(batch.obs["state"])} if shared and dp else batch.obs)
         with torch.no_grad():  # the encoder is a normaliser only: no parameters to train
             features, next_features = encoder(batch.obs), encoder(batch.next_obs)
         gamma = batch.extras.get("discount")

@@ -194,7 +194,7 @@ class FastSACAlgorithm(FastOffPolicyLearner):
     def update(self, batch: TransitionBatch) -> dict[str, float]:
         """One critic step; the actor's and α's every ``policy_frequency``-th; then the target critics."""
         features, next_features, action, discount = self.prepare(batch)
-        noise = torch.randn((2, len(batch), self.actor.act_dim), generator=self.generator, device=self.device)
+        noise = self.draw_noise((2, len(batch), self.actor.act_dim), dim=1)
         alpha = self.log_alpha.detach().exp()
         self.mark_graph_step()
         with self.autocast():
@@ -210,7 +210,7 @@ class FastSACAlgorithm(FastOffPolicyLearner):
             (actor_loss if aux is None else actor_loss + aux).backward()
             # ∂/∂log α of −log α·(mean log π + H̄), written straight into .grad (as SAC does).
             if self.cfg.autotune_entropy:
-                self.log_alpha.grad = -(log_prob.mean() + self.target_entropy).reshape(self.log_alpha.shape)
+                self.log_alpha.grad = -(self.batch_mean(log_prob) + self.target_entropy).reshape(self.log_alpha.shape)
             self.actor_optim.step()
             self._last = (actor_loss.detach().clone(), -log_prob.mean())
             self.num_actor_updates += 1

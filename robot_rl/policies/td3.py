@@ -129,7 +129,7 @@ class TD3Algorithm(FastOffPolicyLearner):
     def update(self, batch: TransitionBatch) -> dict[str, float]:
         """One critic step; the actor's every ``policy_frequency``-th; then the target critics."""
         features, next_features, action, discount = self.prepare(batch)
-        noise = torch.randn((len(batch), self.actor.act_dim), generator=self.generator, device=self.device)
+        noise = self.draw_noise((len(batch), self.actor.act_dim))
         self.mark_graph_step()
         with self.autocast():
             critic_loss, q_mean = self._critic_loss(features, action, batch.reward.float(), discount,
