@@ -40,7 +40,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 import torch
@@ -48,6 +50,7 @@ from torch import nn
 
 from robot_rl.core.algorithm import OffPolicyAlgorithm, Policy, Weights
 from robot_rl.core.config import ALGOS, AlgoConfig
+from robot_rl.core.data_parallel import DataParallel, draw_rows
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import Obs, TransitionBatch
 from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy, VLAEncoder
@@ -276,12 +279,26 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
         self.generator = torch.Generator(device=device).manual_seed(seed)
         self.num_updates = 0
         self._policies_made = 0
+        self.data_parallel: DataParallel | None = None
+        self._critic_loss, self._flow_loss = self.critic_loss, self.flow_matching
         self.demos: ChunkTransitions | None = None
         if cfg.demos:
             from robot_rl.data.demos import read_episodes
 
             self.demos = chunk_transitions(read_episodes(cfg.demos)[0], spec, cfg.policy.horizon, self.execute)
             log.info("flow_qc: %d demo chunk transitions from %s", len(self.demos), cfg.demos)
+
+    def enable_data_parallel(self, dp: DataParallel) -> None:
+        """Average the critics' and the flow's gradients over ``dp``'s ranks (DDP, one module per optimiser).
+
+        Every per-row draw of an update (the demo rows, the best-of-N chunks' noise, flow matching's noise and
+        times) is drawn for the ranks' rows together and shared out, and the flow-matching loss is normalised by
+        the weight of every rank's rows: each rank takes the step one process takes on the ranks' batches
+        together. Rank 0's parameters are copied here.
+        """
+        self.data_parallel = dp
+        self._critic_loss = dp.wrap_loss(self.critic_loss, self.critic_optim.param_groups[0]["params"])
+        self._flow_loss = dp.wrap_loss(self.flow_matching, self.flow_optim.param_groups[0]["params"])
 
     # ---- what the loop asks for ------------------------------------------------------------------
 
@@ -327,39 +344,64 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
 
     # ---- the update --------------------------------------------------------------------------------
 
-    def best_of_n_values(self, cond: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
-        """``agg_j Q̄_j`` ``[B, N']`` of ``N'`` chunks sampled from the flow at each state (target critics)."""
-        k = self.cfg.target_samples or self.cfg.num_samples
-        b, h, a = cond.shape[0], self.actor.horizon, self.actor.action_dim
-        x0 = torch.randn((b * k, h, a), generator=self.generator, device=self.device)
-        chunks = self.actor.chunks_from_noise(cond.repeat_interleave(k, dim=0), x0).view(b, k, h, a)
+    def per_row(self, draw: Callable[..., torch.Tensor], parts: tuple[int, ...], shape: tuple[int, ...] = ()
+                ) -> torch.Tensor:
+        """``draw`` (``torch.randn`` …) ``[rows, *shape]`` for the update's rows, in ``parts`` (online, demo rows).
+
+        On ranks, each part is drawn for every rank's rows of that part and this rank keeps its share, so the
+        ranks together use the numbers one process draws for their concatenated batches.
+        """
+        make = partial(draw, generator=self.generator, device=self.device)
+        return torch.cat([draw_rows(make, (n, *shape), self.data_parallel) for n in parts if n])
+
+    def best_of_n_values(self, cond: torch.Tensor, features: torch.Tensor, x0: torch.Tensor) -> torch.Tensor:
+        """``agg_j Q̄_j`` ``[B, N']`` of ``N'`` chunks sampled from the flow at each state (target critics).
+
+        ``x0`` ``[B, N', H, A]``: the chunks' initial noise.
+        """
+        b, k, h, a = x0.shape
+        chunks = self.actor.chunks_from_noise(cond.repeat_interleave(k, dim=0), x0.flatten(0, 1)).view(b, k, h, a)
         return self.actor.score(self.critic_target, features, chunks, self.cfg.target)
 
     @torch.no_grad()
-    def td_target(self, reward: torch.Tensor, terminated: torch.Tensor, next_obs: Obs
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    def td_target(self, reward: torch.Tensor, terminated: torch.Tensor, next_obs: Obs,
+                  parts: tuple[int, ...] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(y [B], gain [B])``: the chunk TD target, and the best-of-N gain at the next states.
 
         The gain is how far the max of the sampled chunks' values lies above their mean: what selecting adds.
+        ``parts``: the rows' parts for :meth:`per_row` (default: one).
         """
         features = self.actor.critic_encoder(next_obs)
         cond = features if self.actor.shared_encoder else self.actor.flow.encoder(next_obs)
-        q = self.best_of_n_values(cond, features)
+        k = self.cfg.target_samples or self.cfg.num_samples
+        x0 = self.per_row(torch.randn, parts or (len(reward),), (k, self.actor.horizon, self.actor.action_dim))
+        q = self.best_of_n_values(cond, features, x0)
         value = q.max(dim=1).values
         y = chunk_td_target(reward * self.cfg.reward_scale, terminated, value, self.cfg.gamma, self.execute)
         return y, value - q.mean(dim=1)
 
-    def flow_matching(self, cond: torch.Tensor, actions: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        """Weighted rectified-flow loss ``Σ w·‖v_θ(x_t, t, c) − (a − x0)‖² / Σ w`` (``weight`` ``[B, H]``)."""
-        b = actions.shape[0]
-        x0 = torch.randn(actions.shape, generator=self.generator, device=self.device)
-        t = torch.rand(b, generator=self.generator, device=self.device)
+    def critic_loss(self, features: torch.Tensor, executed: torch.Tensor, target: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(Σ_j ½·mean_b (Q_j − y)², Q [E, B])`` of the chunks' executed actions ``[B, E·A]``."""
+        q = self.actor.critic(features, executed)
+        return 0.5 * (q - target).square().mean(dim=1).sum(), q
+
+    def flow_matching(self, cond: torch.Tensor, actions: torch.Tensor, weight: torch.Tensor, x0: torch.Tensor,
+                      t: torch.Tensor, total_weight: torch.Tensor) -> torch.Tensor:
+        """Weighted rectified-flow loss ``Σ w·‖v_θ(x_t, t, c) − (a − x0)‖² / W`` (``weight`` ``[B, H]``).
+
+        ``x0`` ``[B, H, A]`` and ``t`` ``[B]``: the noise and times; ``W``: ``total_weight``, the weight of the rows
+        (of one rank's rows on average, on ranks: the ranks' mean of this loss is then the whole batch's).
+        """
         xt = (1 - t)[:, None, None] * x0 + t[:, None, None] * actions
         err = (self.actor.flow.velocity(xt, t, cond) - (actions - x0)).square().mean(-1)
-        return (err * weight).sum() / weight.sum().clamp_min(1e-8)
+        return (err * weight).sum() / total_weight.clamp_min(1e-8)
 
-    def _rows(self, batch: TransitionBatch) -> tuple[TransitionBatch, torch.Tensor]:
-        """The update's rows: the sampled batch, its tail replaced by demo rows; and the flow-matching weights."""
+    def _rows(self, batch: TransitionBatch) -> tuple[TransitionBatch, torch.Tensor, tuple[int, int]]:
+        """The update's rows, the flow-matching weights, and the numbers of online and demo rows.
+
+        The rows are the sampled batch with its tail replaced by demo rows.
+        """
         h = self.actor.horizon
         n_demo = round(self.cfg.batch_size * self.cfg.demo_ratio) if self.demos is not None else 0
         n_demo = min(n_demo, len(batch) - 1) if n_demo else 0
@@ -367,8 +409,8 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
         online_w = torch.where(online.intervened, 1.0, self.cfg.bc_weight).to(self.device)
         weight = online_w[:, None].expand(-1, h)
         if not n_demo or self.demos is None:
-            return online, weight
-        idx = torch.randint(0, len(self.demos), (n_demo,), generator=self.generator, device=self.device)
+            return online, weight, (len(online), 0)
+        idx = self.per_row(partial(torch.randint, 0, len(self.demos)), (n_demo,))
         demo = self.demos.batch(idx, self.device)
         rows = TransitionBatch(
             obs={k: torch.cat([online.obs[k], demo.obs[k]]) for k in online.obs},
@@ -379,18 +421,17 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
             intervened=torch.cat([online.intervened, demo.intervened]),
             policy_version=torch.cat([online.policy_version, demo.policy_version]),
             env_index=torch.cat([online.env_index, demo.env_index]))
-        return rows, torch.cat([weight, demo.extras["action_mask"]])
+        return rows, torch.cat([weight, demo.extras["action_mask"]]), (len(online), n_demo)
 
     def update(self, batch: TransitionBatch) -> dict[str, float]:
         """One critic step on the chunk TD targets, a flow-matching step (every ``bc_every``), then the targets."""
         cfg, actor = self.cfg, self.actor
-        rows, weight = self._rows(batch)
+        rows, weight, parts = self._rows(batch)
         action = rows.action.float()
-        target, gain = self.td_target(rows.reward.float(), rows.terminated, rows.next_obs)
+        target, gain = self.td_target(rows.reward.float(), rows.terminated, rows.next_obs, parts)
         with torch.no_grad():
             features = actor.critic_encoder(rows.obs)
-        q = actor.critic(features, action[:, : self.execute].flatten(1))
-        critic_loss = 0.5 * (q - target).square().mean(dim=1).sum()
+        critic_loss, q = self._critic_loss(features, action[:, : self.execute].flatten(1), target)
         self.critic_optim.zero_grad(set_to_none=True)
         critic_loss.backward()
         nn.utils.clip_grad_norm_(actor.critic.parameters(), cfg.max_grad_norm)
@@ -399,7 +440,10 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
         if self.num_updates % cfg.bc_every == 0:
             actor.train()  # the policy's train(): a frozen critic encoder stays in eval mode
             cond = features if actor.shared_encoder else actor.flow.encoder(rows.obs)
-            bc_loss = self.flow_matching(cond, action, weight)
+            x0 = self.per_row(torch.randn, parts, tuple(action.shape[1:]))
+            t = self.per_row(torch.rand, parts)
+            total = weight.sum() if self.data_parallel is None else self.data_parallel.mean(weight.sum())
+            bc_loss = self._flow_loss(cond, action, weight, x0, t, total)
             aux = self.aux_loss()  # an attached extension's term for the actor's gradient step
             self.flow_optim.zero_grad(set_to_none=True)
             (bc_loss if aux is None else bc_loss + aux).backward()
