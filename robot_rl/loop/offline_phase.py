@@ -18,12 +18,14 @@ import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from robot_rl.core.algorithm import EstimatesTDError
+from robot_rl.core.data_parallel import DataParallel, draw_rows
 from robot_rl.data.offline import OfflineData
 
 log = logging.getLogger(__name__)
@@ -56,11 +58,13 @@ class OfflineConfig:
 
 def pretrain(algo: Any, data: OfflineData, cfg: OfflineConfig, batch_size: int, seed: int = 0,
              on_point: Callable[[dict[str, float]], None] | None = None,
-             progress: bool | None = None) -> list[dict[str, float]]:
+             progress: bool | None = None, data_parallel: DataParallel | None = None) -> list[dict[str, float]]:
     """Run the offline phase; returns its learning curve.
 
     One dict per point: ``update``, the algorithm's statistics, and ``heldout_td`` where measurable.
-    ``progress``: a bar on stderr (default: when stderr is a terminal).
+    ``progress``: a bar on stderr (default: when stderr is a terminal). ``data_parallel``: this process is one of
+    several ranks, each holding the same data; every update draws ``batch_size`` rows for each rank and this rank
+    trains on its own (``ranks × batch_size`` rows an update in all, as online).
     """
     from rich.progress import Progress
 
@@ -72,7 +76,7 @@ def pretrain(algo: Any, data: OfflineData, cfg: OfflineConfig, batch_size: int, 
     with Progress(disable=not show, transient=False) as bar:
         task = bar.add_task("offline updates", total=cfg.updates)
         for u in range(1, cfg.updates + 1):
-            idx = torch.randint(0, n, (batch_size,), generator=g)
+            idx = draw_rows(partial(torch.randint, 0, n, generator=g), (batch_size,), data_parallel)
             stats = algo.update(data.train.index(idx.to(data.train.action.device)))
             bar.advance(task)
             if u % cfg.log_every == 0 or u == cfg.updates:

@@ -191,9 +191,8 @@ class InProcessRunner:
             log.info("demo buffer already holds %d transitions; not loading %s again", len(demos), path)
             return
         loop = self.cfg.loop
-        rac = None
-        if (loop.demos_correction_weight, loop.demos_rewind_weight) != (1, 1):
-            rac = RaCWeights(correction_weight=loop.demos_correction_weight, rewind_weight=loop.demos_rewind_weight)
+        rac = (RaCWeights(correction_weight=loop.demos_correction_weight, rewind_weight=loop.demos_rewind_weight)
+               if (loop.demos_correction_weight, loop.demos_rewind_weight) != (1, 1) else None)
         n = load_demos_into(self.learner.storage, path, self.spec, self.device, rac=rac)
         log.info("loaded %d demo transitions from %s", n, path)
 
@@ -205,12 +204,13 @@ class InProcessRunner:
         from robot_rl.loop.offline_phase import pretrain, write_curve
 
         cfg, off = self.cfg, self.cfg.offline
-        if (self.run_dir / "offline_curve.json").exists():  # resumed: the phase is done, its data in the replay
+        done = (self.run_dir / "offline_curve.json").exists()  # resumed: the phase is done, its data in the replay
+        if done if self.dp is None else self.dp.broadcast_flag(done, self.device):  # rank 0's (a new rank has none)
             return
         if not isinstance(cfg.algo, OfflineTrainableConfig) or self.algo.on_policy:
             raise ConfigError(f"--offline trains an off-policy learner (sac), not {type(cfg.algo).__name__}")
         data = load_offline(str(off.data), self.spec, cfg.algo.gamma, off.heldout_fraction, cfg.run.seed, self.device)
-        curve = pretrain(self.algo, data, off, cfg.algo.batch_size, cfg.run.seed,
+        curve = pretrain(self.algo, data, off, cfg.algo.batch_size, cfg.run.seed, data_parallel=self.dp,
                          on_point=lambda p: self.runlog.scalars(p, int(p["update"]), prefix="offline/"))
         log.info("offline phase done: curve in %s", write_curve(curve, self.run_dir))
         data.train.extras.pop("mc_return", None)  # online rows have no Monte-Carlo return: the replay holds neither
