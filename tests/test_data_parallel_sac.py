@@ -18,7 +18,7 @@ import torch
 from gloo_ranks import join, leave, leaves, shared_ranks
 
 from robot_rl.checkpoint import list_checkpoints
-from robot_rl.core.config import ConfigError
+from robot_rl.core.config import ALGOS, ConfigError
 from robot_rl.core.data_parallel import DataParallel
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.core.transition import TransitionBatch
@@ -181,12 +181,17 @@ def test_lockstep_ranks_agree_on_steps_and_updates_when_their_data_differs(two_r
     assert two_ranks[0]["lockstep"] == [(7, 0), (14, 3), (21, 7), (28, 10), (35, 14)]
 
 
-def test_algorithms_without_data_parallel_support_say_why() -> None:
-    from robot_rl.policies.flow.qchunk import FlowQCConfig
+@dataclasses.dataclass
+class _PluginSACConfig(SACConfig):
+    """An algorithm a plugin registers: the data-parallel runner knows nothing of its update."""
 
-    cfg = dataclasses.replace(resolve_train_config("reach", "sac"), algo=FlowQCConfig())
-    with pytest.raises(ConfigError, match=r"'flow_qc' does not train data-parallel yet; supported: ppo, sac, iql, "
-                                          r"flow_ppo, hiors .*Why: Q-chunking's update draws demonstration rows"):
+
+def test_algorithms_without_data_parallel_support_say_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(ALGOS._entries, "plugin_sac", _PluginSACConfig)
+    cfg = dataclasses.replace(resolve_train_config("reach", "sac"), algo=_PluginSACConfig())
+    with pytest.raises(ConfigError, match=r"'plugin_sac' does not train data-parallel yet; supported: ppo, sac, iql, "
+                                          r"flow_ppo, hiors, flow_qc, fasttd3, fastsac .*Why: its update does not "
+                                          r"average gradients over ranks"):
         prepare_rank(cfg, DataParallel(0, 2, 0), None)
 
 

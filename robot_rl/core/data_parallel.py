@@ -12,6 +12,7 @@ process would. An algorithm that supports this implements :class:`SupportsDataPa
 from __future__ import annotations
 
 import datetime
+import inspect
 import os
 import warnings
 from collections.abc import Callable, Iterable
@@ -63,7 +64,11 @@ class DataParallel:
         # DDP compares a gradient's strides with its bucket's, also along dimensions of size 1 where they mean nothing
         # (ensemble critics' [E, in, 1] weights): the layout is the same, and the warning would only alarm.
         warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
-        # Buffers (normaliser statistics) are kept equal by sync_normalizer, not by rank 0's copy each forward.
+        # Buffers (normaliser statistics) are kept equal by the algorithms (every rank folds in every rank's batch),
+        # not by rank 0's copy each forward. torch >= 2.13 names that forward_sync_buffers (and warns on the old
+        # name); its copy of rank 0's buffers at wrapping is what a resume hands every rank anyway.
+        if "forward_sync_buffers" in inspect.signature(DDP.__init__).parameters:
+            return DDP(module, device_ids=device_ids, forward_sync_buffers=False)
         return DDP(module, device_ids=device_ids, broadcast_buffers=False)
 
     def wrap_loss(self, loss: Callable[..., Any], params: Iterable[nn.Parameter]) -> nn.Module:

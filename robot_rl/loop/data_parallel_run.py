@@ -22,21 +22,11 @@ from robot_rl.core.data_parallel import DataParallel, SupportsDataParallel
 from robot_rl.loop.config import TrainConfig
 from robot_rl.loop.run_context import RunContext, algo_name
 
-#: Algorithms that train data-parallel today; the others say so instead of silently training alone.
-SUPPORTED = ("ppo", "sac", "iql", "flow_ppo", "hiors")
-
-#: What each of the others lacks. The lockstep schedule (robot_rl.loop.lockstep) serves any off-policy learner; what
-#: is per algorithm is wrapping its losses for DDP and sharing out its per-row random draws, each checked against
-#: one process on the ranks' batches together (tests/test_data_parallel_sac.py).
-NOT_YET: dict[str, str] = {
-    "fasttd3": "FastTD3 scales by one large batch from a device replay on one GPU; its losses are not wrapped for "
-               "gradient averaging",
-    "fastsac": "FastSAC scales by one large batch from a device replay on one GPU; its losses are not wrapped for "
-               "gradient averaging",
-    "flow_qc": "Q-chunking's update draws demonstration rows and flow-matching noise per row; the ranks would need "
-               "their shares of those draws and of the flow's gradients, which its update does not take yet",
-}
-
+#: Algorithms that train data-parallel; any other (a plugin's) says so instead of silently training alone. The
+#: lockstep schedule (robot_rl.loop.lockstep) serves any off-policy learner; what is per algorithm is wrapping its
+#: losses for DDP and sharing out its per-row random draws, each checked against one process on the ranks' batches
+#: together (tests/test_data_parallel_*.py).
+SUPPORTED = ("ppo", "sac", "iql", "flow_ppo", "hiors", "flow_qc", "fasttd3", "fastsac")
 
 def check_combinations(cfg: TrainConfig) -> None:
     """Refuse, saying why, the run sections that do not train data-parallel (each assumes one process)."""
@@ -87,10 +77,9 @@ def prepare_rank(cfg: TrainConfig, dp: DataParallel, resume_dir: Path | None) ->
     name = algo_name(cfg)
     check_combinations(cfg)
     if name not in SUPPORTED:
-        why = NOT_YET.get(name, "its update does not average gradients over ranks")
         raise ConfigError(f"algorithm {name!r} does not train data-parallel yet; supported: {', '.join(SUPPORTED)} "
-                          f"(docs/scale-out.md). Why: {why}. Train it in one process (run.distributed=none), or "
-                          "with more actors (robot-rl launch --actors N)")
+                          "(docs/scale-out.md). Why: its update does not average gradients over ranks. Train it in one "
+                          "process (run.distributed=none), or with more actors (robot-rl launch --actors N)")
     device = rank_device(cfg, dp)
     dp.start(torch.device(device), cfg.loop.max_wait_s)
     main_dir = resume_dir if resume_dir is not None else RunContext.default_dir(cfg)
