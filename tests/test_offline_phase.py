@@ -52,7 +52,7 @@ def test_bad_offline_settings_are_refused() -> None:
         OfflineConfig(heldout_fraction=1.0)
 
 
-def test_train_offline_then_online_from_the_command_line(tmp_path: Path) -> None:
+def test_train_offline_then_online_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from robot_rl.cli import main
     from robot_rl.testing.fake_env import record_random_store  # importing robot_rl.testing registers "fake"
 
@@ -65,5 +65,7 @@ def test_train_offline_then_online_from_the_command_line(tmp_path: Path) -> None
     assert main(args) == 0
     curve = json.loads((tmp_path / "o" / "offline_curve.json").read_text())
     assert [p["update"] for p in curve] == [50, 100] and all("heldout_td" in p for p in curve)
+    err = capsys.readouterr().err  # no terminal: a line per logged point instead of a bar
+    assert "offline update 50/100: critic_loss" in err and "offline update 100/100: critic_loss" in err
     assert main(["train", "--task", "fake", "--offline", str(tmp_path / "nowhere"), "--name", "x",
                  f"run.root={tmp_path}", "run.progress=false"]) == 2

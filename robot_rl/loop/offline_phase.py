@@ -86,6 +86,8 @@ def pretrain(algo: Any, data: OfflineData, cfg: OfflineConfig, batch_size: int, 
                 curve.append(point)
                 shown = "  ".join(f"{k} {point[k]:.3g}" for k in ("critic_loss", "q_mean", "heldout_td") if k in point)
                 bar.update(task, description=f"offline updates  {shown}")
+                if not show and progress is None:  # a log file or a pipe: a line per point instead of a bar
+                    print(f"offline update {u:,}/{cfg.updates:,}: {shown}", file=sys.stderr, flush=True)
                 if on_point is not None:
                     on_point(point)
     if curve:
