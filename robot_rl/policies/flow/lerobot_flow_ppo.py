@@ -46,8 +46,7 @@ import torch
 from torch import nn
 
 from robot_rl.core.algorithm import Policy, Weights
-from robot_rl.core.config import TASKS, ConfigError
-from robot_rl.core.data_parallel import DataParallel
+from robot_rl.core.config import TASKS
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import Obs
 from robot_rl.policies.flow.lerobot_base import (
@@ -298,12 +297,6 @@ class LeRobotFlowPPOAlgorithm(FlowPPOAlgorithm):
     #: Co-training has no supervised loss for a SmolVLA (flow matching through lerobot's model is not written):
     #: ``None`` makes this algorithm no :class:`~robot_rl.core.algorithm.SupervisedLoss`, so co-training refuses it.
     supervised_loss = None  # type: ignore[assignment]
-
-    def enable_data_parallel(self, dp: DataParallel) -> None:
-        """Refused: a LeRobot VLA's critic shares the policy's prefix, and nothing here shards its weights (FSDP)."""
-        raise ConfigError("flow_ppo on a LeRobot VLA does not train data-parallel yet (its critic shares the VLA's "
-                          "prefix, and the VLA's weights are not sharded): train it in one process "
-                          "(run.distributed=none); our own flow policy (no LeRobot init_from) trains data-parallel")
 
     def _build_networks(self) -> tuple[Any, nn.Module, Any, list[nn.Parameter]]:
         cfg = self.cfg
