@@ -2,8 +2,8 @@
 
 ``mujoco/reach_shifted`` is the co-training "real robot" stand-in (robot_rl/sims/mujoco/shifted.py).
 
-Importing this package registers the task configs; MuJoCo itself (and JAX for ``backend=mjx``)
-is imported only when a config's ``make`` builds an env. See docs/sims-mujoco.md.
+Importing this package registers the task configs; MuJoCo itself (and JAX for ``backend=mjx``, Warp for
+``backend=warp``) is imported only when a config's ``make`` builds an env. See docs/sims-mujoco.md.
 """
 
 from robot_rl.sims.mujoco.shifted import MujocoReachShiftedConfig

@@ -85,8 +85,12 @@ class MujocoVecEnv(VecEnv):
             from robot_rl.sims.mujoco.mjx_backend import MjxBackend
 
             self.backend = MjxBackend(model, ix, self.num_envs, cfg.frame_skip, self.device)
+        elif cfg.backend == "warp":
+            from robot_rl.sims.mujoco.warp_backend import WarpBackend
+
+            self.backend = WarpBackend(model, ix, self.num_envs, cfg.frame_skip, self.device)
         else:
-            raise ValueError(f"backend {cfg.backend!r} is not one of 'cpu', 'mjx'")
+            raise ValueError(f"backend {cfg.backend!r} is not one of 'cpu', 'mjx', 'warp'")
         self.controller = ArmController(cfg, ix, self.device)
         self._host = bool(self.backend.host_arrays)
         index_device = None if self._host else self.device

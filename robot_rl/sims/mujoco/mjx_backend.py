@@ -1,9 +1,9 @@
 """MuJoCo XLA (MJX, JAX) backend: all worlds in one jitted, vmapped step on the env's device.
 
-Why MJX and not MuJoCo Warp: MJX needs only the ``mujoco`` and ``mujoco-mjx`` wheels (about
-34 MB together, pure Python for MJX) on top of JAX, which our GPU machines already have; MuJoCo
-Warp also needs ``warp-lang`` (a CUDA toolchain in a wheel well over 100 MB), which does not fit
-the 64 MiB we may carry to a GPU machine. MJX is also testable on the CPU here with ``jax[cpu]``.
+MJX needs only the ``mujoco`` and ``mujoco-mjx`` wheels (about 34 MB together, pure Python for MJX) on top
+of JAX, which our GPU machines already have; MuJoCo Warp (``warp_backend.py``) also needs ``warp-lang`` (a
+149 MB wheel), which does not fit the 64 MiB we may carry to a GPU machine. MJX is also testable on the CPU
+here with ``jax[cpu]``.
 
 The step is ``vmap`` over worlds of ``frame_skip`` × ``mjx.step`` (a ``lax.scan``), then forward
 kinematics, ``mjx.jac`` at the grip site and one flat float32 readout row per world, handed to

@@ -50,9 +50,10 @@ class MujocoTaskConfig(SimTaskConfig):
 
     num_envs: int = 16
     """Parallel worlds (one ``MjData`` each)."""
-    backend: Literal["cpu", "mjx"] = "cpu"
+    backend: Literal["cpu", "mjx", "warp"] = "cpu"
     """``cpu``: MuJoCo C, worlds stepped by a thread pool; ``mjx``: MuJoCo XLA (JAX), on the env's
-    device (needs ``pip install 'robot-rl[mjx]'``)."""
+    device (needs ``pip install 'robot-rl[mjx]'``); ``warp``: MuJoCo Warp, on the env's device (a GPU, or
+    Warp's CPU device; needs ``pip install 'robot-rl[warp]'``)."""
     control: Literal["ee_delta", "joint"] = "ee_delta"
     """``ee_delta``: actions move the grip site (m, damped least-squares IK holds the gripper pointing
     down); ``joint``: actions change the six arm joint targets (rad)."""
