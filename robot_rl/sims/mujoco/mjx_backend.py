@@ -27,6 +27,7 @@ from robot_rl.sims.mujoco.params import PARAM_NAMES, check_param_values, param_v
 from robot_rl.sims.mujoco.readout import Readout
 from robot_rl.sims.mujoco.render import CameraRenderer
 from robot_rl.sims.mujoco.scene import SceneIndex
+from robot_rl.sims.mujoco.state_layout import STATE_FIELDS, pack_states, unpack_states
 
 #: Model fields vmapped per world (``actuator_gain`` lives in gainprm[:, 0] and biasprm[:, 1]).
 _FIELDS = ("body_mass", "geom_friction", "dof_damping", "actuator_gainprm", "actuator_biasprm")
@@ -109,10 +110,11 @@ class MjxBackend:
             d = jax.tree.map(lambda a, b: jnp.where(mask, a, b), fresh, d)
             return finish(m, d)
 
-        def load_one(p: dict[str, Any], qpos: Any, qvel: Any, act: Any, ctrl: Any, mocap: Any, mquat: Any,
+        def load_one(p: dict[str, Any], qpos: Any, qvel: Any, act: Any, warm: Any, ctrl: Any, mocap: Any, mquat: Any,
                      time: Any) -> tuple[Any, Any]:
             m = with_params(p)
-            d = dx0.replace(qpos=qpos, qvel=qvel, act=act, ctrl=ctrl, mocap_pos=mocap, mocap_quat=mquat, time=time)
+            d = dx0.replace(qpos=qpos, qvel=qvel, act=act, qacc_warmstart=warm, ctrl=ctrl, mocap_pos=mocap,
+                            mocap_quat=mquat, time=time)
             return finish(m, mjx.forward(m, d))
 
         self._step = jax.jit(jax.vmap(step_one))
@@ -177,37 +179,14 @@ class MjxBackend:
 
     # ---- state and parameters ---------------------------------------------------------------
 
-    def _spec(self) -> Any:
-        return self._mj.mjtState.mjSTATE_INTEGRATION
-
     def get_state(self) -> torch.Tensor:
         """``float64 [N, S]`` in ``mjSTATE_INTEGRATION`` layout (as the CPU backend's)."""
-        mj, dx = self._mj, self.dx
-        fields = {k: np.asarray(getattr(dx, k)) for k in ("qpos", "qvel", "act", "ctrl", "mocap_pos", "mocap_quat",
-                                                          "time")}
-        scratch = mj.MjData(self.model)
-        out = np.zeros((self.num_envs, mj.mj_stateSize(self.model, self._spec())))
-        for i in range(self.num_envs):
-            for k, v in fields.items():
-                setattr(scratch, k, v[i]) if k == "time" else getattr(scratch, k).__setitem__(slice(None), v[i])
-            mj.mj_getState(self.model, scratch, out[i], self._spec())
-        return torch.from_numpy(out)
+        return torch.from_numpy(pack_states(self.model, {k: np.asarray(getattr(self.dx, k)) for k in STATE_FIELDS}))
 
     def set_state(self, state: torch.Tensor) -> None:
         """Load ``mjSTATE_INTEGRATION`` states (e.g. from the CPU backend) into every world."""
-        mj, jnp = self._mj, self._jnp
-        s = state.detach().to("cpu", torch.float64).numpy()
-        size = mj.mj_stateSize(self.model, self._spec())
-        if s.shape != (self.num_envs, size):
-            raise ValueError(f"state shape {list(s.shape)} does not match this env's [{self.num_envs}, {size}]")
-        scratch = mj.MjData(self.model)
-        keys = ("qpos", "qvel", "act", "ctrl", "mocap_pos", "mocap_quat", "time")
-        cols: dict[str, list[np.ndarray]] = {k: [] for k in keys}
-        for i in range(self.num_envs):
-            mj.mj_setState(self.model, scratch, s[i], self._spec())
-            for k in keys:
-                cols[k].append(np.array(getattr(scratch, k), np.float32))
-        args = [self._jax.device_put(jnp.asarray(np.stack(cols[k])), self.jdev) for k in keys]
+        fields = unpack_states(self.model, state, self.num_envs)
+        args = [self._jax.device_put(self._jnp.asarray(fields[k]), self.jdev) for k in STATE_FIELDS]
         self.dx, self._row = self._load(self.params, *args)
 
     def get_params(self) -> dict[str, torch.Tensor]:
