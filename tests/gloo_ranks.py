@@ -20,6 +20,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from robot_rl.core.data_parallel import DataParallel
+from robot_rl.core.transition import TransitionBatch
 
 
 def join(rank: int, world: int, port: int) -> DataParallel:
@@ -87,3 +88,32 @@ def leaves(state: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(state, (list, tuple)):
         return {k2: v2 for i, v in enumerate(state) for k2, v2 in leaves(v, f"{prefix}{i}.").items()}
     return {prefix.rstrip("."): state.clone() if isinstance(state, torch.Tensor) else state}
+
+
+def assert_bit_equal(a: dict[str, Any], b: dict[str, Any]) -> None:
+    """Two ranks' leaves (:func:`leaves`) are the same keys, tensors bit for bit and other values equal."""
+    assert a.keys() == b.keys()
+    for k, v in a.items():
+        assert torch.equal(v, b[k]) if isinstance(v, torch.Tensor) else v == b[k], k
+
+
+def assert_close_floats(ddp: dict[str, Any], ref: dict[str, Any], atol: float = 1e-6) -> None:
+    """Every floating tensor of ``ref`` (one process) equals the rank's within ``rtol=1e-5`` and ``atol``."""
+    for k, v in ref.items():
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            torch.testing.assert_close(ddp[k], v, rtol=1e-5, atol=atol, msg=lambda m, k=k: f"{k}: {m}")
+
+
+def state_batch(update: int, rows: slice | torch.Tensor, n: int) -> TransitionBatch:
+    """Update ``update``'s batch of ``n`` rows of a 3-float state, 2-float action task, cut to ``rows``.
+
+    Rank r of a test holds its rows of the same batch; one process takes them all.
+    """
+    g = torch.Generator().manual_seed(100 + update)
+    full = TransitionBatch(obs={"state": torch.randn(n, 3, generator=g) * 3 + 1},
+                           action=torch.rand(n, 2, generator=g) * 2 - 1, reward=torch.randn(n, generator=g),
+                           terminated=torch.rand(n, generator=g) < 0.2, truncated=torch.zeros(n, dtype=torch.bool),
+                           next_obs={"state": torch.randn(n, 3, generator=g) * 3 + 1},
+                           intervened=torch.zeros(n, dtype=torch.bool), policy_version=torch.zeros(n, dtype=torch.long),
+                           env_index=torch.arange(n))
+    return full.index(torch.arange(n)[rows])

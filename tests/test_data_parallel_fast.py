@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 import torch
-from gloo_ranks import join, leave, leaves, shared_ranks
+from gloo_ranks import assert_bit_equal, assert_close_floats, join, leave, leaves, shared_ranks, state_batch
 
 from robot_rl.core.data_parallel import SupportsDataParallel
 from robot_rl.core.specs import ArraySpec, EnvSpec
-from robot_rl.core.transition import TransitionBatch
 from robot_rl.policies.fast_offpolicy import FastOffPolicyLearner
 from robot_rl.policies.fastsac import FastSACConfig
 from robot_rl.policies.td3 import TD3Config
@@ -30,23 +29,10 @@ def _algo(name: str, batch_size: int) -> FastOffPolicyLearner:
     return algo
 
 
-def _batch(update: int, rows: slice) -> TransitionBatch:
-    """Update ``update``'s batch of both ranks (2·B rows), cut to ``rows``: rank r holds rows [r·B, (r+1)·B)."""
-    g = torch.Generator().manual_seed(100 + update)
-    n = 2 * B
-    full = TransitionBatch(obs={"state": torch.randn(n, 3, generator=g) * 3 + 1},
-                           action=torch.rand(n, 2, generator=g) * 2 - 1, reward=torch.randn(n, generator=g),
-                           terminated=torch.rand(n, generator=g) < 0.2, truncated=torch.zeros(n, dtype=torch.bool),
-                           next_obs={"state": torch.randn(n, 3, generator=g) * 3 + 1},
-                           intervened=torch.zeros(n, dtype=torch.bool), policy_version=torch.zeros(n, dtype=torch.long),
-                           env_index=torch.arange(n))
-    return full.index(torch.arange(n)[rows])
-
-
 def _train(algo: FastOffPolicyLearner, rows: slice) -> dict[str, Any]:
     grads: dict[str, torch.Tensor] = {}
     for u in range(UPDATES):
-        algo.update(_batch(u, rows))
+        algo.update(state_batch(u, rows, 2 * B))
         if u == 1:  # the gradients of the 2nd update: FastTD3's delayed actor learns there
             named = {**{f"critic.{k}": p for k, p in algo.critic.named_parameters()},
                      **{f"actor.{k}": p for k, p in algo.actor.trunk.named_parameters()}}
@@ -93,17 +79,12 @@ def test_two_gloo_ranks_take_one_process_s_step_on_both_batches(two_ranks: list[
     moved = max(float((single["state"][k] - v).abs().max()) for k, v in start.items()
                 if isinstance(v, torch.Tensor) and v.is_floating_point() and k.startswith(("actor.", "critic.")))
     assert moved > 1e-4  # the updates changed the weights, so the equality below means something
-    for k, ref in single["state"].items():
-        if isinstance(ref, torch.Tensor) and ref.is_floating_point():
-            torch.testing.assert_close(ddp["state"][k], ref, rtol=1e-5, atol=1e-6, msg=lambda m, k=k: f"{k}: {m}")
+    assert_close_floats(ddp["state"], single["state"])
 
 
 @pytest.mark.parametrize("name", sorted(ALGOS))
 def test_ranks_stay_bit_for_bit_equal(two_ranks: list[dict[str, Any]], name: str) -> None:
-    r0, r1 = two_ranks[0][name]["state"], two_ranks[1][name]["state"]
-    assert r0.keys() == r1.keys()
-    for k, v in r0.items():
-        assert torch.equal(v, r1[k]) if isinstance(v, torch.Tensor) else v == r1[k], k
+    assert_bit_equal(two_ranks[0][name]["state"], two_ranks[1][name]["state"])
 
 
 @pytest.mark.parametrize("name", sorted(ALGOS))

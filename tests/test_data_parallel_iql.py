@@ -7,11 +7,10 @@ from typing import Any
 
 import pytest
 import torch
-from gloo_ranks import join, leave, leaves, shared_ranks
+from gloo_ranks import join, leave, leaves, shared_ranks, state_batch
 
 from robot_rl.core.data_parallel import SupportsDataParallel
 from robot_rl.core.specs import ArraySpec, EnvSpec
-from robot_rl.core.transition import TransitionBatch
 from robot_rl.policies.iql import IQLAlgorithm, IQLConfig
 
 STATE = EnvSpec({"state": ArraySpec((3,))}, ArraySpec((2,), low=-1.0, high=1.0))
@@ -23,23 +22,10 @@ def _algo(batch_size: int) -> IQLAlgorithm:
     return cfg.build(STATE, "cpu", seed=0)
 
 
-def _batch(update: int, rows: slice) -> TransitionBatch:
-    """Update ``update``'s batch of both ranks (2·B rows), cut to ``rows``: rank r holds rows [r·B, (r+1)·B)."""
-    g = torch.Generator().manual_seed(100 + update)
-    n = 2 * B
-    full = TransitionBatch(obs={"state": torch.randn(n, 3, generator=g) * 3 + 1},
-                           action=torch.rand(n, 2, generator=g) * 2 - 1, reward=torch.randn(n, generator=g),
-                           terminated=torch.rand(n, generator=g) < 0.2, truncated=torch.zeros(n, dtype=torch.bool),
-                           next_obs={"state": torch.randn(n, 3, generator=g) * 3 + 1},
-                           intervened=torch.zeros(n, dtype=torch.bool), policy_version=torch.zeros(n, dtype=torch.long),
-                           env_index=torch.arange(n))
-    return full.index(torch.arange(n)[rows])
-
-
 def _train(algo: IQLAlgorithm, rows: slice) -> dict[str, Any]:
     grads: dict[str, torch.Tensor] = {}
     for u in range(UPDATES):
-        algo.update(_batch(u, rows))
+        algo.update(state_batch(u, rows, 2 * B))
         if u == 0:
             named = {**{f"value.{k}": p for k, p in algo.value.named_parameters()},
                      **{f"critic.{k}": p for k, p in algo.critic.named_parameters()},

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import torch
-from gloo_ranks import join, leave, leaves, shared_ranks
+from gloo_ranks import assert_bit_equal, assert_close_floats, join, leave, leaves, shared_ranks
 
 from robot_rl.core.data_parallel import DataParallel
 from robot_rl.core.specs import ArraySpec, EnvSpec
@@ -64,12 +64,8 @@ def test_two_ranks_pretrain_as_one_process_with_both_ranks_rows(two_ranks: list[
     moved = max(float((single["state"][k] - v).abs().max()) for k, v in start.items()
                 if isinstance(v, torch.Tensor) and v.is_floating_point() and k.startswith("critic."))
     assert moved > 1e-4  # the updates changed the weights, so the equality below means something
-    for k, ref in single["state"].items():
-        if isinstance(ref, torch.Tensor) and ref.is_floating_point():
-            torch.testing.assert_close(ddp["state"][k], ref, rtol=1e-5, atol=1e-6, msg=lambda m, k=k: f"{k}: {m}")
+    assert_close_floats(ddp["state"], single["state"])
 
 
 def test_ranks_stay_bit_for_bit_equal(two_ranks: list[dict[str, Any]]) -> None:
-    r0, r1 = two_ranks[0], two_ranks[1]
-    for k, v in r0["state"].items():
-        assert torch.equal(v, r1["state"][k]) if isinstance(v, torch.Tensor) else v == r1["state"][k], k
+    assert_bit_equal(two_ranks[0]["state"], two_ranks[1]["state"])

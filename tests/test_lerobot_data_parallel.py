@@ -17,7 +17,7 @@ pytest.importorskip("lerobot")
 pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
-from gloo_ranks import join, leave, shared_ranks
+from gloo_ranks import assert_bit_equal, assert_close_floats, join, leave, shared_ranks
 
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.policies.flow.lerobot_flow_ppo import LeRobotFlowPPOAlgorithm
@@ -105,8 +105,7 @@ def test_two_gloo_ranks_take_one_process_s_step_on_the_whole_rollout(two_ranks: 
     # Adam divides by the gradient's running RMS: where a gradient is ~0, summation-order noise of 1e-7 in it moves
     # the weight by a fraction of the learning rate (seen: 2e-6 in one of 12,288 weights after 4 steps at lr 1e-3).
     for name in ("trainable", "critic"):
-        for k, ref in single[name].items():
-            torch.testing.assert_close(ddp[name][k], ref, rtol=1e-5, atol=2e-5, msg=lambda m, k=k: f"{k}: {m}")
+        assert_close_floats(ddp[name], single[name], atol=2e-5)
     assert ddp["kl_coef"] == pytest.approx(single["kl_coef"], rel=1e-6) != FlowPPOConfig().kl_coef  # β moved
     assert ddp["frozen_sum"] == single["frozen_sum"]  # the VLM is the checkpoint's, untouched
 
@@ -114,6 +113,5 @@ def test_two_gloo_ranks_take_one_process_s_step_on_the_whole_rollout(two_ranks: 
 def test_ranks_stay_bit_for_bit_equal(two_ranks: list[dict[str, Any]]) -> None:
     r0, r1 = two_ranks
     for name in ("trainable", "critic"):
-        for k, v in r0[name].items():
-            assert torch.equal(v, r1[name][k]), k
+        assert_bit_equal(r0[name], r1[name])
     assert r0["kl_coef"] == r1["kl_coef"] and r0["frozen_sum"] == r1["frozen_sum"]
