@@ -41,3 +41,11 @@ def _one_torch_thread():
     yield
     torch.set_num_threads(prev)
 
+
+
+@pytest.fixture(scope="module")
+def two_ranks(request: pytest.FixtureRequest) -> list:
+    """What the requesting module's ``GLOO_RANKS`` function saved on each of two gloo ranks (tests/gloo_ranks.py)."""
+    from gloo_ranks import shared_ranks
+
+    return shared_ranks(request)

@@ -2,9 +2,9 @@
 
 A test's rank function ``fn(rank, world, port, out)`` (module level, so that ``spawn`` can pickle it) calls
 :func:`join` first, saves what it measured to ``f"{out}.{rank}"`` and calls :func:`leave`. A test module names it
-``GLOO_RANKS = fn`` and its fixture returns :func:`shared_ranks`: one pair of spawned processes runs the rank
-functions of every such module the session collected, one after the other (starting the processes, which import
-torch and the package, is most of each test's time).
+``GLOO_RANKS = fn`` and its tests take the ``two_ranks`` fixture (tests/conftest.py, :func:`shared_ranks`): one
+pair of spawned processes runs the rank functions of every such module the session collected, one after the other
+(starting the processes, which import torch and the package, is most of each test's time).
 """
 
 from __future__ import annotations

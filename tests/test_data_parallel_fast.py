@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import torch
-from gloo_ranks import assert_bit_equal, assert_close_floats, join, leave, leaves, shared_ranks, state_batch
+from gloo_ranks import assert_bit_equal, assert_close_floats, join, leave, leaves, state_batch
 
 from robot_rl.core.data_parallel import SupportsDataParallel
 from robot_rl.core.specs import ArraySpec, EnvSpec
@@ -55,10 +55,6 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
 
 GLOO_RANKS = _rank
 
-
-@pytest.fixture(scope="module")
-def two_ranks(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
-    return shared_ranks(request)
 
 
 @pytest.mark.parametrize("name", sorted(ALGOS))

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from gloo_ranks import assert_bit_equal, assert_close_floats, join, leave, leaves, shared_ranks
+from gloo_ranks import assert_bit_equal, assert_close_floats, join, leave, leaves
 
 from robot_rl.core.data_parallel import SupportsDataParallel
 from robot_rl.core.specs import EnvSpec
@@ -98,10 +98,6 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
 
 GLOO_RANKS = _rank
 
-
-@pytest.fixture(scope="module")
-def two_ranks(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
-    return shared_ranks(request)
 
 
 def test_flow_qc_supports_data_parallel() -> None:

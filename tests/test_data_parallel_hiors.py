@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import torch
-from gloo_ranks import join, leave, shared_ranks
+from gloo_ranks import join, leave
 
 from robot_rl.core.data_parallel import SupportsDataParallel
 from robot_rl.core.specs import ArraySpec, EnvSpec
@@ -65,10 +65,6 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
 
 GLOO_RANKS = _rank
 
-
-@pytest.fixture(scope="module")
-def two_ranks(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
-    return shared_ranks(request)
 
 
 def test_hiors_supports_data_parallel():

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 import torch
-from gloo_ranks import join, leave, leaves, shared_ranks, state_batch
+from gloo_ranks import join, leave, leaves, state_batch
 
 from robot_rl.core.data_parallel import SupportsDataParallel
 from robot_rl.core.specs import ArraySpec, EnvSpec
@@ -44,10 +43,6 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
 
 GLOO_RANKS = _rank
 
-
-@pytest.fixture(scope="module")
-def two_ranks(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
-    return shared_ranks(request)
 
 
 def test_iql_supports_data_parallel():

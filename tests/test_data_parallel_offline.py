@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 import torch
-from gloo_ranks import assert_bit_equal, assert_close_floats, join, leave, leaves, shared_ranks
+from gloo_ranks import assert_bit_equal, assert_close_floats, join, leave, leaves
 
 from robot_rl.core.data_parallel import DataParallel
 from robot_rl.core.specs import ArraySpec, EnvSpec
@@ -51,10 +50,6 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
 
 GLOO_RANKS = _rank
 
-
-@pytest.fixture(scope="module")
-def two_ranks(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
-    return shared_ranks(request)
 
 
 def test_two_ranks_pretrain_as_one_process_with_both_ranks_rows(two_ranks: list[dict[str, Any]]) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import torch
-from gloo_ranks import join, leave, leaves, shared_ranks
+from gloo_ranks import join, leave, leaves
 
 from robot_rl.checkpoint import list_checkpoints
 from robot_rl.core.config import ALGOS, ConfigError
@@ -133,10 +133,6 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
 
 GLOO_RANKS = _rank
 
-
-@pytest.fixture(scope="module")
-def two_ranks(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
-    return shared_ranks(request)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

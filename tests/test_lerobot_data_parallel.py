@@ -17,7 +17,7 @@ pytest.importorskip("lerobot")
 pytest.importorskip("transformers")
 pytest.importorskip("torchvision")
 
-from gloo_ranks import assert_bit_equal, assert_close_floats, join, leave, shared_ranks
+from gloo_ranks import assert_bit_equal, assert_close_floats, join, leave
 
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.policies.flow.lerobot_flow_ppo import LeRobotFlowPPOAlgorithm
@@ -88,10 +88,6 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
 
 GLOO_RANKS = _rank
 
-
-@pytest.fixture(scope="module")
-def two_ranks(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
-    return shared_ranks(request)
 
 
 def test_two_gloo_ranks_take_one_process_s_step_on_the_whole_rollout(two_ranks: list[dict[str, Any]],
