@@ -28,6 +28,7 @@ from robot_rl.loop.run_context import RunContext, algo_name
 #: together (tests/test_data_parallel_*.py).
 SUPPORTED = ("ppo", "sac", "iql", "flow_ppo", "hiors", "flow_qc", "fasttd3", "fastsac")
 
+
 def check_combinations(cfg: TrainConfig) -> None:
     """Refuse, saying why, the run sections that do not train data-parallel (each assumes one process)."""
     refused = []
