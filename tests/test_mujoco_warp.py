@@ -58,7 +58,7 @@ def test_warp_loads_a_cpu_state_and_sets_parameters_per_world() -> None:
     gain[0] *= 1.5
     warp.set_params("actuator_gain", gain[:1], env_ids=torch.tensor([0]))
     torch.testing.assert_close(warp.get_params()["actuator_gain"], gain.to(torch.float64), rtol=0, atol=1e-4)
-    # The changed gain moves world 0 differently from the CPU backend's unchanged one; world 1 is untouched.
+    # The changed gain moves world 0 away from the CPU backend's world (world 1's gain is unchanged: checked above).
     cpu_obs, warp_obs = cpu.step(a).obs["state"], warp.step(a).obs["state"]
     assert float((cpu_obs[0] - warp_obs[0]).abs().max()) > 1e-4
     with pytest.raises(ValueError, match="NaN"):
