@@ -109,3 +109,29 @@ def test_stalled_actor_pauses_when_stale_and_converges_to_the_newest_weights():
         endpoint.close()
         proxy.close()
         learner.close()
+
+
+@pytest.mark.timeout(60)
+def test_lost_acks_are_made_good_by_the_heartbeats_cumulative_ack():
+    # Every `ack` frame is dropped (as when the actor reconnected on a new socket and the ROUTER drops what was
+    # addressed to the old one). The learner's heartbeats still say it has the chunks, which leases them on the
+    # actor: without the cumulative ack they would never be resent, so never acknowledged, and stay forever.
+    back = free_tcp_addr()
+    learner = ZmqLearnerEndpoint(back, SPEC, FAST)
+    proxy = FaultProxy("tcp://127.0.0.1:0", back)
+    proxy.drop_types = {"ack"}
+    actor = ZmqActorEndpoint(proxy.front, 1, SPEC, FAST)
+    try:
+        for k in range(10):
+            assert actor.send(_batch(k), timeout_s=5.0)
+        got = drain(learner, 10, timeout=20)
+        assert sorted(_intact(b) for b in got) == list(range(10))
+        # Well inside the lease (16 resend intervals = 4.8 s): the heartbeats, not resends, clear the outbox.
+        wait_until(lambda: actor.unacked() == 0, 3, "the outbox to empty without a single ack",
+                   seen=actor.unacked)
+        assert proxy.counts.by_type.get("ack", 0) >= 10 and proxy.counts.dropped >= 10  # the learner did ack
+        assert actor.acked == 10 and learner.stats.rejected.get("duplicate", 0) == 0  # nothing was resent
+    finally:
+        actor.close()
+        proxy.close()
+        learner.close()

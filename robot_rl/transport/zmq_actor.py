@@ -276,6 +276,18 @@ class ZmqActorEndpoint:
         sock.setsockopt(zmq.LINGER, 200 if goodbye else 0)  # let the goodbye leave
         sock.close()
 
+    def _acked_below(self, floor: int) -> None:
+        """The learner acknowledged every chunk below ``floor`` (its heartbeat's cumulative ack): let them go.
+
+        A lost single ack would otherwise leave its chunk here for good, leased by the same heartbeats
+        (they say the learner has it) and so never resent to be acknowledged again.
+        """
+        with self._outbox_lock:
+            done = [q for q in self._outbox if q < floor]
+            for q in done:
+                del self._outbox[q]
+            self.acked += len(done)
+
     def _hold_leased(self, received: int, held: set[int]) -> None:
         """The learner has every chunk below ``received`` and those in ``held``: their resend timers move out.
 
@@ -342,7 +354,9 @@ class ZmqActorEndpoint:
                     pass
             elif isinstance(version, int):
                 self.learner_version = max(self.learner_version, version)
-                received, held = msg.meta.get("received"), msg.meta.get("held")
+                received, held, acked = msg.meta.get("received"), msg.meta.get("held"), msg.meta.get("acked")
+                if isinstance(acked, int) and msg.session == learner_session:
+                    self._acked_below(acked)
                 if isinstance(received, int) and msg.session == learner_session:
                     self._hold_leased(received, set(held) if isinstance(held, list) else set())
         return learner_session

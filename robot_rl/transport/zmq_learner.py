@@ -77,6 +77,7 @@ class ZmqLearnerEndpoint:
         self._weights: VersionedWeights | None = None
         self._lock = threading.Lock()  # guards _weights
         self._peers: dict[bytes, dict[str, Any]] = {}  # routing id → actor id, session, last_seen, version, …
+        self._session_peer: dict[str, bytes] = {}  # actor session → its newest connection's routing id
         self._last_metrics = (time.monotonic(), 0, 0)  # (time, transitions, bytes) at the last metrics()
         self._finished: str | None = None  # why the run ended, once finish() said so
         self._bye_pending = False
@@ -208,7 +209,7 @@ class ZmqLearnerEndpoint:
                 peer, session, seq = self._ledger.acks.get_nowait()
             except queue.Empty:
                 break
-            sent += self._send(peer, encode("ack", session, seq))
+            sent += self._send(self._session_peer.get(session, peer), encode("ack", session, seq))
         if self._bye_pending and not self._thread.is_alive():
             sent += self._say_run_over()
         self.monitor.close()
@@ -255,7 +256,9 @@ class ZmqLearnerEndpoint:
                         peer, session, seq = notices.get_nowait()
                     except queue.Empty:
                         break
-                    self._send(peer, encode(kind, session, seq))
+                    # To the session's connection now: an actor that reconnected has a new socket, and the
+                    # ROUTER drops what is addressed to the old one.
+                    self._send(self._session_peer.get(session, peer), encode(kind, session, seq))
             if self._bye_pending:
                 self._say_run_over()
             now = time.monotonic()
@@ -306,6 +309,9 @@ class ZmqLearnerEndpoint:
             meta: dict[str, Any] = {"version": version}
             if has is not None:
                 meta["received"], meta["held"] = has
+            acked = self._ledger.acked_floor(info["session"])
+            if acked is not None:
+                meta["acked"] = acked
             self._send(peer, encode("heartbeat", self.session, 0, meta=meta))
 
     def _ask_hello(self, peer: bytes) -> None:
@@ -399,6 +405,9 @@ class ZmqLearnerEndpoint:
             if info["actor_id"] == actor_id and p != peer:
                 self._peers.pop(p)
         known = self._peers.get(peer)
+        self._session_peer[session] = peer
+        if len(self._session_peer) > 4096:  # bounded: forget the oldest sessions
+            del self._session_peer[next(iter(self._session_peer))]
         self._peers[peer] = {"actor_id": actor_id, "session": session, "last_seen": time.monotonic(),
                              "version": known["version"] if known else -1, "sent_version": -1, "sent_at": 0.0}
         log.info("actor %d connected (session %s)", actor_id, session)

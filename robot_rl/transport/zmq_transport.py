@@ -21,7 +21,8 @@ pickle):
   to an actor whose heartbeat still reports an older one.
 - ``heartbeat`` both ways (the learner's carries its newest version and, per actor, which of its chunks
   it already has: a lease under which the actor resends none of them however long a busy learner takes
-  to store them; the actor's carries the version it acts with); a peer silent for 3 intervals is
+  to store them, and the floor below which every chunk is acknowledged: a cumulative ack, so a lost ``ack``
+  leaves nothing stuck; the actor's carries the version it acts with); a peer silent for 3 intervals is
   reported dead in the log, and an actor then says ``hello`` again on a fresh socket.
 - ``bye`` (actor → learner): the session ends on purpose. From the learner (``final``, with its ``reason``):
   the run is over (budget or threshold), so actors stop instead of draining or waiting for a resume.
