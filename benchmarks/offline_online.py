@@ -11,7 +11,9 @@ recorded once into one episode store. Then, per seed, each method trains online 
 - ``wsrl``: ``--offline`` Cal-QL pre-training, then online without the data after ``--warmup`` steps of the
   pre-trained policy (``offline.keep_data=false``, ``algo.learning_starts``);
 - ``jsrl``: as ``calql``, with the pre-trained policy as the guide (``jsrl.guide=offline``) for the first
-  ``task.max_episode_steps`` steps, handing over earlier as the learner succeeds.
+  ``--guide-horizon`` steps, handing over earlier as the learner succeeds;
+- ``iql``: ``--offline`` IQL pre-training (``--algo iql``, expectile ``--expectile``), then IQL online with the data
+  kept in the demo buffer.
 
 Measured per run: env steps and online wall-clock to the first evaluation at or above the threshold, and the
 offline phase's own wall-clock; the evaluation curve; **the dip**: the policy's success at step 0 (after the
@@ -42,19 +44,24 @@ from robot_rl.loop.config import resolve_train_config
 from robot_rl.loop.runner import train
 
 OUT = Path(__file__).parent / "results"
-METHODS = ("scratch", "rlpd", "calql", "wsrl", "jsrl")
+METHODS = ("scratch", "rlpd", "calql", "wsrl", "jsrl", "iql")
 
 
 def record_data(task: str, out: Path, demos: int, noisy: int, noise: float, seed: int) -> dict[str, Any]:
-    """The demonstrations and the noisy episodes, in one episode store at ``out``."""
-    from robot_rl.core.config import TASKS
+    """The demonstrations and the noisy episodes, in one episode store at ``out``.
+
+    Recorded under the task settings the runs train with (its SAC preset: on pick_cube 5 cm per unit of action
+    and 50-step episodes, not the task's defaults of 3 cm and 80), so that an action in the data means the same
+    move online; the store says which (``source.task_config``), and a run under other settings warns.
+    """
+    from robot_rl.data.provenance import task_settings
     from robot_rl.data.recorder import StoreSink, record_episodes
     from robot_rl.data.store import EpisodeStore
 
-    cfg = TASKS.get(task)()
+    cfg = resolve_train_config(task=task).task
     env = cfg.make("cpu", seed, num_envs=16)
-    demonstrator = scripted_demonstrator(task)
-    store = EpisodeStore.create(out, env.spec, fps=20.0, task=task)
+    demonstrator = scripted_demonstrator(task, cfg.action_scale)
+    store = EpisodeStore.create(out, env.spec, fps=20.0, task=task, source={"task_config": task_settings(cfg)})
     good = record_episodes(env, demonstrator(0.0, seed), StoreSink(store), demos, seed=seed, deterministic=False,
                            task=task)
     bad = record_episodes(env, demonstrator(noise, seed + 1), StoreSink(store), noisy, seed=seed + 1,
@@ -64,16 +71,16 @@ def record_data(task: str, out: Path, demos: int, noisy: int, noise: float, seed
             "noise": noise, "frames": good.frames + bad.frames}
 
 
-def scripted_demonstrator(task: str) -> Any:
-    """``make(noise, seed)`` of the task's scripted demonstrator."""
+def scripted_demonstrator(task: str, action_scale: float) -> Any:
+    """``make(noise, seed)`` of the task's scripted demonstrator, for ``action_scale`` metres per unit of action."""
     if task == "mujoco/pick_cube":
         from robot_rl.sims.mujoco.pick_expert import ScriptedPickDemonstrator
 
-        return lambda noise, seed: ScriptedPickDemonstrator(noise=noise, seed=seed)
+        return lambda noise, seed: ScriptedPickDemonstrator(action_scale, noise=noise, seed=seed)
     if task == "mujoco/reach":
         from robot_rl.sims.mujoco.shifted import ScriptedReachDemonstrator
 
-        return lambda noise, seed: ScriptedReachDemonstrator(noise=noise, seed=seed)
+        return lambda noise, seed: ScriptedReachDemonstrator(action_scale, noise=noise, seed=seed)
     raise SystemExit(f"no scripted demonstrator for {task}: use mujoco/pick_cube or mujoco/reach")
 
 
@@ -87,7 +94,18 @@ def method_overrides(method: str, data: Path, a: argparse.Namespace) -> list[str
         "calql": [*offline, "algo.demo_ratio=0.5"],
         "wsrl": [*offline, "offline.keep_data=false", "algo.demo_ratio=0.0", f"algo.learning_starts={a.warmup}"],
         "jsrl": [*offline, "algo.demo_ratio=0.5", "jsrl.guide=offline", f"jsrl.horizon={a.guide_horizon}"],
+        # IQL has no preset of its own on these tasks: it gets SAC's (the same task settings, γ, n-step, LayerNorm).
+        "iql": ["algo.type=iql", *sac_preset(a.task), *offline[:2], "algo.demo_ratio=0.5",
+                f"algo.expectile={a.expectile}"],
     }[method]
+
+
+def sac_preset(task: str) -> list[str]:
+    """The task's SAC preset as ``key=value`` settings (but ``loop.*``: the evaluation is this script's)."""
+    from robot_rl.core.config import TASKS
+
+    preset = TASKS.resolve(task)[0].presets.get("sac", {})
+    return [f"{k}={v}" for k, v in preset.items() if not k.startswith("loop.")]
 
 
 def run_one(method: str, seed: int, data: Path, root: Path, a: argparse.Namespace) -> dict[str, Any]:
@@ -200,6 +218,7 @@ def main() -> None:
     p.add_argument("--noise", type=float, default=1.0, help="action noise of the suboptimal episodes")
     p.add_argument("--offline-updates", type=int, default=20_000)
     p.add_argument("--warmup", type=int, default=5_000, help="WSRL: env steps of the pre-trained policy first")
+    p.add_argument("--expectile", type=float, default=0.9, help="IQL: the value's expectile")
     p.add_argument("--guide-horizon", type=int, default=50, help="JSRL: guide steps at the start")
     p.add_argument("--budget", type=int, default=150_000, help="online env steps per run at most")
     p.add_argument("--threshold", type=float, default=0.8)

@@ -200,6 +200,7 @@ def record_run(run_dir: Path, out: Path, episodes: int = 10, fmt: str = "episode
 
     ``fmt="episodes"`` writes an :class:`EpisodeStore`; ``fmt="lerobot"`` a LeRobotDataset v3.
     """
+    from robot_rl.data.provenance import task_settings
     from robot_rl.loop.run_context import load_run_config, resolve_device
     from robot_rl.policy_io import load_policy
 
@@ -215,7 +216,7 @@ def record_run(run_dir: Path, out: Path, episodes: int = 10, fmt: str = "episode
     task = type(cfg.task).registry.name_of(cfg.task)
     # A simulated robot has no LeRobot robot type of its own: the task names it.
     source = {"run_dir": str(run_dir), "checkpoint": str(ckpt), "deterministic": deterministic, "seed": seed,
-              "robot_type": task}
+              "robot_type": task, "task_config": task_settings(cfg.task)}
     sink: EpisodeSink
     if fmt == "episodes":
         sink = StoreSink(EpisodeStore.create(out, env.spec, fps=fps, task=task, source=source))

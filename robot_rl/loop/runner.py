@@ -23,11 +23,12 @@ import numpy as np
 import torch
 
 from robot_rl.checkpoint import list_checkpoints
-from robot_rl.core.algorithm import Algorithm, NamedBufferStorage
-from robot_rl.core.config import ConfigError
+from robot_rl.core.algorithm import Algorithm, NamedBufferStorage, OfflinePhaseAware
+from robot_rl.core.config import ConfigError, OfflineTrainableConfig
 from robot_rl.core.data_parallel import DataParallel
 from robot_rl.core.env import VecEnv
 from robot_rl.core.transport import FinishingEndpoint
+from robot_rl.data.provenance import warn_if_task_differs
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.config import TrainConfig
 from robot_rl.loop.data_parallel_run import attach, data_parallel_for, env_seed, prepare_rank, sync_counters
@@ -194,12 +195,10 @@ class InProcessRunner:
         rac = (RaCWeights(correction_weight=loop.demos_correction_weight, rewind_weight=loop.demos_rewind_weight)
                if (loop.demos_correction_weight, loop.demos_rewind_weight) != (1, 1) else None)
         n = load_demos_into(self.learner.storage, path, self.spec, self.device, rac=rac)
-        log.info("loaded %d demo transitions from %s", n, path)
+        warn_if_task_differs(path, self.cfg.task, f"the demos ({n} transitions)")
 
     def _offline_phase(self) -> None:
         """``--offline DATA``: pre-train on recorded data before any env step (:mod:`robot_rl.loop.offline_phase`)."""
-        from robot_rl.core.algorithm import OfflinePhaseAware
-        from robot_rl.core.config import OfflineTrainableConfig
         from robot_rl.data.offline import load_offline
         from robot_rl.loop.offline_phase import pretrain, write_curve
 
@@ -210,6 +209,7 @@ class InProcessRunner:
         if not isinstance(cfg.algo, OfflineTrainableConfig) or self.algo.on_policy:
             raise ConfigError(f"--offline trains an off-policy learner (sac), not {type(cfg.algo).__name__}")
         data = load_offline(str(off.data), self.spec, cfg.algo.gamma, off.heldout_fraction, cfg.run.seed, self.device)
+        warn_if_task_differs(str(off.data), cfg.task, "the offline data")
         curve = pretrain(self.algo, data, off, cfg.algo.batch_size, cfg.run.seed, data_parallel=self.dp,
                          on_point=lambda p: self.runlog.scalars(p, int(p["update"]), prefix="offline/"))
         log.info("offline phase done: curve in %s", write_curve(curve, self.run_dir))
