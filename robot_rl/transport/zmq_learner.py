@@ -294,6 +294,7 @@ class ZmqLearnerEndpoint:
     def _heartbeat(self, now: float) -> None:
         with self._lock:
             version = self._weights.version if self._weights is not None else -1
+        acked = self._ledger.acked_floors({info["session"] for info in self._peers.values()})
         for peer, info in list(self._peers.items()):
             if now - info["last_seen"] > 3 * self.settings.heartbeat_s:
                 if not info.get("dead"):
@@ -309,9 +310,8 @@ class ZmqLearnerEndpoint:
             meta: dict[str, Any] = {"version": version}
             if has is not None:
                 meta["received"], meta["held"] = has
-            acked = self._ledger.acked_floor(info["session"])
-            if acked is not None:
-                meta["acked"] = acked
+            if info["session"] in acked:
+                meta["acked"] = acked[info["session"]]
             self._send(peer, encode("heartbeat", self.session, 0, meta=meta))
 
     def _ask_hello(self, peer: bytes) -> None:

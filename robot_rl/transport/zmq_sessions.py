@@ -260,18 +260,18 @@ class SessionLedger:
         state = self._sessions.get(session)
         return None if state is None else (state.next_seq, sorted(state.ahead or ())[:512])
 
-    def acked_floor(self, session: str) -> int | None:
-        """Every chunk of ``session`` below this was acknowledged (stored, and durable where that is asked for).
+    def acked_floors(self, sessions: set[str]) -> dict[str, int]:
+        """Per session of ``sessions``: every chunk below this was acknowledged (stored, and durable where asked).
 
         The heartbeats repeat it: a cumulative acknowledgement, so a lost ack (the actor reconnected on a new
         socket, a dropped frame) costs one heartbeat, not a chunk stuck in the actor's outbox.
         """
         with self._lock:
-            w = self._stored.get(session)
-            if w is None:
-                return None
-            unflushed = [q for (s, q) in self._unflushed if s == session]
-            return min([w.floor, *unflushed])
+            floors = {s: self._stored[s].floor for s in sessions if s in self._stored}
+            for s, q in self._unflushed:  # confirmed, not yet durable: not acknowledged yet
+                if s in floors and q < floors[s]:
+                    floors[s] = q
+        return floors
 
     def release_waiting(self) -> None:
         """Move held chunks that are next in sequence into the inbox, now that it may have room."""
