@@ -17,6 +17,7 @@ import ast
 import dataclasses
 import inspect
 import itertools
+import re
 import textwrap
 import types
 import typing
@@ -106,8 +107,8 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if tp is bool:
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-            return value.lower() in ("true", "1", "yes")
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+            return value.lower() in ("true", "1", "yes", "on")
         raise ConfigError(f"{where}: expected true/false, got {value!r}")
     if tp is int:
         if isinstance(value, bool):
@@ -211,7 +212,20 @@ def parse_override(text: str) -> tuple[str, Any]:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
-    return key, value
+    return key, _unless_yaml11_only(value, raw.strip())
+
+
+def _unless_yaml11_only(value: Any, text: str) -> Any:
+    """``text`` itself where YAML 1.1 alone reads it as a bool or an int (``off``, ``yes``, ``0755``, ``1:30``).
+
+    ``--name off`` must name a run ``off``, not ``False``; bool and int fields still take these texts
+    (:func:`_coerce` reads ``on``/``off``/``yes``/``no`` and decimal digits).
+    """
+    if isinstance(value, bool) and text.lower() not in ("true", "false"):
+        return text
+    if isinstance(value, int) and not isinstance(value, bool) and not re.fullmatch(r"[-+]?(0|[1-9][0-9_]*)", text):
+        return text
+    return value
 
 
 def apply_overrides(cfg: C, overrides: dict[str, Any]) -> C:

@@ -58,6 +58,16 @@ def test_overrides_are_typed():
         parse_override("run.seed")
 
 
+def test_texts_only_yaml_1_1_reads_as_bools_or_ints_stay_text_for_string_fields():
+    # `--name off` once wrote runs/False: YAML 1.1 reads off/on/yes/no as bools and 0755, 1:30 as ints.
+    for text in ("off", "On", "yes", "n", "0755", "1:30"):
+        assert resolve_train_config(overrides=[f"run.name={text}"]).run.name == text
+    assert parse_override("a.b=true") == ("a.b", True) and parse_override("a.b=1_000") == ("a.b", 1000)
+    cfg = resolve_train_config(overrides=["run.progress=off", "run.seed=0042"])
+    assert cfg.run.progress is False and cfg.run.seed == 42
+    assert resolve_train_config(overrides=["run.progress=on"]).run.progress is True
+
+
 def test_yaml_file_then_cli_override(tmp_path: Path):
     f = tmp_path / "c.yaml"
     f.write_text("algo: {type: ppo}\nloop: {total_env_steps: 1234, eval_episodes: 7}\n")
