@@ -1,4 +1,4 @@
-"""`robot-rl twin fit|config`: calibrate a simulated task to logs (system identification), rewrite its configs."""
+"""`robot-rl twin fit|config|camera`: calibrate a simulated task (dynamics, camera) to logs, rewrite its configs."""
 
 from __future__ import annotations
 
@@ -115,6 +115,69 @@ def format_report(report: Any) -> str:
 
 
 @dataclass
+class TwinCameraArgs(Command):
+    """Fit a camera's pose and field of view to logged images of the arm (CMA-ES on rendered scenes).
+
+    The logs need the camera's frames and the full state beside them (record with task.obs=state_pixels).
+    Writes --out and prints the task.camera_adjust override that renders the simulator from the fitted camera.
+    See docs/real2sim.md, "The camera".
+    """
+
+    episodes: Annotated[Path, tyro.conf.arg(metavar="DATA")]
+    """Logs: an episode store or a LeRobotDataset v3 with image.<camera> and state observations."""
+    task: str = "mujoco/reach"
+    """The simulated task whose scene is rendered (a mujoco/* arm task)."""
+    camera: str = "front"
+    """The scene camera the logged frames come from (front, side, top, wrist)."""
+    free: str = "dx,dy,dz,roll,pitch,yaw,fovy_scale"
+    """Comma-separated adjustments to fit (the others stay as the scene has them); leave out fovy_scale when the
+    camera's intrinsics are known: a shift along the line of sight and a zoom look alike."""
+    frames: int = 48
+    """Logged frames compared, spread evenly over the episodes."""
+    max_shift: float = 0.1
+    """Bound of the position shift on each axis (m)."""
+    max_turn: float = 10.0
+    """Bound of the rotation about each camera axis (degrees)."""
+    population: int = 12
+    """CMA-ES candidates per iteration (each renders every compared frame)."""
+    iterations: int = 60
+    """CMA-ES iterations per restart."""
+    restarts: int = 3
+    """Independent CMA-ES runs; their spread is the uncertainty."""
+    seed: int = 0
+    """Seed of CMA-ES and of the restarts' starting points."""
+    out: Path = Path("camera.json")
+    """The fit to write."""
+    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="task.KEY=VALUE")]] = ()
+    """Task settings the logs were recorded with, e.g. task.image_size=96."""
+
+    def run(self) -> int:
+        """Fit with a progress bar, print the table and the override, write --out."""
+        from rich.progress import Progress
+
+        from robot_rl.twin.calibrate import task_from_name
+        from robot_rl.twin.camera import CameraFitConfig, describe, fit_camera
+
+        cfg = CameraFitConfig(camera=self.camera, free=tuple(f.strip() for f in self.free.split(",") if f.strip()),
+                              frames=self.frames, max_shift=self.max_shift,
+                              max_turn=self.max_turn, population=self.population, iterations=self.iterations,
+                              restarts=self.restarts, seed=self.seed)
+        task = task_from_name(self.task, self.overrides)
+        with Progress(transient=True, disable=not sys.stderr.isatty()) as bar:
+            job = bar.add_task("camera fit", total=cfg.restarts * cfg.iterations)
+
+            def progress(done: int, total: int, best: float) -> None:
+                bar.update(job, completed=done, description=f"camera fit: error {best:.4g}")
+
+            fit = fit_camera(task, self.episodes, cfg, progress)
+        print(describe(fit))
+        fit.write(self.out)
+        print(f"wrote {self.out}; render the simulator from the fitted camera with\n"
+              f"  robot-rl train --task {self.task} 'task.camera_adjust={json.dumps(fit.adjust())}' ...")
+        return 0
+
+
+@dataclass
 class TwinConfigArgs(Command):
     """Print a twin's task.randomize mapping again: the fitted values (preset) or ranges with another k (dr)."""
 
@@ -143,6 +206,7 @@ class TwinConfigArgs(Command):
 TwinVerb = Union[
     Annotated[TwinFitArgs, tyro.conf.subcommand("fit")],
     Annotated[TwinConfigArgs, tyro.conf.subcommand("config")],
+    Annotated[TwinCameraArgs, tyro.conf.subcommand("camera")],
 ]
 
 

@@ -60,20 +60,11 @@ def start_state(cfg: MujocoTaskConfig, env: Any, state0: np.ndarray, template: n
     ``env`` is a ``MujocoVecEnv`` of ``cfg`` (its ``model`` and ``ix``); ``template`` ``[S]`` is one world's
     state right after a reset (what is not observed is taken from it: mocap orientations, applied forces).
     """
-    import mujoco
-
-    if not supported(cfg):
-        raise ValueError(f"{type(cfg).__name__}: the twin cannot rebuild this task's start state from its state "
-                         "observation (supported: mujoco/reach, push, pick_cube, peg_insert and their variants)")
     model, ix = env.model, env.ix
     e = len(state0)
-    qpos = np.tile(ix.home_qpos, (e, 1)).astype(np.float64)
+    qpos, mocap = scene_pose(cfg, model, ix, state0)
     qvel = np.zeros((e, model.nv))
-    mocap = np.tile(ix.home_mocap, (e, 1, 1)).astype(np.float64)
-    qpos[:, ix.arm_qpos] = state0[:, 0:6]
     qvel[:, ix.arm_dof] = 10.0 * state0[:, 6:12]
-    qpos[:, ix.finger_qpos] = (state0[:, 12] * FINGER_MAX)[:, None]
-    _objects(cfg, model, ix, state0, qpos, mocap, mujoco)
     sl = state_slices(model)
     out = np.tile(template, (e, 1))
     out[:, sl["TIME"]] = 0.0
@@ -86,6 +77,25 @@ def start_state(cfg: MujocoTaskConfig, env: Any, state0: np.ndarray, template: n
     out[:, sl["CTRL"]] = ctrl
     out[:, sl["MOCAP_POS"]] = mocap.reshape(e, -1)
     return out
+
+
+def scene_pose(cfg: MujocoTaskConfig, model: Any, ix: Any, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(qpos [E, nq], mocap_pos [E, nmocap, 3])`` of the scenes the ``state`` observations ``[E, D]`` show.
+
+    What a camera sees (the twin's camera fit renders them); velocities are not part of a pose.
+    """
+    import mujoco
+
+    if not supported(cfg):
+        raise ValueError(f"{type(cfg).__name__}: the twin cannot rebuild this task's start state from its state "
+                         "observation (supported: mujoco/reach, push, pick_cube, peg_insert and their variants)")
+    e = len(state)
+    qpos = np.tile(ix.home_qpos, (e, 1)).astype(np.float64)
+    mocap = np.tile(ix.home_mocap, (e, 1, 1)).astype(np.float64)
+    qpos[:, ix.arm_qpos] = state[:, 0:6]
+    qpos[:, ix.finger_qpos] = (state[:, 12] * FINGER_MAX)[:, None]
+    _objects(cfg, model, ix, state, qpos, mocap, mujoco)
+    return qpos, mocap
 
 
 def _objects(cfg: MujocoTaskConfig, model: Any, ix: Any, s: np.ndarray, qpos: np.ndarray, mocap: np.ndarray,

@@ -35,6 +35,7 @@ from robot_rl.sims.mujoco.arrays import (
     to_numpy,
     to_torch,
 )
+from robot_rl.sims.mujoco.camera_pose import apply_camera_adjust
 from robot_rl.sims.mujoco.controller import ArmController, action_dim, index_or_slice
 from robot_rl.sims.mujoco.params import PARAM_NAMES, param_labels
 from robot_rl.sims.mujoco.readout import Readout
@@ -75,6 +76,7 @@ class MujocoVecEnv(VecEnv):
             choose_gl(self.device.type)
         import_mujoco()
         model, ix = build_model(cfg.objects, cfg.timestep)
+        apply_camera_adjust(model, cfg.camera_adjust)
         self.model, self.ix = model, ix
         self.backend: Any
         if cfg.backend == "cpu":

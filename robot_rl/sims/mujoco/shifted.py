@@ -51,16 +51,18 @@ class ShiftConfig:
 
 def apply_shift(env: MujocoVecEnv, shift: ShiftConfig) -> None:
     """Change ``env``'s dynamics in every world and its look (lights, colours, cameras) in place."""
-    params = env.get_params()
-    for name, scale in (("body_mass", shift.mass_scale), ("dof_damping", shift.damping_scale),
-                        ("actuator_gain", shift.actuator_gain_scale), ("geom_friction", shift.friction_scale)):
-        env.set_params(name, params[name] * scale)
-    m = env.model  # the renderer draws from this model: cosmetic changes need no physics backend call
+    # The look first: the renderer draws colours and lights from env.model, but each world's camera frame from
+    # its own model, which set_params below copies from env.model (changed after the copy, the camera stayed put).
+    m = env.model
     m.light_diffuse[:] = np.clip(m.light_diffuse * shift.light_scale, 0.0, 1.0)
     m.geom_rgba[:, :3] = np.clip(m.geom_rgba[:, :3] + np.asarray(shift.color_shift), 0.0, 1.0)
     if m.nmat:
         m.mat_rgba[:, :3] = np.clip(m.mat_rgba[:, :3] + np.asarray(shift.color_shift), 0.0, 1.0)
     m.cam_pos[:] = m.cam_pos + np.asarray(shift.camera_offset)
+    params = env.get_params()
+    for name, scale in (("body_mass", shift.mass_scale), ("dof_damping", shift.damping_scale),
+                        ("actuator_gain", shift.actuator_gain_scale), ("geom_friction", shift.friction_scale)):
+        env.set_params(name, params[name] * scale)
 
 
 @TASKS.register("mujoco/reach_shifted")

@@ -15,7 +15,7 @@ is off).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
@@ -23,6 +23,7 @@ import torch
 from robot_rl.core.config import TASKS
 from robot_rl.sims.base import SimTaskConfig
 from robot_rl.sims.mujoco.arrays import Array, namespace
+from robot_rl.sims.mujoco.camera_pose import check_adjust
 from robot_rl.sims.mujoco.readout import Readout
 
 if TYPE_CHECKING:
@@ -68,6 +69,10 @@ class MujocoTaskConfig(SimTaskConfig):
     for a reward model that needs two views to judge 3-D distances."""
     image_size: int = 64
     """Height and width (px) of ``pixels`` images."""
+    camera_adjust: dict[str, list[float]] = field(default_factory=dict)
+    """Per camera, ``[dx, dy, dz, roll, pitch, yaw, fovy_scale]``: where a real camera sits relative to the
+    scene's (m in its parent's frame, degrees about its own axes, factor on its field of view), as `robot-rl twin
+    camera` fits it (:mod:`robot_rl.sims.mujoco.camera_pose`); e.g. ``{front: [0.03, -0.04, 0.02, 0, 0, 0, 1]}``."""
     reward: Literal["dense", "sparse"] = "dense"
     """``dense``: shaped distances; ``sparse``: 0 on success, -1 otherwise."""
     max_episode_steps: int = 50
@@ -111,6 +116,7 @@ class MujocoTaskConfig(SimTaskConfig):
                 raise ValueError(f"camera {cam!r} is not one of {', '.join(map(repr, CAMERAS))}")
         if len({self.camera, *self.extra_cameras}) != 1 + len(self.extra_cameras):
             raise ValueError(f"cameras repeat: camera={self.camera!r}, extra_cameras={self.extra_cameras}")
+        check_adjust(self.camera_adjust, CAMERAS)
 
     def make(self, device: torch.device | str, seed: int, num_envs: int | None = None) -> MujocoVecEnv:
         """Build the batched env; MuJoCo (and JAX for ``mjx``) are imported here."""

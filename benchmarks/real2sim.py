@@ -1,0 +1,174 @@
+"""Real2sim (issue 27): train in simulation four ways, score each policy on the "real" arm.
+
+The "real robot" is ``mujoco/reach_shifted`` (bodies 1.6× heavier, 4× joint damping, servos at 35 % gain,
+0.7× friction; :mod:`robot_rl.sims.mujoco.shifted`) with ``--delay`` control steps of action latency, none of
+which the simulator (``mujoco/reach``) is told. A noisy scripted teleoperator logs ``--real-episodes`` episodes
+of it, as `robot-rl record` logs an arm. Then, for each seed, SAC trains in simulation for the same env steps:
+
+- **default**: the simulator's nominal parameters;
+- **wide DR**: wide domain randomisation of the same parameters and of the delay (``WIDE_DR``);
+- **twin**: `robot-rl twin fit` on the logs, then ``twin.file=twin.json`` (ranges fit ± 2 std);
+- **twin + co-training**: the same, with RL-Co on the logged episodes (``cotrain.real_dataset``: a stage-1 SFT
+  on them and λ·BC on real batches during RL).
+
+No condition runs an RL episode on the "real" arm. Every policy is scored on the same 100 "real" episodes
+(deterministic actions), and on 100 nominal-simulator episodes for reference. Everything goes through the
+CLI a user types (`robot-rl twin fit`, `robot-rl train`); scoring loads each run with ``load_policy``.
+
+    MUJOCO_GL=osmesa python benchmarks/real2sim.py --seeds 0 1 2 --steps 10000
+
+Writes ``--out``/real2sim.json and real2sim.png; runs, logs and the twin go to ``--work``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from robot_rl.core.config import TASKS
+from robot_rl.loop.evaluate import evaluate
+from robot_rl.policy_io import load_policy
+from robot_rl.sims.base import RandomizeConfig
+from robot_rl.sims.mujoco.shifted import ScriptedReachDemonstrator, record_demos
+
+#: Wide domain randomisation: every fitted parameter over a range that holds the "real" values and more.
+WIDE_DR = {"params": {"actuator_gain": {"low": 0.25, "high": 1.5}, "dof_damping": {"low": 0.5, "high": 6.0},
+                      "body_mass": {"low": 0.5, "high": 2.0}, "geom_friction": {"low": 0.5, "high": 1.5}},
+           "action_delay": [0, 3]}
+TWIN_PARAMS = "actuator_gain,dof_damping,body_mass,geom_friction,action_delay"
+CONDITIONS = ("default", "wide_dr", "twin", "twin_cotrain")
+
+
+def real_task(delay: int, **kw: Any) -> Any:
+    """The "real" arm: the shifted reach world with ``delay`` steps of action latency."""
+    return TASKS.get("mujoco/reach_shifted")(randomize=RandomizeConfig(action_delay=(delay, delay)), **kw)
+
+
+def log_real(out: Path, episodes: int, delay: int, seed: int = 1) -> int:
+    """Log the teleoperated "real" episodes (whole episodes: success does not end them); returns successes."""
+    env = real_task(delay, num_envs=10, terminate_on_success=False).make("cpu", seed)
+    try:  # fps: the task's control rate, 1 / (frame_skip 8 × timestep 5 ms)
+        return record_demos(env, out, episodes, ScriptedReachDemonstrator(gain=0.3, noise=0.3, seed=seed + 2),
+                            seed=seed, task="reach", fps=25.0)
+    finally:
+        env.close()
+
+
+def cli(args: list[str], log: Path) -> float:
+    """Run ``robot-rl ARGS`` to completion with its output in ``log``; returns the wall time."""
+    t0 = time.perf_counter()
+    with log.open("w") as f:
+        done = subprocess.run([sys.executable, "-m", "robot_rl.cli", *args], stdout=f, stderr=subprocess.STDOUT,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    if done.returncode != 0:
+        raise SystemExit(f"robot-rl {' '.join(args)} failed (exit {done.returncode}); see {log}")
+    return time.perf_counter() - t0
+
+
+def condition_overrides(name: str, twin: Path, logs: Path) -> list[str]:
+    """The `robot-rl train` overrides of one condition."""
+    if name == "default":
+        return []
+    if name == "wide_dr":
+        return [f"task.randomize={json.dumps(WIDE_DR)}"]
+    if name == "twin":
+        return [f"twin.file={twin}"]
+    if name == "twin_cotrain":
+        return [f"twin.file={twin}", f"cotrain.real_dataset={logs}", "cotrain.sft_steps=1000", "cotrain.weight=0.1"]
+    raise ValueError(f"unknown condition {name!r}; choose from {', '.join(CONDITIONS)}")
+
+
+def score(run: Path, delay: int, episodes: int) -> dict[str, float]:
+    """Success of ``run``'s policy on the "real" arm and in the nominal simulator (same episode seeds)."""
+    out: dict[str, float] = {}
+    for where, task in (("real", real_task(delay)), ("sim", TASKS.get("mujoco/reach")())):
+        env = task.make("cpu", 4242, num_envs=25)
+        try:
+            policy = load_policy(run, env.spec).policy
+            out[where] = float(evaluate(policy, env, episodes, seed=777).success_rate)
+        finally:
+            env.close()
+    return out
+
+
+def plot(results: list[dict[str, Any]], conditions: list[str], path: Path) -> None:
+    """Bars: mean "real" success per condition, each seed a dot, the 90 % goal a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for i, c in enumerate(conditions):
+        vals = [r["real"] for r in results if r["condition"] == c]
+        ax.bar(i, sum(vals) / len(vals), color="#4c72b0", alpha=0.7)
+        ax.scatter([i] * len(vals), vals, color="black", s=12, zorder=3)
+    ax.axhline(0.9, color="#c44e52", ls="--", lw=1, label="goal 90 %")
+    ax.set_xticks(range(len(conditions)), [c.replace("_", " + ").replace("wide + dr", "wide DR") for c in conditions])
+    ax.set_ylabel('success on the "real" arm')
+    ax.set_ylim(0, 1.05)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=CONDITIONS)
+    p.add_argument("--steps", type=int, default=10_000, help="env steps of SAC in simulation per run")
+    p.add_argument("--delay", type=int, default=2, help="the real arm's hidden action latency (control steps)")
+    p.add_argument("--real-episodes", type=int, default=20)
+    p.add_argument("--eval-episodes", type=int, default=100)
+    p.add_argument("--threads", type=int, default=1, help="torch threads of every run")
+    p.add_argument("--work", type=Path, default=Path("benchmarks/out/real2sim"))
+    p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    args.work.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    logs, twin = args.work / "real", args.work / "twin.json"
+    if not logs.exists():
+        ok = log_real(logs, args.real_episodes, args.delay)
+        print(f'logged {args.real_episodes} "real" episodes ({ok} reached the goal) into {logs}', flush=True)
+    if not twin.exists():
+        s = cli(["twin", "fit", "--episodes", str(logs), "--task", "mujoco/reach", "--params", TWIN_PARAMS,
+                 "--out", str(twin)], args.work / "twin_fit.log")
+        print(f"twin fitted in {s:.0f} s: {twin}", flush=True)
+    fit = json.loads(twin.read_text())
+    results: list[dict[str, Any]] = []
+    for seed in args.seeds:
+        for c in args.conditions:
+            name = f"{c}_s{seed}"
+            train = ["train", "--task", "mujoco/reach", "--name", name, f"run.root={args.work / 'runs'}",
+                     f"run.seed={seed}", f"run.torch_threads={args.threads}", f"loop.total_env_steps={args.steps}",
+                     "loop.success_threshold=null", "run.progress=false", *condition_overrides(c, twin, logs)]
+            wall = cli(train, args.work / f"{name}.log")
+            row = {"condition": c, "seed": seed, "train_s": round(wall, 1),
+                   **score(args.work / "runs" / name, args.delay, args.eval_episodes)}
+            results.append(row)
+            print(f"{c:>13} seed {seed}: real {row['real']:.2f}  sim {row['sim']:.2f}  ({wall:.0f} s)", flush=True)
+    print(f"\n{'condition':>13} {'real':>6} {'sim':>6}  per seed (real)")
+    for c in args.conditions:
+        rows = [r for r in results if r["condition"] == c]
+        real = sum(r["real"] for r in rows) / len(rows)
+        sim = sum(r["sim"] for r in rows) / len(rows)
+        print(f"{c:>13} {real:6.2f} {sim:6.2f}  {[r['real'] for r in rows]}")
+    out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "args": {k: str(v) for k, v in
+           vars(args).items()}, "hidden": {"shift": "mujoco/reach_shifted defaults", "action_delay": args.delay},
+           "twin": {p["key"]: {"value": p["value"], "std": p["std"]} for p in fit["params"]}, "runs": results}
+    (args.out / "real2sim.json").write_text(json.dumps(out, indent=1))
+    plot(results, args.conditions, args.out / "real2sim.png")
+    print(f"\nwrote {args.out / 'real2sim.json'} and real2sim.png")
+
+
+if __name__ == "__main__":
+    main()
