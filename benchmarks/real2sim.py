@@ -15,7 +15,9 @@ No condition runs an RL episode on the "real" arm. Every policy is scored on the
 (deterministic actions), and on 100 nominal-simulator episodes for reference. Everything goes through the
 CLI a user types (`robot-rl twin fit`, `robot-rl train`); scoring loads each run with ``load_policy``.
 
-    MUJOCO_GL=osmesa python benchmarks/real2sim.py --seeds 0 1 2 --steps 10000
+    MUJOCO_GL=osmesa python benchmarks/real2sim.py --seeds 0 1 2 --steps 15000
+    # or seeds in separate processes (the logs and the twin in --work are shared), merged afterwards:
+    python benchmarks/real2sim.py --merge OUT_A/real2sim.json OUT_B/real2sim.json --out benchmarks/results
 
 Writes ``--out``/real2sim.json and real2sim.png; runs, logs and the twin go to ``--work``.
 """
@@ -131,7 +133,11 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="torch threads of every run")
     p.add_argument("--work", type=Path, default=Path("benchmarks/out/real2sim"))
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    p.add_argument("--merge", type=Path, nargs="+", help="merge these real2sim.json files into --out, run nothing")
     args = p.parse_args()
+    if args.merge:
+        merge(args.merge, args.out)
+        return
     torch.set_num_threads(args.threads)
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -156,18 +162,36 @@ def main() -> None:
                    **score(args.work / "runs" / name, args.delay, args.eval_episodes)}
             results.append(row)
             print(f"{c:>13} seed {seed}: real {row['real']:.2f}  sim {row['sim']:.2f}  ({wall:.0f} s)", flush=True)
-    print(f"\n{'condition':>13} {'real':>6} {'sim':>6}  per seed (real)")
-    for c in args.conditions:
-        rows = [r for r in results if r["condition"] == c]
-        real = sum(r["real"] for r in rows) / len(rows)
-        sim = sum(r["sim"] for r in rows) / len(rows)
-        print(f"{c:>13} {real:6.2f} {sim:6.2f}  {[r['real'] for r in rows]}")
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "args": {k: str(v) for k, v in
            vars(args).items()}, "hidden": {"shift": "mujoco/reach_shifted defaults", "action_delay": args.delay},
            "twin": {p["key"]: {"value": p["value"], "std": p["std"]} for p in fit["params"]}, "runs": results}
-    (args.out / "real2sim.json").write_text(json.dumps(out, indent=1))
-    plot(results, args.conditions, args.out / "real2sim.png")
-    print(f"\nwrote {args.out / 'real2sim.json'} and real2sim.png")
+    write(out, args.conditions, args.out)
+
+
+def write(out: dict[str, Any], conditions: list[str], where: Path) -> None:
+    """Print the table (mean and per seed), write real2sim.json and real2sim.png under ``where``."""
+    results = out["runs"]
+    conditions = [c for c in conditions if any(r["condition"] == c for r in results)]
+    base = None
+    print(f"\n{'condition':>13} {'real':>6} {'sim':>6} {'× default':>9}  per seed (real)")
+    for c in conditions:
+        rows = [r for r in results if r["condition"] == c]
+        real = sum(r["real"] for r in rows) / len(rows)
+        sim = sum(r["sim"] for r in rows) / len(rows)
+        base = real if c == "default" else base
+        ratio = f"{real / base:9.2f}" if base else f"{'-':>9}"
+        print(f"{c:>13} {real:6.2f} {sim:6.2f} {ratio}  {[r['real'] for r in rows]}")
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "real2sim.json").write_text(json.dumps(out, indent=1))
+    plot(results, conditions, where / "real2sim.png")
+    print(f"\nwrote {where / 'real2sim.json'} and real2sim.png")
+
+
+def merge(files: list[Path], where: Path) -> None:
+    """One result from the files of runs made in separate processes (same logs and twin, other seeds)."""
+    parts = [json.loads(f.read_text()) for f in files]
+    out = {**parts[0], "runs": [r for p in parts for r in p["runs"]], "merged_from": [str(f) for f in files]}
+    write(out, list(CONDITIONS), where)
 
 
 if __name__ == "__main__":
