@@ -113,6 +113,11 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if tp is int:
         if isinstance(value, bool):
             raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        if isinstance(value, str):  # 0x10, 1_000 (texts parse_override keeps, _unless_yaml11_only)
+            try:
+                return int(value.replace("_", ""), 0)
+            except ValueError:
+                pass
         try:
             as_float = float(value)
         except (TypeError, ValueError):

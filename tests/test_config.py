@@ -65,6 +65,7 @@ def test_texts_only_yaml_1_1_reads_as_bools_or_ints_stay_text_for_string_fields(
     assert parse_override("a.b=true") == ("a.b", True) and parse_override("a.b=1_000") == ("a.b", 1000)
     cfg = resolve_train_config(overrides=["run.progress=off", "run.seed=0042"])
     assert cfg.run.progress is False and cfg.run.seed == 42
+    assert resolve_train_config(overrides=["run.seed=0x10"]).run.seed == 16
     assert resolve_train_config(overrides=["run.progress=on"]).run.progress is True
 
 

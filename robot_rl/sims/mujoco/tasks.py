@@ -70,8 +70,8 @@ class MujocoTaskConfig(SimTaskConfig):
     image_size: int = 64
     """Height and width (px) of ``pixels`` images."""
     camera_adjust: dict[str, list[float]] = field(default_factory=dict)
-    """Per camera, ``[dx, dy, dz, roll, pitch, yaw, fovy_scale]``: where a real camera sits relative to the
-    scene's (m in its parent's frame, degrees about its own axes, factor on its field of view), as `robot-rl twin
+    """Per camera, seven numbers (dx, dy, dz, roll, pitch, yaw, fovy_scale): where a real camera sits relative to
+    the scene's (m in its parent's frame, degrees about its own axes, factor on its field of view), as `robot-rl twin
     camera` fits it (:mod:`robot_rl.sims.mujoco.camera_pose`); e.g. ``{front: [0.03, -0.04, 0.02, 0, 0, 0, 1]}``."""
     reward: Literal["dense", "sparse"] = "dense"
     """``dense``: shaped distances; ``sparse``: 0 on success, -1 otherwise."""
