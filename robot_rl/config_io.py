@@ -61,6 +61,24 @@ def _field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+def _coerce_int(value: Any, where: str) -> int:
+    """An integer from ``3``, ``"3"``, ``5e4``, ``"0x10"`` or ``"1_000"`` (texts parse_override keeps as text)."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    if isinstance(value, str):
+        try:
+            return int(value.replace("_", ""), 0)
+        except ValueError:
+            pass
+    try:
+        as_float = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
+    if not as_float.is_integer():
+        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    return int(as_float)
+
+
 def _coerce(value: Any, tp: Any, where: str) -> Any:
     """Convert plain data to ``tp`` (strings from the command line included), or raise ConfigError."""
     origin = typing.get_origin(tp)
@@ -111,20 +129,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             return value.lower() in ("true", "1", "yes", "on")
         raise ConfigError(f"{where}: expected true/false, got {value!r}")
     if tp is int:
-        if isinstance(value, bool):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        if isinstance(value, str):  # 0x10, 1_000 (texts parse_override keeps, _unless_yaml11_only)
-            try:
-                return int(value.replace("_", ""), 0)
-            except ValueError:
-                pass
-        try:
-            as_float = float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
-        if not as_float.is_integer():
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        return int(as_float)
+        return _coerce_int(value, where)
     if tp is float:
         if isinstance(value, bool):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
