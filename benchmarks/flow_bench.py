@@ -94,9 +94,13 @@ TASKS_BENCHED = {"lang_reach": (LangReachConfig, LangReachDemonstrator),
 
 
 def chunk_task(args: argparse.Namespace, horizon: int, num_envs: int) -> LangReachConfig | LangPushConfig:
-    """The RL task (``--task``) taking chunks ``[H, 2]``, executing ``--execute`` of them per step."""
+    """The RL task (``--task``) taking chunks ``[H, 2]``, executing ``--execute`` of them per step.
+
+    ``--chunk-discount`` (where the script has it) weighs a chunk's rewards per step, as the task setting does.
+    """
     return TASKS_BENCHED[args.task][0](num_envs=num_envs, image_size=args.image_size, chunk_horizon=horizon,
-                                       execute_steps=args.execute)
+                                       execute_steps=args.execute,
+                                       chunk_discount=getattr(args, "chunk_discount", 1.0))
 
 
 def eval_chunks(act: Callable[[dict], torch.Tensor], env: VecEnv, episodes: int, seed: int = 4242) -> float:

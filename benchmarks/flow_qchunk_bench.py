@@ -4,13 +4,15 @@ Records scripted demos and trains the SFT flow policy (or takes ``--sft RUN --de
 it with each method of ``--methods`` on the chunk env (``chunk_horizon = --horizon``, ``--execute`` steps of each
 chunk per env step) for ``--env-steps`` primitive env steps (or ``--minutes`` of wall-clock, whichever comes
 first), evaluating every ``--eval-every`` env steps on the same 100 episodes: success of the deterministic policy
-(Q-chunking: best of the fixed candidate set led by x0 = 0; DSRL: the noise policy's mean; PPO: x0 = 0) and, for
+(Q-chunking: best of the fixed candidate set led by x0 = 0; QC-FQL, method ``flow_qc_fql``: the one-step policy
+at z = 0; DSRL: the noise policy's mean; PPO: x0 = 0) and, for
 Q-chunking and PPO, of the sampling policy. DSRL and PPO run exactly as in ``flow_bench.py`` (their tuned settings
 from benchmarks/RESULTS_flow.md); the issue's goal on ``lang_push`` is 0.8 success.
 
     .venv/bin/python benchmarks/flow_qchunk_bench.py --task lang_push --demos 400 --sft-steps 1000 \
         --env-steps 30000 --minutes 4 --out benchmarks/results/flow_qchunk_push.json
     .venv/bin/python benchmarks/flow_qchunk_bench.py --sft RUN/sft --demos-dir RUN/demos --methods flow_qc
+    .venv/bin/python benchmarks/flow_qchunk_bench.py --methods flow_qc,flow_qc_fql --qc-fql-alpha 100
 """
 
 from __future__ import annotations
@@ -55,9 +57,11 @@ def make_sft(args: argparse.Namespace) -> tuple[Path, Path]:
     return work / "sft", work / "demos"
 
 
-def qc_config(sft_dir: Path, demos: Path | None, sft: FlowVLAPolicy, args: argparse.Namespace) -> FlowQCConfig:
-    """The Q-chunking settings of the command line."""
-    return FlowQCConfig(policy=sft.cfg, init_from=str(sft_dir), demos=str(demos) if demos else None,
+def qc_config(sft_dir: Path, demos: Path | None, sft: FlowVLAPolicy, args: argparse.Namespace,
+              actor: str = "best_of_n") -> FlowQCConfig:
+    """The Q-chunking settings of the command line (``actor``: best-of-N or QC-FQL's one-step policy)."""
+    return FlowQCConfig(policy=sft.cfg, actor=actor, fql_alpha=args.qc_fql_alpha,  # type: ignore[arg-type]
+                        init_from=str(sft_dir), demos=str(demos) if demos else None,
                         demo_ratio=args.qc_demo_ratio if demos else 0.0, execute_steps=args.execute,
                         num_samples=args.qc_samples, target_samples=args.qc_target_samples, gamma=args.qc_gamma,
                         critic_lr=args.qc_critic_lr, flow_lr=args.qc_flow_lr, bc_weight=args.qc_bc_weight,
@@ -65,18 +69,18 @@ def qc_config(sft_dir: Path, demos: Path | None, sft: FlowVLAPolicy, args: argpa
                         utd_ratio=args.qc_utd, learning_starts=args.qc_learning_starts, buffer_size=200_000)
 
 
-def run_qchunk(sft_dir: Path, demos: Path | None, sft: FlowVLAPolicy, args: argparse.Namespace
-               ) -> list[dict[str, float]]:
+def run_qchunk(sft_dir: Path, demos: Path | None, sft: FlowVLAPolicy, args: argparse.Namespace,
+               actor: str = "best_of_n") -> list[dict[str, float]]:
     """Q-chunking from the SFT checkpoint, driven like the off-policy loop; per-evaluation rows."""
     h = sft.cfg.horizon
     env = chunk_task(args, h, args.rl_envs).make("cpu", 11 + 1000 * args.rl_seed)
     eval_env = chunk_task(args, h, 25).make("cpu", 12)
     kl_obs = {k: v[:16] for k, v in eval_env.reset(seed=5).items()}
     gen = torch.Generator().manual_seed(0)
-    algo = qc_config(sft_dir, demos, sft, args).build(env.spec, "cpu", args.rl_seed)
+    algo = qc_config(sft_dir, demos, sft, args, actor).build(env.spec, "cpu", args.rl_seed)
     policy, evaluator = algo.make_policy(), algo.make_policy()
     storage = algo.make_storage(env.num_envs)
-    curve = Curve("flow_qc")
+    curve = Curve("flow_qc" if actor == "best_of_n" else "flow_qc_fql")
     obs = env.reset()
     steps = updates = 0
     owed = 0.0
@@ -154,6 +158,10 @@ def main() -> None:
     p.add_argument("--qc-utd", type=float, default=0.25)
     p.add_argument("--qc-learning-starts", type=int, default=1000)
     p.add_argument("--qc-demo-ratio", type=float, default=0.5)
+    p.add_argument("--qc-fql-alpha", type=float, default=100.0, help="QC-FQL's distillation weight (flow_qc_fql)")
+    p.add_argument("--chunk-discount", type=float, default=1.0,
+                   help="the chunk env's task.chunk_discount for every method (set it to --qc-gamma for Q-chunking's "
+                        "per-step discounting; 1: the plain sum of a chunk's rewards)")
     p.add_argument("--dsrl-learning-starts", type=int, default=2000)
     p.add_argument("--dsrl-utd", type=float, default=0.5)
     p.add_argument("--ppo-rollout", type=int, default=4)
@@ -172,6 +180,8 @@ def main() -> None:
         torch.manual_seed(0)
         if method == "flow_qc":
             curves[method] = run_qchunk(sft_dir, demos, sft, args)
+        elif method == "flow_qc_fql":
+            curves[method] = run_qchunk(sft_dir, demos, sft, args, actor="fql")
         elif method == "dsrl":
             curves[method] = run_dsrl(sft_dir, sft, base)
         elif method == "flow_ppo":  # the lang_reach / lang_push preset's tuned settings (FLOW_PPO_TUNED)
@@ -179,7 +189,7 @@ def main() -> None:
                                 rollout_length=args.ppo_rollout, actor_lr=3e-4, kl_target=40.0)
             curves[method] = run_onpolicy(method, cfg, sft, base)
         else:
-            raise SystemExit(f"unknown method {method!r}: use flow_qc, dsrl, flow_ppo")
+            raise SystemExit(f"unknown method {method!r}: use flow_qc, flow_qc_fql, dsrl, flow_ppo")
         # After every method, so that a run stopped early keeps what it measured.
         args.out.write_text(json.dumps({"sft": str(sft_dir), "demos": str(demos), "rl": curves, "args": vars(args)},
                                        indent=1, default=str))

@@ -1,6 +1,6 @@
 """Data-parallel Q-chunking (``--algo flow_qc run.distributed=ddp``): two gloo ranks on half a batch each, demo rows
 included, take the step one process takes on the whole batch (the chunk critics, the flow's weighted flow-matching
-step, with a frozen and with a trained encoder), and stay bit-for-bit equal."""
+step, with a frozen and with a trained encoder; QC-FQL's one-step policy), and stay bit-for-bit equal."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ from robot_rl.sims.lang_reach import LangReachConfig
 TINY = dict(hidden=16, expert_layers=1, image_features=4, cnn_channels=4, cnn_layers=1, state_features=4,
             lang_features=4)
 H, B, UPDATES = 4, 8, 3  # chunk horizon, rows per rank per update (half of them demo rows), updates
-VARIANTS = {"frozen-encoder": True, "trained-encoder": False}
+VARIANTS: dict[str, dict[str, Any]] = {"frozen-encoder": {"freeze_encoder": True},
+                                       "trained-encoder": {"freeze_encoder": False},
+                                       "fql": {"freeze_encoder": True, "actor": "fql", "fql_hidden": (16,)}}
 
 
 def _spec() -> EnvSpec:
@@ -46,9 +48,9 @@ def _episodes(spec: EnvSpec, seed: int, count: int) -> list[Episode]:
     return out
 
 
-def _algo(spec: EnvSpec, freeze: bool, batch_size: int, demos: ChunkTransitions) -> FlowQCAlgorithm:
+def _algo(spec: EnvSpec, variant: dict[str, Any], batch_size: int, demos: ChunkTransitions) -> FlowQCAlgorithm:
     cfg = FlowQCConfig(policy=FlowVLAConfig(horizon=H, num_steps=2, **TINY), critic_hidden=(16,), num_samples=3,
-                       batch_size=batch_size, demo_ratio=0.5, freeze_encoder=freeze, bc_weight=0.5)
+                       batch_size=batch_size, demo_ratio=0.5, bc_weight=0.5, **variant)
     algo = cfg.build(spec, "cpu", seed=0)
     algo.demos = demos  # the demo rows every update mixes in (what algo.demos=PATH loads)
     return algo
@@ -73,10 +75,10 @@ def _rows(rank: int, ranks: int) -> torch.Tensor:
     return torch.cat([kept, kept + B])
 
 
-def _train(freeze: bool, rows: torch.Tensor, dp: Any = None) -> dict[str, Any]:
+def _train(variant: dict[str, Any], rows: torch.Tensor, dp: Any = None) -> dict[str, Any]:
     spec = _spec()
     online, demos = (chunk_transitions(_episodes(spec, s, 6), spec, H, H) for s in (1, 2))
-    algo = _algo(spec, freeze, len(rows), demos)
+    algo = _algo(spec, variant, len(rows), demos)
     if dp is not None:
         algo.enable_data_parallel(dp)
     grads: dict[str, torch.Tensor] = {}
@@ -84,14 +86,15 @@ def _train(freeze: bool, rows: torch.Tensor, dp: Any = None) -> dict[str, Any]:
         algo.update(_online(online, u, rows))
         if u == 0:
             named = {**{f"critic.{k}": p for k, p in algo.actor.critic.named_parameters()},
-                     **{f"flow.{k}": p for k, p in algo.actor.flow.named_parameters()}}
+                     **{f"flow.{k}": p for k, p in algo.actor.flow.named_parameters()},
+                     **{f"onestep.{k}": p for k, p in (algo.actor.onestep or torch.nn.Module()).named_parameters()}}
             grads = {k: p.grad.clone() for k, p in named.items() if p.grad is not None}
     return {"grads": grads, "state": leaves(algo.state_dict())}
 
 
 def _rank(rank: int, world: int, port: int, out: str) -> None:
     dp = join(rank, world, port)
-    results = {name: _train(freeze, _rows(rank, world), dp) for name, freeze in VARIANTS.items()}
+    results = {name: _train(variant, _rows(rank, world), dp) for name, variant in VARIANTS.items()}
     torch.save(results, f"{out}.{rank}")
     leave(dp)
 
@@ -102,7 +105,7 @@ GLOO_RANKS = _rank
 
 def test_flow_qc_supports_data_parallel() -> None:
     spec = _spec()
-    assert isinstance(_algo(spec, True, B, chunk_transitions(_episodes(spec, 2, 2), spec, H, H)),
+    assert isinstance(_algo(spec, VARIANTS["fql"], B, chunk_transitions(_episodes(spec, 2, 2), spec, H, H)),
                       SupportsDataParallel)
 
 
@@ -114,6 +117,7 @@ def test_two_gloo_ranks_take_one_process_s_step_on_both_batches(two_ranks: list[
     assert any(k.startswith("critic.") for k in single["grads"])
     assert any(k.startswith("flow.") and not k.startswith("flow.encoder.") for k in single["grads"])  # flow step ran
     assert any(k.startswith("flow.encoder.") for k in single["grads"]) == (variant == "trained-encoder")
+    assert any(k.startswith("onestep.") for k in single["grads"]) == (variant == "fql")  # the one-step step ran
     for k, ref in single["grads"].items():
         torch.testing.assert_close(ddp["grads"][k], ref, rtol=1e-5, atol=1e-6, msg=lambda m, k=k: f"gradient {k}: {m}")
     # Adam divides by the gradient's running RMS: where a gradient is ~0 (a conv bias of a random CNN), summation-

@@ -26,7 +26,7 @@ def test_learner_and_two_actor_processes(tmp_path: Path, algo: str):
         common += ["algo.learning_starts=64", "algo.batch_size=32"]
     else:
         common += ["algo.rollout_length=8", "loop.remote_actors=2"]
-    budget = 2400
+    budget = 1200
     learner = subprocess.Popen(
         [sys.executable, "-m", "robot_rl.cli", "learner", "--algo", algo, "--bind", addr, "--name", "dist",
          f"run.root={tmp_path}", f"loop.total_env_steps={budget}", "loop.eval_every_env_steps=100000",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -28,7 +29,14 @@ H = 4
 
 @pytest.fixture(scope="module")
 def sft_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("qchunk")
+    return build_sft_run(tmp_path_factory.getbasetemp())
+
+
+@functools.cache
+def build_sft_run(base: Path) -> Path:
+    """Demos and a tiny SFT run, once per session (tests/test_flow_fql.py reuses them)."""
+    root = base / "qchunk-sft"
+    root.mkdir()
     task = LangReachConfig(num_envs=8, image_size=16)
     env = task.make("cpu", 0)
     store = EpisodeStore.create(root / "demos", env.spec, fps=20.0)
@@ -121,6 +129,34 @@ def test_chunk_targets_stop_at_an_episode_end_inside_the_chunk() -> None:
     expected = 2 * r.reward + g4 * 3 * (~r.terminated).float()
     torch.testing.assert_close(y_env, expected)
     assert float(y_env[0]) == pytest.approx(2 * float(r.reward[0]))
+
+
+def test_demo_rows_and_the_learner_use_the_task_s_chunk_discount(sft_run: Path, caplog: pytest.LogCaptureFixture
+                                                                    ) -> None:
+    spec = chunk_spec()
+    eps = [episode(spec, [1, 2, 3, 4, 5, 6, 7], terminated=True, final=False)]
+    data = chunk_transitions(eps, spec, H, 3, discount=0.5)
+    # Σ_{h < m} 0.5^h r[t + h] over the m = min(3, 7 − t) executed steps.
+    expected = [1 + 1 + 0.75, 2 + 1.5 + 1, 3 + 2 + 1.25, 4 + 2.5 + 1.5, 5 + 3 + 1.75, 6 + 3.5, 7]
+    torch.testing.assert_close(data.reward, torch.tensor(expected))
+    # The learner reads the discount from the chunk env's spec and builds its demo rows with it.
+    discounted = LangReachConfig(num_envs=2, image_size=16, chunk_horizon=H, chunk_discount=0.9).make("cpu", 0).spec
+    with caplog.at_level("WARNING"):
+        algo = qc_config(sft_run, gamma=0.9).build(discounted, "cpu", 0)
+    assert algo.chunk_discount == 0.9 and "chunk_discount" not in caplog.text
+    from robot_rl.data.demos import read_episodes
+
+    demos = read_episodes(str(sft_run / "demos"))[0]
+    assert algo.demos is not None
+    torch.testing.assert_close(algo.demos.reward, chunk_transitions(demos, discounted, H, H, 0.9).reward)
+    plain = qc_config(sft_run, gamma=0.9).build(spec, "cpu", 0)
+    assert plain.demos is not None and not torch.allclose(plain.demos.reward, algo.demos.reward)
+    assert "set task.chunk_discount=0.9" in caplog.text  # the plain-sum env: the learner says what to set
+    from robot_rl.loop.config import resolve_train_config
+
+    for task in ("lang_reach", "lang_push"):  # the flow_qc presets discount as the critic does
+        cfg = resolve_train_config(task, "flow_qc")
+        assert cfg.task.chunk_discount == cfg.algo.gamma == 0.99  # type: ignore[attr-defined]
 
 
 class PreferredChunk(nn.Module):

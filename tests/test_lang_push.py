@@ -90,6 +90,30 @@ def test_chunk_step_stops_at_success_and_registry_and_bad_settings() -> None:
         LangPushDemonstrator(object())
 
 
+@pytest.mark.parametrize("config", ["lang_push", "lang_reach"])
+def test_a_chunk_s_reward_is_its_steps_rewards_discounted_by_chunk_discount(config: str) -> None:
+    """The same actions, one chunk step against the per-step env: Σ_k d^k r_k, and the spec names d."""
+    from robot_rl.sims.lang_reach import LangReachConfig
+
+    make = LangPushConfig if config == "lang_push" else LangReachConfig
+    d, h = 0.5, 4
+    chunked = make(num_envs=8, image_size=16, chunk_horizon=h, chunk_discount=d).make("cpu", 3)
+    per_step = make(num_envs=8, image_size=16).make("cpu", 3)
+    chunked.reset(seed=1), per_step.reset(seed=1)
+    actions = torch.rand(8, h, 2, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    expected = torch.zeros(8)
+    alive = torch.ones(8, dtype=torch.bool)
+    for k in range(h):
+        r = per_step.step(actions[:, k])
+        expected += torch.where(alive, r.reward, torch.zeros(8)) * d**k
+        alive &= ~(r.terminated | r.truncated)
+    torch.testing.assert_close(chunked.step(actions).reward, expected)
+    assert chunked.spec.extras["chunk_discount"] == d and "chunk_discount" not in per_step.spec.extras
+    assert "chunk_discount" not in make(num_envs=2, image_size=16, chunk_horizon=h).make("cpu", 0).spec.extras
+    with pytest.raises(ValueError, match="chunk_discount"):
+        make(num_envs=2, image_size=16, chunk_horizon=h, chunk_discount=0.0).make("cpu", 0)
+
+
 def test_flow_sft_cli_records_lang_push_demos_and_trains(tmp_path: Path) -> None:
     from robot_rl.cli import main
     from robot_rl.data.store import EpisodeStore

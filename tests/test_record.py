@@ -324,8 +324,11 @@ def test_cli_records_scripted_pick_demos_without_a_keyboard(tmp_path: Path) -> N
     pytest.importorskip("mujoco")
     exe = str(Path(sys.executable).with_name("robot-rl"))
     out = tmp_path / "demos"
+    # At 4x real time, the rate and the speed limits scaled with it (the same robot time per step), as the docs'
+    # workflow test runs it.
     cmd = [exe, "record", "--robot", "sim_arm", "--device", "pick_demonstrator", "--out", str(out),
-           "--format", "episodes", "--episodes", "3", "--quiet", "robot.cameras={}", "safety.watchdog_timeout_s=1"]
+           "--format", "episodes", "--episodes", "3", "--quiet", "robot.cameras={}", "safety.watchdog_timeout_s=1",
+           "robot.time_scale=4", "safety.control_hz=40", "safety.max_linear_speed=1", "safety.max_angular_speed=4"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "3 episode(s) saved" in done.stdout and "3 success" in done.stdout

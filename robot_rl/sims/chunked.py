@@ -1,8 +1,9 @@
 """Action-chunk execution and scripted chunk demonstrators, shared by the language tasks.
 
 A chunk task accepts one action ``[N, A]`` or a chunk ``[N, H, A]`` and executes the chunk's first
-``execute_steps`` actions (receding horizon). Rewards add up over the executed actions, and a sub-env
-stops executing its chunk at the step it succeeds or runs out of time; success terminates.
+``execute_steps`` actions (receding horizon). Rewards add up over the executed actions (``Σ_k d^k r_k`` with
+the task's ``chunk_discount`` d, 1 by default), and a sub-env stops executing its chunk at the step it succeeds or
+runs out of time; success terminates.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from robot_rl.sims.torch_task import TorchTask
 
 
 def execute_chunk(task: TorchTask, action: torch.Tensor, execute_steps: int,
-                  apply: Callable[[torch.Tensor, torch.Tensor], None]) -> StepResult:
+                  apply: Callable[[torch.Tensor, torch.Tensor], None], discount: float = 1.0) -> StepResult:
     """Run ``action`` (one step or a chunk) on ``task``; ``apply(a [N, A], alive [N])`` moves the scene.
+
+    The chunk's reward is ``Σ_k discount^k · r_k`` over its executed steps (a critic over chunks that discounts
+    by γ per step backs up exactly this when ``discount = γ``).
 
     ``apply`` must leave sub-envs with ``alive`` False unchanged; the task's ``_reward_and_status`` and
     ``_finish_step`` (auto-reset, episode bookkeeping) do the rest.
@@ -32,11 +36,22 @@ def execute_chunk(task: TorchTask, action: torch.Tensor, execute_steps: int,
     for k in range(execute_steps if action.dim() == 3 else 1):
         apply(chunk[:, k], alive)
         r, _, succ = task._reward_and_status()
-        reward += torch.where(alive, r, torch.zeros_like(r))
+        reward += torch.where(alive, r, torch.zeros_like(r)) * discount**k
         success |= succ & alive
         task.episode_length += alive.long()
         alive &= ~succ & (task.episode_length < task.max_episode_steps)
     return task._finish_step(reward, success, success)  # success terminates
+
+
+def check_chunk_discount(discount: float) -> None:
+    """Raise ``ValueError`` unless ``0 < discount <= 1``."""
+    if not 0.0 < discount <= 1.0:
+        raise ValueError(f"chunk_discount must be in (0, 1], got {discount}")
+
+
+def chunk_extras(extras: dict[str, Any], discount: float) -> dict[str, Any]:
+    """A chunk task's spec extras: ``chunk_discount`` named when it is not 1 (a learner reads it from the spec)."""
+    return {**extras, "chunk_discount": discount} if discount != 1.0 else dict(extras)
 
 
 class ChunkDemonstrator:

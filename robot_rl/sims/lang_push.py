@@ -31,7 +31,7 @@ from robot_rl.core.config import TASKS
 from robot_rl.core.env import StepResult
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.sims.base import SimTaskConfig
-from robot_rl.sims.chunked import ChunkDemonstrator, execute_chunk
+from robot_rl.sims.chunked import ChunkDemonstrator, check_chunk_discount, chunk_extras, execute_chunk
 from robot_rl.sims.lang_reach import FLOW_PPO_TUNED
 from robot_rl.sims.render2d import Disc, Shape
 from robot_rl.sims.torch_task import TorchTask
@@ -52,7 +52,7 @@ class LangPushConfig(SimTaskConfig):
     presets: ClassVar[dict[str, dict[str, Any]]] = {
         "flow_ppo": {"task.num_envs": 64, "task.chunk_horizon": 8, **FLOW_PPO_TUNED},
         "hiors": {"task.num_envs": 64, "task.chunk_horizon": 8},
-        "flow_qc": {"task.num_envs": 32, "task.chunk_horizon": 8}}
+        "flow_qc": {"task.num_envs": 32, "task.chunk_horizon": 8, "task.chunk_discount": 0.99}}
 
     max_episode_steps: int = 60
     """Primitive steps before an episode is truncated."""
@@ -80,6 +80,9 @@ class LangPushConfig(SimTaskConfig):
     """1: the action is one ``[2]`` step; H > 1: an action chunk ``[H, 2]``."""
     execute_steps: int | None = None
     """Actions of each chunk executed per step (receding horizon); null = the whole chunk."""
+    chunk_discount: float = 1.0
+    """A chunk's reward is ``Σ_k chunk_discount^k · r_k`` over its executed steps (1 = the plain sum). Set it to
+    the learner's γ for a chunk critic to back up the per-step discounted return (``flow_qc``'s preset does)."""
 
     def validate(self) -> None:
         """Raise ``ValueError`` on geometry or settings the task cannot handle."""
@@ -95,6 +98,7 @@ class LangPushConfig(SimTaskConfig):
         execute = self.execute_steps or self.chunk_horizon
         if not 1 <= execute <= self.chunk_horizon:
             raise ValueError(f"execute_steps must be in [1, chunk_horizon={self.chunk_horizon}], got {execute}")
+        check_chunk_discount(self.chunk_discount)
 
     def make(self, device: torch.device | str, seed: int, num_envs: int | None = None) -> LangPushTask:
         """Build the batched language-conditioned push task."""
@@ -117,7 +121,8 @@ class LangPushTask(TorchTask):
         spec = EnvSpec({"image.top": ArraySpec((cfg.image_size, cfg.image_size, 3), "uint8", low=0, high=255),
                         "state": ArraySpec((4,), "float32"),
                         "language": ArraySpec((cfg.context_length,), "int64", low=0, high=cfg.vocab_size - 1)},
-                       action, {"task": "lang_push"})
+                       action, chunk_extras({"task": "lang_push"},
+                                            cfg.chunk_discount if cfg.chunk_horizon > 1 else 1.0))
         super().__init__(spec, num_envs, cfg.max_episode_steps, device, seed)
         self.instruction_tokens = self.tokenizer.encode_batch(self.instructions).to(self.device)
         self.side_dirs = torch.tensor(list(SIDES.values()), device=self.device)
@@ -232,7 +237,7 @@ class LangPushTask(TorchTask):
         As ``lang_reach``: rewards add up over the executed actions, and a sub-env stops executing its
         chunk at the step it succeeds or runs out of time (a zero action leaves the scene unchanged).
         """
-        return execute_chunk(self, action, self.execute_steps, self._apply_while_alive)
+        return execute_chunk(self, action, self.execute_steps, self._apply_while_alive, self.cfg.chunk_discount)
 
     def _apply_while_alive(self, action: torch.Tensor, alive: torch.Tensor) -> None:
         # A zero action leaves the scene unchanged; the last action (observed) is kept as well.

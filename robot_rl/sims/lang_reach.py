@@ -30,7 +30,7 @@ import torch
 from robot_rl.core.config import TASKS
 from robot_rl.core.env import StepResult
 from robot_rl.core.specs import ArraySpec, EnvSpec
-from robot_rl.sims.chunked import ChunkDemonstrator, execute_chunk
+from robot_rl.sims.chunked import ChunkDemonstrator, check_chunk_discount, chunk_extras, execute_chunk
 from robot_rl.sims.reach import ReachConfig, ReachTask, forward_kinematics
 from robot_rl.sims.render2d import Capsule, Disc, Shape
 from robot_rl.tokenizer import HashTokenizer
@@ -53,7 +53,7 @@ class LangReachConfig(ReachConfig):
     presets: ClassVar[dict[str, dict[str, Any]]] = {
         "flow_ppo": {"task.num_envs": 64, "task.chunk_horizon": 8, **FLOW_PPO_TUNED},
         "hiors": {"task.num_envs": 64, "task.chunk_horizon": 8},
-        "flow_qc": {"task.num_envs": 32, "task.chunk_horizon": 8}}
+        "flow_qc": {"task.num_envs": 32, "task.chunk_horizon": 8, "task.chunk_discount": 0.99}}
 
     max_episode_steps: int = 40
     """Primitive steps before an episode is truncated."""
@@ -78,6 +78,9 @@ class LangReachConfig(ReachConfig):
     """1: the action is one ``[2]`` step; H > 1: an action chunk ``[H, 2]``."""
     execute_steps: int | None = None
     """Actions of each chunk executed per step (receding horizon); null = the whole chunk."""
+    chunk_discount: float = 1.0
+    """A chunk's reward is ``Σ_k chunk_discount^k · r_k`` over its executed steps (1 = the plain sum). Set it to
+    the learner's γ for a chunk critic to back up the per-step discounted return (``flow_qc``'s preset does)."""
     observe_language: bool = True
     """false: no ``language`` observation (needs ``num_targets: 1``, where the image alone says which target).
     A chunk task seen through a camera and ``state`` only, which an exportable student can learn from a flow
@@ -104,6 +107,7 @@ class LangReachTask(ReachTask):
         execute = cfg.execute_steps or cfg.chunk_horizon
         if not 1 <= execute <= cfg.chunk_horizon:
             raise ValueError(f"execute_steps must be in [1, chunk_horizon={cfg.chunk_horizon}], got {execute}")
+        check_chunk_discount(cfg.chunk_discount)
         self.lang_cfg = cfg
         self.execute_steps = execute
         self.image_size = cfg.image_size
@@ -123,7 +127,8 @@ class LangReachTask(ReachTask):
         if cfg.chunk_horizon > 1:
             # Same observations; the action becomes a chunk [H, 2] (the EnvSpec is frozen: rebuild it).
             self.spec = EnvSpec(self.spec.observation, ArraySpec((cfg.chunk_horizon, 2), "float32", low=-1.0,
-                                                                 high=1.0), dict(self.spec.extras))
+                                                                 high=1.0),
+                                chunk_extras(self.spec.extras, cfg.chunk_discount))
 
     def instruction(self, i: int) -> str:
         """The instruction text of sub-env ``i``."""
@@ -177,7 +182,8 @@ class LangReachTask(ReachTask):
         """
         # With ee control a zero action is a no-op, so finished sub-envs simply stand still.
         return execute_chunk(self, action, self.execute_steps,
-                             lambda a, alive: self._apply_action(a * alive.unsqueeze(-1)))
+                             lambda a, alive: self._apply_action(a * alive.unsqueeze(-1)),
+                             self.lang_cfg.chunk_discount)
 
     def expert_chunk(self, horizon: int) -> torch.Tensor:
         """The scripted expert's next ``horizon`` actions ``[N, horizon, 2]`` (planned in end-effector space)."""

@@ -16,11 +16,12 @@ the env summed over the ``E`` steps it executed (fewer when the episode ended in
 
   with ``agg`` the ensemble's min (or mean) and ``Q̄`` the Polyak-averaged target critics. A terminated chunk
   (success inside it) never bootstraps; a truncated one bootstraps from the episode's final observation.
-- **Approximation.** The paper backs up ``Σ_h γ^h r_h`` and bootstraps ``γ^m`` after the ``m`` steps actually
-  executed. The chunk env reports only the undiscounted sum of its executed steps, and the actor loop forwards
-  no per-step information to the learner, so here ``R`` is that sum (the chunk-level semi-MDP the env defines)
-  and a chunk cut by the time limit after ``m < E`` steps bootstraps with ``γ^E``. Demo rows are built with the
-  same convention (:mod:`robot_rl.policies.flow.qchunk_data`), so every row backs up the same quantity.
+- **Per-step discounting.** The paper backs up ``Σ_h γ^h r_h``. ``R`` is what the chunk env reports: with the
+  task's ``chunk_discount = γ`` (the ``flow_qc`` presets of ``lang_reach`` / ``lang_push`` set 0.99) exactly that;
+  with 1 the plain sum (the learner warns when the task's discount, read from its spec, is not ``gamma``). Demo
+  rows are built with the task's discount (:mod:`robot_rl.policies.flow.qchunk_data`), so every row backs up the
+  same quantity. One approximation remains: a chunk cut by the time limit after ``m < E`` steps bootstraps with
+  ``γ^E``, not ``γ^m`` (the actor loop forwards no per-step count to the learner).
 - **Acting** (:class:`FlowQCPolicy`): sample ``N`` chunks from the flow (x0 ~ N(0, I), noise-free ODE), execute
   the one with the highest ``agg_j Q_j`` (the ensemble mean by default). Deterministic acting scores a fixed
   set of ``N`` noises whose first is ``x0 = 0`` (the flow's own deterministic chunk). The acting policy holds the
@@ -29,10 +30,12 @@ the env summed over the ``E`` steps it executed (fewer when the episode ended in
   intervened rows weight 1) and on the demos (``demos``, ``demo_ratio`` of each batch, padding masked), as the
   paper's QC does: the executed chunks are the critic's choices, so imitating them is the policy improvement.
 
-The FQL-style one-step policy of the paper (a noise-conditioned actor distilled from the flow and trained to
-maximise Q) is not implemented.
+- **QC-FQL** (``actor=fql``): instead of best-of-N, a one-step policy ``μ(s, z)`` distilled from the flow and
+  trained to maximise the critic (flow Q-learning; :mod:`robot_rl.policies.flow.fql`) acts, and gives the TD
+  target's next chunk. The flow keeps training by flow matching as the behaviour model it is distilled from.
 
     robot-rl train --task lang_push --algo flow_qc algo.init_from=runs/flow-sft algo.demos=demos/
+    robot-rl train --task lang_push --algo flow_qc algo.actor=fql algo.init_from=runs/flow-sft algo.demos=demos/
 """
 
 from __future__ import annotations
@@ -48,22 +51,19 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from robot_rl.core.algorithm import OffPolicyAlgorithm, Policy, Weights
+from robot_rl.core.algorithm import OffPolicyAlgorithm, Weights
 from robot_rl.core.config import ALGOS, AlgoConfig
 from robot_rl.core.data_parallel import DataParallel, draw_rows
-from robot_rl.core.specs import EnvSpec, SpecMismatchError
+from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, TransitionBatch
-from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy, VLAEncoder
+from robot_rl.policies.flow.fql import distil_flow, fql_loss
+from robot_rl.policies.flow.model import FlowVLAConfig
 from robot_rl.policies.flow.onpolicy import load_sft_into
 from robot_rl.policies.flow.qchunk_data import ChunkTransitions, chunk_transitions
-from robot_rl.policies.modules.ensemble import EnsembleMLP
+from robot_rl.policies.flow.qchunk_policy import FlowQCPolicy
 from robot_rl.replay.buffer import ReplayBuffer
 
 log = logging.getLogger(__name__)
-
-#: Seed of the fixed noises deterministic acting scores (the same candidates on every call).
-DETERMINISTIC_SEED = 0
-
 
 @ALGOS.register("flow_qc")
 @dataclass
@@ -82,8 +82,24 @@ class FlowQCConfig(AlgoConfig):
     execute_steps: int | None = None
     """Actions of each chunk the task executes per step (its ``execute_steps``; null = the whole chunk): the
     critic reads these and the target bootstraps ``γ^execute_steps`` later. Set it to the task's."""
+    actor: Literal["best_of_n", "fql"] = "best_of_n"
+    """How a chunk is chosen. ``best_of_n`` (QC): the best of ``num_samples`` flow samples under the critic.
+    ``fql`` (QC-FQL): a one-step policy trained to maximise the critic near the flow acts, in one MLP pass."""
+    fql_alpha: float = 100.0
+    """QC-FQL: weight of the distillation towards the flow (larger stays nearer the data; Q-chunking's
+    robomimic and cube runs use 100, FQL's tasks 3-3000). The Q term is normalised by ``mean |Q|``."""
+    fql_hidden: tuple[int, ...] = (256, 256, 256)
+    """QC-FQL: hidden widths of the one-step policy (an MLP over the critic's features and a noise chunk)."""
+    fql_lr: float = 3e-4
+    """QC-FQL: Adam learning rate of the one-step policy."""
+    fql_normalize_q: bool = True
+    """QC-FQL: divide the Q term by ``mean |Q|`` (no gradient) so that ``fql_alpha`` holds at any reward scale."""
+    fql_warmup_steps: int = 500
+    """QC-FQL: distillation-only steps on the demos' observations when the learner is built (with ``demos``), so
+    that the one-step policy first acts like the flow rather than at random (FQL's offline phase, without the Q
+    term: the critic knows nothing yet). 0 = none."""
     num_samples: int = 16
-    """N: chunks sampled per state when acting; the best under the critic is executed."""
+    """N: chunks sampled per state when acting (``best_of_n``); the best under the critic is executed."""
     target_samples: int | None = None
     """Chunks sampled per next state for the TD target's max (null = ``num_samples``)."""
     select: Literal["mean", "min"] = "mean"
@@ -136,6 +152,11 @@ class FlowQCConfig(AlgoConfig):
                              f"{self.target_samples}")
         if self.num_critics < 1 or self.bc_every < 1:
             raise ValueError(f"num_critics and bc_every must be >= 1, got {self.num_critics}, {self.bc_every}")
+        if self.actor not in ("best_of_n", "fql"):
+            raise ValueError(f"actor must be 'best_of_n' or 'fql', got {self.actor!r}")
+        if not self.fql_alpha >= 0 or not self.fql_lr > 0 or not self.fql_hidden or self.fql_warmup_steps < 0:
+            raise ValueError(f"fql_alpha must be >= 0, fql_lr > 0, fql_hidden non-empty and fql_warmup_steps >= 0, "
+                             f"got {self.fql_alpha}, {self.fql_lr}, {self.fql_hidden}, {self.fql_warmup_steps}")
         if self.select not in ("mean", "min") or self.target not in ("mean", "min"):
             raise ValueError(f"select and target must be 'mean' or 'min', got {self.select!r}, {self.target!r}")
         if not 0.0 <= self.demo_ratio < 1.0 or self.bc_weight < 0:
@@ -164,98 +185,6 @@ def chunk_td_target(reward: torch.Tensor, terminated: torch.Tensor, next_value: 
     return reward + (gamma ** steps) * (1.0 - terminated.float()) * next_value
 
 
-class ChunkCritic(nn.Module):
-    """Ensemble ``Q_j(features [B, C], executed chunk [B, E·A]) → [num_critics, B]``."""
-
-    def __init__(self, feature_dim: int, chunk_dim: int, cfg: FlowQCConfig) -> None:
-        super().__init__()
-        self.q = EnsembleMLP(cfg.num_critics, feature_dim + chunk_dim, cfg.critic_hidden, 1, cfg.critic_layer_norm)
-
-    def forward(self, features: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
-        """Every member's Q."""
-        return self.q(torch.cat([features, chunk], dim=-1)).squeeze(-1)
-
-
-class FlowQCPolicy(Policy):
-    """The acting policy: flow policy + frozen critic encoder + critic ensemble; best-of-N chunks.
-
-    ``critic_encoder`` is the flow's own encoder when that is frozen (``freeze_encoder``), else a frozen copy.
-    """
-
-    def __init__(self, spec: EnvSpec, cfg: FlowQCConfig) -> None:
-        super().__init__()
-        cfg.validate()
-        if len(spec.action.shape) != 2 or spec.action.shape[0] != cfg.policy.horizon:
-            raise SpecMismatchError(f"flow_qc acts in action chunks [horizon={cfg.policy.horizon}, A]; the task's "
-                                    f"action is {list(spec.action.shape)} (e.g. set task.chunk_horizon="
-                                    f"{cfg.policy.horizon})")
-        self.flow = FlowVLAPolicy(spec, cfg.policy)
-        self.horizon, self.action_dim = cfg.policy.horizon, self.flow.action_dim
-        self.execute = cfg.execute_steps or cfg.policy.horizon
-        self.num_samples, self.select = cfg.num_samples, cfg.select
-        self.critic_encoder = self.flow.encoder if cfg.freeze_encoder else VLAEncoder(spec, cfg.policy)
-        self.critic_encoder.requires_grad_(False)
-        self.critic = ChunkCritic(self.critic_encoder.out_dim, self.execute * self.action_dim, cfg)
-        self.generator: torch.Generator | None = None
-        self.train(self.training)
-
-    @property
-    def shared_encoder(self) -> bool:
-        """Whether the critic reads the flow's own (frozen) encoder."""
-        return self.critic_encoder is self.flow.encoder
-
-    def train(self, mode: bool = True) -> FlowQCPolicy:
-        """As ``nn.Module.train``, but the frozen critic encoder stays in eval mode (fixed normalisation statistics)."""
-        super().train(mode)
-        self.critic_encoder.eval()
-        return self
-
-    def reseed(self, seed: int) -> None:
-        """Draw the sampled chunks' noise from this policy's own generator seeded ``seed``."""
-        device = next(self.parameters()).device
-        self.generator = torch.Generator(device=device).manual_seed(int(seed))
-
-    def chunks_from_noise(self, cond: torch.Tensor, x0: torch.Tensor) -> torch.Tensor:
-        """The flow's noise-free ODE from ``x0`` ``[M, H, A]`` under conditions ``[M, C]``, clamped to the bounds."""
-        x = x0
-        for k in range(self.flow.cfg.num_steps):
-            x = self.flow._mean_step(x, k, cond)
-        return self.flow._bound(x)
-
-    def score(self, critic: nn.Module, features: torch.Tensor, chunks: torch.Tensor, how: str) -> torch.Tensor:
-        """``agg_j Q_j`` ``[n, N]`` of candidate chunks ``[n, N, H, A]`` at states with ``features`` ``[n, C]``."""
-        n, k = chunks.shape[:2]
-        q = critic(features.repeat_interleave(k, dim=0), chunks[:, :, : self.execute].reshape(n * k, -1))
-        q = q.min(dim=0).values if how == "min" else q.mean(dim=0)
-        return q.view(n, k)
-
-    def noise(self, n: int, deterministic: bool, device: torch.device) -> torch.Tensor:
-        """``[n, N, H, A]`` initial noises: drawn per call, or (deterministic) a fixed set led by ``x0 = 0``."""
-        shape = (self.num_samples, self.horizon, self.action_dim)
-        if deterministic:
-            g = torch.Generator(device=device).manual_seed(DETERMINISTIC_SEED)
-            x0 = torch.randn(shape, generator=g, device=device)
-            x0[0] = 0.0
-            return x0.expand(n, *shape)
-        return torch.randn((n, *shape), generator=self.generator, device=device)
-
-    def candidates(self, obs: Obs, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(chunks [n, N, H, A], critic features [n, C])``: the N chunks the flow proposes at ``obs``."""
-        cond = self.flow.encoder(obs)
-        features = cond if self.shared_encoder else self.critic_encoder(obs)
-        n, k = cond.shape[0], self.num_samples
-        x0 = self.noise(n, deterministic, cond.device).reshape(n * k, self.horizon, self.action_dim)
-        chunks = self.chunks_from_noise(cond.repeat_interleave(k, dim=0), x0)
-        return chunks.view(n, k, self.horizon, self.action_dim), features
-
-    @torch.no_grad()
-    def act(self, obs: Obs, deterministic: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The best of N sampled chunks under the critic ensemble ``[n, H, A]``; no extras."""
-        chunks, features = self.candidates(obs, deterministic)
-        best = self.score(self.critic, features, chunks, self.select).argmax(dim=1)
-        return chunks[torch.arange(chunks.shape[0], device=chunks.device), best], {}
-
-
 class FlowQCAlgorithm(OffPolicyAlgorithm):
     """Learner: the acting policy (flow + critics), target critics, the chunk replay and the demo transitions."""
 
@@ -276,17 +205,27 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
         self.critic_optim = torch.optim.Adam(self.actor.critic.parameters(), lr=cfg.critic_lr)
         flow_params = [p for n, p in self.actor.flow.named_parameters() if n != "log_sigma" and p.requires_grad]
         self.flow_optim = torch.optim.Adam(flow_params, lr=cfg.flow_lr)
+        onestep = self.actor.onestep
+        self.fql_optim = torch.optim.Adam(onestep.parameters(), lr=cfg.fql_lr) if onestep is not None else None
         self.generator = torch.Generator(device=device).manual_seed(seed)
         self.num_updates = 0
         self._policies_made = 0
         self.data_parallel: DataParallel | None = None
-        self._critic_loss, self._flow_loss = self.critic_loss, self.flow_matching
+        self._critic_loss, self._flow_loss, self._fql_loss = self.critic_loss, self.flow_matching, self.fql_actor_loss
         self.demos: ChunkTransitions | None = None
+        self.chunk_discount = float(spec.extras.get("chunk_discount", 1.0))
+        if abs(self.chunk_discount - cfg.gamma) > 1e-9:
+            log.warning("flow_qc: the task sums a chunk's rewards with discount %g per step, the critic discounts by "
+                        "gamma=%g: set task.chunk_discount=%g to back up the per-step discounted return",
+                        self.chunk_discount, cfg.gamma, cfg.gamma)
         if cfg.demos:
             from robot_rl.data.demos import read_episodes
 
-            self.demos = chunk_transitions(read_episodes(cfg.demos)[0], spec, cfg.policy.horizon, self.execute)
+            self.demos = chunk_transitions(read_episodes(cfg.demos)[0], spec, cfg.policy.horizon, self.execute,
+                                           self.chunk_discount)
             log.info("flow_qc: %d demo chunk transitions from %s", len(self.demos), cfg.demos)
+            if self.fql_optim is not None and cfg.fql_warmup_steps:
+                self.warm_up_onestep(self.demos, cfg.fql_warmup_steps)
 
     def enable_data_parallel(self, dp: DataParallel) -> None:
         """Average the critics' and the flow's gradients over ``dp``'s ranks (DDP, one module per optimiser).
@@ -299,6 +238,8 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
         self.data_parallel = dp
         self._critic_loss = dp.wrap_loss(self.critic_loss, self.critic_optim.param_groups[0]["params"])
         self._flow_loss = dp.wrap_loss(self.flow_matching, self.flow_optim.param_groups[0]["params"])
+        if self.fql_optim is not None:
+            self._fql_loss = dp.wrap_loss(self.fql_actor_loss, self.fql_optim.param_groups[0]["params"])
 
     # ---- what the loop asks for ------------------------------------------------------------------
 
@@ -372,6 +313,14 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
         ``parts``: the rows' parts for :meth:`per_row` (default: one).
         """
         features = self.actor.critic_encoder(next_obs)
+        onestep = self.actor.onestep
+        if onestep is not None:  # QC-FQL: the one-step policy's chunk at s'
+            z = self.per_row(torch.randn, parts or (len(reward),), (self.actor.horizon, self.actor.action_dim))
+            chunk = onestep.bounded(onestep(features, z))[:, : self.execute].flatten(1)
+            q = self.critic_target(features, chunk)
+            value = q.min(dim=0).values if self.cfg.target == "min" else q.mean(dim=0)
+            y = chunk_td_target(reward * self.cfg.reward_scale, terminated, value, self.cfg.gamma, self.execute)
+            return y, torch.zeros_like(value)
         cond = features if self.actor.shared_encoder else self.actor.flow.encoder(next_obs)
         k = self.cfg.target_samples or self.cfg.num_samples
         x0 = self.per_row(torch.randn, parts or (len(reward),), (k, self.actor.horizon, self.actor.action_dim))
@@ -396,6 +345,64 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
         xt = (1 - t)[:, None, None] * x0 + t[:, None, None] * actions
         err = (self.actor.flow.velocity(xt, t, cond) - (actions - x0)).square().mean(-1)
         return (err * weight).sum() / total_weight.clamp_min(1e-8)
+
+    def fql_actor_loss(self, features: torch.Tensor, noise: torch.Tensor, flow_chunks: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(L(ω), distillation error, mean Q of its chunks)``: QC-FQL's one-step policy loss (fql.py).
+
+        The critic is called with detached parameters: this loss trains the one-step policy only.
+        """
+        assert self.actor.onestep is not None
+        params = {k: v.detach() for k, v in self.actor.critic.named_parameters()}
+        critic = partial(torch.func.functional_call, self.actor.critic, params)
+        across = self.data_parallel.mean if self.data_parallel is not None else None
+        loss, info = fql_loss(self.actor.onestep, lambda f, c: critic((f, c)), features, noise, flow_chunks,
+                              self.execute, self.cfg.fql_alpha, self.cfg.fql_normalize_q, across)
+        return loss, info["distill"], info["q"]
+
+    @torch.no_grad()
+    def _conditions(self, obs: Obs, rows: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(critic features, flow conditions)`` of ``obs``, ``rows`` at a time (the frozen encoders' eval mode)."""
+        actor = self.actor
+        actor.eval()
+        n = next(iter(obs.values())).shape[0]
+        parts = [{k: v[i:i + rows] for k, v in obs.items()} for i in range(0, n, rows)]
+        features = torch.cat([actor.critic_encoder(o) for o in parts])
+        cond = features if actor.shared_encoder else torch.cat([actor.flow.encoder(o) for o in parts])
+        actor.train()
+        return features, cond
+
+    def warm_up_onestep(self, demos: ChunkTransitions, steps: int, max_states: int = 4096) -> float:
+        """Distil the flow into the one-step policy on up to ``max_states`` demo observations; the last error.
+
+        It draws from its own generator (the updates that follow draw the same numbers as without it), and the
+        optimiser's moments restart after it.
+        """
+        actor, optim = self.actor, self.fql_optim
+        assert actor.onestep is not None and optim is not None
+        pick = torch.randperm(len(demos), generator=torch.Generator().manual_seed(self.seed + 1))[:max_states]
+        features, cond = self._conditions(demos.batch(pick, self.device).obs)
+        g = torch.Generator(device=self.device).manual_seed(self.seed + 1)
+        error = distil_flow(actor.onestep, optim, features, cond, actor.chunks_from_noise, steps,
+                            self.cfg.batch_size, g)
+        log.info("flow_qc: one-step policy distilled from the flow in %d steps on %d demo states (error %.4f)",
+                 steps, len(pick), error)
+        return error
+
+    def fql_step(self, obs: Obs, features: torch.Tensor, parts: tuple[int, ...]) -> tuple[float, float]:
+        """One step of the one-step policy towards high Q near the flow's chunk from the same noise."""
+        actor, optim = self.actor, self.fql_optim
+        assert actor.onestep is not None and optim is not None
+        z = self.per_row(torch.randn, parts, (actor.horizon, actor.action_dim))
+        with torch.no_grad():
+            cond = features if actor.shared_encoder else actor.flow.encoder(obs)
+            flow_chunks = actor.chunks_from_noise(cond, z)
+        loss, distill, q = self._fql_loss(features, z, flow_chunks)
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(actor.onestep.parameters(), self.cfg.max_grad_norm)
+        optim.step()
+        return float(distill), float(q)
 
     def _rows(self, batch: TransitionBatch) -> tuple[TransitionBatch, torch.Tensor, tuple[int, int]]:
         """The update's rows, the flow-matching weights, and the numbers of online and demo rows.
@@ -449,31 +456,44 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
             (bc_loss if aux is None else bc_loss + aux).backward()
             nn.utils.clip_grad_norm_(actor.flow.parameters(), cfg.max_grad_norm)
             self.flow_optim.step()
+        fql: dict[str, float] = {}
+        if self.fql_optim is not None:
+            fql["fql_distill"], fql["fql_q"] = self.fql_step(rows.obs, features, parts)
         with torch.no_grad():
             torch._foreach_lerp_(list(self.critic_target.parameters()), list(actor.critic.parameters()), cfg.tau)
         self.num_updates += 1
         stats = torch.stack([critic_loss.detach(), q.detach().mean(), target.mean(), gain.mean(),
                              bc_loss.detach().to(critic_loss.device)]).tolist()
-        return dict(zip(("critic_loss", "q_mean", "target_mean", "best_of_n_gain", "bc_loss"), stats))
+        return {**dict(zip(("critic_loss", "q_mean", "target_mean", "best_of_n_gain", "bc_loss"), stats)), **fql}
 
     # ---- checkpoints ---------------------------------------------------------------------------------
 
     _STATE_KEYS = ("actor", "critic_target", "critic_optim", "flow_optim", "num_updates", "generator")
 
     def state_dict(self) -> dict[str, Any]:
-        """Acting policy (flow, critic encoder, critics), target critics, optimisers, update count, RNG state."""
-        return {"actor": self.actor.state_dict(), "critic_target": self.critic_target.state_dict(),
-                "critic_optim": self.critic_optim.state_dict(), "flow_optim": self.flow_optim.state_dict(),
-                "num_updates": self.num_updates, "generator": self.generator.get_state()}
+        """Acting policy (flow, critic encoder, critics, QC-FQL's one-step policy), targets, optimisers, RNG state.
+
+        Also the update count.
+        """
+        state = {"actor": self.actor.state_dict(), "critic_target": self.critic_target.state_dict(),
+                 "critic_optim": self.critic_optim.state_dict(), "flow_optim": self.flow_optim.state_dict(),
+                 "num_updates": self.num_updates, "generator": self.generator.get_state()}
+        if self.fql_optim is not None:
+            state["fql_optim"] = self.fql_optim.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output exactly; a missing or unknown key is an error."""
-        if set(state) != set(self._STATE_KEYS):
-            raise KeyError(f"flow_qc state keys differ: missing {sorted(set(self._STATE_KEYS) - set(state))}, "
-                           f"unknown {sorted(set(state) - set(self._STATE_KEYS))}")
+        expected = set(self._STATE_KEYS) | ({"fql_optim"} if self.fql_optim is not None else set())
+        if set(state) != expected:
+            raise KeyError(f"flow_qc state keys differ: missing {sorted(expected - set(state))}, "
+                           f"unknown {sorted(set(state) - expected)} (algo.actor is {self.cfg.actor!r}: resume with "
+                           "the actor the run was trained with)")
         self.actor.load_state_dict(state["actor"], strict=True)
         self.critic_target.load_state_dict(state["critic_target"], strict=True)
         self.critic_optim.load_state_dict(state["critic_optim"])
         self.flow_optim.load_state_dict(state["flow_optim"])
         self.num_updates = int(state["num_updates"])
         self.generator.set_state(state["generator"].cpu())
+        if self.fql_optim is not None:
+            self.fql_optim.load_state_dict(state["fql_optim"])

@@ -6,8 +6,9 @@ recorded per step, so :func:`chunk_transitions` builds the same transitions from
 
 - action: the chunk ``a[t : t + H]``, padded past the episode end with its last action; ``mask`` ``[H]`` marks
   the real actions (flow matching weights the chunk steps by it);
-- reward: ``Σ_{h < m} r[t + h]`` over the ``m = min(E, T − t)`` steps the env would execute — summed as the env
-  sums, so demo and online rows back up the same quantity;
+- reward: ``Σ_{h < m} d^h · r[t + h]`` over the ``m = min(E, T − t)`` steps the env would execute, with the
+  chunk env's ``chunk_discount`` d (1: the plain sum) — summed as the env sums, so demo and online rows back up
+  the same quantity;
 - the successor ``t + m``: the episode's next observation, or at its end the recorded final observation;
   ``terminated`` / ``truncated`` when the chunk reaches the episode end. A chunk that reaches the end of an
   episode that was not terminated and has no final observation has nothing to bootstrap from and is left out.
@@ -68,7 +69,7 @@ class ChunkTransitions:
             extras={"action_mask": self.mask[rows].to(device)})
 
 
-def _episode_rows(ep: Episode, horizon: int, execute: int) -> dict[str, np.ndarray]:
+def _episode_rows(ep: Episode, horizon: int, execute: int, discount: float) -> dict[str, np.ndarray]:
     """One episode's transitions, with frame indices local to the episode (its ``T`` frames, then ``final_obs``)."""
     t_len = len(ep)
     a = np.asarray(ep.action, dtype=np.float32)
@@ -84,8 +85,14 @@ def _episode_rows(ep: Episode, horizon: int, execute: int) -> dict[str, np.ndarr
         raise SpecMismatchError(f"demo actions must be [T, A] or [T, H, A], got {list(a.shape)}")
     m = np.minimum(steps, t_len - t)
     end = t + m == t_len
-    cum = np.concatenate([[0.0], np.cumsum(np.asarray(ep.reward, dtype=np.float64))])
-    reward = (cum[t + m] - cum[t]).astype(np.float32)
+    r = np.asarray(ep.reward, dtype=np.float64)
+    if steps == 1:
+        reward = r.astype(np.float32)
+    else:  # Σ_{h < m} d^h r[t + h], the rewards past the episode end counting 0
+        padded = np.concatenate([r, np.zeros(steps)])
+        weights = discount ** np.arange(steps)
+        window = padded[t[:, None] + np.arange(steps)[None, :]] * (np.arange(steps)[None, :] < m[:, None])
+        reward = (window @ weights).astype(np.float32)
     has_final = ep.final_obs is not None
     terminated = end & bool(ep.terminated[-1])
     truncated = end & ~terminated
@@ -97,8 +104,12 @@ def _episode_rows(ep: Episode, horizon: int, execute: int) -> dict[str, np.ndarr
             "reward": reward[keep], "terminated": terminated[keep], "truncated": truncated[keep]}
 
 
-def chunk_transitions(episodes: list[Episode], spec: EnvSpec, horizon: int, execute: int) -> ChunkTransitions:
-    """The chunk transitions of ``episodes`` for a chunk env executing ``execute`` of each ``horizon``-chunk."""
+def chunk_transitions(episodes: list[Episode], spec: EnvSpec, horizon: int, execute: int,
+                      discount: float = 1.0) -> ChunkTransitions:
+    """The chunk transitions of ``episodes`` for a chunk env executing ``execute`` of each ``horizon``-chunk.
+
+    ``discount``: the chunk env's ``chunk_discount`` (its spec's ``extras``), which weighs a chunk's rewards.
+    """
     if not episodes:
         raise ValueError("no demo episodes")
     if not 1 <= execute <= horizon:
@@ -110,7 +121,7 @@ def chunk_transitions(episodes: list[Episode], spec: EnvSpec, horizon: int, exec
     parts: dict[str, list[np.ndarray]] = {}
     offset = 0
     for ep in episodes:
-        rows = _episode_rows(ep, horizon, execute)
+        rows = _episode_rows(ep, horizon, execute, discount)
         rows["obs_index"] = rows["obs_index"] + offset
         rows["next_index"] = rows["next_index"] + offset
         for k, v in rows.items():
