@@ -74,9 +74,9 @@ def _step(env: VecEnv, policy: Policy, obs: dict[str, torch.Tensor]) -> tuple[Tr
 
 
 def make_contender(name: str, algo_name: str, task: str, num_envs: int, args: argparse.Namespace) -> Contender:
-    overrides = [f"task.num_envs={num_envs}"]
+    overrides = [f"task.num_envs={num_envs}", *args.task_overrides]
     if algo_name in ("fasttd3", "fastsac"):
-        lo, hi = SUPPORT.get(task, (-300.0, 20.0))
+        lo, hi = args.support or SUPPORT.get(task, (-300.0, 20.0))
         overrides += [f"algo.v_min={lo}", f"algo.v_max={hi}", *args.fast]
     cfg = resolve_train_config(task=task, algo=algo_name, overrides=overrides)
     env = cfg.task.make("cpu", args.seed)
@@ -172,6 +172,10 @@ def main() -> None:
     p.add_argument("--max-env-steps", type=int, default=20_000_000)
     p.add_argument("--fast", nargs="*", default=[],
                    help="extra overrides for FastTD3 and FastSAC, e.g. algo.batch_size=8192")
+    p.add_argument("--task-overrides", nargs="*", default=[],
+                   help="task settings for every learner, e.g. task.dense=true (push's shaped reward)")
+    p.add_argument("--support", type=float, nargs=2, default=None, metavar=("V_MIN", "V_MAX"),
+                   help="the C51 value support of FastTD3/FastSAC (default: SUPPORT's entry for the task)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     args = p.parse_args()
