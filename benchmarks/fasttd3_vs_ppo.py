@@ -19,6 +19,8 @@ Printed: per learner, env steps and training seconds to the threshold; per task,
 SAC/FastTD3 (above 1: FastTD3 needed less).
 
     .venv/bin/python benchmarks/fasttd3_vs_ppo.py --tasks reach --num-envs 1024 --budget-s 150
+
+On a GPU (benchmarks/device/fastsac_gpu.sh): ``--device cuda --task-overrides task.backend=mjx --num-envs 4096``.
 """
 
 from __future__ import annotations
@@ -67,9 +69,10 @@ def _step(env: VecEnv, policy: Policy, obs: dict[str, torch.Tensor]) -> tuple[Tr
     done = (res.terminated | res.truncated)[:, None]
     final = res.info.get("final_obs", res.obs)
     next_obs = {k: torch.where(done.reshape(-1, *([1] * (v.dim() - 1))), final[k], v) for k, v in res.obs.items()}
+    dev = res.reward.device
     batch = TransitionBatch(obs, action, res.reward.float(), res.terminated, res.truncated, next_obs,
-                            torch.zeros(n, dtype=torch.bool), torch.zeros(n, dtype=torch.int64), torch.arange(n),
-                            extras)
+                            torch.zeros(n, dtype=torch.bool, device=dev), torch.zeros(n, dtype=torch.int64, device=dev),
+                            torch.arange(n, device=dev), extras)
     return batch, res.obs
 
 
@@ -79,9 +82,9 @@ def make_contender(name: str, algo_name: str, task: str, num_envs: int, args: ar
         lo, hi = args.support or SUPPORT.get(task, (-300.0, 20.0))
         overrides += [f"algo.v_min={lo}", f"algo.v_max={hi}", *args.fast]
     cfg = resolve_train_config(task=task, algo=algo_name, overrides=overrides)
-    env = cfg.task.make("cpu", args.seed)
-    eval_env = cfg.task.make("cpu", args.seed + 1, num_envs=min(args.eval_episodes, 100))
-    algo = cfg.algo.build(env.spec, "cpu", args.seed)
+    env = cfg.task.make(args.device, args.seed)
+    eval_env = cfg.task.make(args.device, args.seed + 1, num_envs=min(args.eval_episodes, 100))
+    algo = cfg.algo.build(env.spec, args.device, args.seed)
     storage = algo.make_storage(env.num_envs)
     policy = algo.make_policy()
     state = {"obs": env.reset(seed=args.seed), "owed": 0.0}
@@ -125,6 +128,8 @@ def drive(contenders: list[Contender], args: argparse.Namespace) -> None:
         for c in (active if turn % 2 == 0 else active[::-1]):
             t0 = time.perf_counter()
             c.collect(args.sac_eval_every if c.name == "sac" else args.eval_every)
+            if args.device.startswith("cuda"):
+                torch.cuda.synchronize()  # kernels still queued belong to this learner's training time
             c.train_s += time.perf_counter() - t0
             success = evaluate(c.policy, c.eval_env, args.eval_episodes, seed=args.seed + 7).success_rate
             c.curve.append((c.env_steps, success))
@@ -176,6 +181,7 @@ def main() -> None:
                    help="task settings for every learner, e.g. task.dense=true (push's shaped reward)")
     p.add_argument("--support", type=float, nargs=2, default=None, metavar=("V_MIN", "V_MAX"),
                    help="the C51 value support of FastTD3/FastSAC (default: SUPPORT's entry for the task)")
+    p.add_argument("--device", default="cpu", help="torch device of envs, learners and replay (e.g. cuda)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     args = p.parse_args()

@@ -10,7 +10,10 @@ SAC at the ``sac_vs_sb3.py`` settings (``Pendulum-v1`` shapes: 3 observations, 1
    when nothing else runs, so ``FLOPs / that time`` is the best these shapes can do on this CPU.
 3. **Peak**: one large square fp32 GEMM (the machine's matmul ceiling).
 4. **Per variant** (fp32, bf16 autocast, ``torch.compile``; each at 1 and 2 threads): the median wall time per
-   update over ``--updates`` timed updates after a warm-up.
+   update over ``--updates`` timed updates after a warm-up, in ``--rounds`` rounds that interleave the variants
+   (the median round is reported, and each variant's speed against fp32 in the same rounds).
+   ``compile_autotune`` (inductor's autotuned CPU GEMM templates), ``optim_compiled`` (the Adam steps compiled)
+   and ``flush_denormal`` are what the field tries next to remove the non-matmul remainder.
 
 Printed per variant: achieved GFLOP/s, **the fraction of the GEMM bound** and of the peak. ``--profile`` adds a
 ``torch.profiler`` table of where one variant's update time goes (matmuls, element-wise kernels, optimiser,
@@ -43,7 +46,12 @@ from robot_rl.policies.sac import SACConfig
 
 OUT = Path(__file__).parent / "results" / "sac_compute_fraction.json"
 MATMULS = ("mm", "addmm", "bmm", "baddbmm")
-VARIANTS = {"fp32": {}, "bf16": {"amp_bf16": True}, "compile": {"compile": True}}
+#: Config options per variant. ``compile_autotune`` adds inductor's CPU GEMM templates (autotuned per shape);
+#: ``optim_compiled`` and ``flush_denormal`` are fp32 with a tweak applied after building (see ``build``).
+VARIANTS: dict[str, dict[str, Any]] = {
+    "fp32": {}, "bf16": {"amp_bf16": True}, "compile": {"compile": True},
+    "compile_autotune": {"compile": True, "compile_mode": "max-autotune-no-cudagraphs"},
+    "optim_compiled": {}, "flush_denormal": {}}
 
 
 @dataclass
@@ -83,7 +91,11 @@ def build(variant: str, batch_size: int) -> Any:
     """SAC as ``sac_vs_sb3.py`` configures it, plus the variant's option."""
     cfg = SACConfig(actor_hidden=(256, 256), critic_hidden=(256, 256), batch_size=batch_size, learning_starts=0,
                     **VARIANTS[variant])
-    return cfg.build(pendulum_spec(), "cpu", seed=0)
+    algo = cfg.build(pendulum_spec(), "cpu", seed=0)
+    if variant == "optim_compiled":  # both Adam steps as one compiled C++ kernel each (inductor's fused optimiser)
+        algo.critic_optim.step = torch.compile(algo.critic_optim.step)
+        algo.actor_optim.step = torch.compile(algo.actor_optim.step)
+    return algo
 
 
 def time_updates(algo: Any, batches: list[TransitionBatch], warmup: int, updates: int) -> float:
@@ -127,32 +139,56 @@ def _timed(fn: Any) -> float:
     return time.perf_counter() - t0
 
 
-def measure(variant: str, threads: int, a: argparse.Namespace) -> dict[str, Any]:
-    """One variant at one thread count: FLOPs, GEMM bound, wall per update, fractions."""
+def measure(variants: list[str], threads: int, a: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every variant at one thread count: FLOPs, GEMM bound, wall per update, fractions.
+
+    The variants' timings are interleaved over ``--rounds`` rounds (each round times every variant, then the GEMM
+    bound and the peak, starting each round at the next variant), and each figure is the median over rounds: on a
+    shared machine, load that comes and goes then falls on every variant alike instead of on whichever ran then.
+    """
     torch.set_num_threads(threads)
     gen = torch.Generator().manual_seed(0)
     batches = [random_batch(pendulum_spec(), a.batch_size, gen) for _ in range(8)]
-    algo = build(variant, a.batch_size)
-    algo.update(batches[0])  # lazily built state (optimisers, compiled graphs) exists before counting
-    counter = FlopCounterMode(display=False)
-    with counter:
-        algo.update(batches[1])
-    flops = counter.get_total_flops()
-    recorder = MatmulRecorder()
-    with recorder:
-        algo.update(batches[2])
-    wall = time_updates(algo, batches, a.warmup, a.updates)
-    bound = gemm_bound(recorder.calls, a.updates)
-    peak = peak_gflops()
-    out = {"variant": variant, "threads": threads, "flops_per_update": flops, "matmuls_per_update": len(recorder.calls),
-           "wall_ms": wall * 1e3, "gemm_bound_ms": bound * 1e3, "achieved_gflops": flops / wall / 1e9,
-           "bound_gflops": flops / bound / 1e9, "peak_gflops": peak,
-           "fraction_of_bound": bound / wall, "fraction_of_peak": flops / wall / 1e9 / peak}
-    print(f"{variant:>8} {threads} thr: {wall * 1e3:6.2f} ms/update, {out['achieved_gflops']:6.2f} GFLOP/s; "
-          f"its {len(recorder.calls)} matmuls alone {bound * 1e3:5.2f} ms ({out['bound_gflops']:.1f} GFLOP/s): "
-          f"{out['fraction_of_bound']:.0%} of the GEMM bound, {out['fraction_of_peak']:.1%} of the "
-          f"{peak:.0f} GFLOP/s peak", flush=True)
-    return out
+    algos, flops, calls = {}, {}, {}
+    for v in variants:
+        algos[v] = algo = build(v, a.batch_size)
+        algo.update(batches[0])  # lazily built state (optimisers, compiled graphs) exists before counting
+        counter = FlopCounterMode(display=False)
+        with counter:
+            algo.update(batches[1])
+        flops[v] = counter.get_total_flops()
+        recorder = MatmulRecorder()
+        with recorder:
+            algo.update(batches[2])
+        calls[v] = recorder.calls
+        time_updates(algo, batches, a.warmup, 1)
+    walls: dict[str, list[float]] = {v: [] for v in variants}
+    bounds: dict[str, list[float]] = {v: [] for v in variants}
+    peaks = []
+    for r in range(a.rounds):
+        for v in variants[r % len(variants):] + variants[: r % len(variants)]:  # each round starts elsewhere
+            # Denormal floats take a slow path on x86; flushing them to zero is a common CPU setting.
+            torch.set_flush_denormal(v == "flush_denormal")
+            walls[v].append(time_updates(algos[v], batches, 3, a.updates))
+        torch.set_flush_denormal(False)
+        for v in variants:
+            bounds[v].append(gemm_bound(calls[v], a.updates))
+        peaks.append(peak_gflops())
+    peak = statistics.median(peaks)
+    rows = []
+    for v in variants:
+        wall, bound = statistics.median(walls[v]), statistics.median(bounds[v])
+        out = {"variant": v, "threads": threads, "flops_per_update": flops[v], "matmuls_per_update": len(calls[v]),
+               "wall_ms": wall * 1e3, "wall_ms_rounds": [w * 1e3 for w in walls[v]], "gemm_bound_ms": bound * 1e3,
+               "achieved_gflops": flops[v] / wall / 1e9, "bound_gflops": flops[v] / bound / 1e9, "peak_gflops": peak,
+               "fraction_of_bound": bound / wall, "fraction_of_peak": flops[v] / wall / 1e9 / peak,
+               "speed_vs_fp32": statistics.median(walls["fp32"]) / wall if "fp32" in walls else None}
+        print(f"{v:>16} {threads} thr: {wall * 1e3:6.2f} ms/update ({out['achieved_gflops']:5.1f} GFLOP/s"
+              + (f", {out['speed_vs_fp32']:.2f}x fp32" if out["speed_vs_fp32"] else "")
+              + f"); its {len(calls[v])} matmuls alone {bound * 1e3:5.2f} ms: {out['fraction_of_bound']:.0%} of the "
+              f"GEMM bound, {out['fraction_of_peak']:.1%} of the {peak:.0f} GFLOP/s peak", flush=True)
+        rows.append(out)
+    return rows
 
 
 def profile(variant: str, threads: int, a: argparse.Namespace) -> str:
@@ -165,6 +201,7 @@ def profile(variant: str, threads: int, a: argparse.Namespace) -> str:
     batches = [random_batch(pendulum_spec(), a.batch_size, gen) for _ in range(8)]
     algo = build(variant, a.batch_size)
     time_updates(algo, batches, a.warmup, 5)
+    torch.set_flush_denormal(variant == "flush_denormal")
     with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
         for i in range(50):
             algo.update(batches[i % len(batches)])
@@ -178,11 +215,12 @@ def main() -> None:
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--warmup", type=int, default=50, help="updates before timing (compilation happens here)")
-    p.add_argument("--updates", type=int, default=300, help="timed updates")
+    p.add_argument("--updates", type=int, default=60, help="timed updates per variant and round")
+    p.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds (the median is reported)")
     p.add_argument("--profile", action="store_true", help="also print where the first variant's time goes")
     p.add_argument("--out", type=Path, default=OUT)
     a = p.parse_args()
-    rows = [measure(v, t, a) for v in a.variants for t in a.threads]
+    rows = [row for t in a.threads for row in measure(a.variants, t, a)]
     report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                               "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}",
                               "args": vars(a) | {"out": str(a.out)}, "rows": rows}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -138,9 +139,12 @@ def test_the_warm_up_distils_the_flow_before_the_one_step_policy_first_acts(sft_
     spec = chunk_spec()
     cold = qc_config(sft_run, actor="fql", fql_hidden=(32, 32), fql_warmup_steps=0).build(spec, "cpu", 0)
     warm = qc_config(sft_run, actor="fql", fql_hidden=(32, 32), fql_warmup_steps=300).build(spec, "cpu", 0)
+    untouched = {k: v.clone() for k, v in warm.actor.onestep.state_dict().items()}  # type: ignore[union-attr]
+    warm.make_policy()  # the first acting policy is made after the warm-up
+    assert any(not torch.equal(v, warm.actor.onestep.state_dict()[k]) for k, v in untouched.items())  # type: ignore[union-attr]
     assert cold.demos is not None and not warm.fql_optim.state  # type: ignore[union-attr]  # moments restart
     obs = cold.demos.batch(torch.arange(0, len(cold.demos), 3), "cpu").obs
-    features, _ = cold._conditions(obs)
+    features, _ = cold.actor.conditions(obs)
     z = torch.randn(len(features), H, A, generator=torch.Generator().manual_seed(9))
 
     def error(algo: object) -> float:
@@ -151,3 +155,23 @@ def test_the_warm_up_distils_the_flow_before_the_one_step_policy_first_acts(sft_
     assert error(warm) < 0.5 * error(cold), (error(warm), error(cold))
     # The warm-up does not move the update's random stream: both draw the same demo rows and noise next.
     assert torch.equal(cold.generator.get_state(), warm.generator.get_state())
+
+
+def test_a_resumed_run_keeps_its_one_step_policy_and_skips_the_warm_up(sft_run: Path,  # noqa: F811
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    spec = chunk_spec()
+    trained = qc_config(sft_run, actor="fql", fql_hidden=(32, 32), fql_warmup_steps=0).build(spec, "cpu", 0)
+    trained.update(replay_rows(trained, 6))
+    state = trained.state_dict()
+    resumed = qc_config(sft_run, actor="fql", fql_hidden=(32, 32), fql_warmup_steps=300).build(spec, "cpu", 1)
+    with caplog.at_level(logging.INFO, logger="robot_rl"):
+        resumed.load_state_dict(state)
+        weights = {k: v for k, v in resumed.make_policy().state_dict().items() if k.startswith("onestep.")}
+        resumed.update(replay_rows(resumed, 6))
+    assert weights and all(torch.equal(v, state["actor"][k]) for k, v in weights.items())
+    assert "distilled" not in caplog.text  # 300 steps of work a resumed state would throw away
+    with caplog.at_level(logging.INFO, logger="robot_rl"):  # a fresh run does warm up, once
+        fresh = qc_config(sft_run, actor="fql", fql_hidden=(32, 32), fql_warmup_steps=30).build(spec, "cpu", 1)
+        fresh.make_policy()
+        fresh.update(replay_rows(fresh, 6))
+    assert caplog.text.count("distilled") == 1

@@ -151,7 +151,7 @@ def test_demo_rows_and_the_learner_use_the_task_s_chunk_discount(sft_run: Path, 
     torch.testing.assert_close(algo.demos.reward, chunk_transitions(demos, discounted, H, H, 0.9).reward)
     plain = qc_config(sft_run, gamma=0.9).build(spec, "cpu", 0)
     assert plain.demos is not None and not torch.allclose(plain.demos.reward, algo.demos.reward)
-    assert "set task.chunk_discount=0.9" in caplog.text  # the plain-sum env: the learner says what to set
+    assert "task.chunk_discount=0.9" in caplog.text  # the plain-sum env: the learner says what to set
     from robot_rl.loop.config import resolve_train_config
 
     for task in ("lang_reach", "lang_push"):  # the flow_qc presets discount as the critic does

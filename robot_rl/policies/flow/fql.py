@@ -22,6 +22,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from robot_rl.policies.flow.model import clamp_to_bounds
 from robot_rl.policies.modules.mlp import MLP
 
 
@@ -42,9 +43,7 @@ class OneStepChunkPolicy(nn.Module):
 
     def bounded(self, chunk: torch.Tensor) -> torch.Tensor:
         """``chunk`` clipped to the action bounds (what is executed and what the critic scores)."""
-        if self.low is None and self.high is None:
-            return chunk
-        return chunk.clamp(self.low, self.high)  # type: ignore[arg-type]  # floats or tensors, as clamp takes
+        return clamp_to_bounds(chunk, self.low, self.high)
 
 
 def fql_loss(onestep: OneStepChunkPolicy, critic: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],

@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from robot_rl.core.specs import EnvSpec
+from robot_rl.policies.flow.model import clamp_to_bounds
 
 #: lerobot policy types this adapter drives: how to get their images ready and embed them.
 LEROBOT_FLOW_TYPES = ("smolvla", "pi0", "pi05")
@@ -208,9 +209,7 @@ class LeRobotFlowPolicy(nn.Module):
         return chunk[:, :h, :a].float()  # type: ignore[no-any-return]
 
     def _bound(self, chunk: torch.Tensor) -> torch.Tensor:
-        if self.low is None and self.high is None:
-            return chunk
-        return chunk.clamp(self.low, self.high)
+        return clamp_to_bounds(chunk, self.low, self.high)
 
 
 @dataclass

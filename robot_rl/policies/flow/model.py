@@ -38,6 +38,14 @@ from robot_rl.policies.modules.mlp import MLP
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
+def clamp_to_bounds(x: torch.Tensor, low: float | torch.Tensor | None, high: float | torch.Tensor | None
+                    ) -> torch.Tensor:
+    """``x`` clamped to an action space's bounds (either may be ``None``: unbounded on that side)."""
+    if low is None and high is None:
+        return x
+    return x.clamp(low, high)  # type: ignore[arg-type]  # floats or tensors, as clamp takes
+
+
 @dataclass
 class FlowVLAConfig:
     """Architecture and sampler of a :class:`FlowVLAPolicy` (a section of ``flow_ppo`` and of SFT)."""
@@ -453,7 +461,7 @@ class FlowVLAPolicy(Policy):
     # ---- Policy ------------------------------------------------------------------------------
 
     def _bound(self, x: torch.Tensor) -> torch.Tensor:
-        return x.clamp(self.low, self.high) if (self.low is not None or self.high is not None) else x
+        return clamp_to_bounds(x, self.low, self.high)
 
     def encode(self, obs: Obs) -> torch.Tensor:
         """The condition ``[B, F]`` the action expert reads (:class:`~robot_rl.core.algorithm.FeatureEncoder`)."""

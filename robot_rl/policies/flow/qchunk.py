@@ -216,16 +216,17 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
         self.chunk_discount = float(spec.extras.get("chunk_discount", 1.0))
         if abs(self.chunk_discount - cfg.gamma) > 1e-9:
             log.warning("flow_qc: the task sums a chunk's rewards with discount %g per step, the critic discounts by "
-                        "gamma=%g: set task.chunk_discount=%g to back up the per-step discounted return",
-                        self.chunk_discount, cfg.gamma, cfg.gamma)
+                        "gamma=%g: to back up the per-step discounted return, the chunk tasks take "
+                        "task.chunk_discount=%g (a task of your own: discount a chunk's rewards by gamma per step "
+                        "and name it in spec.extras['chunk_discount'])", self.chunk_discount, cfg.gamma, cfg.gamma)
         if cfg.demos:
             from robot_rl.data.demos import read_episodes
 
             self.demos = chunk_transitions(read_episodes(cfg.demos)[0], spec, cfg.policy.horizon, self.execute,
                                            self.chunk_discount)
             log.info("flow_qc: %d demo chunk transitions from %s", len(self.demos), cfg.demos)
-            if self.fql_optim is not None and cfg.fql_warmup_steps:
-                self.warm_up_onestep(self.demos, cfg.fql_warmup_steps)
+        # Before the one-step policy first acts or learns, unless a resumed state replaces it (load_state_dict).
+        self._warm_up_due = self.demos is not None and self.fql_optim is not None and cfg.fql_warmup_steps > 0
 
     def enable_data_parallel(self, dp: DataParallel) -> None:
         """Average the critics' and the flow's gradients over ``dp``'s ranks (DDP, one module per optimiser).
@@ -243,6 +244,12 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
 
     # ---- what the loop asks for ------------------------------------------------------------------
 
+    def warm_up(self) -> None:
+        """QC-FQL's distillation warm-up (:meth:`warm_up_onestep` on the demos), once, when it is still due."""
+        if self._warm_up_due and self.demos is not None:
+            self._warm_up_due = False
+            self.warm_up_onestep(self.demos, self.cfg.fql_warmup_steps)
+
     def make_policy(self) -> FlowQCPolicy:
         """An independent acting copy with its own seeded sampling noise."""
         self._policies_made += 1
@@ -256,6 +263,7 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
 
     def actor_weights(self) -> Weights:
         """The flow policy, the critic encoder and the critic ensemble (acting scores chunks): CPU copies."""
+        self.warm_up()
         return {k: v.detach().to("cpu", copy=True) for k, v in self.actor.state_dict().items()}
 
     def load_actor_weights(self, weights: Weights) -> None:
@@ -316,9 +324,8 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
         onestep = self.actor.onestep
         if onestep is not None:  # QC-FQL: the one-step policy's chunk at s'
             z = self.per_row(torch.randn, parts or (len(reward),), (self.actor.horizon, self.actor.action_dim))
-            chunk = onestep.bounded(onestep(features, z))[:, : self.execute].flatten(1)
-            q = self.critic_target(features, chunk)
-            value = q.min(dim=0).values if self.cfg.target == "min" else q.mean(dim=0)
+            chunk = onestep.bounded(onestep(features, z))[:, None]  # one candidate per state
+            value = self.actor.score(self.critic_target, features, chunk, self.cfg.target)[:, 0]
             y = chunk_td_target(reward * self.cfg.reward_scale, terminated, value, self.cfg.gamma, self.execute)
             return y, torch.zeros_like(value)
         cond = features if self.actor.shared_encoder else self.actor.flow.encoder(next_obs)
@@ -360,18 +367,6 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
                               self.execute, self.cfg.fql_alpha, self.cfg.fql_normalize_q, across)
         return loss, info["distill"], info["q"]
 
-    @torch.no_grad()
-    def _conditions(self, obs: Obs, rows: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(critic features, flow conditions)`` of ``obs``, ``rows`` at a time (the frozen encoders' eval mode)."""
-        actor = self.actor
-        actor.eval()
-        n = next(iter(obs.values())).shape[0]
-        parts = [{k: v[i:i + rows] for k, v in obs.items()} for i in range(0, n, rows)]
-        features = torch.cat([actor.critic_encoder(o) for o in parts])
-        cond = features if actor.shared_encoder else torch.cat([actor.flow.encoder(o) for o in parts])
-        actor.train()
-        return features, cond
-
     def warm_up_onestep(self, demos: ChunkTransitions, steps: int, max_states: int = 4096) -> float:
         """Distil the flow into the one-step policy on up to ``max_states`` demo observations; the last error.
 
@@ -381,7 +376,7 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
         actor, optim = self.actor, self.fql_optim
         assert actor.onestep is not None and optim is not None
         pick = torch.randperm(len(demos), generator=torch.Generator().manual_seed(self.seed + 1))[:max_states]
-        features, cond = self._conditions(demos.batch(pick, self.device).obs)
+        features, cond = actor.conditions(demos.batch(pick, self.device).obs)
         g = torch.Generator(device=self.device).manual_seed(self.seed + 1)
         error = distil_flow(actor.onestep, optim, features, cond, actor.chunks_from_noise, steps,
                             self.cfg.batch_size, g)
@@ -433,6 +428,7 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
     def update(self, batch: TransitionBatch) -> dict[str, float]:
         """One critic step on the chunk TD targets, a flow-matching step (every ``bc_every``), then the targets."""
         cfg, actor = self.cfg, self.actor
+        self.warm_up()
         rows, weight, parts = self._rows(batch)
         action = rows.action.float()
         target, gain = self.td_target(rows.reward.float(), rows.terminated, rows.next_obs, parts)
@@ -475,6 +471,7 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
 
         Also the update count.
         """
+        self.warm_up()
         state = {"actor": self.actor.state_dict(), "critic_target": self.critic_target.state_dict(),
                  "critic_optim": self.critic_optim.state_dict(), "flow_optim": self.flow_optim.state_dict(),
                  "num_updates": self.num_updates, "generator": self.generator.get_state()}
@@ -495,5 +492,6 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
         self.flow_optim.load_state_dict(state["flow_optim"])
         self.num_updates = int(state["num_updates"])
         self.generator.set_state(state["generator"].cpu())
+        self._warm_up_due = False  # the resumed one-step policy is past it
         if self.fql_optim is not None:
             self.fql_optim.load_state_dict(state["fql_optim"])

@@ -38,8 +38,9 @@ class ChunkCritic(nn.Module):
 
 
 class FlowQCPolicy(Policy):
-    """The acting policy: flow policy + frozen critic encoder + critic ensemble; best-of-N chunks.
+    """The acting policy: flow policy + frozen critic encoder + critic ensemble.
 
+    It acts with the best of N flow chunks under the critics, or (QC-FQL, ``actor=fql``) the one-step policy's chunk.
     ``critic_encoder`` is the flow's own encoder when that is frozen (``freeze_encoder``), else a frozen copy.
     """
 
@@ -85,6 +86,18 @@ class FlowQCPolicy(Policy):
         for k in range(self.flow.cfg.num_steps):
             x = self.flow._mean_step(x, k, cond)
         return self.flow._bound(x)
+
+    @torch.no_grad()
+    def conditions(self, obs: Obs, rows: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(critic features, flow conditions)`` of ``obs``, ``rows`` at a time, in eval mode (fixed statistics)."""
+        was_training = self.training
+        self.eval()
+        n = next(iter(obs.values())).shape[0]
+        parts = [{k: v[i:i + rows] for k, v in obs.items()} for i in range(0, n, rows)]
+        features = torch.cat([self.critic_encoder(o) for o in parts])
+        cond = features if self.shared_encoder else torch.cat([self.flow.encoder(o) for o in parts])
+        self.train(was_training)
+        return features, cond
 
     def score(self, critic: nn.Module, features: torch.Tensor, chunks: torch.Tensor, how: str) -> torch.Tensor:
         """``agg_j Q_j`` ``[n, N]`` of candidate chunks ``[n, N, H, A]`` at states with ``features`` ``[n, C]``."""
