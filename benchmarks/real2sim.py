@@ -1,15 +1,17 @@
 """Real2sim (issue 27): train in simulation four ways, score each policy on the "real" arm.
 
-The "real robot" is ``mujoco/reach_shifted`` (bodies 1.6× heavier, 4× joint damping, servos at 35 % gain,
-0.7× friction; :mod:`robot_rl.sims.mujoco.shifted`) with ``--delay`` control steps of action latency, none of
-which the simulator (``mujoco/reach``) is told. A noisy scripted teleoperator logs ``--real-episodes`` episodes
-of it, as `robot-rl record` logs an arm. Then, for each seed, SAC trains in simulation for the same env steps:
+The "real robot" is ``mujoco/reach_shifted`` (bodies 1.6× heavier, 0.7× friction; servo gain ``--gain`` and joint
+damping ``--damping`` × nominal, by default 0.35 and 4; :mod:`robot_rl.sims.mujoco.shifted`) with ``--delay`` control
+steps of action latency, none of which the simulator (``mujoco/reach``) is told. A noisy scripted teleoperator
+logs ``--real-episodes`` episodes of it, as `robot-rl record` logs an arm. Then, for each seed, SAC trains in
+simulation for the same env steps:
 
 - **default**: the simulator's nominal parameters;
 - **wide DR**: wide domain randomisation of the same parameters and of the delay (``WIDE_DR``);
 - **twin**: `robot-rl twin fit` on the logs, then ``twin.file=twin.json`` (ranges fit ± 2 std);
 - **twin + co-training**: the same, with RL-Co on the logged episodes (``cotrain.real_dataset``: a stage-1 SFT
-  on them and λ·BC on real batches during RL).
+  on them and λ·BC on real batches during RL);
+- **default + co-training** (the ablation): RL-Co on the logs in the nominal simulator, no twin.
 
 No condition runs an RL episode on the "real" arm. Every policy is scored on the same 100 "real" episodes
 (deterministic actions), and on 100 nominal-simulator episodes for reference. Everything goes through the
@@ -39,24 +41,27 @@ from robot_rl.core.config import TASKS
 from robot_rl.loop.evaluate import evaluate
 from robot_rl.policy_io import load_policy
 from robot_rl.sims.base import RandomizeConfig
-from robot_rl.sims.mujoco.shifted import ScriptedReachDemonstrator, record_demos
+from robot_rl.sims.mujoco.shifted import ScriptedReachDemonstrator, ShiftConfig, record_demos
 
 #: Wide domain randomisation: every fitted parameter over a range that holds the "real" values and more.
 WIDE_DR = {"params": {"actuator_gain": {"low": 0.25, "high": 1.5}, "dof_damping": {"low": 0.5, "high": 6.0},
                       "body_mass": {"low": 0.5, "high": 2.0}, "geom_friction": {"low": 0.5, "high": 1.5}},
            "action_delay": [0, 3]}
 TWIN_PARAMS = "actuator_gain,dof_damping,body_mass,geom_friction,action_delay"
-CONDITIONS = ("default", "wide_dr", "twin", "twin_cotrain")
+CONDITIONS = ("default", "wide_dr", "twin", "twin_cotrain", "default_cotrain")
 
 
-def real_task(delay: int, **kw: Any) -> Any:
-    """The "real" arm: the shifted reach world with ``delay`` steps of action latency."""
-    return TASKS.get("mujoco/reach_shifted")(randomize=RandomizeConfig(action_delay=(delay, delay)), **kw)
+def real_task(delay: int, gain: float = 0.35, damping: float = 4.0, **kw: Any) -> Any:
+    """The "real" arm: the shifted reach world, servo gain and joint damping × ``gain``/``damping``, with ``delay``
+    steps of action latency."""
+    shift = ShiftConfig(actuator_gain_scale=gain, damping_scale=damping)
+    return TASKS.get("mujoco/reach_shifted")(randomize=RandomizeConfig(action_delay=(delay, delay)), shift=shift,
+                                             **kw)
 
 
-def log_real(out: Path, episodes: int, delay: int, seed: int = 1) -> int:
+def log_real(out: Path, episodes: int, delay: int, gain: float, damping: float, seed: int = 1) -> int:
     """Log the teleoperated "real" episodes (whole episodes: success does not end them); returns successes."""
-    env = real_task(delay, num_envs=10, terminate_on_success=False).make("cpu", seed)
+    env = real_task(delay, gain, damping, num_envs=10, terminate_on_success=False).make("cpu", seed)
     try:  # fps: the task's control rate, 1 / (frame_skip 8 × timestep 5 ms)
         return record_demos(env, out, episodes, ScriptedReachDemonstrator(gain=0.3, noise=0.3, seed=seed + 2),
                             seed=seed, task="reach", fps=25.0)
@@ -83,15 +88,18 @@ def condition_overrides(name: str, twin: Path, logs: Path) -> list[str]:
         return [f"task.randomize={json.dumps(WIDE_DR)}"]
     if name == "twin":
         return [f"twin.file={twin}"]
+    cotrain = [f"cotrain.real_dataset={logs}", "cotrain.sft_steps=1000", "cotrain.weight=0.1"]
     if name == "twin_cotrain":
-        return [f"twin.file={twin}", f"cotrain.real_dataset={logs}", "cotrain.sft_steps=1000", "cotrain.weight=0.1"]
+        return [f"twin.file={twin}", *cotrain]
+    if name == "default_cotrain":  # the ablation: what co-training on the logs does without the twin
+        return cotrain
     raise ValueError(f"unknown condition {name!r}; choose from {', '.join(CONDITIONS)}")
 
 
-def score(run: Path, delay: int, episodes: int) -> dict[str, float]:
+def score(run: Path, delay: int, gain: float, damping: float, episodes: int) -> dict[str, float]:
     """Success of ``run``'s policy on the "real" arm and in the nominal simulator (same episode seeds)."""
     out: dict[str, float] = {}
-    for where, task in (("real", real_task(delay)), ("sim", TASKS.get("mujoco/reach")())):
+    for where, task in (("real", real_task(delay, gain, damping)), ("sim", TASKS.get("mujoco/reach")())):
         env = task.make("cpu", 4242, num_envs=25)
         try:
             policy = load_policy(run, env.spec).policy
@@ -114,7 +122,7 @@ def plot(results: list[dict[str, Any]], conditions: list[str], path: Path) -> No
         ax.bar(i, sum(vals) / len(vals), color="#4c72b0", alpha=0.7)
         ax.scatter([i] * len(vals), vals, color="black", s=12, zorder=3)
     ax.axhline(0.9, color="#c44e52", ls="--", lw=1, label="goal 90 %")
-    ax.set_xticks(range(len(conditions)), [c.replace("_", " + ").replace("wide + dr", "wide DR") for c in conditions])
+    ax.set_xticks(range(len(conditions)), [c.replace("_", " +\n").replace("wide +\ndr", "wide DR") for c in conditions])
     ax.set_ylabel('success on the "real" arm')
     ax.set_ylim(0, 1.05)
     ax.legend(loc="lower right")
@@ -128,6 +136,8 @@ def main() -> None:
     p.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=CONDITIONS)
     p.add_argument("--steps", type=int, default=10_000, help="env steps of SAC in simulation per run")
     p.add_argument("--delay", type=int, default=2, help="the real arm's hidden action latency (control steps)")
+    p.add_argument("--gain", type=float, default=0.35, help="the real arm's servo gain (x nominal)")
+    p.add_argument("--damping", type=float, default=4.0, help="the real arm's joint damping (x nominal)")
     p.add_argument("--real-episodes", type=int, default=20)
     p.add_argument("--eval-episodes", type=int, default=100)
     p.add_argument("--threads", type=int, default=1, help="torch threads of every run")
@@ -143,7 +153,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     logs, twin = args.work / "real", args.work / "twin.json"
     if not logs.exists():
-        ok = log_real(logs, args.real_episodes, args.delay)
+        ok = log_real(logs, args.real_episodes, args.delay, args.gain, args.damping)
         print(f'logged {args.real_episodes} "real" episodes ({ok} reached the goal) into {logs}', flush=True)
     if not twin.exists():
         s = cli(["twin", "fit", "--episodes", str(logs), "--task", "mujoco/reach", "--params", TWIN_PARAMS,
@@ -159,11 +169,12 @@ def main() -> None:
                      "loop.success_threshold=null", "run.progress=false", *condition_overrides(c, twin, logs)]
             wall = cli(train, args.work / f"{name}.log")
             row = {"condition": c, "seed": seed, "train_s": round(wall, 1),
-                   **score(args.work / "runs" / name, args.delay, args.eval_episodes)}
+                   **score(args.work / "runs" / name, args.delay, args.gain, args.damping, args.eval_episodes)}
             results.append(row)
             print(f"{c:>13} seed {seed}: real {row['real']:.2f}  sim {row['sim']:.2f}  ({wall:.0f} s)", flush=True)
     out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "args": {k: str(v) for k, v in
-           vars(args).items()}, "hidden": {"shift": "mujoco/reach_shifted defaults", "action_delay": args.delay},
+           vars(args).items()}, "hidden": {"shift": "mujoco/reach_shifted defaults", "actuator_gain_scale": args.gain,
+                                              "damping_scale": args.damping, "action_delay": args.delay},
            "twin": {p["key"]: {"value": p["value"], "std": p["std"]} for p in fit["params"]}, "runs": results}
     write(out, args.conditions, args.out)
 
