@@ -15,12 +15,10 @@ import json
 from pathlib import Path
 
 import torch
+from real2sim import real_task
 
-from robot_rl.core.config import TASKS
 from robot_rl.loop.evaluate import evaluate
 from robot_rl.policy_io import load_policy
-from robot_rl.sims.base import RandomizeConfig
-from robot_rl.sims.mujoco.shifted import ShiftConfig
 
 
 def main() -> None:
@@ -36,9 +34,7 @@ def main() -> None:
     policy = load_policy(args.run).policy
     rows = []
     for gain, damping, delay in itertools.product(args.gains, args.damping, args.delays):
-        env = TASKS.get("mujoco/reach_shifted")(
-            num_envs=10, shift=ShiftConfig(actuator_gain_scale=gain, damping_scale=damping),
-            randomize=RandomizeConfig(action_delay=(delay, delay))).make("cpu", 5)
+        env = real_task(delay, gain, damping, num_envs=10).make("cpu", 5)
         try:
             r = evaluate(policy, env, args.episodes)
         finally:

@@ -47,7 +47,8 @@ from robot_rl.policies.sac import SACConfig
 OUT = Path(__file__).parent / "results" / "sac_compute_fraction.json"
 MATMULS = ("mm", "addmm", "bmm", "baddbmm")
 #: Config options per variant. ``compile_autotune`` adds inductor's CPU GEMM templates (autotuned per shape);
-#: ``optim_compiled`` and ``flush_denormal`` are fp32 with a tweak applied after building (see ``build``).
+#: ``optim_compiled`` is fp32 with its Adam steps compiled (``build``); ``flush_denormal`` is fp32 timed with
+#: denormals flushed to zero (``measure``, ``profile``).
 VARIANTS: dict[str, dict[str, Any]] = {
     "fp32": {}, "bf16": {"amp_bf16": True}, "compile": {"compile": True},
     "compile_autotune": {"compile": True, "compile_mode": "max-autotune-no-cudagraphs"},
