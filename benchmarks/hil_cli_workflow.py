@@ -94,10 +94,14 @@ def ctrl_c(proc: subprocess.Popen[bytes], timeout: float = 120.0) -> int:
     return proc.wait(timeout=timeout)
 
 
-def run_once(workdir: Path, minutes: float, scale: float, log=print, workflow: str = "task") -> dict[str, object]:
-    """The documented commands in ``workdir``; the eval's policy-alone success and what each step printed."""
+def run_once(workdir: Path, minutes: float, scale: float, log=print, workflow: str = "task",
+             prepared: bool = False) -> dict[str, object]:
+    """The documented commands in ``workdir``; the eval's policy-alone success and what each step printed.
+
+    ``prepared``: the preparation steps (demos, classifier) already ran in ``workdir``: only learn and score.
+    """
     *prepare, learner_cmd, actor_cmd, evaluate = (scaled(c, scale) for c in workflow_commands(workflow))
-    for argv in prepare:
+    for argv in [] if prepared else prepare:
         t0 = time.monotonic()
         done = subprocess.run(argv, cwd=workdir, stdin=subprocess.DEVNULL, capture_output=True, text=True)
         if done.returncode:
@@ -137,6 +141,9 @@ def main() -> None:
                         "success classifier as the reward, the policy on the state)")
     p.add_argument("--keep", type=Path, default=None,
                    help="run in KEEP/run<i> and keep the demos, models, checkpoints and logs (default: a temp dir)")
+    p.add_argument("--prepared", action="store_true",
+                   help="with --keep: the demos and classifier of an earlier run are there; learn and score only "
+                        "(the learner's run directory is moved aside first)")
     p.add_argument("--out", type=Path, default=None,
                    help="results JSON (default benchmarks/results/hil_cli_workflow[_classifier].json)")
     a = p.parse_args()
@@ -146,7 +153,11 @@ def main() -> None:
             work = Path(tmp) if a.keep is None else a.keep / f"run{i + 1}"
             work.mkdir(parents=True, exist_ok=True)
             print(f"run {i + 1}/{a.runs}: {a.minutes:g} min of learning at {a.time_scale:g}x real time in {work}")
-            r = run_once(work, a.minutes, a.time_scale, workflow=a.workflow)
+            if a.prepared:
+                for run_dir in (work / "runs").glob("*"):
+                    if (run_dir / "checkpoints").exists() or (run_dir / "replay").exists():
+                        run_dir.rename(run_dir.with_name(f"{run_dir.name}.{time.strftime('%H%M%S')}"))
+            r = run_once(work, a.minutes, a.time_scale, workflow=a.workflow, prepared=a.prepared)
             print(f"  {r['eval']}\n  actor: {r['actor']}\n  learner: {r['learner']}")
             results.append(r)
     rates = [float(r["alone_success"]) for r in results]  # type: ignore[arg-type]

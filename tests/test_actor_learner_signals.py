@@ -105,10 +105,13 @@ def test_signals_drain_actors_and_checkpoint_the_learner(tmp_path: Path, procs: 
     learner = Proc(["learner", "--bind", "tcp://127.0.0.1:*", "--name", "sig", *_FAST_LEARNER], tmp_path, procs)
     address = learner.wait_line(r"learner listening on (\S+)").group(1)
     sent = 0
-    for actor_id, sig in ((0, signal.SIGTERM), (1, signal.SIGINT)):
-        actor = Proc(["actor", "--actor-id", str(actor_id), "--connect", address, *_FAST_LEARNER], tmp_path, procs)
+    stops = ((0, signal.SIGTERM), (1, signal.SIGINT))
+    actors = [Proc(["actor", "--actor-id", str(i), "--connect", address, *_FAST_LEARNER], tmp_path, procs)
+              for i, _ in stops]
+    for actor_id, _ in stops:
         learner.wait_line(rf"actor {actor_id} connected")
-        time.sleep(2.0)  # chunks in flight when the signal lands
+    time.sleep(2.0)  # chunks in flight when the signals land
+    for (actor_id, sig), actor in zip(stops, actors, strict=True):
         assert actor.stop(sig) == 0, actor.text
         m = actor.wait_line(rf"actor {actor_id}: ([\d,]+) env steps, (\d+)/(\d+) chunks acknowledged, 0 unacknowledged"
                             rf".*; stopped by {signal.Signals(sig).name}")

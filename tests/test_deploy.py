@@ -219,6 +219,25 @@ def test_deploy_config_from_cli_options_and_errors(tmp_path):
                  "robot.cameras={}"]) == 2  # not a run directory
 
 
+def test_the_actor_takes_one_torch_thread_and_the_learner_leaves_a_core(monkeypatch):
+    import os
+
+    from robot_rl.human_loop.deploy import set_deploy_threads
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    try:
+        assert set_deploy_threads(DeployConfig(), "actor") == 1 == torch.get_num_threads()
+        assert set_deploy_threads(DeployConfig(), "learner") == 3 == torch.get_num_threads()
+        assert set_deploy_threads(DeployConfig(torch_threads=2), "actor") == 2 == torch.get_num_threads()
+        monkeypatch.setattr(os, "cpu_count", lambda: 1)
+        assert set_deploy_threads(DeployConfig(), "learner") == 1
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(ValueError, match="torch_threads"):
+        DeployConfig(torch_threads=-1)
+
+
 def test_live_status_sends_warnings_to_the_log_file_and_keeps_errors_on_the_terminal(tmp_path, capsys):
     import logging
     import sys

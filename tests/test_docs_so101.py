@@ -27,7 +27,8 @@ def _commands() -> list[str]:
 
 def test_every_command_of_the_simulated_block_resolves(capsys: pytest.CaptureFixture[str]) -> None:
     cmds = _commands()
-    assert [c.split()[1] for c in cmds] == ["record", "record", "reward", "deploy", "deploy", "deploy"]
+    assert [c.split()[1] for c in cmds] == ["record", "record", "record", "reward", "deploy", "deploy",
+                                              "deploy"]
     for cmd in cmds:
         argv = shlex.split(cmd)[1:]
         assert main(["config", *argv]) == 0, cmd
@@ -37,13 +38,14 @@ def test_every_command_of_the_simulated_block_resolves(capsys: pytest.CaptureFix
 
 
 def test_the_block_is_consistent() -> None:
-    record, fumble, train, learner, actor, evaluate = _commands()
-    robot = "robot.object_in_state=true 'robot.cameras={front: [128, 128]}'"
-    for cmd in (record, fumble, learner, actor, evaluate):
+    record, fumble, wander, train, learner, actor, evaluate = _commands()
+    robot = "robot.object_in_state=true 'robot.cameras={front: [128, 128], wrist: [128, 128]}'"
+    for cmd in (record, fumble, wander, learner, actor, evaluate):
         assert robot in cmd, cmd  # one robot config everywhere: the same spec for demos, learner, actor, eval
     for cmd in (learner, actor, evaluate):
         assert "'policy_keys=[state]'" in cmd and "--max-episode-steps 60" in cmd
     assert "--out demos/so101" in record and "--append" in fumble and "demos/so101" in train
+    assert "--device pick_wanderer" in wander and "--append" in wander and "--out demos/so101" in wander
     assert "classifier=runs/so101_clf" in learner and "classifier=runs/so101_clf" in actor
     assert "--out runs/so101_clf" in train
 

@@ -49,14 +49,17 @@ def test_by_hand_refuses_an_arm_without_motors_to_switch_off() -> None:
         by_hand(XArmRobot(XArmRobotConfig(), sdk=FakeXArmAPI), seconds=0.1, hz=10)
 
 
-def test_cli_finds_limits_on_the_simulated_so101_with_a_scripted_device(tmp_path: Path) -> None:
+def test_cli_finds_limits_on_the_simulated_so101_with_a_scripted_device(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     """The command as a user types it; the file it writes is a config `record` and `robot check` take."""
     pytest.importorskip("mujoco")
     pytest.importorskip("mink")
+    from robot_rl.cli import main
+
     cli = str(Path(sys.executable).with_name("robot-rl"))
     out = tmp_path / "limits.yaml"
     run = subprocess.run([cli, "robot", "find-limits", "--robot", "sim_so101", "--device", "pick_demonstrator",
-                          "--seconds", "5", "--out", str(out), "robot.cameras={}"],
+                          "--seconds", "4", "--out", str(out), "robot.cameras={}"],
                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"written to {out}" in run.stdout
@@ -66,17 +69,16 @@ def test_cli_finds_limits_on_the_simulated_so101_with_a_scripted_device(tmp_path
     assert np.degrees(high - low).max() > 20, np.degrees(high - low)  # the scripted pick moved the arm
     box_low, box_high = np.array(data["safety"]["workspace_low"]), np.array(data["safety"]["workspace_high"])
     assert (box_low < box_high).all() and box_high[2] - box_low[2] > 0.03  # it went down to the cube and up
-    again = subprocess.run([cli, "robot", "find-limits", "--robot", "sim_so101", "--out", str(out)],
-                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    assert again.returncode == 2 and "--force" in again.stderr  # nothing overwritten
-    check = subprocess.run([cli, "robot", "check", "--robot", "sim_so101", "--config", str(out), "robot.cameras={}"],
-                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    assert check.returncode in (0, 1), check.stdout + check.stderr  # 1: the home pose lies outside the found box
-    assert "shoulder_pan" in check.stdout and "end effector" in check.stdout
-    by_hand = subprocess.run([cli, "robot", "find-limits", "--robot", "sim_so101", "--seconds", "1",
-                              "--out", str(tmp_path / "x.yaml"), "robot.cameras={}"],
-                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    assert by_hand.returncode == 2 and "teleop device" in by_hand.stderr
+    # The follow-ups in this process (the verbs as `main` runs them from the command line; no import cost again).
+    assert main(["robot", "find-limits", "--robot", "sim_so101", "--out", str(out)]) == 2
+    assert "--force" in capsys.readouterr().err  # nothing overwritten
+    check = main(["robot", "check", "--robot", "sim_so101", "--config", str(out), "robot.cameras={}"])
+    printed = capsys.readouterr()
+    assert check in (0, 1), printed.out + printed.err  # 1: the home pose lies outside the found box
+    assert "shoulder_pan" in printed.out and "end effector" in printed.out
+    assert main(["robot", "find-limits", "--robot", "sim_so101", "--seconds", "1", "--out", str(tmp_path / "x.yaml"),
+                 "robot.cameras={}"]) == 2
+    assert "teleop device" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])

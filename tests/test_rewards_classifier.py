@@ -36,6 +36,20 @@ def test_calibrate_picks_the_highest_recall_threshold_meeting_the_target() -> No
     assert not never.reached and never.threshold > 0.9  # never fires rather than firing falsely
 
 
+def test_calibrate_keeps_the_threshold_above_its_floor() -> None:
+    scores = np.array([0.9, 0.8, 0.3, 0.01, 0.005])
+    labels = np.array([1, 1, 0, 1, 0], bool)
+    # Without a floor: ≥0.01 gives P=3/4, R=1 at 0.75; the hard positive at 0.01 sets the threshold.
+    assert calibrate(scores, labels, 0.75).threshold == 0.01
+    floored = calibrate(scores, labels, 0.75, min_threshold=0.5)
+    assert (floored.threshold, floored.precision, floored.reached) == (0.8, 1.0, True)
+    assert floored.recall == 2 / 3
+    unreachable = calibrate(np.array([0.4, 0.3]), np.array([True, False]), 0.9, min_threshold=0.5)
+    assert not unreachable.reached and unreachable.threshold > 0.4
+    with pytest.raises(ValueError, match="min_threshold"):
+        calibrate(scores, labels, 0.9, min_threshold=1.0)
+
+
 def test_cli_trains_calibrates_and_meets_target_precision_on_held_out_episodes(tmp_path: Path) -> None:
     data = _store(tmp_path / "demos", reach_pixel_demos(40, image_size=32, seed=0))
     out = tmp_path / "clf"

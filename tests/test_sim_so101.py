@@ -230,6 +230,30 @@ def test_the_scripted_devices_take_sim_so101_and_refuse_what_they_cannot_drive(s
     assert events == ["failure"]
 
 
+def test_the_wanderer_moves_around_the_cell_and_never_picks(so101: SimSo101Robot) -> None:
+    """pick_wanderer's negatives: the gripper goes high, low and sideways, open and closed; the cube stays down."""
+    from robot_rl.human_loop.devices.scripted import PickWandererConfig
+
+    device = PickWandererConfig(seed=3).make_for(so101)
+    device.connect()
+    so101.reset_task(seed=4)
+    grips, grippers = [], set()
+    for _ in range(160):
+        so101.observe()
+        view = so101.pick_view()
+        assert view is not None and not so101.task_status().success
+        assert view.cube[2] < view.rest_z + 0.02  # never lifted
+        grips.append(view.grip)
+        r = device.read()
+        assert r is not None and r.engage and r.delta is not None and r.gripper is not None and not r.events
+        grippers.add(r.gripper)
+        so101.send_action(np.append(r.delta, r.gripper).astype(np.float32))
+        time.sleep(1.0 / 60.0)
+    span = np.ptp(np.array(grips), axis=0)
+    assert span[:2].max() > 0.08 and span[2] > 0.06, span  # it went around, not one spot
+    assert grippers == {-1.0, 1.0}
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_deploy_learn_on_sim_so101_with_the_scripted_intervener(tmp_path: Path) -> None:

@@ -125,7 +125,7 @@ class DeployArgs(Command):
         ``link``/``name``: a fleet member's way to the shared operator (:class:`~robot_rl.human_loop.fleet.PipeLink`).
         """
         from robot_rl.hardware.safety import SafetyLayer
-        from robot_rl.human_loop.deploy import Deployer, load_run_policy
+        from robot_rl.human_loop.deploy import Deployer, load_run_policy, set_deploy_threads
         from robot_rl.human_loop.deploy_policy import load_run_critics
         from robot_rl.human_loop.observation import policy_spec
         from robot_rl.human_loop.status import StatusLine
@@ -135,6 +135,7 @@ class DeployArgs(Command):
             raise ConfigError("--mode eval needs --run-dir (the run whose checkpoint to deploy)")
         estop_tty = resolve_estop_tty(self)
         teleop_config(self.teleop, device_settings(self))  # a wrong device or setting stops here, nothing connected
+        set_deploy_threads(cfg, "actor")
         robot = cfg.robot.make()
         spec = policy_spec(cfg, robot.features)
         if self.run_dir is not None:
@@ -191,6 +192,7 @@ class DeployArgs(Command):
     def _run_learner(self, cfg: Any) -> int:
         """`--role learner`: serve the actors and train until Ctrl-C or --max-s."""
         from robot_rl.data.demos import RaCWeights
+        from robot_rl.human_loop.deploy import set_deploy_threads
         from robot_rl.human_loop.hil_learner import HILLearner
         from robot_rl.human_loop.observation import learner_demos
 
@@ -200,6 +202,7 @@ class DeployArgs(Command):
         if (cfg.demos_correction_weight, cfg.demos_rewind_weight) != (1, 1):
             rac = RaCWeights(correction_weight=cfg.demos_correction_weight, rewind_weight=cfg.demos_rewind_weight)
         demos = learner_demos(cfg, self.demos, rac=rac) if self.demos is not None else None
+        set_deploy_threads(cfg, "learner")
         learner = HILLearner(cfg, self.run_dir, demos=demos, address=self.connect, resume=self.resume)
         print(f"HIL learner listening on {learner.address} (run directory {self.run_dir}, "
               f"{learner.stats.demos} demos)", flush=True)

@@ -47,6 +47,9 @@ class TrainClassifierArgs(Command):
     """Checkpoint directory to write."""
     target_precision: float = 0.95
     """Precision the calibrated threshold must reach on the held-out episodes."""
+    min_threshold: float = 0.5
+    """The threshold never goes below this probability: held-out demos rarely show the poses a policy will try,
+    and a threshold chosen for full recall on them fires on those poses (0: recall first)."""
     cameras: tuple[str, ...] = ()
     """Cameras to use (e.g. top wrist); default all."""
     label: Literal["success", "last_k"] = "success"
@@ -79,7 +82,8 @@ class TrainClassifierArgs(Command):
         from robot_rl.rewards.classifier import ClassifierConfig
 
         return ClassifierConfig(cameras=self.cameras, label=self.label, last_k=self.last_k,
-                                target_precision=self.target_precision, held_out=self.held_out, steps=self.steps,
+                                target_precision=self.target_precision, min_threshold=self.min_threshold,
+                                held_out=self.held_out, steps=self.steps,
                                 encoder=self.encoder, backbone=self.backbone, seed=self.seed)
 
 

@@ -159,3 +159,50 @@ class PickIntervener:
             a = pick_expert(view, miss_m=self.miss_m)
             return TeleopReading(timestamp=0.0, delta=a[:6], gripper=float(a[6]), engage=True, events=events)
         return TeleopReading(timestamp=0.0, events=events)
+
+
+class PickWanderer:
+    """A scripted person moving the gripper around the cell without picking: negatives for a success classifier.
+
+    HIL-SERL trains its classifier on about a thousand frames of the arm moved around by teleop, not only on
+    demonstrations: a policy explores poses no demo shows (the gripper high and closed, pressed against a face of
+    the workspace box), and a classifier never shown them may call them success. This script goes from one random
+    point around the cube to the next (``reach_m`` sideways, up to ``height_m`` above the table; points outside
+    the safety box end at its face), opening or closing the gripper at each, and never descends onto the cube.
+    """
+
+    def __init__(self, arm: PickScene, seed: int = 0, reach_m: float = 0.15, height_m: float = 0.22,
+                 steps_per_point: int = 20) -> None:
+        arm.pick_view()  # refuses a robot whose task cannot be seen
+        self.arm = arm
+        self.rng = np.random.default_rng(seed)
+        self.reach_m = reach_m
+        self.height_m = height_m
+        self.steps_per_point = steps_per_point
+        self._goal: np.ndarray | None = None
+        self._gripper = 1.0
+        self._left = 0
+
+    def _next_point(self, view: PickView) -> np.ndarray:
+        r = self.reach_m
+        goal = view.cube + self.rng.uniform([-r, -r, 0.0], [r, r, self.height_m])
+        goal[2] = max(goal[2], view.rest_z - 0.02)
+        if np.linalg.norm(goal[:2] - view.cube[:2]) < 0.06:  # over the cube: stay clear of it
+            goal[2] = max(goal[2], view.rest_z + 0.07)
+        self._gripper = float(self.rng.choice([-1.0, 1.0]))
+        self._left = self.steps_per_point
+        return goal
+
+    def __call__(self, step: int) -> Any:
+        """The reading for this control step: always in control, heading for the current point."""
+        from robot_rl.human_loop.devices.base import TeleopReading
+
+        view = self.arm.pick_view()
+        if view is None:
+            return TeleopReading(timestamp=0.0)
+        if self._goal is None or self._left <= 0 or np.linalg.norm(self._goal - view.grip) < 0.01:
+            self._goal = self._next_point(view)
+        self._left -= 1
+        a = np.zeros(7, np.float32)
+        a[:3] = np.clip((self._goal - view.grip) / view.max_step_m, -1.0, 1.0)
+        return TeleopReading(timestamp=0.0, delta=a[:6], gripper=self._gripper, engage=True)

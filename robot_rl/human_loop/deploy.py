@@ -137,6 +137,11 @@ class DeployConfig:
     (a learner restarting after a crash gets them then); what is still unacknowledged is reported as lost."""
     seed: int = 0
     """Seed of the policy's sampling and of task resets."""
+    torch_threads: int = 0
+    """Torch's CPU threads; 0: the actor 1 (one observation per step: a second thread buys nothing and takes a core
+    from the simulator, the cameras and the learner), the learner every core but one (it shares the machine with a
+    robot's control loop in the usual set-up; with torch's default of every core, the actor's loop stalled past
+    the watchdog 283 times in 7 minutes on a 2-core machine)."""
     status: bool = True
     """Show the live status line in the terminal."""
     viz: VizConfig = field(default_factory=VizConfig)
@@ -151,12 +156,23 @@ class DeployConfig:
             raise ValueError(f"mode {self.mode!r}; valid: eval, learn")
         if self.max_episode_steps < 1 or self.send_every < 1 or self.episodes < 0:
             raise ValueError("max_episode_steps and send_every must be >= 1, episodes >= 0")
+        if self.torch_threads < 0:
+            raise ValueError(f"torch_threads must be >= 0 (0: automatic), got {self.torch_threads}")
         if len(set(self.policy_keys)) != len(self.policy_keys):
             raise ValueError(f"policy_keys {list(self.policy_keys)} names a key twice")
         if self.robot.control_mode not in DEPLOY_CONTROL_MODES:
             raise ValueError(f"deploy runs robot.control_mode {' or '.join(DEPLOY_CONTROL_MODES)}, not "
                              f"{self.robot.control_mode!r}: a policy and a person both move the arm from where it "
                              "is measured (absolute joint targets would jump at every takeover)")
+
+
+def set_deploy_threads(cfg: DeployConfig, role: str) -> int:
+    """Set torch's CPU threads for ``role`` (``actor`` or ``learner``) from ``cfg.torch_threads``; returns them."""
+    import os
+
+    n = cfg.torch_threads or (1 if role == "actor" else max(1, (os.cpu_count() or 1) - 1))
+    torch.set_num_threads(n)
+    return n
 
 
 def rows_to_batch(rows: list[dict[str, Any]]) -> TransitionBatch:

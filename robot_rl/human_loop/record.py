@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.interrupts import interrupts_held
 from robot_rl.data.episode import SEGMENT_CORRECTION, SEGMENT_NAMES, SEGMENT_NONE, SEGMENT_REWIND, Episode
 from robot_rl.data.recorder import EpisodeSink
 from robot_rl.hardware.rate import RateLoop, RateStats
@@ -331,11 +332,12 @@ class DemoRecorder:
         if ep_buf is None or len(ep_buf) == 0 or final_obs is None:
             return
         ep = ep_buf.finish(final_obs, outcome, self.config.task)
-        self._write_held(ep)  # committed before we go on: a later failure cannot lose it
-        self.summary.saved += 1
-        self.summary.frames += len(ep)
-        self.summary.successes += int(ep.is_success)
-        self.summary.outcomes.append(outcome)
+        with interrupts_held():  # a stop lands after the count, so the summary says what the disk holds
+            self._write_held(ep)  # committed before we go on: a later failure cannot lose it
+            self.summary.saved += 1
+            self.summary.frames += len(ep)
+            self.summary.successes += int(ep.is_success)
+            self.summary.outcomes.append(outcome)
         log.info("episode %d saved: %d steps, %s", self.summary.saved, len(ep), outcome)
         if self.viz is not None:
             self.viz.episode_end(self._tick, index=self.summary.saved - 1, outcome=outcome,

@@ -53,6 +53,12 @@ class ClassifierConfig:
     """K for ``label=last_k``."""
     target_precision: float = 0.95
     """Calibrate the threshold to reach this precision on the held-out episodes."""
+    min_threshold: float = 0.5
+    """The threshold never goes below this probability. Held-out frames come from the same demos and fumbles as
+    the training frames, so they rarely show a pose a policy will try; at full recall the threshold would follow
+    the hardest positive frame down (to 0.0007 on sim_so101's pick, where 60 % of frames of an arm moved around
+    without the cube then read as success, against 0.7 % at 0.5). A reward needs one detected frame of a success
+    that lasts many, not every frame. 0 restores the recall-first choice."""
     held_out: float = 0.25
     """Fraction of episodes kept for calibration (split alike among successes and failures)."""
     steps: int = 400
@@ -154,8 +160,9 @@ class Calibration:
     curve: dict[str, list[float]] = field(default_factory=dict)
 
 
-def calibrate(scores: np.ndarray, labels: np.ndarray, target_precision: float) -> Calibration:
-    """The lowest threshold whose precision on ``(scores, labels)`` is ≥ ``target_precision``.
+def calibrate(scores: np.ndarray, labels: np.ndarray, target_precision: float,
+              min_threshold: float = 0.0) -> Calibration:
+    """The lowest threshold, not below ``min_threshold``, whose precision on ``(scores, labels)`` is ≥ the target.
 
     Precision is not monotone in the threshold, so every candidate (each distinct score) is checked
     and the one with the highest recall among those meeting the target wins. If none does, the
@@ -163,6 +170,8 @@ def calibrate(scores: np.ndarray, labels: np.ndarray, target_precision: float) -
     """
     if not 0.0 < target_precision <= 1.0:
         raise ValueError(f"target_precision must be in (0, 1], got {target_precision}")
+    if not 0.0 <= min_threshold < 1.0:
+        raise ValueError(f"min_threshold must be in [0, 1), got {min_threshold}")
     labels = labels.astype(bool)
     order = np.argsort(-scores, kind="stable")
     s, y = scores[order], labels[order]
@@ -172,7 +181,7 @@ def calibrate(scores: np.ndarray, labels: np.ndarray, target_precision: float) -
     tp, fp, cut = tp[last], fp[last], s[last]
     precision = tp / np.maximum(tp + fp, 1)
     recall = tp / max(int(y.sum()), 1)
-    ok = precision >= target_precision
+    ok = (precision >= target_precision) & (cut >= min_threshold)
     curve = {"precision": precision.tolist(), "recall": recall.tolist(), "threshold": cut.tolist()}
     pos, neg = int(y.sum()), int((~y).sum())
     if not ok.any():
@@ -293,7 +302,7 @@ def train_classifier(source: Path | str | list[Episode], out: Path | str | None 
         loss.backward()
         opt.step()
     train_s = time.perf_counter() - t0
-    cal = calibrate(score_frames(model, val), val.label, cfg.target_precision)
+    cal = calibrate(score_frames(model, val), val.label, cfg.target_precision, cfg.min_threshold)
     model.threshold = cal.threshold
     model.meta = {"task": task, "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
                   "calibration": {k: v for k, v in asdict(cal).items() if k != "curve"},
@@ -331,7 +340,8 @@ def recalibrate_classifier(model_dir: Path | str, source: Path | str | list[Epis
     else:
         ids = list(range(len(episodes)))
     frames = labelled_frames([episodes[i] for i in ids], keys, conf.get("label", "success"), int(conf.get("last_k", 3)))
-    cal = calibrate(score_frames(model, frames), frames.label, target_precision)
+    # Classifiers trained before the floor existed (no min_threshold in their config) keep the recall-first choice.
+    cal = calibrate(score_frames(model, frames), frames.label, target_precision, float(conf.get("min_threshold", 0.0)))
     model.threshold = cal.threshold
     model.meta["calibration"] = {k: v for k, v in asdict(cal).items() if k != "curve"}
     model.meta.setdefault("config", {})["target_precision"] = target_precision

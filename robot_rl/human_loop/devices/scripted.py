@@ -181,6 +181,26 @@ class PickFumblerConfig(_SimArmScriptConfig):
                                              miss_m=self.miss_m), drives_episodes=True)
 
 
+@TELEOP_DEVICES.register("pick_wanderer")
+@dataclass
+class PickWandererConfig(_SimArmScriptConfig):
+    """The arm moved around the cell without picking: failures everywhere a policy may go, for a classifier.
+
+    What a person does with the leader arm for HIL-SERL's negatives (random points around the cube, the gripper
+    opened and closed, the cube left alone): `robot-rl record --robot sim_so101 --device pick_wanderer --append`.
+    """
+
+    name: ClassVar[str] = "pick_wanderer"
+    what: ClassVar[str] = "scripted moves around the cell, no pick"
+    seed: int = 0
+    """Seed of the random points (a second store for a fresh check: another seed)."""
+
+    def _device(self, arm: Any) -> ScriptedDevice:
+        from robot_rl.hardware.sim_pick import PickWanderer
+
+        return ScriptedDevice(PickWanderer(arm, seed=self.seed), drives_episodes=True)
+
+
 @TELEOP_DEVICES.register("pick_intervener")
 @dataclass
 class PickIntervenerConfig(_SimArmScriptConfig):
