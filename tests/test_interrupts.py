@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 
 import pytest
 
 from robot_rl.core.interrupts import interrupts_held
 
 
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """Python's own Ctrl-C handler, whatever the runner started with (a background job starts with SIGINT ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_inside_waits_for_the_end_of_the_block() -> None:
     done = []
     with pytest.raises(KeyboardInterrupt):
@@ -19,6 +31,19 @@ def test_ctrl_c_inside_waits_for_the_end_of_the_block() -> None:
             done.append("counted")
     assert done == ["written", "counted"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_ignored_ctrl_c_stays_ignored() -> None:
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        done = []
+        with interrupts_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("written")
+        assert done == ["written"]
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_sigterm_goes_to_the_verbs_handler_after_the_block() -> None:
@@ -33,6 +58,7 @@ def test_sigterm_goes_to_the_verbs_handler_after_the_block() -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_a_second_stop_inside_interrupts_at_once() -> None:
     done = []
     with pytest.raises(KeyboardInterrupt):

@@ -32,7 +32,9 @@ def interrupts_held() -> Iterator[None]:
             raise KeyboardInterrupt(signal.Signals(signum).name)
         pending.append((signum, frame))
 
-    previous: dict[int, Any] = {int(s): signal.signal(s, note) for s in _HELD}
+    # A signal the process ignores (a background job's SIGINT, nohup) stays ignored: holding it would un-ignore it.
+    held = [s for s in _HELD if signal.getsignal(s) not in (signal.SIG_IGN, None)]
+    previous: dict[int, Any] = {int(s): signal.signal(s, note) for s in held}
     try:
         yield
     finally:
