@@ -143,6 +143,8 @@ def main() -> None:
     p.add_argument("--robot", default="sim_arm", choices=["sim_arm", "sim_so101_state"],
                    help="sim_so101_state: the simulated SO-101, the cube's position in the state, no camera")
     p.add_argument("--episode-steps", type=int, default=40, help="steps before an episode is cut")
+    p.add_argument("--reward", default="dense", choices=["dense", "sparse"],
+                   help="sparse: 1 on success, as a perfect success classifier gives")
     p.add_argument("--only", nargs="+", choices=SUPERVISION, default=list(SUPERVISION),
                    help="run only these supervisions (e.g. more budgets for a seed already run: --only gated)")
     a = p.parse_args()
@@ -151,7 +153,8 @@ def main() -> None:
     t0 = time.monotonic()
     results: dict[int, dict[str, Any]] = {}
     base = LearnBenchConfig(time_scale=a.time_scale, eval_every_steps=a.eval_every_steps,
-                            eval_episodes=a.eval_episodes, robot=a.robot, episode_steps=a.episode_steps)
+                            eval_episodes=a.eval_episodes, robot=a.robot, episode_steps=a.episode_steps,
+                            reward=a.reward)
     a.out_dir.mkdir(parents=True, exist_ok=True)
     for seed in range(a.seeds):
         b = dataclasses.replace(base, seed=a.first_seed + seed)

@@ -95,12 +95,14 @@ def ctrl_c(proc: subprocess.Popen[bytes], timeout: float = 120.0) -> int:
 
 
 def run_once(workdir: Path, minutes: float, scale: float, log=print, workflow: str = "task",
-             prepared: bool = False) -> dict[str, object]:
+             prepared: bool = False, overrides: tuple[str, ...] = ()) -> dict[str, object]:
     """The documented commands in ``workdir``; the eval's policy-alone success and what each step printed.
 
     ``prepared``: the preparation steps (demos, classifier) already ran in ``workdir``: only learn and score.
+    ``overrides``: ``key=value`` appended to the learner's and the actor's commands (an ablation of the block).
     """
     *prepare, learner_cmd, actor_cmd, evaluate = (scaled(c, scale) for c in workflow_commands(workflow))
+    learner_cmd, actor_cmd = [*learner_cmd, *overrides], [*actor_cmd, *overrides]
     for argv in [] if prepared else prepare:
         t0 = time.monotonic()
         done = subprocess.run(argv, cwd=workdir, stdin=subprocess.DEVNULL, capture_output=True, text=True)
@@ -144,6 +146,9 @@ def main() -> None:
     p.add_argument("--prepared", action="store_true",
                    help="with --keep: the demos and classifier of an earlier run are there; learn and score only "
                         "(the learner's run directory is moved aside first)")
+    p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="overrides appended to the learner's and the actor's commands, e.g. "
+                        "safety.max_action_change=0.5 (the evaluation runs as documented)")
     p.add_argument("--out", type=Path, default=None,
                    help="results JSON (default benchmarks/results/hil_cli_workflow[_classifier].json)")
     a = p.parse_args()
@@ -157,7 +162,8 @@ def main() -> None:
                 for run_dir in (work / "runs").glob("*"):
                     if (run_dir / "checkpoints").exists() or (run_dir / "replay").exists():
                         run_dir.rename(run_dir.with_name(f"{run_dir.name}.{time.strftime('%H%M%S')}"))
-            r = run_once(work, a.minutes, a.time_scale, workflow=a.workflow, prepared=a.prepared)
+            r = run_once(work, a.minutes, a.time_scale, workflow=a.workflow, prepared=a.prepared,
+                         overrides=tuple(a.set))
             print(f"  {r['eval']}\n  actor: {r['actor']}\n  learner: {r['learner']}")
             results.append(r)
     rates = [float(r["alone_success"]) for r in results]  # type: ignore[arg-type]
@@ -168,7 +174,8 @@ def main() -> None:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "workflow": a.workflow,
                                  "commands": workflow_commands(a.workflow),
-                                 "minutes": a.minutes, "time_scale": a.time_scale, "runs": results}, indent=1))
+                                 "overrides": a.set, "minutes": a.minutes, "time_scale": a.time_scale,
+                                 "runs": results}, indent=1))
 
 
 if __name__ == "__main__":

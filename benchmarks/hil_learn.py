@@ -83,6 +83,9 @@ class LearnBenchConfig:
     """sim_so101: the front and wrist cameras' height and width (the policy's CNN reads both)."""
     episode_steps: int = 40
     """Steps before an episode is cut (at 10 Hz of robot time)."""
+    reward: str = "dense"
+    """The task's reward: ``dense`` (shaping as a cost, 5 on success) or ``sparse`` (1 on success and the episode
+    ends: what a perfect success classifier gives)."""
     seed: int = 11
     """Seed of the policy, the learner and the training episodes."""
 
@@ -96,15 +99,15 @@ def learn_config(b: LearnBenchConfig, address: str = "tcp://127.0.0.1:*") -> Dep
         from robot_rl.hardware.sim_so101 import SimSo101Config
 
         size = (b.camera_size, b.camera_size)
-        robot = SimSo101Config(cameras={"front": size, "wrist": size}, reward="dense", seed=7,
+        robot = SimSo101Config(cameras={"front": size, "wrist": size}, reward=b.reward, seed=7,
                                time_scale=b.time_scale, request_timeout_s=5.0)
     elif b.robot == "sim_so101_state":
         from robot_rl.hardware.sim_so101 import SimSo101Config
 
-        robot = SimSo101Config(cameras={}, object_in_state=True, reward="dense", seed=7, time_scale=b.time_scale,
+        robot = SimSo101Config(cameras={}, object_in_state=True, reward=b.reward, seed=7, time_scale=b.time_scale,
                                request_timeout_s=5.0)
     elif b.robot == "sim_arm":
-        robot = SimulatedArmConfig(cameras={}, reward="dense", max_step_m=0.02, seed=7, time_scale=b.time_scale,
+        robot = SimulatedArmConfig(cameras={}, reward=b.reward, max_step_m=0.02, seed=7, time_scale=b.time_scale,
                                    request_timeout_s=5.0)
     else:
         raise ValueError(f"robot {b.robot!r}: the learn benchmark runs sim_arm, sim_so101 or sim_so101_state")

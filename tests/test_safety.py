@@ -85,7 +85,7 @@ def test_any_action_stream_stays_within_every_limit(stream, start):
         applied, info = layer.step(a)
         assert np.isfinite(applied).all() and np.abs(applied).max() <= 1.0 + 1e-6
         if not info["safety_held"]:  # a hold stops where the arm is measured; otherwise moves are rate-limited
-            assert np.abs(applied - prev).max() <= cfg.max_action_change + 1e-5  # 1st step: from the measured state
+            assert np.abs(applied - prev).max() <= layer.max_action_change + 1e-5  # 1st step: from the measured state
         target, _ = robot.targets[-1]
         move = target[:3] - robot.state.ee_pose[:3]
         assert np.linalg.norm(move) <= cfg.max_linear_speed * dt * (1 + 1e-6)  # float32 actions
@@ -155,7 +155,7 @@ def test_first_command_after_rearm_is_limited_relative_to_measured_state_in_join
     robot.state.joints[:] = -math.pi / 2  # moved by hand while held: action -0.5
     applied, info = layer.step(np.array([0.3] * 6 + [0.0]))
     assert "change_limit" in info["safety_events"]
-    assert np.allclose(applied[:6], -0.5 + layer.config.max_action_change, atol=1e-5)
+    assert np.allclose(applied[:6], -0.5 + layer.max_action_change, atol=1e-5)
 
 
 def test_joint_velocity_limit():
@@ -355,3 +355,23 @@ def test_workspace_box_from_an_arm_preset_the_robots_arm_or_the_default():
 def test_inverted_joint_limits_name_the_joint():
     with pytest.raises(ValueError, match=r"joint 2: joint_low 1 is not below joint_high -1.*swapped"):
         RobotConfig(joint_low=[-1, -1, 1, -1, -1, -1], joint_high=[1, 1, -1, 1, 1, 1])
+
+
+def test_the_change_limit_defaults_to_one_on_arms_with_a_kinematic_model() -> None:
+    from robot_rl.hardware.safety import ACTION_CHANGE, ARM_ACTION_CHANGE
+
+    class So101PoseRobot(PoseRobot):
+        arm_model_name = "so101"  # what the LeRobot driver reports for an SO-101 (ArmModelRobot)
+
+    _, plain = make()
+    assert plain.max_action_change == ACTION_CHANGE == 0.5
+    arm = So101PoseRobot()
+    assert SafetyLayer(arm, SafetyConfig()).max_action_change == ARM_ACTION_CHANGE == 1.0
+    assert SafetyLayer(arm, SafetyConfig(max_action_change=0.3)).max_action_change == 0.3
+    arm.state.joints[:] = 0.0
+    layer = SafetyLayer(arm, SafetyConfig(workspace_low=list(LOW), workspace_high=list(HIGH), watchdog_timeout_s=0))
+    layer.connect()
+    _, info = layer.step(np.array([1.0, 0, 0, 0, 0, 0, 0.0]))  # from rest: a change of 1 passes, a 0.5 limit bit
+    assert "change_limit" not in info["safety_events"]
+    with pytest.raises(ValueError, match="max_action_change must be positive"):
+        SafetyConfig(max_action_change=0.0)

@@ -43,6 +43,11 @@ from robot_rl.hardware.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
+ACTION_CHANGE = 0.5
+"""Default ``max_action_change``: an entry reverses from full one way to full the other in four steps."""
+ARM_ACTION_CHANGE = 1.0
+"""Default ``max_action_change`` on an arm with a kinematic model (SafetyConfig.max_action_change says why)."""
+
 REASONS: tuple[str, ...] = ("latched", "sensor_stale", "nonfinite", "clamped", "change_limit", "velocity",
                             "workspace", "watchdog", "estop")
 DEFAULT_WORKSPACE: tuple[list[float], list[float]] = ([0.15, -0.35, 0.02], [0.65, 0.35, 0.55])
@@ -65,8 +70,13 @@ class SafetyConfig:
     workspace_preset: str | None = None
     """An arm model whose workspace box fills the corners left at None: ``so100``, ``so101`` or ``koch``
     (robot_rl.hardware.kinematics.ARM_MODELS). None: the robot's own arm model when it has one."""
-    max_action_change: float = 0.5
-    """Largest change of any action entry between consecutive steps (normalised units)."""
+    max_action_change: float | None = None
+    """Largest change of any action entry between consecutive steps (normalised units). None: 1.0 on an arm with
+    a kinematic model (LeRobot SO-100/SO-101/Koch), else 0.5. Those drivers report the change the joint goals
+    achieve, and a 5-joint arm cannot follow every rotation, so the next step is limited around what the arm did,
+    not what was asked: at 0.5 the limit bound on 98 % of a learning policy's steps and the documented
+    sim_so101 HIL-SERL run scored 0 of 20 in four runs; at 1.0, 19 of 20 in two 20-minute runs
+    (benchmarks/RESULTS_so101.md, §3)."""
     max_linear_speed: float = 0.25
     """End-effector translation speed limit, m/s."""
     max_angular_speed: float = 1.0
@@ -82,7 +92,7 @@ class SafetyConfig:
         self.workspace_box()  # refuses an unknown preset or a box with low >= high now, not at connect
         for name in ("control_hz", "max_action_change", "max_linear_speed", "max_angular_speed",
                      "max_joint_speed"):
-            if not getattr(self, name) > 0:
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive")
         if self.watchdog_timeout_s < 0:
             raise ValueError("watchdog_timeout_s must be >= 0")
@@ -135,6 +145,8 @@ class SafetyLayer:
         self._last_log: dict[str, float] = {}
         arm = robot.arm_model_name if isinstance(robot, ArmModelRobot) else None
         self._low, self._high = self.config.workspace_box(arm)
+        self.max_action_change = self.config.max_action_change or (ARM_ACTION_CHANGE if arm else ACTION_CHANGE)
+        """The change limit in force (``max_action_change``, or the default for this robot)."""
         preset = self.config.workspace_preset or arm
         log.info("safety: workspace box %s .. %s m (%s)", self._low.tolist(), self._high.tolist(),
                  f"{preset} preset for the corners not set" if preset else "safety.workspace_low/high or the default")
@@ -323,7 +335,7 @@ class SafetyLayer:
             self._event("clamped", events, f"max |a| {np.abs(a).max():.3g}")
         a = clipped
         ref = self._prev if self._prev is not None else hold
-        step = self.config.max_action_change
+        step = self.max_action_change
         limited = np.clip(a, ref - step, ref + step)
         if not np.array_equal(limited, a):
             self._event("change_limit", events, f"max change {np.abs(a - ref).max():.3g}")
