@@ -24,7 +24,7 @@ pytest.importorskip("scservo_sdk", reason="lerobot's SO followers need feetech-s
 from robot_rl.hardware.kinematics import ArmKinematics
 from robot_rl.hardware.lerobot_arm import CalibrationError
 from robot_rl.hardware.lerobot_robot import LeRobotRobot, LeRobotRobotConfig
-from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
+from robot_rl.hardware.safety import ARM_ACTION_CHANGE, SafetyConfig, SafetyLayer
 from robot_rl.testing.fake_motor_bus import FakeMotors, attach_fake_motors
 
 JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll"]
@@ -149,10 +149,13 @@ def test_safety_layer_refuses_nan_inf_and_huge_actions_before_any_motor_moves(tm
             assert np.allclose(applied[:6], 0.0) and _goals(motors) == start  # held where it is, to the tick
         pos0 = robot.measure().ee_pose[:3]
         applied, info = layer.step(np.array([1e9, -1e9, 1e9, 0, 0, 0, 0.0]))
-        assert {"clamped", "change_limit"} <= set(info["safety_events"])
+        assert "clamped" in info["safety_events"] and np.abs(applied).max() <= 1.0
         moved = robot.measure().ee_pose[:3] - pos0
         limit = layer.config.max_linear_speed / layer.config.control_hz
         assert 0 < np.linalg.norm(moved) <= limit + 5e-4  # rate-limited step, within a tick of IK error
+        assert layer.max_action_change == ARM_ACTION_CHANGE  # the SO-101's default, wider than other robots'
+        applied, info = layer.step(np.array([-1e9, 1e9, -1e9, 0, 0, 0, 0.0]))  # full reversal: a change > 1
+        assert {"clamped", "change_limit"} <= set(info["safety_events"])
     assert layer.counts["nonfinite"] == 3
 
 
