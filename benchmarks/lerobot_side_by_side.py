@@ -14,7 +14,12 @@ env steps and wall time to 80 %, peak RSS of each stack's processes, ratios robo
         --env-steps 6000 --out benchmarks/out/gym_hil   # add --lerobot-no-kill as in RESULTS_so101.md §4
 
 The LeRobot actor runs through benchmarks/gym_hil_lerobot.py (state-only env, see there); .venv-gymhil holds
-lerobot 0.4.4, gym-hil 0.1.14 (mujoco 3.8.1) and robot-rl (``pip install -e .[gym,datasets]``).
+lerobot 0.4.4, gym-hil 0.1.14 (mujoco 3.8.1) and robot-rl (``pip install -e .[gym,datasets]``):
+``bash benchmarks/setup_gym_hil_venv.sh`` builds it. A longer budget in two runs, one side each, then merged:
+
+    ... lerobot_side_by_side.py --only robot_rl --env-steps 30000 --robot-rl-utd 0.66 --results RR
+    ... lerobot_side_by_side.py --only lerobot --env-steps 30000 --lerobot-no-kill --lerobot-save-freq 1000 --results LR
+    ... lerobot_side_by_side.py --merge LR.json RR.json
 """
 
 from __future__ import annotations
@@ -354,6 +359,21 @@ def print_report(res: dict[str, Any]) -> None:
     print("ratios robot-rl / LeRobot:", json.dumps(res["ratios_robot_rl_over_lerobot"], indent=1))
 
 
+def merge(lerobot_json: Path, robot_rl_json: Path, results: Path) -> None:
+    """One result from a LeRobot-only and a robot-rl-only run of the same budget."""
+    lr, rr = json.loads(lerobot_json.read_text()), json.loads(robot_rl_json.read_text())
+    if lr["budget"] != rr["budget"] or lr["demos"]["frames"] != rr["demos"]["frames"]:
+        raise SystemExit(f"{lerobot_json} and {robot_rl_json} differ in budget or demos: not comparable")
+    res = {**rr, "lerobot": lr["lerobot"], "robot_rl": rr["robot_rl"],
+           "date_utc": {"lerobot": lr["date_utc"], "robot_rl": rr["date_utc"]}}
+    summarise(res)
+    results.parent.mkdir(parents=True, exist_ok=True)
+    plot(res, results.with_suffix(".png"))
+    print_report(res)
+    results.with_suffix(".json").write_text(json.dumps(res, indent=1, default=str))
+    print("written:", results.with_suffix(".json"))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--env-steps", type=int, default=6000, help="online transitions each learner trains on")
@@ -366,8 +386,14 @@ def main() -> None:
     p.add_argument("--robot-rl-utd", type=float, default=None, help="default: LeRobot's measured updates per step")
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--eval-points", type=int, default=12, help="checkpoints evaluated per side (evenly spaced)")
-    p.add_argument("--only", choices=("lerobot", "robot_rl"), default=None, help="smoke-test one side")
+    p.add_argument("--only", choices=("lerobot", "robot_rl"), default=None,
+                   help="run one side (and --merge the two results afterwards)")
+    p.add_argument("--merge", type=Path, nargs=2, metavar=("LEROBOT_JSON", "ROBOT_RL_JSON"),
+                   help="compare two --only runs (same demos and budget): the ratios, the plot and the report")
     args = p.parse_args()
+    if args.merge:
+        merge(*args.merge, args.results)
+        return
     torch.set_num_threads(1)
     shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True)
