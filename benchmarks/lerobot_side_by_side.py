@@ -15,10 +15,11 @@ env steps and wall time to 80 %, peak RSS of each stack's processes, ratios robo
 
 The LeRobot actor runs through benchmarks/gym_hil_lerobot.py (state-only env, see there); .venv-gymhil holds
 lerobot 0.4.4, gym-hil 0.1.14 (mujoco 3.8.1) and robot-rl (``pip install -e .[gym,datasets]``):
-``bash benchmarks/setup_gym_hil_venv.sh`` builds it. A longer budget in two runs, one side each, then merged:
+``bash benchmarks/setup_gym_hil_venv.sh`` builds it. A longer budget in two runs, one side each, then merged
+(R: LeRobot's measured optimisation steps per env step, which its run prints; 1.19 on a quiet machine here):
 
-    ... lerobot_side_by_side.py --only robot_rl --env-steps 30000 --robot-rl-utd 0.66 --results RR
     ... lerobot_side_by_side.py --only lerobot --env-steps 30000 --lerobot-no-kill --lerobot-save-freq 1000 --results LR
+    ... lerobot_side_by_side.py --only robot_rl --env-steps 30000 --robot-rl-utd R --results RR
     ... lerobot_side_by_side.py --merge LR.json RR.json
 """
 
