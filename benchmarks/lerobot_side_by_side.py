@@ -92,8 +92,9 @@ def text(path: Path) -> str:
 class LeRobotSide:
     """Learner + actor processes, the env steps their logs report, the kill and the resume."""
 
-    def __init__(self, out: Path, demos: Path, budget: int, save_freq: int, fps: int) -> None:
+    def __init__(self, out: Path, demos: Path, budget: int, save_freq: int, fps: int, seed: int = 0) -> None:
         self.out, self.demos, self.budget, self.save_freq, self.fps = out, demos, budget, save_freq, fps
+        self.seed = seed
         self.run_dir = out / "lerobot_run"
         self.port = free_port()
         self.steps_done = 0  # env steps of actors that have ended
@@ -107,7 +108,8 @@ class LeRobotSide:
         return self.steps_done + (int(found[-1]) + 1 if found else 0)
 
     def _config(self, name: str, online_steps: int, resume: bool, output_dir: Path) -> Path:
-        cfg = lerobot_config(output_dir, self.demos, online_steps, self.port, self.save_freq, self.fps, resume=resume)
+        cfg = lerobot_config(output_dir, self.demos, online_steps, self.port, self.save_freq, self.fps, self.seed,
+                             resume=resume)
         path = self.out / name
         path.write_text(json.dumps(cfg, indent=1))
         return path
@@ -146,8 +148,8 @@ class LeRobotSide:
 
 
 def run_lerobot(out: Path, demos: Path, budget: int, save_freq: int, fps: int, mem: MemoryMonitor,
-                kill_learner: bool) -> dict[str, Any]:
-    side = LeRobotSide(out, demos, budget, save_freq, fps)
+                kill_learner: bool, seed: int = 0) -> dict[str, Any]:
+    side = LeRobotSide(out, demos, budget, save_freq, fps, seed)
     t0 = time.time()
     learner = side.start_learner(resume=False)
     mem.watch("lerobot_learner", learner.pid)
@@ -201,7 +203,7 @@ def finish_lerobot(side: LeRobotSide, learner: subprocess.Popen[bytes], snap: Sn
 # ---------------------------------------------------------------- robot-rl
 
 
-def robot_rl_command(run_root: Path, demos: Path, budget: int, utd: float) -> list[str]:
+def robot_rl_command(run_root: Path, demos: Path, budget: int, utd: float, seed: int = 0) -> list[str]:
     kw = ", ".join(f"{k}: {json.dumps(v)}" for k, v in ENV_KWARGS.items())
     hidden = json.dumps(SAC["hidden"]).replace(" ", "")
     return [str(BIN / "robot-rl"), "train", "--task", f"gymnasium/{ENV_ID}", "--algo", "sac", "--name", "gym_hil_sac",
@@ -213,8 +215,8 @@ def robot_rl_command(run_root: Path, demos: Path, budget: int, utd: float) -> li
             f"algo.batch_size={SAC['batch_size']}", f"algo.init_temperature={SAC['init_temperature']}",
             f"algo.num_critics={SAC['num_critics']}", f"algo.actor_hidden={hidden}", f"algo.critic_hidden={hidden}",
             "algo.critic_layer_norm=true", f"algo.learning_starts={SAC['learning_starts']}",
-            f"algo.target_entropy={SAC['target_entropy']}", f"algo.utd_ratio={utd}", "run.device=cpu", "run.seed=0",
-            "run.progress=false"]
+            f"algo.target_entropy={SAC['target_entropy']}", f"algo.utd_ratio={utd}", "run.device=cpu",
+            f"run.seed={seed}", "run.progress=false"]
 
 
 def last_csv_row(path: Path) -> dict[str, float]:
@@ -225,11 +227,12 @@ def last_csv_row(path: Path) -> dict[str, float]:
     return {k: float(v) for k, v in zip(head, lines[-1].split(",")) if v != ""}
 
 
-def run_robot_rl(out: Path, demos: Path, budget: int, utd: float, mem: MemoryMonitor) -> dict[str, Any]:
+def run_robot_rl(out: Path, demos: Path, budget: int, utd: float, mem: MemoryMonitor,
+                 seed: int = 0) -> dict[str, Any]:
     run_root = out / "robot_rl_runs"
     run_dir = run_root / "gym_hil_sac"
     shutil.rmtree(run_root, ignore_errors=True)
-    cmd = robot_rl_command(run_root, demos, budget, utd)
+    cmd = robot_rl_command(run_root, demos, budget, utd, seed)
     (out / "robot_rl_command.txt").write_text(" ".join(cmd) + "\n")
     state = {"lost": 0}
 
@@ -386,6 +389,7 @@ def main() -> None:
                    help="no kill -9 of LeRobot's learner (a kill during its checkpoint's dataset write ends the run)")
     p.add_argument("--robot-rl-utd", type=float, default=None, help="default: LeRobot's measured updates per step")
     p.add_argument("--eval-episodes", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0, help="each learner's seed (the demos and the env do not vary)")
     p.add_argument("--eval-points", type=int, default=12, help="checkpoints evaluated per side (evenly spaced)")
     p.add_argument("--only", choices=("lerobot", "robot_rl"), default=None,
                    help="run one side (and --merge the two results afterwards)")
@@ -393,7 +397,8 @@ def main() -> None:
                    help="compare two --only runs (same demos and budget): the ratios, the plot and the report")
     args = p.parse_args()
     if args.merge:
-        merge(*args.merge, args.results)
+        lerobot_json, robot_rl_json = args.merge
+        merge(lerobot_json, robot_rl_json, args.results)
         return
     torch.set_num_threads(1)
     shutil.rmtree(args.out, ignore_errors=True)
@@ -401,14 +406,15 @@ def main() -> None:
     demos = record(args.out / "demos", 20, 40)
     print("demos:", demos, flush=True)
     res: dict[str, Any] = {"budget": args.env_steps, "env_id": ENV_ID, "env_kwargs": ENV_KWARGS, "sac": SAC,
-                           "demos": demos, "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+                           "demos": demos, "seed": args.seed,
+                           "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
                            "machine": {"cpus": os.cpu_count(), "torch": torch.__version__}}
     mem = MemoryMonitor()
     mem.start()
     if args.only != "robot_rl":
         t = time.time()
         lr = run_lerobot(args.out, Path(demos["lerobot"]), args.env_steps, args.lerobot_save_freq, args.lerobot_fps,
-                         mem, not args.lerobot_no_kill)
+                         mem, not args.lerobot_no_kill, args.seed)
         lr["mean_load_1min"] = mem.mean_load(t, time.time())
         lr["fps"] = args.lerobot_fps
         lr["peak_rss_mb"] = {"learner": mem.peak.get("lerobot_learner"), "actor": mem.peak.get("lerobot_actor")}
@@ -421,7 +427,7 @@ def main() -> None:
             lr_side = res.get("lerobot", {})
             utd = round(lr_side.get("optimization_steps", 1) / max(lr_side.get("env_steps_taken", 1), 1), 2) or 1.0
         t = time.time()
-        rr = run_robot_rl(args.out, Path(demos["robot_rl"]), args.env_steps, utd, mem)
+        rr = run_robot_rl(args.out, Path(demos["robot_rl"]), args.env_steps, utd, mem, args.seed)
         rr["mean_load_1min"] = mem.mean_load(t, time.time())
         rr["utd_ratio"] = utd
         rr["peak_rss_mb"] = {"total": mem.peak.get("robot_rl_train")}
