@@ -1,7 +1,7 @@
 """Cost of SAC's camera encoders: the small DrQ CNN vs a frozen ResNet-10 / ResNet-18 trunk (HIL-SERL).
 
     .venv/bin/python benchmarks/encoder_cost.py [--batch 256] [--size 128] [--reps 2] [--threads 1] [--device cpu]
-        [--amp-bf16] [--encoders cnn resnet10 resnet18] [--classifier-only]
+        [--amp-bf16] [--encoders cnn cnn_s2 resnet10 resnet18] [--image-channels 32] [--classifier-only]
 
 One SAC learner per encoder, same settings otherwise (defaults: hidden 256×256, 2 critics, 50 features per
 camera), with two cameras of SIZE×SIZE×3 and a 6-float state. Measured for each:
@@ -40,7 +40,8 @@ from robot_rl.rewards.classifier import SuccessClassifier
 from robot_rl.transport.codec import decode, encode
 from robot_rl.transport.zmq_common import weights_arrays
 
-ENCODERS = ("cnn", "resnet10", "resnet18")
+ENCODERS = ("cnn", "cnn_s2", "resnet10", "resnet18")
+"""``cnn_s2``: the small CNN with ``algo.image_conv_stride=2`` (every layer strided)."""
 
 
 def make_spec(size: int) -> EnvSpec:
@@ -79,8 +80,11 @@ def timed(fn: Any, reps: int, device: str) -> float:
     return statistics.median(once() for _ in range(reps))
 
 
-def measure(encoder: str, spec: EnvSpec, batch: TransitionBatch, reps: int, device: str, bf16: bool) -> dict[str, Any]:
-    cfg = SACConfig(image_encoder=encoder, batch_size=len(batch), amp_bf16=bf16)  # type: ignore[arg-type]
+def measure(encoder: str, spec: EnvSpec, batch: TransitionBatch, reps: int, device: str, bf16: bool,
+            channels: int = 32) -> dict[str, Any]:
+    stride = 2 if encoder == "cnn_s2" else 1
+    cfg = SACConfig(image_encoder=encoder.removesuffix("_s2"), image_conv_stride=stride,  # type: ignore[arg-type]
+                    image_channels=channels, batch_size=len(batch), amp_bf16=bf16)
     algo = cfg.build(spec, device, seed=0)
     trunk = algo.actor.backbone
     nets = [algo.actor, algo.critic, *([algo.encoder_target] if algo.encoder_target is not None else [])]
@@ -131,6 +135,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--amp-bf16", action="store_true", help="SACConfig.amp_bf16 (trunk and heads in bf16)")
     parser.add_argument("--encoders", nargs="+", default=list(ENCODERS), choices=ENCODERS)
+    parser.add_argument("--image-channels", type=int, default=32, help="the CNN's channels per layer (cnn, cnn_s2)")
     parser.add_argument("--classifier-only", action="store_true", help="only the success classifier's step")
     parser.add_argument("--out", type=Path, default=None,
                         help="default benchmarks/results/encoder_cost[_bf16|_classifier].json")
@@ -151,8 +156,9 @@ def main() -> None:
     batch = random_batch(spec, args.batch, args.device)
     rows = []
     for encoder in args.encoders:
-        rows.append(measure(encoder, spec, batch, args.reps, args.device, args.amp_bf16))
-        rows[-1]["classifier_step_s"] = classifier_step(encoder, args.size, args.reps, args.device)
+        rows.append(measure(encoder, spec, batch, args.reps, args.device, args.amp_bf16, args.image_channels))
+        if encoder != "cnn_s2":  # the classifier has no strided option
+            rows[-1]["classifier_step_s"] = classifier_step(encoder, args.size, args.reps, args.device)
         print(json.dumps(rows[-1]), flush=True)
     base = rows[0]
     print(f"\nbatch {args.batch}, 2 cameras {args.size}×{args.size}, {args.device}, {args.threads} thread(s)"
@@ -168,7 +174,7 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"date": time.strftime("%Y-%m-%d"), "machine": platform.processor() or platform.machine(),
             "torch": torch.__version__, "batch": args.batch, "size": args.size, "threads": args.threads,
-            "device": args.device, "reps": args.reps, "amp_bf16": args.amp_bf16}
+            "device": args.device, "reps": args.reps, "amp_bf16": args.amp_bf16, "image_channels": args.image_channels}
     out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     print(f"written to {out}")
 

@@ -81,6 +81,10 @@ class LearnBenchConfig:
     can learn in minutes)."""
     camera_size: int = 64
     """sim_so101: the front and wrist cameras' height and width (the policy's CNN reads both)."""
+    conv_stride: int = 1
+    """sim_so101: ``algo.image_conv_stride`` (2: every conv layer strided, what a CPU learner can afford)."""
+    image_channels: int = 32
+    """sim_so101: ``algo.image_channels``, the CNN's channels per layer."""
     episode_steps: int = 40
     """Steps before an episode is cut (at 10 Hz of robot time)."""
     reward: str = "dense"
@@ -115,7 +119,8 @@ def learn_config(b: LearnBenchConfig, address: str = "tcp://127.0.0.1:*") -> Dep
                           max_linear_speed=0.25 * b.time_scale)
     algo = SACConfig(demo_ratio=0.5, learning_starts=200, batch_size=128, utd_ratio=b.utd_ratio, gamma=0.95,
                      n_step=3, critic_layer_norm=True, buffer_size=200_000, normalize_obs=b.normalize_obs,
-                     init_temperature=b.init_temperature)
+                     init_temperature=b.init_temperature, image_conv_stride=b.conv_stride,
+                     image_channels=b.image_channels)
     return DeployConfig(robot=robot, safety=safety, algo=algo, transport=ZmqTransportConfig(address=address),
                         mode="learn", episodes=0, max_episode_steps=b.episode_steps, status=False, seed=b.seed)
 

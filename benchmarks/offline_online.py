@@ -86,8 +86,8 @@ def scripted_demonstrator(task: str, action_scale: float) -> Any:
 
 def method_overrides(method: str, data: Path, a: argparse.Namespace) -> list[str]:
     """The ``key=value`` settings of one method, as on the command line."""
-    offline = [f"offline.data={data}", f"offline.updates={a.offline_updates}", "algo.cql_alpha=1.0",
-               "algo.calql=true"]
+    offline = [f"offline.data={data}", f"offline.updates={a.offline_updates}", f"algo.cql_alpha={a.cql_alpha}",
+               f"algo.cql_samples={a.cql_samples}", f"algo.calql={str(a.cql_alpha > 0).lower()}"]
     return {
         "scratch": [],
         "rlpd": [f"loop.demos_path={data}", "algo.demo_ratio=0.5"],
@@ -131,9 +131,15 @@ def run_one(method: str, seed: int, data: Path, root: Path, a: argparse.Namespac
            "start_success": evals[0]["success_rate"] if evals else None,
            "dip_min_success": min(early) if early else None,
            "evals": [{k: e[k] for k in ("env_steps", "wall_s", "success_rate", "mean_return")} for e in evals]}
+    curve = root / name / "offline_curve.json"
+    if curve.exists():  # the offline phase's own learning curve: critic loss, mean Q, held-out TD error
+        out["offline_curve"] = json.loads(curve.read_text())
     print(f"  {name}: reached {out['reached']} at {out['steps_to_threshold']} env steps, wall {wall:.0f}s; "
           f"success at step 0 {out['start_success']}, lowest in the first {a.dip_steps} steps "
           f"{out['dip_min_success']}", flush=True)
+    for point in out.get("offline_curve", []):
+        keys = ("update", "critic_loss", "q_mean", "heldout_td")
+        print("    offline " + "  ".join(f"{k} {point[k]:.4g}" for k in keys if k in point), flush=True)
     return out
 
 
@@ -217,6 +223,9 @@ def main() -> None:
     p.add_argument("--noisy", type=int, default=200)
     p.add_argument("--noise", type=float, default=1.0, help="action noise of the suboptimal episodes")
     p.add_argument("--offline-updates", type=int, default=20_000)
+    p.add_argument("--cql-alpha", type=float, default=1.0,
+                   help="calql/wsrl/jsrl: the conservative term's weight offline (0: plain SAC on the data)")
+    p.add_argument("--cql-samples", type=int, default=10, help="calql/wsrl/jsrl: sampled actions per state in it")
     p.add_argument("--warmup", type=int, default=5_000, help="WSRL: env steps of the pre-trained policy first")
     p.add_argument("--expectile", type=float, default=0.9, help="IQL: the value's expectile")
     p.add_argument("--guide-horizon", type=int, default=50, help="JSRL: guide steps at the start")

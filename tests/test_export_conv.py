@@ -114,9 +114,10 @@ def test_spatial_softmax_camera_matches_torch(gain, tmp_path):
     _check_camera(extract_camera(cam, "image.wrist", (9, 12, 3)), cam, tmp_path)
 
 
-def test_drq_conv_encoder_matches_torch(tmp_path):
+@pytest.mark.parametrize("stride", [1, 2])
+def test_drq_conv_encoder_matches_torch(stride, tmp_path):
     torch.manual_seed(2)
-    enc = ConvEncoder((17, 15, 3), features=9, channels=6, num_layers=3).eval()
+    enc = ConvEncoder((17, 15, 3), features=9, channels=6, num_layers=3, stride=stride).eval()
     _check_camera(extract_camera(enc, "image.top", (17, 15, 3)), enc, tmp_path)
 
 

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from robot_rl.core.config import ALGOS
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.core.transition import TransitionBatch
-from robot_rl.policies.modules.cnn import random_shift
+from robot_rl.policies.modules.cnn import ConvEncoder, random_shift
 from robot_rl.policies.sac import SACAlgorithm, SACConfig, SACPolicy
 from robot_rl.replay.buffer import MixingSampler, ReplayBuffer
 
@@ -319,6 +319,22 @@ def test_pixel_sac_updates_encoder_through_the_critic_only():
     assert any(k.startswith("encoder.cnn.") for k in weights) and not any("critic" in k for k in weights)
     action, _ = algo.make_policy().act(random_batch(spec, 3, 1).obs)
     assert action.shape == (3, 2)
+
+
+def test_strided_cnn_shrinks_the_map_and_refuses_frames_too_small():
+    # 64 → 31 (stride 2), then 29, 27, 25 at stride 1 (DrQ), or 15, 7, 3 with image_conv_stride=2.
+    assert ConvEncoder((64, 64, 3), features=8, channels=4).projection[0].in_features == 4 * 25 * 25
+    strided = ConvEncoder((64, 64, 3), features=8, channels=4, stride=2)
+    assert strided.projection[0].in_features == 4 * 3 * 3
+    assert strided(torch.randint(0, 256, (2, 64, 64, 3), dtype=torch.uint8)).shape == (2, 8)
+    with pytest.raises(ValueError, match="too small .* at stride 2"):
+        ConvEncoder((16, 16, 3), stride=2)  # 16 → 7 → 3 → 1 → nothing
+    spec = EnvSpec(observation={"image.front": ArraySpec((64, 64, 3), "uint8")},
+                   action=ArraySpec((2,), "float32", -1.0, 1.0))
+    algo = SACConfig(**{**SMALL, "batch_size": 4}, image_channels=4, image_conv_stride=2).build(spec, "cpu", 0)
+    convs = [m for m in algo.actor.encoder.cnn.cameras["image_front"].convs if isinstance(m, torch.nn.Conv2d)]
+    assert [c.stride for c in convs] == [(2, 2)] * 4
+    assert all(math.isfinite(v) for v in algo.update(random_batch(spec, 4, 0)).values())
 
 
 def test_bf16_autocast_update_is_finite_and_keeps_float32_outputs():

@@ -178,7 +178,7 @@ def make_encoder(spec: EnvSpec, cfg: SACConfig, trunk: CameraTrunk | None, share
     return ObsEncoder(spec, cfg.normalize_obs, cfg.image_features, cfg.image_channels,
                       map_shapes=trunk.map_shapes if trunk is not None else None,
                       spatial_embeddings=cfg.image_spatial_embeddings,
-                      normalizer=share.normalizer if share is not None else None)
+                      normalizer=share.normalizer if share is not None else None, conv_stride=cfg.image_conv_stride)
 
 
 class SACValueEstimator(nn.Module):

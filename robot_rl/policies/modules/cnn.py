@@ -42,30 +42,37 @@ def random_shift(images: torch.Tensor, pad: int = 4, generator: torch.Generator 
     return images[batch, rows[:, :, None], cols[:, None, :]]
 
 
-def _conv_out(size: int, num_layers: int) -> int:
-    # 3×3 kernels without padding: the first has stride 2, the rest stride 1.
+def _conv_out(size: int, num_layers: int, stride: int = 1) -> int:
+    # 3×3 kernels without padding: the first has stride 2, the rest ``stride``.
     size = (size - 3) // 2 + 1
-    return size - 2 * (num_layers - 1)
+    for _ in range(num_layers - 1):
+        size = (size - 3) // stride + 1
+    return size
 
 
 class ConvEncoder(nn.Module):
     """One camera: uint8 ``[N, H, W, C]`` → ``[N, features]``.
 
-    ``num_layers`` 3×3 convolutions of ``channels`` channels (stride 2, then 1) with ReLU, then
+    ``num_layers`` 3×3 convolutions of ``channels`` channels (stride 2, then ``stride``) with ReLU, then
     ``Linear → LayerNorm → tanh`` to ``features`` (the SAC-AE / DrQ projection, which keeps the
-    critic's input bounded).
+    critic's input bounded). ``stride=1`` is DrQ's encoder: at 64×64 a 25×25 map reaches the projection, and
+    training it is most of a CPU learner's update. ``stride=2`` halves the map at every layer (3×3 at 64×64):
+    coarser maps, a SAC update 3.5× faster on one CPU thread (benchmarks/RESULTS_encoders.md).
     """
 
     def __init__(self, image_shape: Sequence[int], features: int = 50, channels: int = 32,
-                 num_layers: int = 4) -> None:
+                 num_layers: int = 4, stride: int = 1) -> None:
         super().__init__()
+        if stride < 1:
+            raise ValueError(f"conv stride {stride} must be >= 1")
         h, w, c = image_shape
-        out_h, out_w = _conv_out(h, num_layers), _conv_out(w, num_layers)
+        out_h, out_w = _conv_out(h, num_layers, stride), _conv_out(w, num_layers, stride)
         if out_h <= 0 or out_w <= 0:
-            raise ValueError(f"image {h}×{w} is too small for {num_layers} conv layers")
+            raise ValueError(f"image {h}×{w} is too small for {num_layers} conv layers at stride {stride}: "
+                             f"use larger frames, fewer layers or stride 1")
         layers: list[nn.Module] = [nn.Conv2d(c, channels, 3, stride=2), nn.ReLU()]
         for _ in range(num_layers - 1):
-            layers += [nn.Conv2d(channels, channels, 3, stride=1), nn.ReLU()]
+            layers += [nn.Conv2d(channels, channels, 3, stride=stride), nn.ReLU()]
         self.convs = nn.Sequential(*layers, nn.Flatten())
         self.projection = nn.Sequential(nn.Linear(channels * out_h * out_w, features), nn.LayerNorm(features),
                                         nn.Tanh())
@@ -82,12 +89,12 @@ class MultiCameraEncoder(nn.Module):
     """Several cameras: ``{"image.<cam>": [N, H, W, C]}`` → ``[N, cameras · features]`` (sorted keys)."""
 
     def __init__(self, image_shapes: Mapping[str, Sequence[int]], features: int = 50, channels: int = 32,
-                 num_layers: int = 4) -> None:
+                 num_layers: int = 4, stride: int = 1) -> None:
         super().__init__()
         self.keys = sorted(image_shapes)
         # ModuleDict names cannot contain "."; "image.front" becomes "image_front".
         self.cameras = nn.ModuleDict({k.replace(".", "_"): ConvEncoder(image_shapes[k], features, channels,
-                                                                       num_layers) for k in self.keys})
+                                                                       num_layers, stride) for k in self.keys})
         self.out_dim = features * len(self.keys)
 
     def forward(self, images: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -27,11 +27,13 @@ class ObsEncoder(nn.Module):
 
     def __init__(self, spec: EnvSpec, normalize_state: bool = False, image_features: int = 50,
                  channels: int = 32, num_layers: int = 4, map_shapes: Mapping[str, Sequence[int]] | None = None,
-                 spatial_embeddings: int = 8, normalizer: RunningNormalizer | None = None) -> None:
+                 spatial_embeddings: int = 8, normalizer: RunningNormalizer | None = None, conv_stride: int = 1
+                 ) -> None:
         """Build the encoder for ``spec``.
 
         ``map_shapes``: ``{camera: (C, h, w)}`` of a trunk's feature maps (cameras then arrive as maps);
-        ``normalizer``: share another encoder's running statistics instead of keeping its own.
+        ``normalizer``: share another encoder's running statistics instead of keeping its own; ``conv_stride``:
+        the CNN's stride after its first layer (:class:`~robot_rl.policies.modules.cnn.ConvEncoder`).
         """
         super().__init__()
         unsupported = [k for k in spec.observation if k != "state" and not k.startswith("image.")]
@@ -49,7 +51,7 @@ class ObsEncoder(nn.Module):
         if image_shapes and map_shapes is not None:
             self.cnn = SpatialEmbeddingCameras(map_shapes, image_features, spatial_embeddings)
         elif image_shapes:
-            self.cnn = MultiCameraEncoder(image_shapes, image_features, channels, num_layers)
+            self.cnn = MultiCameraEncoder(image_shapes, image_features, channels, num_layers, conv_stride)
         self.out_dim = self.state_dim + (self.cnn.out_dim if self.cnn is not None else 0)
         if self.out_dim == 0:
             raise ValueError("the observation spec has neither 'state' nor images")
