@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,8 @@ def test_the_offline_curve_has_its_held_out_td_error_falling(tmp_path: Path) -> 
     td = [p["heldout_td"] for p in curve]
     assert all(np.isfinite(td)) and td[-1] < td[0], td
     assert {"critic_loss", "actor_loss", "q_mean"} <= set(curve[0])
+    for p in curve:  # the TD error on the scale of Q
+        assert p["heldout_td_rel"] == pytest.approx(math.sqrt(p["heldout_td"]) / abs(p["q_mean"]))
     saved = json.loads(write_curve(curve, tmp_path).read_text())
     assert saved[-1]["heldout_td"] == pytest.approx(td[-1])
 

@@ -327,7 +327,7 @@ def test_strided_cnn_shrinks_the_map_and_refuses_frames_too_small():
     strided = ConvEncoder((64, 64, 3), features=8, channels=4, stride=2)
     assert strided.projection[0].in_features == 4 * 3 * 3
     assert strided(torch.randint(0, 256, (2, 64, 64, 3), dtype=torch.uint8)).shape == (2, 8)
-    with pytest.raises(ValueError, match="too small .* at stride 2"):
+    with pytest.raises(ValueError, match=r"too small .* at stride 2"):
         ConvEncoder((16, 16, 3), stride=2)  # 16 → 7 → 3 → 1 → nothing
     spec = EnvSpec(observation={"image.front": ArraySpec((64, 64, 3), "uint8")},
                    action=ArraySpec((2,), "float32", -1.0, 1.0))

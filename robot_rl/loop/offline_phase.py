@@ -4,7 +4,9 @@
 :class:`~robot_rl.data.offline.OfflineData` (with ``algo.cql_alpha > 0`` and ``algo.calql`` these are CQL or
 Cal-QL updates), and every ``log_every`` updates records the training statistics and, for algorithms that can
 estimate it (:class:`~robot_rl.core.algorithm.EstimatesTDError`), the TD error on the held-out episodes: the
-offline phase's own learning curve. A progress bar shows it on a terminal.
+offline phase's own learning curve. The critics start at Q = 0 while a task's values may be tens below it, so the
+raw TD error grows as Q reaches its scale; ``heldout_td_rel`` (RMS TD error over |mean Q|) is the figure whose
+rise would mean the critics diverge (benchmarks/RESULTS_offline_online.md). A progress bar shows it on a terminal.
 
 What happens to the data afterwards is :attr:`OfflineConfig.keep_data`: kept in the demo buffer and sampled
 alongside the online data (RLPD, Cal-QL's fine-tuning), or dropped so that online RL runs on fresh data only
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,8 +86,11 @@ def pretrain(algo: Any, data: OfflineData, cfg: OfflineConfig, batch_size: int, 
                 point = {"update": float(u), **stats}
                 if measures:
                     point["heldout_td"] = algo.td_error(data.heldout)
+                    if "q_mean" in point:  # the TD error grows with |Q|: on the Q scale, a rise means something
+                        point["heldout_td_rel"] = math.sqrt(point["heldout_td"]) / max(abs(point["q_mean"]), 1e-6)
                 curve.append(point)
-                shown = "  ".join(f"{k} {point[k]:.3g}" for k in ("critic_loss", "q_mean", "heldout_td") if k in point)
+                keys = ("critic_loss", "q_mean", "heldout_td", "heldout_td_rel")
+                shown = "  ".join(f"{k} {point[k]:.3g}" for k in keys if k in point)
                 bar.update(task, description=f"offline updates  {shown}")
                 if not show and progress is None:  # a log file or a pipe: a line per point instead of a bar
                     print(f"offline update {u:,}/{cfg.updates:,}: {shown}", file=sys.stderr, flush=True)
