@@ -12,6 +12,7 @@ recorded once into one episode store. Then, per seed, each method trains online 
   pre-trained policy (``offline.keep_data=false``, ``algo.learning_starts``);
 - ``jsrl``: as ``calql``, with the pre-trained policy as the guide (``jsrl.guide=offline``) for the first
   ``--guide-horizon`` steps, handing over earlier as the learner succeeds;
+- ``jsrl_scripted``: JSRL with the task's scripted controller as the guide (``jsrl.guide=scripted``), no data;
 - ``iql``: ``--offline`` IQL pre-training (``--algo iql``, expectile ``--expectile``), then IQL online with the data
   kept in the demo buffer.
 
@@ -44,7 +45,7 @@ from robot_rl.loop.config import resolve_train_config
 from robot_rl.loop.runner import train
 
 OUT = Path(__file__).parent / "results"
-METHODS = ("scratch", "rlpd", "calql", "wsrl", "jsrl", "iql")
+METHODS = ("scratch", "rlpd", "calql", "wsrl", "jsrl", "iql", "jsrl_scripted")
 
 
 def record_data(task: str, out: Path, demos: int, noisy: int, noise: float, seed: int) -> dict[str, Any]:
@@ -94,6 +95,8 @@ def method_overrides(method: str, data: Path, a: argparse.Namespace) -> list[str
         "calql": [*offline, "algo.demo_ratio=0.5"],
         "wsrl": [*offline, "offline.keep_data=false", "algo.demo_ratio=0.0", f"algo.learning_starts={a.warmup}"],
         "jsrl": [*offline, "algo.demo_ratio=0.5", "jsrl.guide=offline", f"jsrl.horizon={a.guide_horizon}"],
+        # No data at all: the task's scripted controller guides (what JSRL needs is a guide, not a dataset).
+        "jsrl_scripted": ["jsrl.guide=scripted", f"jsrl.horizon={a.guide_horizon}"],
         # IQL has no preset of its own on these tasks: it gets SAC's (the same task settings, γ, n-step, LayerNorm).
         "iql": ["algo.type=iql", *sac_preset(a.task), *offline[:2], "algo.demo_ratio=0.5",
                 f"algo.expectile={a.expectile}"],

@@ -29,7 +29,8 @@ def test_the_workflow_commands_resolve(capsys: pytest.CaptureFixture[str]) -> No
 
 
 @pytest.mark.parametrize(("marker", "keys"), [
-    ("jsrl.guide", [r"jsrl.guide\s.*'offline'", r"jsrl.horizon\s.*\b50\b"]),
+    ("jsrl.guide=offline", [r"jsrl.guide\s.*'offline'", r"jsrl.horizon\s.*\b50\b"]),
+    ("jsrl.guide=scripted", [r"jsrl.guide\s.*'scripted'", r"task.action_scale\s.*\b0.05\b"]),
     ("--algo iql", [r"algo.expectile\s.*\b0.9\b", r"algo.type\s.*'iql'"]),
 ])
 def test_each_scheme_command_resolves(marker: str, keys: list[str], capsys: pytest.CaptureFixture[str]) -> None:

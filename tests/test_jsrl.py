@@ -102,6 +102,27 @@ def test_jsrl_from_the_command_line_guided_by_the_offline_policy(tmp_path: Path)
                  "run.progress=false", "jsrl.guide=offline"]) == 2
 
 
+def test_the_tasks_scripted_controller_guides_from_the_command_line(tmp_path: Path) -> None:
+    pytest.importorskip("mujoco", reason="mujoco/pick_cube needs the mujoco package (pip install 'robot-rl[mujoco]')")
+    from robot_rl.checkpoint import load_latest
+    from robot_rl.cli import main
+
+    common = [f"run.root={tmp_path}", "run.progress=false", "loop.eval_every_env_steps=10000", "loop.eval_episodes=2",
+              "loop.log_every_s=0", "algo.batch_size=32", "algo.actor_hidden=[32,32]", "algo.critic_hidden=[32,32]"]
+    # The scripted pick solves the task: 8 guided episodes in a row reach the threshold and the hand-over moves.
+    args = ["train", "--task", "mujoco/pick_cube", "--name", "s", *common, "task.num_envs=4",
+            "loop.total_env_steps=600", "algo.learning_starts=10000", "jsrl.guide=scripted", "jsrl.horizon=50",
+            "jsrl.stages=2", "jsrl.window=8", "jsrl.threshold=0.75"]
+    assert main(args) == 0
+    assert "jsrl: scripted guides the first 50 steps of each episode" in (tmp_path / "s" / "train.log").read_text()
+    _, meta, _ = load_latest(tmp_path / "s")
+    assert meta["jsrl"][0]["stage"] >= 1, meta["jsrl"]
+    # A task without a scripted controller: a clear error before anything trains.
+    import robot_rl.testing  # noqa: F401 - registers the "fake" task
+
+    assert main(["train", "--task", "fake", "--name", "f", *common, "jsrl.guide=scripted"]) == 2
+
+
 def test_the_actor_flags_the_rows_its_guide_acted() -> None:
     import robot_rl.testing  # noqa: F401 - registers the "fake" task
     from robot_rl.core.config import ALGOS, ensure_registered

@@ -105,6 +105,15 @@ class OfflineTrainableConfig(DiscountedConfig, Protocol):
 
 
 @runtime_checkable
+class HasScriptedController(Protocol):
+    """A task config that ships a controller solving the task from its own observations (``jsrl.guide=scripted``)."""
+
+    def scripted_controller(self) -> Policy:
+        """A fresh controller for this config's settings (its action scale); acting deterministically on request."""
+        ...
+
+
+@runtime_checkable
 class OnPolicyConfig(Protocol):
     """An on-policy algorithm's config: actors wait for new weights after every ``rollout_length`` steps."""
 

@@ -8,23 +8,30 @@ acted are flagged (``extras["guided"]``) so the learner and its logs can tell th
 
 :class:`GuidedActing` is the actor's side: each sub-env counts its own episode steps, the guide's action replaces
 the learner's for the first ``h`` of them, and every finished episode feeds the curriculum. ``robot-rl train
-jsrl.guide=runs/teacher`` (a run directory: its newest checkpoint's policy) or ``jsrl.guide=offline`` (the
-policy the offline phase left, frozen) switches it on (docs/offline-to-online.md).
+jsrl.guide=runs/teacher`` (a run directory: its newest checkpoint's policy), ``jsrl.guide=offline`` (the
+policy the offline phase left, frozen) or ``jsrl.guide=scripted`` (the task's scripted controller, where it has
+one: :class:`~robot_rl.core.config.HasScriptedController`) switches it on (docs/offline-to-online.md).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from robot_rl.core.algorithm import Policy
+from robot_rl.core.config import ConfigError, HasScriptedController, TaskConfig
+from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs
 
 #: ``jsrl.guide`` value for the policy the offline phase pre-trained (``--offline DATA``), frozen.
 OFFLINE_GUIDE = "offline"
+#: ``jsrl.guide`` value for the task's own scripted controller.
+SCRIPTED_GUIDE = "scripted"
 #: Where ``jsrl.guide=offline`` keeps the offline phase's actor weights in the run directory.
 JSRL_GUIDE_FILE = "jsrl_guide.pt"
 
@@ -36,8 +43,9 @@ class JSRLConfig:
     """Jump-start RL (``jsrl.*``): who guides, and the hand-over curriculum."""
 
     guide: str | None = None
-    """A run directory whose newest checkpoint's policy guides (e.g. a BC or offline-RL run), or ``offline``: the
-    policy this run's offline phase pre-trained, frozen before online training changes it. None: no JSRL."""
+    """A run directory whose newest checkpoint's policy guides (e.g. a BC or offline-RL run); ``offline``: the
+    policy this run's offline phase pre-trained, frozen before online training changes it; ``scripted``: the
+    task's scripted controller (``mujoco/pick_cube``, ``mujoco/reach``). None: no JSRL."""
     deterministic: bool = True
     """The guide acts with its deterministic action (its best guess), not a sample."""
     horizon: int = 40
@@ -139,3 +147,26 @@ class GuidedActing:
                "guided_fraction": self.guided_steps / self.steps if self.steps else 0.0}
         self.guided_steps = self.steps = 0
         return out
+
+
+def load_guide(cfg: JSRLConfig, task: TaskConfig, run_dir: Path, spec: EnvSpec, device: torch.device,
+               fresh_policy: Callable[[], Policy]) -> Policy:
+    """The policy ``cfg.guide`` names, in eval mode (``fresh_policy``: the learner's, for ``offline``'s weights)."""
+    if cfg.guide == OFFLINE_GUIDE:
+        path = run_dir / JSRL_GUIDE_FILE
+        if not path.exists():
+            raise ConfigError("jsrl.guide=offline guides with the policy of the offline phase: add --offline "
+                              "DATA, or name a run directory (jsrl.guide=runs/NAME)")
+        guide = fresh_policy()
+        guide.load_actor_weights(torch.load(path, map_location=device, weights_only=True))
+    elif cfg.guide == SCRIPTED_GUIDE:
+        if not isinstance(task, HasScriptedController):
+            raise ConfigError(f"jsrl.guide=scripted: the task {type(task).__name__} has no scripted controller "
+                              "(mujoco/pick_cube and mujoco/reach have); name a run directory (jsrl.guide=runs/NAME) "
+                              "or use jsrl.guide=offline with --offline DATA")
+        guide = task.scripted_controller().to(device)
+    else:
+        from robot_rl.policy_io import load_policy
+
+        guide = load_policy(Path(str(cfg.guide)), spec, device).policy
+    return guide.eval()

@@ -230,24 +230,13 @@ class InProcessRunner:
 
     def _attach_jsrl(self) -> None:
         """``jsrl.guide``: each actor's guide acts first in each episode (:mod:`robot_rl.loop.jsrl`)."""
-        from robot_rl.loop.jsrl import GuidedActing
+        from robot_rl.loop.jsrl import GuidedActing, load_guide
 
         jsrl = self.cfg.jsrl
         if self.algo.on_policy or self.remote:
             raise ConfigError("jsrl.guide runs in `robot-rl train` with an off-policy learner (algo=sac): "
                               "on-policy updates need the actions their own policy chose")
-        if jsrl.guide == OFFLINE_GUIDE:
-            path = self.run_dir / JSRL_GUIDE_FILE
-            if not path.exists():
-                raise ConfigError("jsrl.guide=offline guides with the policy of the offline phase: add --offline "
-                                  "DATA, or name a run directory (jsrl.guide=runs/NAME)")
-            guide = self.algo.make_policy()
-            guide.load_actor_weights(torch.load(path, map_location=self.device, weights_only=True))
-        else:
-            from robot_rl.policy_io import load_policy
-
-            guide = load_policy(Path(str(jsrl.guide)), self.spec, self.device).policy
-        guide.eval()
+        guide = load_guide(jsrl, self.cfg.task, self.run_dir, self.spec, self.device, self.algo.make_policy)
         for i, a in enumerate(self.actors):
             a.guide = GuidedActing(jsrl, guide if i == 0 else copy.deepcopy(guide), a.env.num_envs, a.env.device)
             if self._jsrl_state is not None and i < len(self._jsrl_state):

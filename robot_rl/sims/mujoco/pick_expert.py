@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from robot_rl.core.algorithm import Policy
+
 if TYPE_CHECKING:
     from robot_rl.core.transition import Obs
 
@@ -20,7 +22,7 @@ OPENING, GRIP, CUBE, GOAL = 12, slice(13, 16), slice(16, 19), slice(26, 29)
 PICK_STATE_DIM = 35
 
 
-class ScriptedPickDemonstrator:
+class ScriptedPickDemonstrator(Policy):
     """Above the cube with the gripper open, down, close, then carry the cube to the goal.
 
     ``noise`` adds Gaussian noise to the motion part of the action (not the gripper), so demos cover
@@ -28,6 +30,7 @@ class ScriptedPickDemonstrator:
     """
 
     def __init__(self, action_scale: float = 0.05, gain: float = 1.0, noise: float = 0.0, seed: int = 0) -> None:
+        super().__init__()  # a Policy (no weights): it can act wherever a policy does, e.g. as JSRL's guide
         self.action_scale, self.gain, self.noise = action_scale, gain, noise
         self.generator = torch.Generator().manual_seed(seed)
 

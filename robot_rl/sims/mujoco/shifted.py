@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import torch
 
+from robot_rl.core.algorithm import Policy
 from robot_rl.core.config import TASKS
 from robot_rl.sims.mujoco.tasks import MujocoReachConfig
 
@@ -86,7 +87,7 @@ class MujocoReachShiftedConfig(MujocoReachConfig):
         return env
 
 
-class ScriptedReachDemonstrator:
+class ScriptedReachDemonstrator(Policy):
     """A proportional controller on ``goal − grip`` with optional Gaussian action noise (a teleoperator).
 
     ``action = clip(gain · (goal − grip) / action_scale + noise, −1, 1)``; works on ``mujoco/reach`` and
@@ -94,6 +95,7 @@ class ScriptedReachDemonstrator:
     """
 
     def __init__(self, action_scale: float = 0.03, gain: float = 0.6, noise: float = 0.0, seed: int = 0) -> None:
+        super().__init__()  # a Policy (no weights): it can act wherever a policy does, e.g. as JSRL's guide
         self.action_scale, self.gain, self.noise = action_scale, gain, noise
         self.generator = torch.Generator().manual_seed(seed)
 

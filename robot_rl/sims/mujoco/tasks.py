@@ -27,6 +27,7 @@ from robot_rl.sims.mujoco.camera_pose import check_adjust
 from robot_rl.sims.mujoco.readout import Readout
 
 if TYPE_CHECKING:
+    from robot_rl.core.algorithm import Policy
     from robot_rl.sims.mujoco.env import MujocoVecEnv
     from robot_rl.sims.mujoco.scene import SceneIndex
 
@@ -202,6 +203,12 @@ class MujocoReachConfig(MujocoTaskConfig):
         """16 arm numbers + goal (3) + goal − grip (3) + magnified offset (3)."""
         return 25
 
+    def scripted_controller(self) -> Policy:
+        """A proportional controller on goal − grip at this config's action scale (``jsrl.guide=scripted``)."""
+        from robot_rl.sims.mujoco.shifted import ScriptedReachDemonstrator
+
+        return ScriptedReachDemonstrator(self.action_scale)
+
     def sample_start(self, ix: SceneIndex, gen: torch.Generator, n: int, device: torch.device
                      ) -> tuple[torch.Tensor, torch.Tensor]:
         """Noisy home pose with the gripper open; goal uniform in the goal box."""
@@ -318,6 +325,12 @@ class MujocoPickCubeConfig(MujocoTaskConfig):
     def state_dim(self) -> int:
         """16 arm numbers + cube (3 + 4) + cube − grip (3) + goal (3) + goal − cube (3) + magnified (3)."""
         return 35
+
+    def scripted_controller(self) -> Policy:
+        """The scripted pick (above, down, close, carry) at this config's action scale (``jsrl.guide=scripted``)."""
+        from robot_rl.sims.mujoco.pick_expert import ScriptedPickDemonstrator
+
+        return ScriptedPickDemonstrator(self.action_scale)
 
     def sample_start(self, ix: SceneIndex, gen: torch.Generator, n: int, device: torch.device
                      ) -> tuple[torch.Tensor, torch.Tensor]:
