@@ -2,7 +2,7 @@
 
 ``mujoco/reach_shifted`` is ``mujoco/reach`` with different physics (heavier links, more joint damping,
 weaker servos, other friction), other lighting and colours, and a moved camera (:class:`ShiftConfig`).
-Its scripted demonstrator (:class:`ScriptedReachDemonstrator`) records the "real" demonstrations
+Its scripted demonstrator (:class:`~robot_rl.sims.mujoco.reach_expert.ScriptedReachDemonstrator`) records the "real" demonstrations
 (:func:`record_demos`, into an episode store or a LeRobotDataset v3), and its env plays the real-world
 evaluation. On hardware the real demonstrations come from teleoperation (`robot-rl data record`) and
 the evaluation is `robot-rl deploy` on the robot; see docs/cotraining.md.
@@ -17,18 +17,13 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import torch
 
-from robot_rl.core.algorithm import Policy
 from robot_rl.core.config import TASKS
+from robot_rl.sims.mujoco.reach_expert import ScriptedReachDemonstrator  # also imported from here by examples
 from robot_rl.sims.mujoco.tasks import MujocoReachConfig
 
 if TYPE_CHECKING:
     from robot_rl.core.env import VecEnv
-    from robot_rl.core.transition import Obs
     from robot_rl.sims.mujoco.env import MujocoVecEnv
-
-#: Where ``goal − grip`` sits in ``mujoco/reach``'s state: 16 arm numbers, then goal (3), then the offset.
-REACH_OFFSET = slice(19, 22)
-
 
 @dataclass
 class ShiftConfig:
@@ -85,30 +80,6 @@ class MujocoReachShiftedConfig(MujocoReachConfig):
         env = MujocoVecEnv(self, num_envs or self.num_envs, device, seed)
         apply_shift(env, self.shift)
         return env
-
-
-class ScriptedReachDemonstrator(Policy):
-    """A proportional controller on ``goal − grip`` with optional Gaussian action noise (a teleoperator).
-
-    ``action = clip(gain · (goal − grip) / action_scale + noise, −1, 1)``; works on ``mujoco/reach`` and
-    ``mujoco/reach_shifted`` state observations (``ee_delta`` control).
-    """
-
-    def __init__(self, action_scale: float = 0.03, gain: float = 0.6, noise: float = 0.0, seed: int = 0) -> None:
-        super().__init__()  # a Policy (no weights): it can act wherever a policy does, e.g. as JSRL's guide
-        self.action_scale, self.gain, self.noise = action_scale, gain, noise
-        self.generator = torch.Generator().manual_seed(seed)
-
-    def act(self, obs: Obs, deterministic: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Actions ``[N, 3]`` for a batch of reach observations (noise unless ``deterministic``)."""
-        state = obs["state"]
-        if state.shape[-1] != 25:
-            raise ValueError(f"the scripted reach demonstrator reads mujoco/reach state [N, 25], got "
-                             f"{list(state.shape)}")
-        action = self.gain * state[:, REACH_OFFSET] / self.action_scale
-        if self.noise > 0 and not deterministic:
-            action = action + self.noise * torch.randn(action.shape, generator=self.generator).to(action.device)
-        return action.clamp(-1.0, 1.0), {}
 
 
 def record_demos(env: VecEnv, out: Path | str, episodes: int, demonstrator: ScriptedReachDemonstrator,

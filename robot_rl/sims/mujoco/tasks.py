@@ -205,7 +205,7 @@ class MujocoReachConfig(MujocoTaskConfig):
 
     def scripted_controller(self) -> Policy:
         """A proportional controller on goal − grip at this config's action scale (``jsrl.guide=scripted``)."""
-        from robot_rl.sims.mujoco.shifted import ScriptedReachDemonstrator
+        from robot_rl.sims.mujoco.reach_expert import ScriptedReachDemonstrator
 
         return ScriptedReachDemonstrator(self.action_scale)
 
