@@ -2,10 +2,10 @@
 
 ``mujoco/reach_shifted`` is ``mujoco/reach`` with different physics (heavier links, more joint damping,
 weaker servos, other friction), other lighting and colours, and a moved camera (:class:`ShiftConfig`).
-Its scripted demonstrator (:class:`~robot_rl.sims.mujoco.reach_expert.ScriptedReachDemonstrator`) records the "real" demonstrations
-(:func:`record_demos`, into an episode store or a LeRobotDataset v3), and its env plays the real-world
-evaluation. On hardware the real demonstrations come from teleoperation (`robot-rl data record`) and
-the evaluation is `robot-rl deploy` on the robot; see docs/cotraining.md.
+Its scripted demonstrator (:class:`~robot_rl.sims.mujoco.reach_expert.ScriptedReachDemonstrator`) records the
+"real" demonstrations (:func:`record_demos`, into an episode store or a LeRobotDataset v3), and its env plays
+the real-world evaluation. On hardware the real demonstrations come from teleoperation (`robot-rl data record`)
+and the evaluation is `robot-rl deploy` on the robot; see docs/cotraining.md.
 """
 
 from __future__ import annotations
