@@ -145,11 +145,11 @@ def run_onpolicy(name: str, algo_cfg: FlowPPOConfig | HiORSConfig, sft: FlowVLAP
                  ) -> list[dict[str, float]]:
     """Flow-Noise PPO or Hi-ORS from the SFT checkpoint, driven like the on-policy loop; per-evaluation rows."""
     h = sft.cfg.horizon
-    env = chunk_task(args, h, args.rl_envs).make("cpu", 11 + 1000 * args.rl_seed)
-    eval_env = chunk_task(args, h, 25).make("cpu", 12)
+    env = chunk_task(args, h, args.rl_envs).make(args.device, 11 + 1000 * args.rl_seed)
+    eval_env = chunk_task(args, h, 25).make(args.device, 12)
     kl_obs = {k: v[:16] for k, v in eval_env.reset(seed=5).items()}
-    gen = torch.Generator().manual_seed(0)
-    algo = algo_cfg.build(env.spec, "cpu", args.rl_seed)
+    gen = torch.Generator(device=args.device).manual_seed(0)
+    algo = algo_cfg.build(env.spec, args.device, args.rl_seed)
     policy = algo.make_policy()
     storage = algo.make_storage(env.num_envs)
     curve = Curve(name)
@@ -186,17 +186,17 @@ def run_onpolicy(name: str, algo_cfg: FlowPPOConfig | HiORSConfig, sft: FlowVLAP
 def run_dsrl(sft_dir: Path, sft: FlowVLAPolicy, args: argparse.Namespace) -> list[dict[str, float]]:
     """DSRL: SAC over the frozen SFT flow's initial noise; KL is that of the noise policy to N(0, I)."""
     h = sft.cfg.horizon
-    env = LatentNoiseEnv(chunk_task(args, h, args.rl_envs).make("cpu", 11 + 1000 * args.rl_seed), sft,
+    env = LatentNoiseEnv(chunk_task(args, h, args.rl_envs).make(args.device, 11 + 1000 * args.rl_seed), sft,
                          args.dsrl_noise_bound)
-    eval_env = LatentNoiseEnv(chunk_task(args, h, 25).make("cpu", 12), sft, args.dsrl_noise_bound)
+    eval_env = LatentNoiseEnv(chunk_task(args, h, 25).make(args.device, 12), sft, args.dsrl_noise_bound)
     kl_obs = eval_env.reset(seed=5)
     cfg = SACConfig(learning_starts=args.dsrl_learning_starts, batch_size=256, utd_ratio=args.dsrl_utd,
                     buffer_size=200_000, gamma=args.dsrl_gamma, actor_hidden=(256, 256), critic_hidden=(256, 256),
                     init_temperature=args.dsrl_init_temperature,
                     target_entropy=args.dsrl_target_entropy_per_dim * h * sft.action_dim)
-    algo = cfg.build(env.spec, "cpu", args.rl_seed)
+    algo = cfg.build(env.spec, args.device, args.rl_seed)
     buf = algo.make_storage(env.num_envs)
-    gen = torch.Generator().manual_seed(args.rl_seed)
+    gen = torch.Generator(device=args.device).manual_seed(args.rl_seed)
     curve = Curve("dsrl")
     obs = env.reset()
     steps = chunks = 0
@@ -210,7 +210,7 @@ def run_dsrl(sft_dir: Path, sft: FlowVLAPolicy, args: argparse.Namespace) -> lis
             succ = eval_chunks(lambda o: algo.actor.act(o, True)[0], eval_env, args.eval_episodes)
             with torch.no_grad():  # KL(noise policy ‖ N(0, I)) ≥ KL of the chunks (data processing)
                 feats = algo.actor.encoder(kl_obs)
-                a, logp = algo.actor.sample(feats, torch.randn(feats.shape[0], dims, generator=gen))
+                a, logp = algo.actor.sample(feats, torch.randn(feats.shape[0], dims, generator=gen, device=gen.device))
                 x0 = a * bound
                 logp_x0 = logp - dims * math.log(bound)
                 kl = float((logp_x0 - (-0.5 * x0.square() - 0.5 * math.log(2 * math.pi)).sum(-1)).mean())
@@ -220,7 +220,8 @@ def run_dsrl(sft_dir: Path, sft: FlowVLAPolicy, args: argparse.Namespace) -> lis
             break
         if len(buf) < cfg.learning_starts:
             # Warm-up with the base policy's own noise, N(0, I) (clipped to the bound).
-            action = torch.randn(env.num_envs, *env.spec.action.shape, generator=gen).clamp(-bound, bound)
+            action = torch.randn(env.num_envs, *env.spec.action.shape, generator=gen,
+                                     device=gen.device).clamp(-bound, bound)
         else:
             action = algo.actor.act(obs)[0]
         r = env.step(action)
@@ -337,7 +338,7 @@ def failure_analysis(sft_dir: Path, args: argparse.Namespace, episodes: int = 10
 
 def run_rl(sft_dir: Path, demos: Path | None, args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
     """Every method of ``--methods`` from the same SFT checkpoint."""
-    sft, _ = load_flow_policy(sft_dir)
+    sft, _ = load_flow_policy(sft_dir, args.device)
     sft.requires_grad_(False)
     pcfg = sft.cfg
     out: dict[str, list[dict[str, float]]] = {}
@@ -391,6 +392,10 @@ def plot(curves: dict[str, list[dict[str, float]]], path: Path) -> None:
                 title="success vs env steps (solid: deterministic; dashed: sampled)")
     axes[1].set(xlabel="wall-clock s", ylabel="success rate", title="success vs wall-clock")
     axes[2].set(xlabel="env steps", ylabel="nats per chunk", title="KL to the SFT policy", yscale="symlog")
+    ends = [rows[-1]["env_steps"] for rows in curves.values() if rows and rows[-1]["env_steps"]]
+    if ends and max(ends) > 10 * min(ends):  # budgets of different scale (GPU PPO vs off-policy): log env steps
+        for ax in (axes[0], axes[2]):
+            ax.set_xscale("symlog", linthresh=1e4)
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
@@ -461,6 +466,7 @@ def main() -> None:
     p.add_argument("--demos-dir", type=Path, default=None, help="with --rl-only: the SFT demos (hiors, sft_more)")
     p.add_argument("--plot", type=Path, default=None, help="PNG of the RL curves (default: next to --out)")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="torch device of the RL methods' envs and learners (cpu, cuda)")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/flow_bench.json"))
     p.add_argument("--ratio-diagnosis", action="store_true",
                    help="with --rl-only: clip fraction of one Flow-Noise PPO update per ratio level and "

@@ -48,7 +48,8 @@ def make_sft(args: argparse.Namespace) -> tuple[Path, Path]:
     record_episodes(env, demonstrator(env), StoreSink(store), args.demos)
     cfg = FlowSFTConfig(policy=FlowVLAConfig(horizon=args.horizon, num_steps=10), steps=args.sft_steps,
                         eval_every=0, eval_episodes=args.eval_episodes,
-                        executor=ChunkExecutorConfig(execute_steps=args.execute), progress=False)
+                        executor=ChunkExecutorConfig(execute_steps=args.execute), progress=False,
+                        device=args.device)
     t = time.monotonic()
     result = train_sft(cfg, work / "demos", task, work / "sft")
     print(f"SFT: {args.demos} demos, {args.sft_steps} steps, {time.monotonic() - t:.0f} s, success (per-step env, "
@@ -73,11 +74,11 @@ def run_qchunk(sft_dir: Path, demos: Path | None, sft: FlowVLAPolicy, args: argp
                actor: str = "best_of_n") -> list[dict[str, float]]:
     """Q-chunking from the SFT checkpoint, driven like the off-policy loop; per-evaluation rows."""
     h = sft.cfg.horizon
-    env = chunk_task(args, h, args.rl_envs).make("cpu", 11 + 1000 * args.rl_seed)
-    eval_env = chunk_task(args, h, 25).make("cpu", 12)
+    env = chunk_task(args, h, args.rl_envs).make(args.device, 11 + 1000 * args.rl_seed)
+    eval_env = chunk_task(args, h, 25).make(args.device, 12)
     kl_obs = {k: v[:16] for k, v in eval_env.reset(seed=5).items()}
-    gen = torch.Generator().manual_seed(0)
-    algo = qc_config(sft_dir, demos, sft, args, actor).build(env.spec, "cpu", args.rl_seed)
+    gen = torch.Generator(device=args.device).manual_seed(0)
+    algo = qc_config(sft_dir, demos, sft, args, actor).build(env.spec, args.device, args.rl_seed)
     policy, evaluator = algo.make_policy(), algo.make_policy()
     storage = algo.make_storage(env.num_envs)
     curve = Curve("flow_qc" if actor == "best_of_n" else "flow_qc_fql")
@@ -166,13 +167,14 @@ def main() -> None:
     p.add_argument("--dsrl-utd", type=float, default=0.5)
     p.add_argument("--ppo-rollout", type=int, default=4)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu", help="torch device of the SFT training, envs and learners (cpu, cuda)")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/flow_qchunk_bench.json"))
     p.add_argument("--plot", type=Path, default=None)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     sft_dir, demos = (args.sft, args.demos_dir) if args.sft is not None else make_sft(args)
-    sft, _ = load_flow_policy(sft_dir)
+    sft, _ = load_flow_policy(sft_dir, args.device)
     sft.requires_grad_(False)
     base = baseline_args(args, sft)
     curves: dict[str, list[dict[str, float]]] = {}
