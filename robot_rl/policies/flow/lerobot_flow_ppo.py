@@ -358,15 +358,24 @@ class LeRobotFlowPPOAlgorithm(FlowPPOAlgorithm):
 def _load_base(cfg: FlowPPOConfig, spec: EnvSpec, device: torch.device | str) -> LeRobotFlowPolicy:
     """The frozen SmolVLA of ``cfg.init_from`` for a task with ``spec`` (its instructions from the task)."""
     assert cfg.init_from is not None
-    kind = lerobot_policy_type(cfg.init_from)
+    return load_smolvla_for_task(cfg.init_from, cfg.instruction, spec, device, "Flow-Noise PPO")
+
+
+def load_smolvla_for_task(init_from: str, instruction: str | None, spec: EnvSpec, device: torch.device | str,
+                          who: str) -> LeRobotFlowPolicy:
+    """The SmolVLA of ``init_from`` for a task with ``spec`` (its instructions from the task, else ``instruction``).
+
+    ``who`` (the learner's name) is in the errors: another LeRobot flow type, or no instruction to read.
+    """
+    kind = lerobot_policy_type(init_from)
     if kind != "smolvla":  # checked before loading: a pi0 takes minutes to load only to be refused
-        raise NotImplementedError(f"{cfg.init_from}: Flow-Noise PPO drives LeRobot SmolVLA checkpoints, not "
+        raise NotImplementedError(f"{init_from}: {who} drives LeRobot SmolVLA checkpoints, not "
                                   f"{kind!r}; use DSRL (--task dsrl --algo sac task.init_from=...) for it")
     table = instruction_table(spec)
-    if not table and cfg.instruction is None:
+    if not table and instruction is None:
         raise ValueError(f"the task {spec.extras.get('task')!r} has no instruction table: set "
                          "algo.instruction='<what the robot should do>' for the LeRobot policy")
-    return load_lerobot_flow_policy_for_spec(cfg.init_from, spec, table, cfg.instruction, device)
+    return load_lerobot_flow_policy_for_spec(init_from, spec, table, instruction, device)
 
 
 def build_lerobot_noise_policy(cfg: FlowPPOConfig, spec: EnvSpec, device: torch.device | str,
@@ -403,4 +412,4 @@ def _load_named(module: nn.Module, weights: Weights, names: list[str], what: str
 
 
 __all__ = ["LeRobotFlowNoisePolicy", "LeRobotFlowPPOAlgorithm", "PrefixContext", "build_lerobot_noise_policy",
-           "instruction_table"]
+           "instruction_table", "load_smolvla_for_task"]

@@ -51,15 +51,15 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from robot_rl.core.algorithm import OffPolicyAlgorithm, Weights
+from robot_rl.core.algorithm import OffPolicyAlgorithm, Policy, Weights
 from robot_rl.core.config import ALGOS, AlgoConfig
 from robot_rl.core.data_parallel import DataParallel, draw_rows
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, TransitionBatch
-from robot_rl.policies.flow.fql import distil_flow, fql_loss
 from robot_rl.policies.flow.model import FlowVLAConfig
 from robot_rl.policies.flow.onpolicy import load_sft_into
-from robot_rl.policies.flow.qchunk_data import ChunkTransitions, chunk_transitions
+from robot_rl.policies.flow.qchunk_data import ChunkTransitions, chunk_td_target, chunk_transitions
+from robot_rl.policies.flow.qchunk_fql import QCFQLSteps
 from robot_rl.policies.flow.qchunk_policy import FlowQCPolicy
 from robot_rl.replay.buffer import ReplayBuffer
 
@@ -74,7 +74,10 @@ class FlowQCConfig(AlgoConfig):
     """Architecture and sampler of the flow policy (must match the SFT checkpoint's)."""
     init_from: str | None = None
     """Run directory of a flow SFT checkpoint (`robot-rl flow-sft --out DIR`): the flow policy and the critic's
-    frozen encoder start from it. null = random initialisation (the critic then reads random features)."""
+    frozen encoder start from it. null = random initialisation (the critic then reads random features). A LeRobot
+    SmolVLA checkpoint directory: that VLA stays frozen and proposes the N chunks (:mod:`.qchunk_lerobot`)."""
+    instruction: str | None = None
+    """With a LeRobot ``init_from`` and a task without an instruction table: the instruction the VLA reads."""
     demos: str | None = None
     """Episode store / LeRobotDataset of demos (per-step or chunk actions) kept in every batch (null = none)."""
     demo_ratio: float = 0.5
@@ -166,11 +169,22 @@ class FlowQCConfig(AlgoConfig):
             raise ValueError(f"gamma and tau must be in (0, 1], got {self.gamma}, {self.tau}")
 
     def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> FlowQCAlgorithm:
-        """The Q-chunking learner."""
+        """The Q-chunking learner (over a frozen LeRobot VLA when ``init_from`` is a LeRobot checkpoint)."""
+        from robot_rl.policies.flow import qchunk_lerobot  # lazy: it subclasses this module's learner
+
+        if qchunk_lerobot.is_lerobot_base(self.init_from):
+            return qchunk_lerobot.LeRobotQCAlgorithm(self, spec, torch.device(device), seed)
         return FlowQCAlgorithm(self, spec, torch.device(device), seed)
 
-    def build_policy(self, spec: EnvSpec, device: torch.device | str, seed: int = 0) -> FlowQCPolicy:
-        """The acting policy alone (flow and critic placeholders; ``init_from`` and ``pretrained_path`` unread)."""
+    def build_policy(self, spec: EnvSpec, device: torch.device | str, seed: int = 0) -> Policy:
+        """The acting policy alone (flow and critic placeholders; ``init_from`` and ``pretrained_path`` unread).
+
+        A LeRobot ``init_from`` is loaded: its frozen VLA proposes the chunks and is not in the actor weights.
+        """
+        from robot_rl.policies.flow import qchunk_lerobot
+
+        if qchunk_lerobot.is_lerobot_base(self.init_from):
+            return qchunk_lerobot.build_lerobot_qc_policy(self, spec, device, seed)
         cfg = dataclasses.replace(self, policy=dataclasses.replace(self.policy, pretrained_path=None))
         with torch.random.fork_rng(devices=[]):
             torch.random.default_generator.manual_seed(seed)
@@ -179,13 +193,7 @@ class FlowQCConfig(AlgoConfig):
         return policy
 
 
-def chunk_td_target(reward: torch.Tensor, terminated: torch.Tensor, next_value: torch.Tensor, gamma: float,
-                    steps: int) -> torch.Tensor:
-    """``y = R + γ^steps · (1 − terminated) · V(s')`` for chunk rows ``[B]`` (the module docstring's target)."""
-    return reward + (gamma ** steps) * (1.0 - terminated.float()) * next_value
-
-
-class FlowQCAlgorithm(OffPolicyAlgorithm):
+class FlowQCAlgorithm(QCFQLSteps, OffPolicyAlgorithm):
     """Learner: the acting policy (flow + critics), target critics, the chunk replay and the demo transitions."""
 
     def __init__(self, cfg: FlowQCConfig, spec: EnvSpec, device: torch.device, seed: int) -> None:
@@ -212,21 +220,25 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
         self._policies_made = 0
         self.data_parallel: DataParallel | None = None
         self._critic_loss, self._flow_loss, self._fql_loss = self.critic_loss, self.flow_matching, self.fql_actor_loss
-        self.demos: ChunkTransitions | None = None
-        self.chunk_discount = float(spec.extras.get("chunk_discount", 1.0))
-        if abs(self.chunk_discount - cfg.gamma) > 1e-9:
+        self.chunk_discount, self.demos = self._task_data(self.actor.horizon)
+        # Before the one-step policy first acts or learns, unless a resumed state replaces it (load_state_dict).
+        self._warm_up_due = self.demos is not None and self.fql_optim is not None and cfg.fql_warmup_steps > 0
+
+    def _task_data(self, horizon: int) -> tuple[float, ChunkTransitions | None]:
+        """``(the task's chunk discount, the demos' chunk transitions or None)``, warning if the discount is not γ."""
+        cfg, chunk_discount = self.cfg, float(self.spec.extras.get("chunk_discount", 1.0))
+        if abs(chunk_discount - cfg.gamma) > 1e-9:
             log.warning("flow_qc: the task sums a chunk's rewards with discount %g per step, the critic discounts by "
                         "gamma=%g: to back up the per-step discounted return, the chunk tasks take "
                         "task.chunk_discount=%g (a task of your own: discount a chunk's rewards by gamma per step "
-                        "and name it in spec.extras['chunk_discount'])", self.chunk_discount, cfg.gamma, cfg.gamma)
-        if cfg.demos:
-            from robot_rl.data.demos import read_episodes
+                        "and name it in spec.extras['chunk_discount'])", chunk_discount, cfg.gamma, cfg.gamma)
+        if not cfg.demos:
+            return chunk_discount, None
+        from robot_rl.data.demos import read_episodes
 
-            self.demos = chunk_transitions(read_episodes(cfg.demos)[0], spec, cfg.policy.horizon, self.execute,
-                                           self.chunk_discount)
-            log.info("flow_qc: %d demo chunk transitions from %s", len(self.demos), cfg.demos)
-        # Before the one-step policy first acts or learns, unless a resumed state replaces it (load_state_dict).
-        self._warm_up_due = self.demos is not None and self.fql_optim is not None and cfg.fql_warmup_steps > 0
+        demos = chunk_transitions(read_episodes(cfg.demos)[0], self.spec, horizon, self.execute, chunk_discount)
+        log.info("flow_qc: %d demo chunk transitions from %s", len(demos), cfg.demos)
+        return chunk_discount, demos
 
     def enable_data_parallel(self, dp: DataParallel) -> None:
         """Average the critics' and the flow's gradients over ``dp``'s ranks (DDP, one module per optimiser).
@@ -254,6 +266,7 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
         """An independent acting copy with its own seeded sampling noise."""
         self._policies_made += 1
         policy = self.cfg.build_policy(self.spec, self.device, self.seed * 1000 + self._policies_made)
+        assert isinstance(policy, FlowQCPolicy)
         policy.load_actor_weights(self.actor_weights())
         return policy
 
@@ -353,52 +366,6 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
         err = (self.actor.flow.velocity(xt, t, cond) - (actions - x0)).square().mean(-1)
         return (err * weight).sum() / total_weight.clamp_min(1e-8)
 
-    def fql_actor_loss(self, features: torch.Tensor, noise: torch.Tensor, flow_chunks: torch.Tensor
-                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(L(ω), distillation error, mean Q of its chunks)``: QC-FQL's one-step policy loss (fql.py).
-
-        The critic is called with detached parameters: this loss trains the one-step policy only.
-        """
-        assert self.actor.onestep is not None
-        params = {k: v.detach() for k, v in self.actor.critic.named_parameters()}
-        critic = partial(torch.func.functional_call, self.actor.critic, params)
-        across = self.data_parallel.mean if self.data_parallel is not None else None
-        loss, info = fql_loss(self.actor.onestep, lambda f, c: critic((f, c)), features, noise, flow_chunks,
-                              self.execute, self.cfg.fql_alpha, self.cfg.fql_normalize_q, across)
-        return loss, info["distill"], info["q"]
-
-    def warm_up_onestep(self, demos: ChunkTransitions, steps: int, max_states: int = 4096) -> float:
-        """Distil the flow into the one-step policy on up to ``max_states`` demo observations; the last error.
-
-        It draws from its own generator (the updates that follow draw the same numbers as without it), and the
-        optimiser's moments restart after it.
-        """
-        actor, optim = self.actor, self.fql_optim
-        assert actor.onestep is not None and optim is not None
-        pick = torch.randperm(len(demos), generator=torch.Generator().manual_seed(self.seed + 1))[:max_states]
-        features, cond = actor.conditions(demos.batch(pick, self.device).obs)
-        g = torch.Generator(device=self.device).manual_seed(self.seed + 1)
-        error = distil_flow(actor.onestep, optim, features, cond, actor.chunks_from_noise, steps,
-                            self.cfg.batch_size, g)
-        log.info("flow_qc: one-step policy distilled from the flow in %d steps on %d demo states (error %.4f)",
-                 steps, len(pick), error)
-        return error
-
-    def fql_step(self, obs: Obs, features: torch.Tensor, parts: tuple[int, ...]) -> tuple[float, float]:
-        """One step of the one-step policy towards high Q near the flow's chunk from the same noise."""
-        actor, optim = self.actor, self.fql_optim
-        assert actor.onestep is not None and optim is not None
-        z = self.per_row(torch.randn, parts, (actor.horizon, actor.action_dim))
-        with torch.no_grad():
-            cond = features if actor.shared_encoder else actor.flow.encoder(obs)
-            flow_chunks = actor.chunks_from_noise(cond, z)
-        loss, distill, q = self._fql_loss(features, z, flow_chunks)
-        optim.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(actor.onestep.parameters(), self.cfg.max_grad_norm)
-        optim.step()
-        return float(distill), float(q)
-
     def _rows(self, batch: TransitionBatch) -> tuple[TransitionBatch, torch.Tensor, tuple[int, int]]:
         """The update's rows, the flow-matching weights, and the numbers of online and demo rows.
 
@@ -464,7 +431,8 @@ class FlowQCAlgorithm(OffPolicyAlgorithm):
 
     # ---- checkpoints ---------------------------------------------------------------------------------
 
-    _STATE_KEYS = ("actor", "critic_target", "critic_optim", "flow_optim", "num_updates", "generator")
+    _STATE_KEYS: tuple[str, ...] = ("actor", "critic_target", "critic_optim", "flow_optim", "num_updates",
+                                    "generator")
 
     def state_dict(self) -> dict[str, Any]:
         """Acting policy (flow, critic encoder, critics, QC-FQL's one-step policy), targets, optimisers, RNG state.

@@ -140,3 +140,9 @@ def chunk_transitions(episodes: list[Episode], spec: EnvSpec, horizon: int, exec
                             cat["obs_index"].long(), cat["next_index"].long(), cat["action"].float(),
                             cat["mask"].float(), cat["reward"].float(), cat["terminated"].bool(),
                             cat["truncated"].bool())
+
+
+def chunk_td_target(reward: torch.Tensor, terminated: torch.Tensor, next_value: torch.Tensor, gamma: float,
+                    steps: int) -> torch.Tensor:
+    """``y = R + γ^steps · (1 − terminated) · V(s')`` for chunk rows ``[B]`` (:mod:`.qchunk`'s target)."""
+    return reward + (gamma ** steps) * (1.0 - terminated.float()) * next_value

@@ -37,7 +37,38 @@ class ChunkCritic(nn.Module):
         return self.q(torch.cat([features, chunk], dim=-1)).squeeze(-1)
 
 
-class FlowQCPolicy(Policy):
+class BestOfNScoring:
+    """Candidate noises and critic scores of best-of-N acting.
+
+    For a policy with ``num_samples``, ``horizon``, ``action_dim``, ``execute`` and ``generator``: the flow
+    policy here, a LeRobot VLA in :mod:`.qchunk_lerobot`.
+    """
+
+    num_samples: int
+    horizon: int
+    action_dim: int
+    execute: int
+    generator: torch.Generator | None
+
+    def score(self, critic: nn.Module, features: torch.Tensor, chunks: torch.Tensor, how: str) -> torch.Tensor:
+        """``agg_j Q_j`` ``[n, N]`` of candidate chunks ``[n, N, H, A]`` at states with ``features`` ``[n, C]``."""
+        n, k = chunks.shape[:2]
+        q = critic(features.repeat_interleave(k, dim=0), chunks[:, :, : self.execute].reshape(n * k, -1))
+        q = q.min(dim=0).values if how == "min" else q.mean(dim=0)
+        return q.view(n, k)
+
+    def noise(self, n: int, deterministic: bool, device: torch.device) -> torch.Tensor:
+        """``[n, N, H, A]`` initial noises: drawn per call, or (deterministic) a fixed set led by ``x0 = 0``."""
+        shape = (self.num_samples, self.horizon, self.action_dim)
+        if deterministic:
+            g = torch.Generator(device=device).manual_seed(DETERMINISTIC_SEED)
+            x0 = torch.randn(shape, generator=g, device=device)
+            x0[0] = 0.0
+            return x0.expand(n, *shape)
+        return torch.randn((n, *shape), generator=self.generator, device=device)
+
+
+class FlowQCPolicy(BestOfNScoring, Policy):
     """The acting policy: flow policy + frozen critic encoder + critic ensemble.
 
     It acts with the best of N flow chunks under the critics, or (QC-FQL, ``actor=fql``) the one-step policy's chunk.
@@ -98,23 +129,6 @@ class FlowQCPolicy(Policy):
         cond = features if self.shared_encoder else torch.cat([self.flow.encoder(o) for o in parts])
         self.train(was_training)
         return features, cond
-
-    def score(self, critic: nn.Module, features: torch.Tensor, chunks: torch.Tensor, how: str) -> torch.Tensor:
-        """``agg_j Q_j`` ``[n, N]`` of candidate chunks ``[n, N, H, A]`` at states with ``features`` ``[n, C]``."""
-        n, k = chunks.shape[:2]
-        q = critic(features.repeat_interleave(k, dim=0), chunks[:, :, : self.execute].reshape(n * k, -1))
-        q = q.min(dim=0).values if how == "min" else q.mean(dim=0)
-        return q.view(n, k)
-
-    def noise(self, n: int, deterministic: bool, device: torch.device) -> torch.Tensor:
-        """``[n, N, H, A]`` initial noises: drawn per call, or (deterministic) a fixed set led by ``x0 = 0``."""
-        shape = (self.num_samples, self.horizon, self.action_dim)
-        if deterministic:
-            g = torch.Generator(device=device).manual_seed(DETERMINISTIC_SEED)
-            x0 = torch.randn(shape, generator=g, device=device)
-            x0[0] = 0.0
-            return x0.expand(n, *shape)
-        return torch.randn((n, *shape), generator=self.generator, device=device)
 
     def candidates(self, obs: Obs, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """``(chunks [n, N, H, A], critic features [n, C])``: the N chunks the flow proposes at ``obs``."""
