@@ -42,6 +42,17 @@ def _one_torch_thread():
     torch.set_num_threads(prev)
 
 
+@pytest.fixture(scope="session")
+def smolvla_dir(tmp_path_factory: pytest.TempPathFactory):
+    """A tiny random SmolVLA for ``lang_reach`` (camera ``top`` 48x48, state 6, action 2, chunk 8), built once.
+
+    The LeRobot tests (their own venv) load it as a user's checkpoint; a module may define its own ``smolvla_dir``.
+    """
+    from robot_rl.testing.tiny_smolvla import build_tiny_smolvla
+
+    return build_tiny_smolvla(tmp_path_factory.mktemp("smolvla"), {"top": (48, 48)}, state_dim=6, action_dim=2,
+                              chunk_size=8, words="reach the red green blue target".split())
+
 
 @pytest.fixture(scope="module")
 def two_ranks(request: pytest.FixtureRequest) -> list:

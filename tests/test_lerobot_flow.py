@@ -25,12 +25,6 @@ from robot_rl.testing.tiny_smolvla import build_tiny_smolvla
 WORDS = "reach the red green blue target".split()
 
 
-@pytest.fixture(scope="module")
-def smolvla_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_smolvla(tmp_path_factory.mktemp("smolvla"), {"top": (48, 48)}, state_dim=6, action_dim=2,
-                              chunk_size=8, words=WORDS)
-
-
 def test_noise_to_chunk_is_deterministic_and_reads_the_instruction(smolvla_dir: Path) -> None:
     assert lerobot_policy_type(smolvla_dir) == "smolvla"
     env = LangReachConfig(num_envs=3, chunk_horizon=8).make("cpu", 0)

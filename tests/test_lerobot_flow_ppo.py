@@ -21,20 +21,6 @@ from robot_rl.loop.config import resolve_train_config
 from robot_rl.policies.flow.lerobot_flow_ppo import LeRobotFlowNoisePolicy, LeRobotFlowPPOAlgorithm
 from robot_rl.policies.flow.ppo import FlowPPOConfig
 from robot_rl.sims.lang_reach import LangReachConfig
-from robot_rl.testing.tiny_smolvla import build_tiny_smolvla
-
-WORDS = "reach the red green blue target".split()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread() -> None:
-    torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def smolvla_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_smolvla(tmp_path_factory.mktemp("smolvla"), {"top": (48, 48)}, state_dim=6, action_dim=2,
-                              chunk_size=8, words=WORDS)
 
 
 def _algo(ckpt: Path, seed: int = 0, **kw: object) -> LeRobotFlowPPOAlgorithm:

@@ -35,7 +35,7 @@ from robot_rl.policies.fast_offpolicy import (
     state_encoder,
 )
 from robot_rl.policies.modules.mlp import MLP
-from robot_rl.policies.sac_networks import squashed_log_prob, squashed_sample
+from robot_rl.policies.sac_networks import squashed_mean_error, squashed_sample
 
 __all__ = ["FastSACAlgorithm", "FastSACConfig", "FastSACPolicy"]
 
@@ -115,11 +115,12 @@ class FastSACPolicy(ActorWithEncoder):
         return squashed_sample(*self.gaussian(features), noise)
 
     def data_loss(self, features: torch.Tensor, unit_action: torch.Tensor) -> torch.Tensor:
-        """``−log π(a|s)`` per row of demonstrated unit-space actions, taken ``SQUASH_EPS`` inside ±1.
+        """``‖tanh μ(s) − a‖²`` per row of demonstrated unit-space actions.
 
-        ``log π(a|s) = Σ_i [−z_i²/2 − log σ_i − log(2π)/2 − log(1 − a_i²)]``, ``z = (atanh a − μ)/σ``.
+        Not the likelihood: it fails on actions at the bound
+        (:func:`~robot_rl.policies.sac_networks.squashed_mean_error`).
         """
-        return -squashed_log_prob(*self.gaussian(features), unit_action)
+        return squashed_mean_error(self.gaussian(features)[0], unit_action)
 
     def to_env(self, unit: torch.Tensor) -> torch.Tensor:
         """A unit-space action ``[B, |A|]`` in the env's bounds, ``[B, *action_shape]``."""

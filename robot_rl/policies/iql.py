@@ -213,9 +213,10 @@ class IQLAlgorithm(OffPolicyAlgorithm):
 
     def actor_loss(self, features: torch.Tensor, action: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """``L_π`` for features ``[B, F]``, env actions ``[B, *A]`` and advantage weights ``[B]``."""
-        # L_π = −mean_b w_b·log π(a_b|s_b): regression onto the data's actions, weighted by how much better than
-        # V(s) each was. log π of a data action on the bound is taken 1e-3 inside it (tanh never reaches ±1).
-        return -(weight * self.actor.data_log_prob(features, action)).mean()
+        # L_π = mean_b w_b·‖tanh μ(s_b) − a_b‖²: regression onto the data's actions, weighted by how much better
+        # than V(s) each was. This is −w·log π of IQL's reference policy (a Gaussian around tanh μ with one σ), not
+        # of the tanh-Gaussian, whose likelihood of actions on the bound does not fit them (squashed_mean_error).
+        return (weight * self.actor.data_error(features, action)).mean()
 
     def critic_loss(self, features: torch.Tensor, action: torch.Tensor, reward: torch.Tensor,
                     terminated: torch.Tensor, next_features: torch.Tensor,
@@ -234,12 +235,12 @@ class IQLAlgorithm(OffPolicyAlgorithm):
 
     def supervised_loss(self, obs: Obs, action: torch.Tensor, mask: torch.Tensor | None = None,
                         generator: torch.Generator | None = None, train_encoder: bool = False) -> torch.Tensor:
-        """Behaviour cloning, ``−mean_b log π(a_b|s_b)``: IQL's actor loss with every weight 1.
+        """Behaviour cloning, ``mean_b ‖tanh μ(s_b) − a_b‖²``: IQL's actor loss with every weight 1.
 
         The state encoder has no trainable parameters, so ``train_encoder`` changes nothing; ``mask`` and
         ``generator`` are not used (one action per row, no noise).
         """
-        return -self.actor.data_log_prob(self.actor.encode(obs), action).mean()
+        return self.actor.data_error(self.actor.encode(obs), action).mean()
 
     def supervised_parameters(self) -> list[nn.Parameter]:
         """The actor's head (the only trainable part of the policy)."""

@@ -339,16 +339,16 @@ class SACAlgorithm(OffPolicyAlgorithm):
 
     def supervised_loss(self, obs: Obs, action: torch.Tensor, mask: torch.Tensor | None = None,
                         generator: torch.Generator | None = None, train_encoder: bool = False) -> torch.Tensor:
-        """Behaviour cloning, ``−mean_b log π(a_b|s_b)``, for demonstrated env actions ``[B, *A]``.
+        """Behaviour cloning, ``mean_b ‖tanh μ(s_b) − a_b‖²`` in the unit box, for demonstrated actions ``[B, *A]``.
 
-        ``log π`` of an action at the bound is taken ``SQUASH_EPS`` inside it (:meth:`SACPolicy.data_log_prob`).
+        Not the likelihood: it fails on actions at the bound (:func:`~.sac_networks.squashed_mean_error`).
         ``train_encoder=False`` detaches the features: the critic trains the encoder, as in the actor loss.
         ``mask`` and ``generator`` are not used (one action per row, no noise).
         """
         features = self.actor.encode(obs)
         if not train_encoder:
             features = features.detach()
-        return -self.actor.data_log_prob(features, action).mean()
+        return self.actor.data_error(features, action).mean()
 
     def supervised_parameters(self) -> list[nn.Parameter]:
         """The whole actor (encoder and head) but a frozen trunk."""

@@ -431,8 +431,10 @@ class FlowQCAlgorithm(QCFQLSteps, OffPolicyAlgorithm):
 
     # ---- checkpoints ---------------------------------------------------------------------------------
 
-    _STATE_KEYS: tuple[str, ...] = ("actor", "critic_target", "critic_optim", "flow_optim", "num_updates",
-                                    "generator")
+    def _optimisers(self) -> dict[str, torch.optim.Optimizer]:
+        """The optimisers a checkpoint holds, by state key."""
+        optims: dict[str, torch.optim.Optimizer] = {"critic_optim": self.critic_optim, "flow_optim": self.flow_optim}
+        return optims if self.fql_optim is None else {**optims, "fql_optim": self.fql_optim}
 
     def state_dict(self) -> dict[str, Any]:
         """Acting policy (flow, critic encoder, critics, QC-FQL's one-step policy), targets, optimisers, RNG state.
@@ -440,26 +442,22 @@ class FlowQCAlgorithm(QCFQLSteps, OffPolicyAlgorithm):
         Also the update count.
         """
         self.warm_up()
-        state = {"actor": self.actor.state_dict(), "critic_target": self.critic_target.state_dict(),
-                 "critic_optim": self.critic_optim.state_dict(), "flow_optim": self.flow_optim.state_dict(),
-                 "num_updates": self.num_updates, "generator": self.generator.get_state()}
-        if self.fql_optim is not None:
-            state["fql_optim"] = self.fql_optim.state_dict()
-        return state
+        return {"actor": self.actor.state_dict(), "critic_target": self.critic_target.state_dict(),
+                "num_updates": self.num_updates, "generator": self.generator.get_state(),
+                **{k: o.state_dict() for k, o in self._optimisers().items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output exactly; a missing or unknown key is an error."""
-        expected = set(self._STATE_KEYS) | ({"fql_optim"} if self.fql_optim is not None else set())
+        optims = self._optimisers()
+        expected = {"actor", "critic_target", "num_updates", "generator", *optims}
         if set(state) != expected:
             raise KeyError(f"flow_qc state keys differ: missing {sorted(expected - set(state))}, "
-                           f"unknown {sorted(set(state) - expected)} (algo.actor is {self.cfg.actor!r}: resume with "
-                           "the actor the run was trained with)")
+                           f"unknown {sorted(set(state) - expected)} (resume with the algo.actor and algo.init_from "
+                           f"the run was trained with; algo.actor is {self.cfg.actor!r})")
         self.actor.load_state_dict(state["actor"], strict=True)
         self.critic_target.load_state_dict(state["critic_target"], strict=True)
-        self.critic_optim.load_state_dict(state["critic_optim"])
-        self.flow_optim.load_state_dict(state["flow_optim"])
+        for key, optim in optims.items():
+            optim.load_state_dict(state[key])
         self.num_updates = int(state["num_updates"])
         self.generator.set_state(state["generator"].cpu())
         self._warm_up_due = False  # the resumed one-step policy is past it
-        if self.fql_optim is not None:
-            self.fql_optim.load_state_dict(state["fql_optim"])

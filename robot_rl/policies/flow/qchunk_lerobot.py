@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
@@ -170,26 +169,9 @@ class LeRobotQCAlgorithm(FlowQCAlgorithm):
         stats = torch.stack([critic_loss.detach(), q.detach().mean(), target.mean(), gain.mean()]).tolist()
         return dict(zip(("critic_loss", "q_mean", "target_mean", "best_of_n_gain"), stats))
 
-    _STATE_KEYS: tuple[str, ...] = ("actor", "critic_target", "critic_optim", "num_updates", "generator")
-
-    def state_dict(self) -> dict[str, Any]:
-        """The critics, their targets and optimiser, the update count and the RNG state (not the VLA)."""
-        return {"actor": self.actor.state_dict(), "critic_target": self.critic_target.state_dict(),
-                "critic_optim": self.critic_optim.state_dict(), "num_updates": self.num_updates,
-                "generator": self.generator.get_state()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` output exactly; a missing or unknown key is an error."""
-        expected = set(self._STATE_KEYS)
-        if set(state) != expected:
-            raise KeyError(f"flow_qc (LeRobot base) state keys differ: missing {sorted(expected - set(state))}, "
-                           f"unknown {sorted(set(state) - expected)} (a checkpoint of a flow SFT base resumes with "
-                           "that base's init_from)")
-        self.actor.load_state_dict(state["actor"], strict=True)
-        self.critic_target.load_state_dict(state["critic_target"], strict=True)
-        self.critic_optim.load_state_dict(state["critic_optim"])
-        self.num_updates = int(state["num_updates"])
-        self.generator.set_state(state["generator"].cpu())
+    def _optimisers(self) -> dict[str, torch.optim.Optimizer]:
+        """The critics' optimiser alone: the VLA does not train (checkpoints hold the critics, not the VLA)."""
+        return {"critic_optim": self.critic_optim}
 
 
 __all__ = ["LeRobotQCAlgorithm", "LeRobotQCPolicy", "build_lerobot_qc_policy", "is_lerobot_base"]
