@@ -44,7 +44,9 @@ def _batch(env, obs, action) -> TransitionBatch:  # type: ignore[no-untyped-def]
 def test_acting_executes_the_vla_chunk_the_critic_scores_best(smolvla_dir: Path) -> None:
     algo = _algo(smolvla_dir)
     policy = algo.make_policy()
-    assert isinstance(policy, LeRobotQCPolicy) and policy.base is algo.actor.base  # one VLA in memory
+    assert isinstance(policy, LeRobotQCPolicy) and policy.base is not algo.actor.base  # its own pipelines ...
+    for mine, learners in zip(policy.base.parameters(), algo.actor.base.parameters(), strict=True):
+        assert mine is learners  # ... over the learner's VLA tensors: one VLA in memory
     env = _env()
     obs = env.reset(seed=1)
     chunk, _ = policy.act(obs, deterministic=True)

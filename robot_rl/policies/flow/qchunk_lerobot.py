@@ -132,9 +132,15 @@ class LeRobotQCAlgorithm(FlowQCAlgorithm):
         raise NotImplementedError("flow_qc over a LeRobot VLA trains in one process (run.distributed=none)")
 
     def make_policy(self) -> LeRobotQCPolicy:  # type: ignore[override]
-        """An acting copy that shares this learner's VLA (one copy in memory) with its own critic and noise."""
+        """An acting copy with its own critic and noise that shares this learner's VLA tensors (one copy in memory).
+
+        The VLA's wrapper is copied: lerobot's processor pipelines keep per-call state, and an actor thread and the
+        learner sampling through one pipeline at once mix their batches up.
+        """
         self._policies_made += 1
-        policy = LeRobotQCPolicy(self.actor.base, self.spec, self.cfg).to(self.device)
+        base = self.actor.base
+        shared = {id(t): t for t in (*base.parameters(), *base.buffers())}
+        policy = LeRobotQCPolicy(copy.deepcopy(base, shared), self.spec, self.cfg).to(self.device)
         policy.load_actor_weights(self.actor_weights())
         policy.reseed(self.seed * 1000 + self._policies_made)
         return policy
