@@ -14,7 +14,8 @@ recorded once into one episode store. Then, per seed, each method trains online 
   ``--guide-horizon`` steps, handing over earlier as the learner succeeds;
 - ``jsrl_scripted``: JSRL with the task's scripted controller as the guide (``jsrl.guide=scripted``), no data;
 - ``iql``: ``--offline`` IQL pre-training (``--algo iql``, expectile ``--expectile``), then IQL online with the data
-  kept in the demo buffer.
+  kept in the demo buffer;
+- ``wsrl_iql`` / ``jsrl_iql``: WSRL and JSRL as above from IQL's offline phase, IQL online.
 
 Measured per run: env steps and online wall-clock to the first evaluation at or above the threshold, and the
 offline phase's own wall-clock; the evaluation curve; **the dip**: the policy's success at step 0 (after the
@@ -45,7 +46,7 @@ from robot_rl.loop.config import resolve_train_config
 from robot_rl.loop.runner import train
 
 OUT = Path(__file__).parent / "results"
-METHODS = ("scratch", "rlpd", "calql", "wsrl", "jsrl", "iql", "jsrl_scripted")
+METHODS = ("scratch", "rlpd", "calql", "wsrl", "jsrl", "iql", "wsrl_iql", "jsrl_iql", "jsrl_scripted")
 
 
 def record_data(task: str, out: Path, demos: int, noisy: int, noise: float, seed: int) -> dict[str, Any]:
@@ -100,6 +101,11 @@ def method_overrides(method: str, data: Path, a: argparse.Namespace) -> list[str
         # IQL has no preset of its own on these tasks: it gets SAC's (the same task settings, γ, n-step, LayerNorm).
         "iql": ["algo.type=iql", *sac_preset(a.task), *offline[:2], "algo.demo_ratio=0.5",
                 f"algo.expectile={a.expectile}"],
+        # WSRL and JSRL from IQL's offline policy (IQL online): Cal-QL's offline actor has not picked on this data.
+        "wsrl_iql": ["algo.type=iql", *sac_preset(a.task), *offline[:2], "offline.keep_data=false",
+                     "algo.demo_ratio=0.0", f"algo.learning_starts={a.warmup}", f"algo.expectile={a.expectile}"],
+        "jsrl_iql": ["algo.type=iql", *sac_preset(a.task), *offline[:2], "algo.demo_ratio=0.5",
+                     f"algo.expectile={a.expectile}", "jsrl.guide=offline", f"jsrl.horizon={a.guide_horizon}"],
     }[method]
 
 
