@@ -302,16 +302,21 @@ def bench_learn(b: LearnBenchConfig, out: Path) -> dict[str, Any]:
     finals: dict[str, Any] = {}
     plan = [("with intervener", True, b.minutes),
             ("without", False, b.minutes if b.without_minutes is None else b.without_minutes)]
+    def save() -> None:
+        plot(runs, b, out / f"{results_name(b)}.png")
+        (out / f"{results_name(b)}.json").write_text(json.dumps(
+            {"config": asdict(b), "runs": runs, "final_policy_alone": finals}, indent=1, default=str))
+
     with tempfile.TemporaryDirectory() as tmp:
         for name, intervene, minutes in plan:
             if minutes <= 0:
                 continue
             run_dir = Path(tmp) / name.replace(" ", "_")
             runs[name] = run_learning(cfg, b, demos, intervene, minutes, run_dir)
+            # Saved before the final evaluation and after it, so that a benchmark cut short (or failing in that
+            # evaluation, as one run here did) keeps the hour it measured.
+            save()
             finals[name] = final_policy_alone(cfg, run_dir, b.eval_episodes)
             print(f"final policy alone ({name}): {finals[name]}", flush=True)
-            # Written after each run, so a long benchmark that is cut short keeps what it measured.
-            plot(runs, b, out / f"{results_name(b)}.png")
-            (out / f"{results_name(b)}.json").write_text(json.dumps(
-                {"config": asdict(b), "runs": runs, "final_policy_alone": finals}, indent=1, default=str))
+            save()
     return {"runs": runs, "finals": finals}
