@@ -13,13 +13,15 @@ every ``--log-every`` updates measures what separates the two readings:
   sit below it;
 - after the phase, the deterministic policy's success on the task (``--eval-episodes``).
 
-Variants are ``ALPHA:KIND`` with KIND ``calql`` (CQL's term with Cal-QL's clamp), ``cql`` (the term alone) or
-``sac`` (no conservative term: SAC's update on the data). The data is ``offline_online.py``'s: ``--demos``
-scripted demonstrations and ``--noisy`` episodes of the same demonstrator with action noise σ = ``--noise``,
-recorded under the SAC preset's task settings.
+Variants are ``ALPHA:KIND[:BC]`` with KIND ``calql`` (CQL's term with Cal-QL's clamp), ``cql`` (the term alone)
+or ``sac`` (no conservative term: SAC's update on the data), and BC the first updates in which the actor clones
+the data instead of maximising Q (``algo.actor_bc_updates``, CQL's ``policy_eval_start``; default 0). The data
+is ``offline_online.py``'s: ``--demos`` scripted demonstrations and ``--noisy`` episodes of the same
+demonstrator with action noise σ = ``--noise``, recorded under the SAC preset's task settings.
 
     MUJOCO_GL=osmesa python benchmarks/calql_calibration.py                     # 1:calql 1:cql 0.1:calql 0:sac
     MUJOCO_GL=osmesa python benchmarks/calql_calibration.py --variants 5:calql --updates 20000
+    MUJOCO_GL=osmesa python benchmarks/calql_calibration.py --variants 1:calql:2000 1:calql --updates 6000
 
 Results: ``benchmarks/results/calql_calibration.json`` and ``.png``.
 """
@@ -50,12 +52,19 @@ OUT = Path(__file__).parent / "results"
 KINDS = ("calql", "cql", "sac")
 
 
-def parse_variant(text: str) -> tuple[float, str]:
-    """``"1:calql"`` → ``(1.0, "calql")``."""
-    alpha, _, kind = text.partition(":")
-    if kind not in KINDS:
-        raise argparse.ArgumentTypeError(f"variant {text!r}: write ALPHA:KIND with KIND one of {', '.join(KINDS)}")
-    return float(alpha), kind
+def parse_variant(text: str) -> tuple[float, str, int]:
+    """``"1:calql"`` → ``(1.0, "calql", 0)``; ``"1:calql:2000"`` → ``(1.0, "calql", 2000)``."""
+    alpha, _, rest = text.partition(":")
+    kind, _, bc = rest.partition(":")
+    if kind not in KINDS or not (bc or "0").isdigit():
+        raise argparse.ArgumentTypeError(f"variant {text!r}: write ALPHA:KIND[:BC] with KIND one of "
+                                         f"{', '.join(KINDS)} and BC a number of updates")
+    return float(alpha), kind, int(bc or 0)
+
+
+def variant_name(alpha: float, kind: str, bc: int) -> str:
+    """How a variant is keyed in the JSON and labelled in the plot."""
+    return f"{alpha:g}:{kind}" + (f":bc{bc}" if bc else "")
 
 
 def terminated_rows(batch: TransitionBatch) -> torch.Tensor:
@@ -77,17 +86,18 @@ def calibration(algo: Any, cfg: Any, spec: Any, rows: TransitionBatch) -> dict[s
             "q_pi_minus_mc": float((q_pi - mc).mean()), "abs_q_data": float(q_data.abs().mean())}
 
 
-def run_variant(alpha: float, kind: str, data_path: Path, a: argparse.Namespace) -> dict[str, Any]:
+def run_variant(alpha: float, kind: str, bc: int, data_path: Path, a: argparse.Namespace) -> dict[str, Any]:
     """The offline phase of one variant; its curve of TD error and calibration, and the policy's success."""
     conservative = [f"algo.cql_alpha={alpha}", f"algo.cql_samples={a.cql_samples}", f"algo.calql={kind == 'calql'}"]
     cfg = resolve_train_config(task=a.task, overrides=[*sac_preset(a.task), f"run.seed={a.seed}",
-                                                       *(conservative if kind != "sac" else [])])
+                                                       *(conservative if kind != "sac" else []),
+                                                       f"algo.actor_bc_updates={bc}"])
     env = cfg.task.make("cpu", a.seed, num_envs=16)
     algo = cfg.algo.build(env.spec, "cpu", a.seed)
     data: OfflineData = load_offline(data_path, env.spec, cfg.algo.gamma, 0.1, a.seed)
     assert data.heldout is not None
     exact = data.train.index(torch.nonzero(terminated_rows(data.train)).reshape(-1))
-    name = f"{alpha:g}:{kind}"
+    name = variant_name(alpha, kind, bc)
     curve: list[dict[str, float]] = []
 
     def on_point(point: dict[str, float]) -> None:
@@ -109,7 +119,7 @@ def run_variant(alpha: float, kind: str, data_path: Path, a: argparse.Namespace)
     env.close()
     print(f"  {name}: {a.updates} updates in {wall:.0f} s; policy alone {100 * result.success_rate:.0f} % "
           f"(return {result.mean_return:.1f})", flush=True)
-    return {"alpha": alpha, "kind": kind, "wall_s": wall, "success": result.success_rate,
+    return {"alpha": alpha, "kind": kind, "actor_bc_updates": bc, "wall_s": wall, "success": result.success_rate,
             "mean_return": result.mean_return, "train_rows": len(data.train), "terminated_rows": len(exact),
             "heldout_rows": len(data.heldout), "curve": curve}
 
@@ -144,7 +154,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="mujoco/pick_cube")
     p.add_argument("--variants", nargs="+", type=parse_variant,
-                   default=[(1.0, "calql"), (1.0, "cql"), (0.1, "calql"), (0.0, "sac")], metavar="ALPHA:KIND")
+                   default=[(1.0, "calql", 0), (1.0, "cql", 0), (0.1, "calql", 0), (0.0, "sac", 0)],
+                   metavar="ALPHA:KIND[:BC]")
     p.add_argument("--updates", type=int, default=5000, help="offline updates per variant")
     p.add_argument("--log-every", type=int, default=500)
     p.add_argument("--cql-samples", type=int, default=4, help="sampled actions per state in the conservative term")
@@ -161,8 +172,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         info = record_data(a.task, Path(tmp) / "data", a.demos, a.noisy, a.noise, seed=12345)
         print(f"data: {info}", flush=True)
-        for alpha, kind in a.variants:
-            runs[f"{alpha:g}:{kind}"] = run_variant(alpha, kind, Path(tmp) / "data", a)
+        for alpha, kind, bc in a.variants:
+            runs[variant_name(alpha, kind, bc)] = run_variant(alpha, kind, bc, Path(tmp) / "data", a)
             a.out.parent.mkdir(parents=True, exist_ok=True)
             a.out.write_text(json.dumps({
                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

@@ -13,6 +13,8 @@ import torch
 
 from robot_rl.core.config import ALGOS
 from robot_rl.core.specs import ArraySpec, EnvSpec
+from robot_rl.core.transition import TransitionBatch
+from robot_rl.policies.sac import SACConfig
 
 SPEC = EnvSpec(observation={"state": ArraySpec((1,), "float32")}, action=ArraySpec((2,), "float32", -2.0, 2.0))
 
@@ -46,3 +48,38 @@ def test_cloning_fits_actions_on_the_bound(name: str) -> None:
     # Env units (the range is 4 wide). The likelihood left 0.060 here (SAC, same steps); this loss 0.014.
     assert float(error.mean()) < 0.03, error.mean(0)
     assert float(error[saturated, 0].mean()) < 0.04, error[saturated, 0].mean()
+
+
+def _batch(obs: dict[str, torch.Tensor], action: torch.Tensor) -> TransitionBatch:
+    """One-step episodes rewarded ``−a₀``: the critic learns to prefer ``a₀ = −2`` whatever the data did."""
+    n = len(action)
+    return TransitionBatch(obs=obs, action=action, reward=-action[:, 0], terminated=torch.ones(n, dtype=torch.bool),
+                           truncated=torch.zeros(n, dtype=torch.bool), next_obs=obs,
+                           intervened=torch.zeros(n, dtype=torch.bool),
+                           policy_version=torch.zeros(n, dtype=torch.int64), env_index=torch.arange(n))
+
+
+def test_actor_bc_updates_clone_the_batch_then_hand_over_to_q() -> None:
+    """``algo.actor_bc_updates`` (CQL's policy_eval_start): the first updates clone the batch's actions whatever Q
+    says, the later ones maximise Q; without the warm-up the actor goes where Q points from the start."""
+    obs, action = _ramp(256)
+    batch = _batch(obs, action)
+
+    def first_axis_error(bc_updates: int, updates: int) -> float:
+        cfg = SACConfig(actor_hidden=(64, 64), critic_hidden=(32,), batch_size=256, actor_lr=3e-3,
+                        init_temperature=1e-3, autotune_entropy=False, actor_bc_updates=bc_updates)
+        algo = cfg.build(SPEC, "cpu", 0)
+        for _ in range(updates):
+            algo.update(batch)
+        got, _ = algo.make_policy().act(obs, deterministic=True)
+        return float((got - action)[:, 0].abs().mean())
+
+    cloned, maximised = first_axis_error(400, 400), first_axis_error(0, 400)
+    assert cloned < 0.1, cloned  # env units, a range 4 wide
+    assert maximised > 1.0, maximised  # a₀ → −2 at every state: |ramp + 2| is 1.8 on average
+    assert first_axis_error(400, 800) > 1.0  # handed over: 400 updates of −Q undo the clone
+
+
+def test_actor_bc_updates_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="actor_bc_updates"):
+        SACConfig(actor_bc_updates=-1).validate()

@@ -39,7 +39,7 @@ from robot_rl.policies.modules.mlp import MLP
 from robot_rl.policies.offline_rl import expectile_loss
 from robot_rl.policies.replay_storage import check_demo_ratio, make_replay
 from robot_rl.policies.sac import SACConfig
-from robot_rl.policies.sac_networks import SACCritic, SACPolicy
+from robot_rl.policies.sac_networks import SACCritic, SACPolicy, check_state_keys
 from robot_rl.replay.buffer import MixingSampler, ReplayBuffer
 
 __all__ = ["IQLAlgorithm", "IQLConfig"]
@@ -329,9 +329,7 @@ class IQLAlgorithm(OffPolicyAlgorithm):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output exactly; a missing or unknown key is an error."""
-        if set(state) != set(self._STATE_KEYS):
-            raise KeyError(f"IQL state keys differ: missing {sorted(set(self._STATE_KEYS) - set(state))}, "
-                           f"unknown {sorted(set(state) - set(self._STATE_KEYS))}")
+        check_state_keys("IQL", state, self._STATE_KEYS)
         self.actor.load_state_dict(state["actor"], strict=True)
         self.critic.load_state_dict(state["critic"], strict=True)
         self.critic_target.load_state_dict(state["critic_target"], strict=True)

@@ -11,10 +11,8 @@ adds to textbook SAC:
   the actor reads detached features (DrQ / SAC-AE). Or (``image_encoder=resnet10|resnet18``) through a
   pretrained, frozen ResNet trunk that actor, critic and target critic share and that runs once per
   update, each network with its own trainable spatial-embedding head (HIL-SERL);
-- a lean update: fused Adam, fused Polyak averaging (``torch._foreach_lerp_``), one host sync per
-  update for the statistics, all randomness drawn up front from the learner's own generator so that
-  the loss functions are pure and can be compiled (``compile``), and optional bf16 autocast for the
-  hidden layers (``amp_bf16``; outputs stay float32).
+- a lean update: fused Adam and Polyak averaging, one host sync per update, all randomness drawn up front so
+  the loss functions are pure and can be compiled (``compile``), optional bf16 autocast (``amp_bf16``).
 
 Actions. The policy samples ``u ~ N(μ(s), σ(s))`` and squashes ``a = tanh(u) ∈ [-1, 1]``; actors see
 ``low + (a + 1)(high − low)/2`` (a spec without bounds is treated as ``[-1, 1]``). Critics and the
@@ -40,6 +38,7 @@ from robot_rl.core.config import ALGOS, AlgoConfig
 from robot_rl.core.data_parallel import DataParallel, draw_rows
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, TransitionBatch
+from robot_rl.policies import sac_networks as nets
 from robot_rl.policies.modules.cnn import random_shift
 from robot_rl.policies.modules.pretrained import check_image_encoder
 from robot_rl.policies.offline_rl import cql_penalty, mc_calibration, sampled_action_q
@@ -126,6 +125,10 @@ class SACConfig(AlgoConfig):
     """Cal-QL (Nakamoto et al., 2023): clamp the policy's Q in the CQL term from below by the data's Monte-Carlo
     return (``batch.extras["mc_return"]``), so offline Q stays on the scale of returns and fine-tuning online
     starts without an unlearning dip. Needs ``cql_alpha > 0``."""
+    actor_bc_updates: int = 0
+    """The first updates train the actor to clone the batch's actions (``‖tanh μ − a‖²``, entropy term kept)
+    instead of maximising Q, while the critics learn as usual and so evaluate a policy near the data's: CQL's
+    ``policy_eval_start``, Cal-QL's ``bc_start_epochs``. For offline pre-training (fewer than ``offline.updates``)."""
     normalize_obs: bool = False
     """Normalise ``state`` by running mean/std (statistics from the replayed batches, saved with the
     actor weights)."""
@@ -143,8 +146,8 @@ class SACConfig(AlgoConfig):
         check_image_encoder(self.image_encoder)
         if self.image_backbone and self.image_encoder == "cnn":
             raise ValueError("image_backbone needs image_encoder resnet10 or resnet18")
-        if self.cql_alpha < 0 or self.cql_samples < 1 or (self.calql and self.cql_alpha == 0):
-            raise ValueError("cql_alpha must be >= 0 and cql_samples >= 1; calql needs cql_alpha > 0")
+        if min(self.cql_alpha, self.actor_bc_updates, self.cql_samples - 1) < 0 or (self.calql and not self.cql_alpha):
+            raise ValueError("cql_alpha and actor_bc_updates must be >= 0, cql_samples >= 1; calql needs cql_alpha > 0")
 
     def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> SACAlgorithm:
         """The learner for environments with ``spec``, its networks seeded by ``seed``."""
@@ -186,11 +189,12 @@ class SACAlgorithm(OffPolicyAlgorithm):
             backbone.load(cfg.image_backbone)
         # Target copies share the live normaliser (its statistics are buffers, which Polyak averaging skips).
         norm = self.actor.encoder.normalizer
-        self.critic_target = copy.deepcopy(self.critic, _keep(norm)).requires_grad_(False)
+        self.critic_target = copy.deepcopy(self.critic, nets.shared_memo(norm)).requires_grad_(False)
         # The target critic reads its own Polyak-averaged copy of the CNN; a parameter-free encoder
         # (state, normaliser) is simply shared.
         has_cnn = self.actor.encoder.cnn is not None and head is None
-        self.encoder_target = copy.deepcopy(self.actor.encoder, _keep(norm)).requires_grad_(False) if has_cnn else None
+        encoder_copy = copy.deepcopy(self.actor.encoder, nets.shared_memo(norm)) if has_cnn else None
+        self.encoder_target = encoder_copy.requires_grad_(False) if encoder_copy is not None else None
         self._critic_encoder = head if head is not None else self.actor.encoder
         self._target_encoder = self.critic_target.encoder if head is not None else self.encoder_target
         self.log_alpha = nn.Parameter(torch.tensor(math.log(cfg.init_temperature), device=device))
@@ -304,32 +308,37 @@ class SACAlgorithm(OffPolicyAlgorithm):
         return loss, q.detach().mean(), features.detach()
 
     def actor_loss(self, features: torch.Tensor, noise: torch.Tensor, alpha: torch.Tensor,
-                   critic_features: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                   critic_features: torch.Tensor | None = None, clone: torch.Tensor | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(L_π, detached log π(ã|s))`` for encoded observations ``[B, F]`` and noise ``[B, |A|]``.
 
         ``critic_features``: what the critic reads when it has its own encoder (default: ``features``).
+        ``clone``: the batch's squashed actions ``[B, |A|]`` during ``actor_bc_updates``, regressed instead of Q.
         """
         # L_π = mean_b [α·log π(ã|s) − Q(s, ã)], ã = tanh(μ + σ·ε) reparameterised, Q = min_j Q_j
         # (clipped double Q) or mean_j Q_j when targets use random subsets (REDQ). Features are
         # detached (DrQ: only the critic trains the encoder) and so are the critic weights, so the
         # backward pass computes no critic weight gradients at all.
         action, log_prob = self.actor.sample(features, noise)
+        if clone is not None:
+            return (alpha * log_prob + nets.squashed_mean_error(self.actor.gaussian(features)[0], clone)).mean(), \
+                log_prob.detach()
         q = self.critic(features if critic_features is None else critic_features, action, detach_params=True)
         q_pi = q.min(dim=0).values if self.num_sampled == self.cfg.num_critics else q.mean(dim=0)
         return (alpha * log_prob - q_pi).mean(), log_prob.detach()
 
-    def policy_loss(self, obs: Obs, critic_features: torch.Tensor, noise: torch.Tensor, alpha: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def policy_loss(self, obs: Obs, critic_features: torch.Tensor, noise: torch.Tensor, alpha: torch.Tensor,
+                    clone: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(L_π, L_α, detached log π(ã|s))``: the actor's and the temperature's losses, for one ``backward``.
 
         ``critic_features``: the critic pass's (detached) features of ``obs``, which the actor reuses (saving a
-        second CNN pass on pixels) unless it has its own head on a shared trunk's maps.
+        second CNN pass on pixels) unless it has its own head on a shared trunk's maps. ``clone``: see actor_loss.
         """
         if self.critic.encoder is None:
-            actor_loss, log_prob = self._actor_loss(critic_features, noise, alpha)
+            actor_loss, log_prob = self._actor_loss(critic_features, noise, alpha, None, clone)
         else:
             own = self.actor.encoder({k: v.detach() for k, v in obs.items()})
-            actor_loss, log_prob = self._actor_loss(own, noise, alpha, critic_features)
+            actor_loss, log_prob = self._actor_loss(own, noise, alpha, critic_features, clone)
         # Temperature: L_α = −log α · (mean_b log π(ã|s) + H̄), so ∂L/∂log α = −(mean_b log π + H̄): α grows while
         # the entropy −log π is below the target H̄ and shrinks above it (log π is detached: L_α trains α only).
         log_alpha = self.log_alpha if self.cfg.autotune_entropy else self.log_alpha.detach()
@@ -441,8 +450,9 @@ class SACAlgorithm(OffPolicyAlgorithm):
             critic_loss, q_mean, features = critic_loss.detach().clone(), q_mean.clone(), features.clone()
 
         # The actor's Q comes from the critic as just updated; α learns in the same backward (policy_loss).
+        clone = action if self.num_updates < cfg.actor_bc_updates else None
         with autocast:
-            actor_loss, temperature_loss, log_prob = self._policy_loss(obs, features, noise[1], alpha)
+            actor_loss, temperature_loss, log_prob = self._policy_loss(obs, features, noise[1], alpha, clone)
         self.actor_optim.zero_grad(set_to_none=True)
         aux = self.aux_loss()  # an extension's term, e.g. co-training's λ·BC loss on real demos
         loss = actor_loss + temperature_loss
@@ -457,9 +467,6 @@ class SACAlgorithm(OffPolicyAlgorithm):
         return dict(zip(("critic_loss", "actor_loss", "alpha", "entropy", "q_mean", "temperature_loss"), stats))
 
     # ---- checkpoints ----------------------------------------------------------------------------
-
-    _STATE_KEYS = ("actor", "critic", "critic_target", "encoder_target", "log_alpha", "actor_optim",
-                   "critic_optim", "num_updates", "generator")
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, targets, optimisers, log α, normaliser statistics, update count and RNG state."""
@@ -477,9 +484,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output exactly; a missing or unknown key is an error."""
-        if set(state) != set(self._STATE_KEYS):
-            raise KeyError(f"SAC state keys differ: missing {sorted(set(self._STATE_KEYS) - set(state))}, "
-                           f"unknown {sorted(set(state) - set(self._STATE_KEYS))}")
+        nets.check_state_keys("SAC", state, tuple(self.state_dict()))
         self.critic.load_state_dict(state["critic"], strict=True)
         self.critic_target.load_state_dict(state["critic_target"], strict=True)
         if self.encoder_target is not None:
@@ -493,8 +498,3 @@ class SACAlgorithm(OffPolicyAlgorithm):
         self.critic_optim.load_state_dict(state["critic_optim"])
         self.num_updates = int(state["num_updates"])
         self.generator.set_state(state["generator"].cpu())
-
-
-def _keep(*modules: nn.Module | None) -> dict[int, Any]:
-    """A ``copy.deepcopy`` memo under which ``modules`` are shared by the copy, not copied."""
-    return {id(m): m for m in modules if m is not None}

@@ -9,7 +9,7 @@ feature maps the policy's and the critic's own heads read.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -205,3 +205,15 @@ class SACValueEstimator(nn.Module):
                     else policy.encode(obs))
         unit = ((action.reshape(n, -1) - policy.action_bias) / policy.action_scale).clamp(-1.0, 1.0)
         return self.critic(features, unit)
+
+
+def shared_memo(*modules: nn.Module | None) -> dict[int, Any]:
+    """A ``copy.deepcopy`` memo under which ``modules`` are shared by the copy, not copied."""
+    return {id(m): m for m in modules if m is not None}
+
+
+def check_state_keys(name: str, state: dict[str, Any], keys: tuple[str, ...]) -> None:
+    """Raise ``KeyError`` naming what a learner's checkpoint ``state`` lacks or has that ``keys`` do not list."""
+    if set(state) != set(keys):
+        raise KeyError(f"{name} state keys differ: missing {sorted(set(keys) - set(state))}, "
+                       f"unknown {sorted(set(state) - set(keys))}")
