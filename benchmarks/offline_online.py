@@ -66,11 +66,11 @@ def record_data(task: str, out: Path, demos: int, noisy: int, noise: float, seed
     store = EpisodeStore.create(out, env.spec, fps=20.0, task=task, source={"task_config": task_settings(cfg)})
     good = record_episodes(env, demonstrator(0.0, seed), StoreSink(store), demos, seed=seed, deterministic=False,
                            task=task)
-    bad = record_episodes(env, demonstrator(noise, seed + 1), StoreSink(store), noisy, seed=seed + 1,
-                          deterministic=False, task=task)
+    bad = None if noisy == 0 else record_episodes(env, demonstrator(noise, seed + 1), StoreSink(store), noisy,
+                                                   seed=seed + 1, deterministic=False, task=task)
     env.close()
-    return {"demos": demos, "demo_successes": good.successes, "noisy": noisy, "noisy_successes": bad.successes,
-            "noise": noise, "frames": good.frames + bad.frames}
+    return {"demos": demos, "demo_successes": good.successes, "noisy": noisy, "noise": noise,
+            "noisy_successes": bad.successes if bad else 0, "frames": good.frames + (bad.frames if bad else 0)}
 
 
 def scripted_demonstrator(task: str, action_scale: float) -> Any:

@@ -66,8 +66,9 @@ def test_actor_bc_updates_clone_the_batch_then_hand_over_to_q() -> None:
     batch = _batch(obs, action)
 
     def first_axis_error(bc_updates: int, updates: int) -> float:
+        # α at 1: the entropy term's pull off the bound must not reach the clone (2/3 of the ramp is on it).
         cfg = SACConfig(actor_hidden=(64, 64), critic_hidden=(32,), batch_size=256, actor_lr=3e-3,
-                        init_temperature=1e-3, autotune_entropy=False, actor_bc_updates=bc_updates)
+                        init_temperature=1.0, actor_bc_updates=bc_updates)
         algo = cfg.build(SPEC, "cpu", 0)
         for _ in range(updates):
             algo.update(batch)

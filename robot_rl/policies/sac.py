@@ -126,7 +126,7 @@ class SACConfig(AlgoConfig):
     return (``batch.extras["mc_return"]``), so offline Q stays on the scale of returns and fine-tuning online
     starts without an unlearning dip. Needs ``cql_alpha > 0``."""
     actor_bc_updates: int = 0
-    """The first updates train the actor to clone the batch's actions (``‖tanh μ − a‖²``, entropy term kept)
+    """The first updates train the actor to clone the batch's actions (``‖tanh μ − a‖²``; α still adapts)
     instead of maximising Q, while the critics learn as usual and so evaluate a policy near the data's: CQL's
     ``policy_eval_start``, Cal-QL's ``bc_start_epochs``. For offline pre-training (fewer than ``offline.updates``)."""
     normalize_obs: bool = False
@@ -313,16 +313,15 @@ class SACAlgorithm(OffPolicyAlgorithm):
         """``(L_π, detached log π(ã|s))`` for encoded observations ``[B, F]`` and noise ``[B, |A|]``.
 
         ``critic_features``: what the critic reads when it has its own encoder (default: ``features``).
-        ``clone``: the batch's squashed actions ``[B, |A|]`` during ``actor_bc_updates``, regressed instead of Q.
+        ``clone``: the batch's squashed actions ``[B, |A|]`` during ``actor_bc_updates``, regressed instead (σ rests).
         """
         # L_π = mean_b [α·log π(ã|s) − Q(s, ã)], ã = tanh(μ + σ·ε) reparameterised, Q = min_j Q_j
         # (clipped double Q) or mean_j Q_j when targets use random subsets (REDQ). Features are
         # detached (DrQ: only the critic trains the encoder) and so are the critic weights, so the
         # backward pass computes no critic weight gradients at all.
         action, log_prob = self.actor.sample(features, noise)
-        if clone is not None:
-            return (alpha * log_prob + nets.squashed_mean_error(self.actor.gaussian(features)[0], clone)).mean(), \
-                log_prob.detach()
+        if clone is not None:  # no α·log π: its tanh term pulls μ off the bound, where demos often sit
+            return nets.squashed_mean_error(self.actor.gaussian(features)[0], clone).mean(), log_prob.detach()
         q = self.critic(features if critic_features is None else critic_features, action, detach_params=True)
         q_pi = q.min(dim=0).values if self.num_sampled == self.cfg.num_critics else q.mean(dim=0)
         return (alpha * log_prob - q_pi).mean(), log_prob.detach()
