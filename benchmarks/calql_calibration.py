@@ -21,7 +21,7 @@ demonstrator with action noise σ = ``--noise``, recorded under the SAC preset's
 
     MUJOCO_GL=osmesa python benchmarks/calql_calibration.py                     # 1:calql 1:cql 0.1:calql 0:sac
     MUJOCO_GL=osmesa python benchmarks/calql_calibration.py --variants 5:calql --updates 20000
-    MUJOCO_GL=osmesa python benchmarks/calql_calibration.py --variants 1:calql:2000 1:calql --updates 6000
+    MUJOCO_GL=osmesa python benchmarks/calql_calibration.py --variants 1:calql:2000 --set algo.backup_entropy=false
 
 Results: ``benchmarks/results/calql_calibration.json`` and ``.png``.
 """
@@ -91,7 +91,7 @@ def run_variant(alpha: float, kind: str, bc: int, data_path: Path, a: argparse.N
     conservative = [f"algo.cql_alpha={alpha}", f"algo.cql_samples={a.cql_samples}", f"algo.calql={kind == 'calql'}"]
     cfg = resolve_train_config(task=a.task, overrides=[*sac_preset(a.task), f"run.seed={a.seed}",
                                                        *(conservative if kind != "sac" else []),
-                                                       f"algo.actor_bc_updates={bc}"])
+                                                       f"algo.actor_bc_updates={bc}", *a.set])
     env = cfg.task.make("cpu", a.seed, num_envs=16)
     algo = cfg.algo.build(env.spec, "cpu", a.seed)
     data: OfflineData = load_offline(data_path, env.spec, cfg.algo.gamma, 0.1, a.seed)
@@ -165,6 +165,8 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch threads")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="more settings for every variant, e.g. algo.backup_entropy=false")
     p.add_argument("--out", type=Path, default=OUT / "calql_calibration.json")
     a = p.parse_args()
     torch.set_num_threads(a.threads)

@@ -156,7 +156,7 @@ def plot(results: dict[str, Any], args: argparse.Namespace, out: Path) -> None:
     fig, axes = plt.subplots(2, len(ns), figsize=(4 * len(ns), 6.4), sharex=True, squeeze=False)
     for col, n in enumerate(ns):
         for row, (field, ylabel) in enumerate((("heldout_action_mse", "held-out real action MSE"),
-                                               ("heldout_loss", "held-out real BC loss (−log π)"))):
+                                               ("heldout_loss", "held-out real BC loss (‖tanh μ − a‖²)"))):
             ax = axes[row][col]
             for key, label, style in (("rlco", f"RL-Co (λ={args.weight:g})", "-"), ("rl_w0", "λ=0", "--"),
                                       *((f"rlco_w{w:g}", f"λ={w:g}", ":") for w in args.extra_weights)):

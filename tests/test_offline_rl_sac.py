@@ -76,3 +76,29 @@ def test_the_conservative_term_ends_with_the_offline_phase() -> None:
     algo.finish_offline()
     assert algo.cfg.cql_alpha == 0.0 and not algo.cfg.calql
     algo.update(_bandit_data(64))  # online rows without Monte-Carlo returns update without error
+
+
+@pytest.mark.parametrize("backup_entropy", [True, False])
+def test_td_target_backs_up_the_entropy_only_when_asked(backup_entropy: bool) -> None:
+    """``algo.backup_entropy=false`` (CQL's and Cal-QL's reference): y = r + γ·min Q̄(s', a'), no −α·log π(a'|s')."""
+    cfg = SACConfig(critic_hidden=(16,), actor_hidden=(16,), gamma=0.9, init_temperature=0.5,
+                    backup_entropy=backup_entropy)
+    algo = cfg.build(SPEC, "cpu", 0)
+    n = 8
+    g = torch.Generator().manual_seed(3)
+    obs, next_obs = {"state": torch.randn((n, 2), generator=g)}, {"state": torch.randn((n, 2), generator=g)}
+    action, noise = torch.rand((n, 1), generator=g) * 2 - 1, torch.randn((n, 1), generator=g)
+    reward, terminated = torch.randn(n, generator=g), torch.zeros(n, dtype=torch.bool)
+    alpha = torch.tensor(0.5)
+    loss, _, _ = algo.critic_loss(obs, action, reward, terminated, next_obs, noise, None, alpha)
+    with torch.no_grad():  # by hand
+        feats = algo.actor.encoder(next_obs)
+        next_action, log_prob = algo.actor.sample(feats, noise)
+        soft = algo.critic_target(feats, next_action).min(dim=0).values
+        if backup_entropy:
+            soft = soft - alpha * log_prob
+        target = reward + 0.9 * soft
+        q = algo.critic(algo.actor.encoder(obs), action)
+        expected = 0.5 * (q - target).square().mean(dim=1).sum()
+    assert float(loss) == pytest.approx(float(expected), rel=1e-5)
+    assert float(log_prob.abs().mean()) > 0.1  # the two settings differ on these rows

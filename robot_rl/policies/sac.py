@@ -1,8 +1,7 @@
 """Soft Actor-Critic (Haarnoja et al., 2018) for state and pixel observations.
 
-Top to bottom: config → learner (the update maths sits in comments next to the code); the networks
-(actor-side policy, critic ensemble) are in :mod:`robot_rl.policies.sac_networks`. What robot learning
-adds to textbook SAC:
+Top to bottom: config → learner (the update maths in comments next to the code); the networks are in
+:mod:`robot_rl.policies.sac_networks`. What robot learning adds to textbook SAC:
 
 - a critic *ensemble* evaluated with batched matmuls, with targets taking the min over a random
   subset of ``num_critics_sampled`` members (REDQ / RLPD) and optional LayerNorm critics (RLPD);
@@ -126,9 +125,13 @@ class SACConfig(AlgoConfig):
     return (``batch.extras["mc_return"]``), so offline Q stays on the scale of returns and fine-tuning online
     starts without an unlearning dip. Needs ``cql_alpha > 0``."""
     actor_bc_updates: int = 0
-    """The first updates train the actor to clone the batch's actions (``‖tanh μ − a‖²``; α still adapts)
-    instead of maximising Q, while the critics learn as usual and so evaluate a policy near the data's: CQL's
+    """The first updates train the actor to clone the batch's actions (``‖tanh μ − a‖²``; σ and α rest) instead
+    of maximising Q, while the critics learn as usual and so evaluate a policy near the data's: CQL's
     ``policy_eval_start``, Cal-QL's ``bc_start_epochs``. For offline pre-training (fewer than ``offline.updates``)."""
+    backup_entropy: bool = True
+    """Subtract ``α·log π(a'|s')`` in the TD target (soft Q). CQL's and Cal-QL's reference implementations do not
+    (false): their Q is on the scale of the returns Cal-QL calibrates against, and a near-deterministic policy
+    (a clone of saturated demo actions has ``log π`` ≫ 0) does not drag it down by ``α·log π`` a step."""
     normalize_obs: bool = False
     """Normalise ``state`` by running mean/std (statistics from the replayed batches, saved with the
     actor weights)."""
@@ -227,11 +230,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
         self.data_parallel: DataParallel | None = None
 
     def enable_data_parallel(self, dp: DataParallel) -> None:
-        """Average the critics', the actor's and α's gradients over ``dp``'s ranks (DDP, one module per optimiser).
-
-        With the random draws and the normaliser's batch shared out, every rank takes the step one process takes on
-        the ranks' batches together; the targets follow the equal weights. Rank 0's parameters are copied here.
-        """
+        """DDP over ``dp``'s ranks, one module per optimiser: each rank takes one process's step on all batches."""
         self.data_parallel = dp
         self._critic_loss = dp.wrap_loss(self._critic_loss, self.critic_optim.param_groups[0]["params"])
         # α has a gradient only when it is learned: DDP waits for a gradient of every parameter it wraps.
@@ -285,7 +284,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
         ``calibration`` its Cal-QL reference values ``[B]`` (:mod:`robot_rl.policies.offline_rl`).
         """
         # Soft TD target, a' ~ π(·|s') and M ⊆ {1..E} a random subset (all members when M = E):
-        #   y = r + γ·(1 − terminated)·(min_{j∈M} Q̄_j(s', a') − α·log π(a'|s'))
+        #   y = r + γ·(1 − terminated)·(min_{j∈M} Q̄_j(s', a') − α·log π(a'|s')), the last term if backup_entropy
         # Truncated rows bootstrap: next_obs is the true final observation, not the reset one.
         with torch.no_grad():
             next_features = self.actor.encoder(next_obs)
@@ -294,7 +293,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
             q_next = self.critic_target(target_features, next_action)
             if subset is not None:
                 q_next = q_next[subset]
-            soft_value = q_next.min(dim=0).values - alpha * next_log_prob
+            soft_value = q_next.min(dim=0).values - (alpha * next_log_prob if self.cfg.backup_entropy else 0.0)
             gamma = self.cfg.gamma if discount is None else discount
             target = reward + gamma * (1.0 - terminated.float()) * soft_value
         # L_Q = ½ Σ_j mean_b (Q_j(s, a) − y)²; its gradient also trains the image encoder (DrQ).
@@ -320,8 +319,9 @@ class SACAlgorithm(OffPolicyAlgorithm):
         # detached (DrQ: only the critic trains the encoder) and so are the critic weights, so the
         # backward pass computes no critic weight gradients at all.
         action, log_prob = self.actor.sample(features, noise)
-        if clone is not None:  # no α·log π: its tanh term pulls μ off the bound, where demos often sit
-            return nets.squashed_mean_error(self.actor.gaussian(features)[0], clone).mean(), log_prob.detach()
+        if clone is not None:  # no α·log π (its tanh term pulls μ off the bound); σ's zero gradient keeps DDP whole
+            error = nets.squashed_mean_error(self.actor.gaussian(features)[0], clone)
+            return (error + 0.0 * log_prob).mean(), log_prob.detach()
         q = self.critic(features if critic_features is None else critic_features, action, detach_params=True)
         q_pi = q.min(dim=0).values if self.num_sampled == self.cfg.num_critics else q.mean(dim=0)
         return (alpha * log_prob - q_pi).mean(), log_prob.detach()
@@ -340,7 +340,8 @@ class SACAlgorithm(OffPolicyAlgorithm):
             actor_loss, log_prob = self._actor_loss(own, noise, alpha, critic_features, clone)
         # Temperature: L_α = −log α · (mean_b log π(ã|s) + H̄), so ∂L/∂log α = −(mean_b log π + H̄): α grows while
         # the entropy −log π is below the target H̄ and shrinks above it (log π is detached: L_α trains α only).
-        log_alpha = self.log_alpha if self.cfg.autotune_entropy else self.log_alpha.detach()
+        # In the warm-up (clone) α rests: a zero gradient, which moves nothing while Adam's moments are still 0.
+        log_alpha = (self.log_alpha if self.cfg.autotune_entropy else self.log_alpha.detach()) * (clone is None)
         return actor_loss, -log_alpha * (log_prob.mean() + self.target_entropy), log_prob
 
     # ---- supervised learning (co-training, SFT): robot_rl.core.algorithm.SupervisedLoss -------------
