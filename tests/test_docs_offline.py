@@ -40,3 +40,15 @@ def test_each_scheme_command_resolves(marker: str, keys: list[str], capsys: pyte
     assert main(["config", *shlex.split(cmds[0])[1:]]) == 0
     out = capsys.readouterr().out
     assert all(re.search(k, out) for k in keys), cmds[0]
+
+
+def test_the_cal_ql_reference_command_resolves(capsys: pytest.CaptureFixture[str]) -> None:
+    """The "Cal-QL as its authors run it" block, continuation lines joined as a shell joins them."""
+    text = (ROOT / "docs" / "offline-to-online.md").read_text()
+    block = text.split("## Cal-QL as its authors run it", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    cmd = block.replace("\\\n", " ").strip()
+    assert main(["config", *shlex.split(cmd)[1:]]) == 0, cmd
+    out = capsys.readouterr().out
+    for key in (r"algo.actor_bc_updates\s.*\b2000\b", r"algo.backup_entropy\s.*\bFalse\b",
+                r"algo.init_temperature\s.*\b0.01\b", r"algo.calql\s.*\bTrue\b"):
+        assert re.search(key, out), key

@@ -72,3 +72,17 @@ def test_train_offline_then_online_from_the_command_line(tmp_path: Path, capsys:
     assert "offline update 50/100: critic_loss" in err and "offline update 100/100: critic_loss" in err
     assert main(["train", "--task", "fake", "--offline", str(tmp_path / "nowhere"), "--name", "x",
                  f"run.root={tmp_path}", "run.progress=false"]) == 2
+
+
+def test_actor_warmup_needs_an_offline_phase_longer_than_itself(tmp_path: Path) -> None:
+    from robot_rl.core.config import ConfigError
+    from robot_rl.loop.offline_phase import check_actor_warmup
+    from robot_rl.policies.sac import SACConfig
+
+    warm = SACConfig(actor_bc_updates=100)
+    with pytest.raises(ConfigError, match="without --offline DATA"):
+        check_actor_warmup(warm, OfflineConfig())
+    with pytest.raises(ConfigError, match=r"offline\.updates=100"):
+        check_actor_warmup(warm, OfflineConfig(data=str(tmp_path), updates=100))
+    check_actor_warmup(warm, OfflineConfig(data=str(tmp_path), updates=101))
+    check_actor_warmup(SACConfig(), OfflineConfig())

@@ -59,6 +59,17 @@ class OfflineConfig:
             raise ValueError("offline.updates >= 0, offline.log_every >= 1 and offline.heldout_fraction in [0, 1)")
 
 
+def check_actor_warmup(algo_cfg: Any, off: OfflineConfig) -> None:
+    """Refuse ``algo.actor_bc_updates`` without an offline phase to run in, or as long as the phase itself."""
+    from robot_rl.core.config import ConfigError
+
+    n = int(getattr(algo_cfg, "actor_bc_updates", 0))
+    if n and (off.data is None or n >= off.updates):
+        where = "without --offline DATA" if off.data is None else f"with offline.updates={off.updates}"
+        raise ConfigError(f"algo.actor_bc_updates={n} {where}: the actor's behaviour-cloning warm-up is the start of "
+                          f"an offline phase; give --offline DATA and more offline.updates than it, or set it to 0")
+
+
 def pretrain(algo: Any, data: OfflineData, cfg: OfflineConfig, batch_size: int, seed: int = 0,
              on_point: Callable[[dict[str, float]], None] | None = None,
              progress: bool | None = None, data_parallel: DataParallel | None = None) -> list[dict[str, float]]:

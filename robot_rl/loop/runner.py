@@ -36,6 +36,7 @@ from robot_rl.loop.evaluate import EvalResult
 from robot_rl.loop.evaluator import Evaluator
 from robot_rl.loop.jsrl import JSRL_GUIDE_FILE, OFFLINE_GUIDE
 from robot_rl.loop.learner_driver import LearnerDriver
+from robot_rl.loop.offline_phase import check_actor_warmup
 from robot_rl.loop.progress import TrainProgress, transport_summary
 from robot_rl.loop.run_context import (
     RunContext,
@@ -101,6 +102,7 @@ class InProcessRunner:
 
     def _build(self, resume: bool) -> None:
         cfg, seed, context = self.cfg, self.cfg.run.seed, self.context
+        check_actor_warmup(cfg.algo, cfg.offline)
         if self.remote:  # one small env, only for the spec; actors run theirs elsewhere
             self.envs: list[VecEnv] = [cfg.make_env(self.device, seed, num_envs=1)]
         else:
