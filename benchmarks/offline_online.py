@@ -125,7 +125,7 @@ def run_one(method: str, seed: int, data: Path, root: Path, a: argparse.Namespac
         *([f"run.torch_threads={a.threads}"] if a.threads else []),
         f"loop.total_env_steps={a.budget}", f"loop.success_threshold={a.threshold}",
         f"loop.eval_every_env_steps={a.eval_every}", f"loop.eval_episodes={a.eval_episodes}",
-        *method_overrides(method, data, a)])
+        *method_overrides(method, data, a), *a.set])
     t0 = time.monotonic()
     result = train(cfg)
     wall = time.monotonic() - t0
@@ -244,6 +244,9 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=50)
     p.add_argument("--dip-steps", type=int, default=20_000, help="the window after the switch the dip is read in")
     p.add_argument("--threads", type=int, default=0, help="torch threads per run (0: the run's default)")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="more settings for every run, e.g. Cal-QL's reference ones: algo.actor_bc_updates=2000 "
+                        "algo.backup_entropy=false algo.init_temperature=0.01 (docs/offline-to-online.md)")
     p.add_argument("--out-dir", type=Path, default=OUT)
     p.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                    help="only merge these result files (methods run in separate processes) into --out-dir")
