@@ -42,6 +42,9 @@ VARIANTS: dict[str, tuple[EnvSpec, dict[str, Any]]] = {
     "redq-cql-fixed-alpha": (STATE, {"num_critics": 4, "num_critics_sampled": 2, "cql_alpha": 1.0, "cql_samples": 3,
                                      "autotune_entropy": False}),
     "pixels-drq": (PIXELS, {"image_channels": 4, "image_features": 8, "image_shift_pad": 2}),
+    # Cal-QL's reference settings: two updates of the actor's cloning warm-up (σ and α get zero gradients, which
+    # DDP must still reduce), then one that maximises Q.
+    "warmup-then-q": (STATE, {"cql_alpha": 1.0, "cql_samples": 2, "actor_bc_updates": 2, "backup_entropy": False}),
 }
 
 

@@ -105,6 +105,13 @@ class OfflineTrainableConfig(DiscountedConfig, Protocol):
 
 
 @runtime_checkable
+class ActorWarmupConfig(Protocol):
+    """An algorithm config whose actor can clone the data for its first updates (``algo.actor_bc_updates``)."""
+
+    actor_bc_updates: int
+
+
+@runtime_checkable
 class HasScriptedController(Protocol):
     """A task config that ships a controller solving the task from its own observations (``jsrl.guide=scripted``)."""
 

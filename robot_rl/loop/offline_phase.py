@@ -61,9 +61,9 @@ class OfflineConfig:
 
 def check_actor_warmup(algo_cfg: Any, off: OfflineConfig) -> None:
     """Refuse ``algo.actor_bc_updates`` without an offline phase to run in, or as long as the phase itself."""
-    from robot_rl.core.config import ConfigError
+    from robot_rl.core.config import ActorWarmupConfig, ConfigError
 
-    n = int(getattr(algo_cfg, "actor_bc_updates", 0))
+    n = algo_cfg.actor_bc_updates if isinstance(algo_cfg, ActorWarmupConfig) else 0
     if n and (off.data is None or n >= off.updates):
         where = "without --offline DATA" if off.data is None else f"with offline.updates={off.updates}"
         raise ConfigError(f"algo.actor_bc_updates={n} {where}: the actor's behaviour-cloning warm-up is the start of "

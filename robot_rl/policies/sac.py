@@ -319,9 +319,8 @@ class SACAlgorithm(OffPolicyAlgorithm):
         # detached (DrQ: only the critic trains the encoder) and so are the critic weights, so the
         # backward pass computes no critic weight gradients at all.
         action, log_prob = self.actor.sample(features, noise)
-        if clone is not None:  # no α·log π (its tanh term pulls μ off the bound); σ's zero gradient keeps DDP whole
-            error = nets.squashed_mean_error(self.actor.gaussian(features)[0], clone)
-            return (error + 0.0 * log_prob).mean(), log_prob.detach()
+        if clone is not None:  # no α·log π: its tanh term pulls μ off the bound, where demos often sit (σ rests)
+            return nets.squashed_mean_error(self.actor.gaussian(features)[0], clone).mean(), log_prob.detach()
         q = self.critic(features if critic_features is None else critic_features, action, detach_params=True)
         q_pi = q.min(dim=0).values if self.num_sampled == self.cfg.num_critics else q.mean(dim=0)
         return (alpha * log_prob - q_pi).mean(), log_prob.detach()
