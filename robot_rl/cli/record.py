@@ -159,6 +159,7 @@ def open_record_viz(args: RecordArgs) -> Any:
 
 def run_record(args: RecordArgs, robot: Any = None, device: Any = None) -> int:
     """The `record` verb. ``robot`` / ``device``: already built objects (tests, examples) instead of the configs'."""
+    from robot_rl.hardware.realtime import RealtimeError
     from robot_rl.hardware.robot import RobotError
     from robot_rl.hardware.safety import SafetyLayer
     from robot_rl.human_loop.record import DemoRecorder, RichStatus
@@ -194,7 +195,7 @@ def run_record(args: RecordArgs, robot: Any = None, device: Any = None) -> int:
             layer.connect()
         except (RobotError, OSError, TimeoutError) as e:
             layer.close()
-            return fail(f"robot {args.robot!r} not reachable: {e}")
+            return fail(str(e) if isinstance(e, RealtimeError) else f"robot {args.robot!r} not reachable: {e}")
         viz = None
         try:
             source = {"robot": args.robot, "device": args.device, "hz": args.hz}

@@ -31,6 +31,7 @@ import numpy as np
 
 from robot_rl.hardware.estop import EStop, EStopGuard
 from robot_rl.hardware.kinematics.config import ARM_MODELS
+from robot_rl.hardware.realtime import RealtimeScheduling, check_priority
 from robot_rl.hardware.robot import (
     ArmModelRobot,
     Robot,
@@ -87,6 +88,11 @@ class SafetyConfig:
     """Hold and latch when no fresh command arrives for this long (0 disables: not for hardware)."""
     log_interval_s: float = 1.0
     """Log each reason at most once per interval (counts are always exact)."""
+    realtime_priority: int = 0
+    """SCHED_FIFO priority (1..99) for the control loop: the thread that connects the layer, the robot link's
+    threads and a simulated robot's process; threads the loop starts later (a learner, torch's workers) keep the
+    normal policy. For a steady 30 Hz on a machine whose cores are busy. 0: the OS's normal scheduling. Linux;
+    needs root, CAP_SYS_NICE or an rtprio limit (robot_rl.hardware.realtime)."""
 
     def __post_init__(self) -> None:
         self.workspace_box()  # refuses an unknown preset or a box with low >= high now, not at connect
@@ -96,6 +102,7 @@ class SafetyConfig:
                 raise ValueError(f"{name} must be positive")
         if self.watchdog_timeout_s < 0:
             raise ValueError("watchdog_timeout_s must be >= 0")
+        check_priority(self.realtime_priority)
 
     def workspace_box(self, robot_arm: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The workspace box ``(low [3], high [3])``, metres.
@@ -150,6 +157,7 @@ class SafetyLayer:
         preset = self.config.workspace_preset or arm
         log.info("safety: workspace box %s .. %s m (%s)", self._low.tolist(), self._high.tolist(),
                  f"{preset} preset for the corners not set" if preset else "safety.workspace_low/high or the default")
+        self._realtime: RealtimeScheduling | None = None
         self.watchdog = (Watchdog(self.config.watchdog_timeout_s, self._on_watchdog)
                          if self.config.watchdog_timeout_s > 0 else None)
         self.estop.on_trigger(self._on_estop)
@@ -162,9 +170,23 @@ class SafetyLayer:
         return self.robot.features
 
     def connect(self) -> None:
-        """Connect the robot and arm the layer."""
-        self.robot.connect()
+        """Connect the robot and arm the layer (on SCHED_FIFO first, with ``realtime_priority``)."""
+        if self.config.realtime_priority and self._realtime is None:
+            self._realtime = RealtimeScheduling(self.config.realtime_priority)
+            self._realtime.enter()  # before connecting: the robot's threads and processes inherit it
+        try:
+            self.robot.connect()
+        except BaseException:
+            self._restore_scheduling()
+            raise
+        if self._realtime is not None:
+            self._realtime.seal()
         self.rearm()
+
+    def _restore_scheduling(self) -> None:
+        if self._realtime is not None:
+            self._realtime.restore()
+            self._realtime = None
 
     def disconnect(self) -> None:
         """Hold, disarm the watchdog and disconnect the robot."""
@@ -176,6 +198,7 @@ class SafetyLayer:
             self._latched = "disconnected"
         if self.robot.is_connected:
             self.robot.disconnect()
+        self._restore_scheduling()
 
     def close(self) -> None:
         """Disconnect and stop the watchdog thread."""

@@ -1,0 +1,92 @@
+"""Real-time (SCHED_FIFO) scheduling for a control loop, so that other work on the machine cannot delay it.
+
+On a machine whose cores are busy (a learner, a compile, a second run), the kernel's fair scheduler gives the
+control loop its turn late: at 30 Hz on a loaded 2-core machine 2.6 % of ticks missed their slot
+(benchmarks/RESULTS_so101.md §1). A SCHED_FIFO thread runs as soon as it is runnable, ahead of every normal one.
+
+:class:`RealtimeScheduling` is used in two steps around the robot's connection:
+
+1. :meth:`~RealtimeScheduling.enter` puts the calling thread on SCHED_FIFO; what it starts next inherits it (the
+   robot link's I/O threads and, on a simulated robot, the simulator's process);
+2. :meth:`~RealtimeScheduling.seal` adds ``SCHED_RESET_ON_FORK``: threads and processes started after that (a
+   learner in the same process, torch's worker pool, a teleop reader) begin on the normal policy again, so that a
+   busy learner can never take the cores from everything else.
+
+:meth:`~RealtimeScheduling.restore` puts the thread back as it was. The kernel still keeps 5 % of each second for
+normal threads (``/proc/sys/kernel/sched_rt_runtime_us``), so a loop stuck in a busy wait cannot lock up the
+machine. Linux only; it needs root, ``CAP_SYS_NICE`` or an ``rtprio`` limit for the user.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from robot_rl.hardware.robot import RobotError
+
+MAX_PRIORITY = 99
+
+
+class RealtimeError(RobotError):
+    """Real-time scheduling was asked for and the OS refused it."""
+
+
+def check_priority(priority: int) -> None:
+    """Refuse a priority outside 0 (off) .. 99."""
+    if not 0 <= priority <= MAX_PRIORITY:
+        raise ValueError(f"realtime_priority must be 0 (off) or 1..{MAX_PRIORITY} (SCHED_FIFO), got {priority}")
+
+
+def thread_policy(native_id: int = 0) -> tuple[int, int]:
+    """``(policy, priority)`` of a thread (0: the calling one), without the reset-on-fork flag."""
+    policy = os.sched_getscheduler(native_id) & ~getattr(os, "SCHED_RESET_ON_FORK", 0)
+    return policy, os.sched_getparam(native_id).sched_priority
+
+
+class RealtimeScheduling:
+    """SCHED_FIFO at ``priority`` (1..99) for the thread that calls :meth:`enter` (see the module docstring)."""
+
+    def __init__(self, priority: int) -> None:
+        check_priority(priority)
+        if priority == 0:
+            raise ValueError("priority 0 is the normal policy: do not make a RealtimeScheduling for it")
+        self.priority = priority
+        self._tid: int | None = None
+        self._before: tuple[int, int] | None = None
+
+    def enter(self) -> None:
+        """Put the calling thread on SCHED_FIFO; raise :class:`RealtimeError` saying how to allow it."""
+        if not sys.platform.startswith("linux") or not hasattr(os, "sched_setscheduler"):
+            raise RealtimeError(f"realtime_priority={self.priority}: real-time scheduling is Linux-only here; "
+                                "set realtime_priority=0")
+        self._before = thread_policy()
+        self._tid = threading.get_native_id()
+        self._set(os.SCHED_FIFO)
+
+    def seal(self) -> None:
+        """From now on, what the thread starts begins on the normal policy (``SCHED_RESET_ON_FORK``)."""
+        self._set(os.SCHED_FIFO | os.SCHED_RESET_ON_FORK)
+
+    def restore(self) -> None:
+        """Back to the policy the thread had before :meth:`enter` (from any thread; twice is harmless)."""
+        if self._tid is None or self._before is None:
+            return
+        policy, priority = self._before
+        try:
+            os.sched_setscheduler(self._tid, policy, os.sched_param(priority))
+        except ProcessLookupError:
+            pass  # the thread has ended, and its policy with it
+        self._tid = None
+
+    def _set(self, policy: int) -> None:
+        assert self._tid is not None, "enter() first"
+        try:
+            os.sched_setscheduler(self._tid, policy, os.sched_param(self.priority))
+        except PermissionError as e:
+            self._tid = None
+            raise RealtimeError(
+                f"realtime_priority={self.priority}: the OS refused SCHED_FIFO ({e.strerror}). Run as root, give "
+                "the interpreter the capability (`sudo setcap cap_sys_nice+ep $(readlink -f $(which python))`), "
+                "or allow your user real-time priorities (`@user - rtprio 99` in /etc/security/limits.conf, then "
+                "log in again; in a container, `docker run --cap-add SYS_NICE`); or set realtime_priority=0") from e

@@ -1,0 +1,157 @@
+"""``safety.realtime_priority``: SCHED_FIFO for the control loop and the simulator, never for what starts later.
+
+Runs the real path: the safety layer connecting a simulated arm (its own process, a ZeroMQ link), the OS's own
+scheduler calls and, for the refusal, a child process without the privilege (root without CAP_SYS_NICE, no
+rtprio limit).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from robot_rl.hardware.realtime import RealtimeError, RealtimeScheduling, thread_policy
+from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SCHED_FIFO is Linux scheduling")
+
+
+def _may_use_fifo() -> bool:
+    probe = RealtimeScheduling(1)
+    done: list[bool] = []
+
+    def attempt() -> None:  # in a throwaway thread: the test's own thread is never touched by the probe
+        try:
+            probe.enter()
+            done.append(True)
+        except RealtimeError:
+            done.append(False)
+
+    t = threading.Thread(target=attempt)
+    t.start()
+    t.join()
+    return done[0]
+
+
+def _policy_in_new_thread() -> tuple[int, int]:
+    seen: list[tuple[int, int]] = []
+    t = threading.Thread(target=lambda: seen.append(thread_policy()))
+    t.start()
+    t.join()
+    return seen[0]
+
+
+@pytest.mark.parametrize("priority", [-1, 100])
+def test_priority_outside_the_range_is_refused_at_config_time(priority: int) -> None:
+    with pytest.raises(ValueError, match="realtime_priority must be 0"):
+        SafetyConfig(realtime_priority=priority)
+
+
+def test_loop_and_simulator_run_fifo_and_later_threads_do_not() -> None:
+    pytest.importorskip("mujoco")
+    pytest.importorskip("msgpack")
+    if not _may_use_fifo():
+        pytest.skip("this user may not use SCHED_FIFO (needs root, CAP_SYS_NICE or an rtprio limit)")
+    from robot_rl.hardware.sim_arm import SimulatedArm, SimulatedArmConfig
+
+    before = thread_policy()
+    arm = SimulatedArm(SimulatedArmConfig(cameras={}))
+    with SafetyLayer(arm, SafetyConfig(realtime_priority=20, watchdog_timeout_s=0.0)):
+        assert thread_policy() == (os.SCHED_FIFO, 20)
+        assert arm.process is not None
+        server = (os.sched_getscheduler(arm.process.pid), os.sched_getparam(arm.process.pid).sched_priority)
+        assert server == (os.SCHED_FIFO, 20), "the simulator's process must inherit the loop's policy"
+        assert _policy_in_new_thread() == (os.SCHED_OTHER, 0), "a thread started by the loop (a learner) must not"
+        child = subprocess.run([sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"],
+                               capture_output=True, text=True, check=True)
+        assert int(child.stdout) == os.SCHED_OTHER
+    assert thread_policy() == before, "leaving the layer restores the thread's policy"
+
+
+def _unprivileged(argv: list[str]) -> list[str]:
+    """``argv`` run without the right to SCHED_FIFO: root loses CAP_SYS_NICE (util-linux's ``setpriv``)."""
+    if os.geteuid() != 0:
+        return argv
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("dropping root's CAP_SYS_NICE needs setpriv: apt-get install util-linux")
+    return [setpriv, "--bounding-set", "-sys_nice", *argv]
+
+
+def _no_rtprio_limit() -> None:  # and no rtprio allowance either (a user's limits.conf may grant one)
+    resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0))
+
+
+_REFUSED = """
+import sys
+from robot_rl.hardware.robot import RobotError
+from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
+from robot_rl.hardware.xarm import XArmRobot, XArmRobotConfig
+from robot_rl.testing.fake_xarm import FakeXArmAPI
+robot = XArmRobot(XArmRobotConfig(), sdk=lambda ip: FakeXArmAPI(ip, is_radian=True))
+try:
+    SafetyLayer(robot, SafetyConfig(realtime_priority=30)).connect()
+except RobotError as e:
+    print("REFUSED", robot.is_connected, e)
+    sys.exit(0)
+print("ALLOWED")
+"""
+
+
+def test_refusal_names_the_fix_and_connects_nothing() -> None:
+    out = subprocess.run(_unprivileged([sys.executable, "-c", _REFUSED]), capture_output=True, text=True,
+                         timeout=60, preexec_fn=_no_rtprio_limit)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("REFUSED False"), out.stdout
+    for fix in ("setcap cap_sys_nice", "rtprio", "realtime_priority=0"):
+        assert fix in out.stdout
+
+
+def _record(out: Path, *, privileged: bool) -> subprocess.CompletedProcess[str]:
+    """`robot-rl record` on the simulated SO-101 with the loop on SCHED_FIFO, typed as the docs show it."""
+    argv = [sys.executable, "-m", "robot_rl.cli", "record", "--robot", "sim_so101", "--device", "pick_demonstrator",
+            "--out", str(out), "--format", "episodes", "--episodes", "1", "--hz", "30", "--quiet",
+            "safety.realtime_priority=40"]
+    return subprocess.run(argv if privileged else _unprivileged(argv), capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL, preexec_fn=None if privileged else _no_rtprio_limit)
+
+
+def test_record_cli_runs_its_loop_on_fifo_and_refuses_clearly_without_the_privilege(tmp_path: Path) -> None:
+    pytest.importorskip("mujoco")
+    pytest.importorskip("mink")
+    if not _may_use_fifo():
+        pytest.skip("this user may not use SCHED_FIFO (needs root, CAP_SYS_NICE or an rtprio limit)")
+    ok = _record(tmp_path / "demos", privileged=True)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    from robot_rl.data.store import EpisodeStore
+
+    assert len(EpisodeStore(tmp_path / "demos")) == 1, ok.stderr[-2000:]
+    refused = _record(tmp_path / "refused", privileged=False)
+    assert refused.returncode != 0
+    assert "the OS refused SCHED_FIFO" in refused.stderr and "realtime_priority=0" in refused.stderr, refused.stderr
+    assert "not reachable" not in refused.stderr
+
+
+def test_the_hardware_pages_realtime_commands_resolve_as_typed(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("mujoco")
+    pytest.importorskip("mink")
+    import re
+    import shlex
+
+    from robot_rl.cli import main
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "hardware.md").read_text()
+    section = page.split("### Real-time scheduling", 1)[1].split("\n### ", 1)[0]
+    cmds = [c for block in re.findall(r"```bash\n(.*?)```", section, re.S)
+            for c in block.replace("\\\n", " ").splitlines() if c.startswith("robot-rl ")]
+    assert [c.split()[1] for c in cmds] == ["record", "deploy"]
+    for cmd in cmds:
+        assert main(["config", *shlex.split(cmd)[1:]]) == 0, cmd
+        assert re.search(r"safety\.realtime_priority\s+│\s+50\s", capsys.readouterr().out), cmd
