@@ -86,3 +86,13 @@ def test_actor_warmup_needs_an_offline_phase_longer_than_itself(tmp_path: Path) 
         check_actor_warmup(warm, OfflineConfig(data=str(tmp_path), updates=100))
     check_actor_warmup(warm, OfflineConfig(data=str(tmp_path), updates=101))
     check_actor_warmup(SACConfig(), OfflineConfig())
+
+
+def test_the_hil_learner_refuses_the_warmup_it_has_no_phase_for(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from robot_rl.cli import main
+
+    run_dir = tmp_path / "hil"
+    assert main(["deploy", "--role", "learner", "--run-dir", str(run_dir), "algo.actor_bc_updates=10"]) == 2
+    assert "set it to 0" in capsys.readouterr().err
+    assert not run_dir.exists(), "refused before anything is written"

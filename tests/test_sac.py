@@ -335,6 +335,8 @@ def test_strided_cnn_shrinks_the_map_and_refuses_frames_too_small():
     convs = [m for m in algo.actor.encoder.cnn.cameras["image_front"].convs if isinstance(m, torch.nn.Conv2d)]
     assert [c.stride for c in convs] == [(2, 2)] * 4
     assert all(math.isfinite(v) for v in algo.update(random_batch(spec, 4, 0)).values())
+    with pytest.raises(ValueError, match="image_conv_stride >= 1"):
+        SACConfig(image_conv_stride=0).validate()  # named at the config, before any network is built
 
 
 def test_bf16_autocast_update_is_finite_and_keeps_float32_outputs():

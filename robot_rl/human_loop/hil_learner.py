@@ -32,7 +32,7 @@ import yaml
 
 from robot_rl.checkpoint import atomic_write_text, list_checkpoints
 from robot_rl.config_io import save_yaml
-from robot_rl.core.config import ConfigError
+from robot_rl.core.config import ActorWarmupConfig, ConfigError
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.human_loop.deploy import DeployConfig
 from robot_rl.human_loop.observation import policy_spec
@@ -66,6 +66,10 @@ class HILLearner:
                  checkpoint_every_s: float = 60.0, resume: bool = False) -> None:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
+        if isinstance(cfg.algo, ActorWarmupConfig) and cfg.algo.actor_bc_updates:
+            raise ConfigError(f"algo.actor_bc_updates={cfg.algo.actor_bc_updates}: the HIL learner has no offline "
+                              "phase for the actor's cloning warm-up; set it to 0 (`robot-rl train --offline DATA` "
+                              "runs one)")
         if not resume and list_checkpoints(self.run_dir):
             raise ConfigError(f"{self.run_dir} holds checkpoints of an earlier run: continue it with "
                               "`robot-rl deploy --role learner --resume` or pick another --run-dir")

@@ -149,8 +149,10 @@ class SACConfig(AlgoConfig):
         check_image_encoder(self.image_encoder)
         if self.image_backbone and self.image_encoder == "cnn":
             raise ValueError("image_backbone needs image_encoder resnet10 or resnet18")
-        if min(self.cql_alpha, self.actor_bc_updates, self.cql_samples - 1) < 0 or (self.calql and not self.cql_alpha):
-            raise ValueError("cql_alpha and actor_bc_updates must be >= 0, cql_samples >= 1; calql needs cql_alpha > 0")
+        if (min(self.cql_alpha, self.actor_bc_updates, self.cql_samples - 1, self.image_conv_stride - 1) < 0
+                or (self.calql and not self.cql_alpha)):
+            raise ValueError("cql_alpha and actor_bc_updates must be >= 0, cql_samples and image_conv_stride >= 1; "
+                             "calql needs cql_alpha > 0")
 
     def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> SACAlgorithm:
         """The learner for environments with ``spec``, its networks seeded by ``seed``."""
@@ -470,8 +472,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
     def state_dict(self) -> dict[str, Any]:
         """Networks, targets, optimisers, log α, normaliser statistics, update count and RNG state."""
         return {
-            "actor": self.actor.state_dict(),
-            "critic": self.critic.state_dict(),
+            "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
             "critic_target": self.critic_target.state_dict(),
             "encoder_target": self.encoder_target.state_dict() if self.encoder_target is not None else {},
             "log_alpha": self.log_alpha.detach().clone(),
