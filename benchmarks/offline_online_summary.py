@@ -16,7 +16,7 @@ names each scheme by its method and its data (``calql · demos only``), and writ
         --out-dir benchmarks/results/offline_online_seeds
 
 ``PATH:m1,m2`` takes only those methods from a file (e.g. the scratch run of a file whose other runs used data
-recorded under the wrong settings).
+recorded under the wrong settings); ``PATH:m1=LABEL`` also names the scheme (runs with other settings, ``--set``).
 """
 
 from __future__ import annotations
@@ -49,17 +49,19 @@ def collect(specs: list[str]) -> tuple[dict[str, dict[int, dict[str, Any]]], flo
     schemes: dict[str, dict[int, dict[str, Any]]] = {}
     threshold = dip_steps = 0.0
     for spec in specs:
-        path, _, only = spec.partition(":")
+        path, _, picks = spec.partition(":")
+        labels = dict(p.partition("=")[::2] for p in picks.split(",")) if picks else {}
         data = json.loads(Path(path).read_text())
         args = data["args"]
         threshold, dip_steps = float(args.get("threshold", 0.8)), float(args.get("dip_steps", 20000))
         for seed, runs in data["results"].items():
             for method, run in runs.items():
-                if only and method not in only.split(","):
+                if labels and method not in labels:
                     continue
                 run = dict(run, budget=args.get("budget"), source=path,
                            recovered=recovery(run["evals"], threshold, dip_steps))
-                schemes.setdefault(scheme_name(method, args), {})[int(seed)] = run
+                name = labels.get(method) or scheme_name(method, args)
+                schemes.setdefault(name, {})[int(seed)] = run
     return schemes, threshold, dip_steps
 
 
@@ -72,9 +74,9 @@ def table(schemes: dict[str, dict[int, dict[str, Any]]], threshold: float, dip_s
     """The markdown table (one row per scheme)."""
     seeds = sorted({s for runs in schemes.values() for s in runs})
     ref = _median(schemes.get("scratch", {}), threshold)
-    head = (f"| scheme | {' | '.join(f'seed {s}' for s in seeds)} | median | × scratch | success at the switch | "
-            f"lowest in the first {dip_steps / 1e3:.0f}k |")
-    lines = [head, "|---|" + "---:|" * (len(seeds) + 4)]
+    head = (f"| scheme | {' | '.join(f'seed {s}' for s in seeds)} | median | × scratch | online wall s (median) | "
+            f"offline phase s (median) | success at the switch | lowest in the first {dip_steps / 1e3:.0f}k |")
+    lines = [head, "|---|" + "---:|" * (len(seeds) + 6)]
     for name, runs in schemes.items():
         cells = []
         for s in seeds:
@@ -93,7 +95,10 @@ def table(schemes: dict[str, dict[int, dict[str, Any]]], threshold: float, dip_s
         low = " / ".join(f"{runs[s]['dip_min_success']:.2f}" if s in runs and runs[s]['dip_min_success'] is not None
                          else "–" for s in seeds)
         med_cell = f"{'≥ ' if not med[1] else ''}{med[0]:,.0f}" if med is not None else "–"
-        lines.append(f"| {name} | {' | '.join(cells)} | {med_cell} | {ratio} | "
+        walls = [w for w in (effective_wall(r, threshold) for r in runs.values()) if w is not None]
+        wall = f"{statistics.median(walls):,.0f} ({len(walls)} reached)" if walls else "–"
+        offline = statistics.median(r["offline_s"] for r in runs.values())
+        lines.append(f"| {name} | {' | '.join(cells)} | {med_cell} | {ratio} | {wall} | {offline:,.0f} | "
                      f"{start} | {low} |")
     return lines
 
@@ -107,6 +112,14 @@ def effective_steps(run: dict[str, Any], threshold: float) -> tuple[float, bool]
     else:
         steps = run["steps_to_threshold"]
     return (float(steps), True) if steps is not None else (float(run["env_steps"]), False)
+
+
+def effective_wall(run: dict[str, Any], threshold: float) -> float | None:
+    """Online wall-clock seconds at :func:`effective_steps` (None when not reached)."""
+    steps, reached = effective_steps(run, threshold)
+    if not reached:
+        return None
+    return next((e["wall_s"] for e in run["evals"] if e["env_steps"] == steps), None)
 
 
 def _median(runs: dict[int, dict[str, Any]], threshold: float) -> tuple[float, bool] | None:
