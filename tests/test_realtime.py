@@ -96,12 +96,15 @@ from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.xarm import XArmRobot, XArmRobotConfig
 from robot_rl.testing.fake_xarm import FakeXArmAPI
 robot = XArmRobot(XArmRobotConfig(), sdk=lambda ip: FakeXArmAPI(ip, is_radian=True))
-try:
-    SafetyLayer(robot, SafetyConfig(realtime_priority=30)).connect()
-except RobotError as e:
-    print("REFUSED", robot.is_connected, e)
-    sys.exit(0)
-print("ALLOWED")
+layer = SafetyLayer(robot, SafetyConfig(realtime_priority=30))
+for attempt in range(2):  # a second try is refused the same way (nothing half-set by the first)
+    try:
+        layer.connect()
+        print("ALLOWED")
+        sys.exit(0)
+    except RobotError as e:
+        message = e
+print("REFUSED", robot.is_connected, message)
 """
 
 

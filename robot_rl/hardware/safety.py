@@ -172,8 +172,9 @@ class SafetyLayer:
     def connect(self) -> None:
         """Connect the robot and arm the layer (on SCHED_FIFO first, with ``realtime_priority``)."""
         if self.config.realtime_priority and self._realtime is None:
-            self._realtime = RealtimeScheduling(self.config.realtime_priority)
-            self._realtime.enter()  # before connecting: the robot's threads and processes inherit it
+            realtime = RealtimeScheduling(self.config.realtime_priority)
+            realtime.enter()  # before connecting: the robot's threads and processes inherit it
+            self._realtime = realtime
         try:
             self.robot.connect()
         except BaseException:
