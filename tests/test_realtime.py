@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from needs import need_mujoco_rendering
 
 from robot_rl.hardware.realtime import RealtimeError, RealtimeScheduling, thread_policy
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
@@ -90,7 +91,7 @@ def _no_rtprio_limit() -> None:  # and no rtprio allowance either (a user's limi
 
 
 _REFUSED = """
-import sys
+import os, resource, sys
 from robot_rl.hardware.robot import RobotError
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.xarm import XArmRobot, XArmRobotConfig
@@ -100,7 +101,8 @@ layer = SafetyLayer(robot, SafetyConfig(realtime_priority=30))
 for attempt in range(2):  # a second try is refused the same way (nothing half-set by the first)
     try:
         layer.connect()
-        print("ALLOWED")
+        caps = [line.split()[1] for line in open("/proc/self/status") if line.startswith("CapEff")]
+        print("ALLOWED", os.sched_getscheduler(0), caps, resource.getrlimit(resource.RLIMIT_RTPRIO))
         sys.exit(0)
     except RobotError as e:
         message = e
@@ -112,6 +114,9 @@ def test_refusal_names_the_fix_and_connects_nothing() -> None:
     out = subprocess.run(_unprivileged([sys.executable, "-c", _REFUSED]), capture_output=True, text=True,
                          timeout=60, preexec_fn=_no_rtprio_limit)
     assert out.returncode == 0, out.stderr
+    if out.stdout.startswith("ALLOWED"):  # the OS granted it anyway: there is no refusal to check here
+        pytest.skip(f"SCHED_FIFO granted without CAP_SYS_NICE and with no rtprio limit (policy, CapEff, rlimit: "
+                    f"{out.stdout.strip()})")
     assert out.stdout.startswith("REFUSED False"), out.stdout
     for fix in ("setcap cap_sys_nice", "rtprio", "realtime_priority=0"):
         assert fix in out.stdout
@@ -127,7 +132,7 @@ def _record(out: Path, *, privileged: bool) -> subprocess.CompletedProcess[str]:
 
 
 def test_record_cli_runs_its_loop_on_fifo_and_refuses_clearly_without_the_privilege(tmp_path: Path) -> None:
-    pytest.importorskip("mujoco")
+    need_mujoco_rendering()  # sim_so101's cameras
     pytest.importorskip("mink")
     if not _may_use_fifo():
         pytest.skip("this user may not use SCHED_FIFO (needs root, CAP_SYS_NICE or an rtprio limit)")
@@ -137,7 +142,8 @@ def test_record_cli_runs_its_loop_on_fifo_and_refuses_clearly_without_the_privil
 
     assert len(EpisodeStore(tmp_path / "demos")) == 1, ok.stderr[-2000:]
     refused = _record(tmp_path / "refused", privileged=False)
-    assert refused.returncode != 0
+    if refused.returncode == 0:
+        pytest.skip("SCHED_FIFO granted without CAP_SYS_NICE and with no rtprio limit: no refusal to check here")
     assert "the OS refused SCHED_FIFO" in refused.stderr and "realtime_priority=0" in refused.stderr, refused.stderr
     assert "not reachable" not in refused.stderr
 
