@@ -86,7 +86,10 @@ def _unprivileged(argv: list[str]) -> list[str]:
     return [setpriv, "--bounding-set", "-sys_nice", *argv]
 
 
-def _no_rtprio_limit() -> None:  # and no rtprio allowance either (a user's limits.conf may grant one)
+def _no_rtprio_limit() -> None:
+    # The child starts on the normal policy whatever the test process runs on (a thread that is already real-time
+    # may keep its priority without the privilege), with no rtprio allowance (a user's limits.conf may grant one).
+    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
     resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0))
 
 

@@ -19,11 +19,14 @@ machine. Linux only; it needs root, ``CAP_SYS_NICE`` or an ``rtprio`` limit for 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
 
 from robot_rl.hardware.robot import RobotError
+
+log = logging.getLogger(__name__)
 
 MAX_PRIORITY = 99
 
@@ -77,6 +80,11 @@ class RealtimeScheduling:
             os.sched_setscheduler(self._tid, policy, os.sched_param(priority))
         except ProcessLookupError:
             pass  # the thread has ended, and its policy with it
+        except PermissionError:
+            # A thread that started on a higher real-time priority than ours, without the right to raise it again:
+            # stay on ours rather than fail a disconnect.
+            log.warning("could not restore the thread's scheduling (%s, priority %d); it stays on SCHED_FIFO %d",
+                        policy, priority, self.priority)
         self._tid = None
 
     def _set(self, policy: int) -> None:
