@@ -4,6 +4,7 @@ tests/test_lerobot_io.py checks the same files against LeRobot's own loader wher
 """
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -129,6 +130,7 @@ def test_files_roll_over_by_size_and_chunk(tmp_path):
 
 def test_video_files_decode_and_roll_over(tmp_path):
     pytest.importorskip("av")
+    scheduling = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
     rng = np.random.default_rng(1)
     # Smooth frames: AV1 at CRF 30 keeps them close, unlike noise.
     ramp = np.linspace(0, 200, 16, dtype=np.uint8)[None, :, None]
@@ -153,6 +155,8 @@ def test_video_files_decode_and_roll_over(tmp_path):
     for cols, ep in zip(written, LeRobotReader(tmp_path / "lr")):
         err = np.abs(ep.obs["image.video"].astype(int) - cols["observation.images.video"].astype(int))
         assert err.mean() < 3
+    # SVT-AV1 run by root leaves its calling thread on SCHED_FIFO 99; the writer gives the policy back.
+    assert (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) == scheduling
 
 
 def test_writer_refuses_bad_input(tmp_path):

@@ -13,6 +13,8 @@ overshoots the limit by about one episode: the count is of packets muxed so far,
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -60,6 +62,10 @@ class CameraVideoWriter:
         return self.root / VIDEO_PATH.format(video_key=self.key, chunk_index=self.chunk, file_index=self.file)
 
     def _open(self, height: int, width: int) -> None:
+        with keep_thread_scheduling():
+            self._open_container(height, width)
+
+    def _open_container(self, height: int, width: int) -> None:
         import av
 
         path = self.path()
@@ -82,11 +88,12 @@ class CameraVideoWriter:
             self._open(frames.shape[1], frames.shape[2])
         start = self.frames_in_file
         tb = Fraction(1, self.fps)
-        for img in frames:
-            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="rgb24")
-            frame.pts, frame.time_base = self.frames_in_file, tb
-            self._mux(self._stream.encode(frame))
-            self.frames_in_file += 1
+        with keep_thread_scheduling():
+            for img in frames:
+                frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="rgb24")
+                frame.pts, frame.time_base = self.frames_in_file, tb
+                self._mux(self._stream.encode(frame))
+                self.frames_in_file += 1
         row = {f"videos/{self.key}/chunk_index": self.chunk, f"videos/{self.key}/file_index": self.file,
                f"videos/{self.key}/from_timestamp": start / self.fps,
                f"videos/{self.key}/to_timestamp": self.frames_in_file / self.fps}
@@ -100,7 +107,8 @@ class CameraVideoWriter:
         self.bytes_in_file += sum(p.size for p in packets)  # the muxer buffers: the size on disk lags
 
     def _close_file(self) -> None:
-        self._mux(self._stream.encode(None))
+        with keep_thread_scheduling():
+            self._mux(self._stream.encode(None))
         self._container.close()
         self._container = self._stream = None
         if self.info is None:
@@ -110,6 +118,24 @@ class CameraVideoWriter:
         """Flush the encoder and finish the open file (idempotent)."""
         if self._container is not None:
             self._close_file()
+
+
+@contextmanager
+def keep_thread_scheduling() -> Iterator[None]:
+    """Give the calling thread its scheduling policy back after the encoder ran.
+
+    SVT-AV1, in a process allowed real-time priorities (root), leaves the thread that drives it on SCHED_FIFO 99:
+    found when a later test's child process inherited it. A recorder's control loop must not run on that.
+    """
+    if not hasattr(os, "sched_getscheduler"):
+        yield
+        return
+    policy, priority = os.sched_getscheduler(0), os.sched_getparam(0).sched_priority
+    try:
+        yield
+    finally:
+        if (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) != (policy, priority):
+            os.sched_setscheduler(0, policy, os.sched_param(priority))
 
 
 def video_info(path: Path) -> dict[str, Any]:
