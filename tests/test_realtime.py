@@ -125,6 +125,48 @@ def test_refusal_names_the_fix_and_connects_nothing() -> None:
         assert fix in out.stdout
 
 
+_AUTO = """
+import logging, os, sys
+logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
+from robot_rl.hardware.xarm import XArmRobot, XArmRobotConfig
+from robot_rl.testing.fake_xarm import FakeXArmAPI
+robot = XArmRobot(XArmRobotConfig(), sdk=lambda ip: FakeXArmAPI(ip, is_radian=True))
+layer = SafetyLayer(robot, SafetyConfig(watchdog_timeout_s=0.0))  # realtime_priority left at its default
+for attempt in range(2):  # an arm reconnected (a new episode on some robots) warns once, not every time
+    layer.connect()
+    print("CONNECTED", robot.is_connected, os.sched_getscheduler(0) & ~os.SCHED_RESET_ON_FORK,
+          os.sched_getparam(0).sched_priority, flush=True)
+    layer.disconnect()
+"""
+
+
+def test_default_takes_fifo_where_allowed_and_else_connects_with_one_warning() -> None:
+    """The default (None) is priority 50 where the OS allows it; elsewhere the loop still runs, with one warning."""
+    allowed = subprocess.run([sys.executable, "-c", _AUTO], capture_output=True, text=True, timeout=60)
+    assert allowed.returncode == 0, allowed.stderr
+    if _may_use_fifo():
+        assert allowed.stdout.splitlines() == [f"CONNECTED True {os.SCHED_FIFO} 50"] * 2, allowed.stdout
+        assert "WARNING" not in allowed.stderr, allowed.stderr
+    refused = subprocess.run(_unprivileged([sys.executable, "-c", _AUTO]), capture_output=True, text=True,
+                             timeout=60, preexec_fn=_no_rtprio_limit)
+    assert refused.returncode == 0, refused.stderr
+    if refused.stdout.startswith(f"CONNECTED True {os.SCHED_FIFO}"):
+        pytest.skip(f"SCHED_FIFO granted without CAP_SYS_NICE and with no rtprio limit: {refused.stdout.strip()}")
+    assert refused.stdout.splitlines() == [f"CONNECTED True {os.SCHED_OTHER} 0"] * 2, refused.stdout
+    warnings = [line for line in refused.stderr.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 1 and "normal scheduler" in warnings[0] and "setcap cap_sys_nice" in warnings[0], \
+        refused.stderr
+
+
+def test_default_watchdog_allows_one_late_tick_at_the_control_rate() -> None:
+    """Three control periods, at least 0.2 s: a 10 Hz loop that misses one tick (a 200 ms gap) is not latched."""
+    assert SafetyConfig(control_hz=10.0).watchdog_timeout() == pytest.approx(0.3)
+    assert SafetyConfig(control_hz=30.0).watchdog_timeout() == pytest.approx(0.2)
+    assert SafetyConfig(control_hz=10.0, watchdog_timeout_s=0.45).watchdog_timeout() == 0.45
+    assert SafetyConfig(control_hz=10.0, watchdog_timeout_s=0.0).watchdog_timeout() == 0.0
+
+
 def _record(out: Path, *, privileged: bool) -> subprocess.CompletedProcess[str]:
     """`robot-rl record` on the simulated SO-101 with the loop on SCHED_FIFO, typed as the docs show it."""
     argv = [sys.executable, "-m", "robot_rl.cli", "record", "--robot", "sim_so101", "--device", "pick_demonstrator",

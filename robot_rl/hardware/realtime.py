@@ -29,6 +29,9 @@ from robot_rl.hardware.robot import RobotError
 log = logging.getLogger(__name__)
 
 MAX_PRIORITY = 99
+AUTO_PRIORITY = 50
+"""The priority ``realtime_priority=None`` asks for: ros2_control's controller manager uses the same."""
+_auto_refusal_logged = False
 
 
 class RealtimeError(RobotError):
@@ -98,3 +101,26 @@ class RealtimeScheduling:
                 "the interpreter the capability (`sudo setcap cap_sys_nice+ep $(readlink -f $(which python))`), "
                 "or allow your user real-time priorities (`@user - rtprio 99` in /etc/security/limits.conf, then "
                 "log in again; in a container, `docker run --cap-add SYS_NICE`); or set realtime_priority=0") from e
+
+
+def enter_realtime(priority: int | None) -> RealtimeScheduling | None:
+    """The calling thread on SCHED_FIFO as ``priority`` asks, or None where it stays on the normal policy.
+
+    ``None``: :data:`AUTO_PRIORITY` where the OS allows it, else the normal policy with one warning per process
+    saying how to allow it. ``0``: the normal policy. ``1..99``: that priority, or :class:`RealtimeError`.
+    """
+    global _auto_refusal_logged
+    if priority == 0:
+        return None
+    realtime = RealtimeScheduling(AUTO_PRIORITY if priority is None else priority)
+    try:
+        realtime.enter()
+    except RealtimeError as e:
+        if priority is not None:
+            raise
+        if not _auto_refusal_logged:  # once: a loop reconnects every episode on some robots
+            _auto_refusal_logged = True
+            log.warning("the control loop runs on the normal scheduler: on a busy machine its ticks may come "
+                        "late. %s", str(e).replace(f"realtime_priority={AUTO_PRIORITY}: ", "real-time scheduling: "))
+        return None
+    return realtime

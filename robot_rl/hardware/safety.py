@@ -31,7 +31,7 @@ import numpy as np
 
 from robot_rl.hardware.estop import EStop, EStopGuard
 from robot_rl.hardware.kinematics.config import ARM_MODELS
-from robot_rl.hardware.realtime import RealtimeScheduling, check_priority
+from robot_rl.hardware.realtime import RealtimeScheduling, check_priority, enter_realtime
 from robot_rl.hardware.robot import (
     ArmModelRobot,
     Robot,
@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 ACTION_CHANGE = 0.5
 """Default ``max_action_change``: an entry reverses from full one way to full the other in four steps."""
 ARM_ACTION_CHANGE = 1.0
+MIN_WATCHDOG_S = 0.2
+WATCHDOG_PERIODS = 3.0  # control periods without a command before the default watchdog trips
 """Default ``max_action_change`` on an arm with a kinematic model (SafetyConfig.max_action_change says why)."""
 
 REASONS: tuple[str, ...] = ("latched", "sensor_stale", "nonfinite", "clamped", "change_limit", "velocity",
@@ -84,15 +86,19 @@ class SafetyConfig:
     """End-effector rotation speed limit, rad/s."""
     max_joint_speed: float = 1.0
     """Joint speed limit in joint and joint_delta mode, rad/s per joint."""
-    watchdog_timeout_s: float = 0.2
-    """Hold and latch when no fresh command arrives for this long (0 disables: not for hardware)."""
+    watchdog_timeout_s: float | None = None
+    """Hold and latch when no fresh command arrives for this long (0 disables: not for hardware). None: three
+    control periods, at least 0.2 s (0.3 s at 10 Hz): one late tick on a busy machine is a gap of two periods,
+    and at 0.2 s it tripped the 10 Hz loop 6 times in 20 minutes (benchmarks/RESULTS_so101.md, §3)."""
     log_interval_s: float = 1.0
     """Log each reason at most once per interval (counts are always exact)."""
-    realtime_priority: int = 0
+    realtime_priority: int | None = None
     """SCHED_FIFO priority (1..99) for the control loop: the thread that connects the layer, the robot link's
     threads and a simulated robot's process; threads the loop starts later (a learner, torch's workers) keep the
-    normal policy. For a steady 30 Hz on a machine whose cores are busy. 0: the OS's normal scheduling. Linux;
-    needs root, CAP_SYS_NICE or an rtprio limit (robot_rl.hardware.realtime)."""
+    normal policy. For a steady control rate on a machine whose cores are busy. None (the default): priority 50
+    where the OS allows it (as ros2_control's controller manager does), else the normal scheduler and one warning
+    that says how to allow it. 0: the OS's normal scheduling. 1..99: that priority, or a refusal that says how to
+    allow it. Linux; needs root, CAP_SYS_NICE or an rtprio limit (robot_rl.hardware.realtime)."""
 
     def __post_init__(self) -> None:
         self.workspace_box()  # refuses an unknown preset or a box with low >= high now, not at connect
@@ -100,9 +106,16 @@ class SafetyConfig:
                      "max_joint_speed"):
             if getattr(self, name) is not None and not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive")
-        if self.watchdog_timeout_s < 0:
+        if self.watchdog_timeout_s is not None and self.watchdog_timeout_s < 0:
             raise ValueError("watchdog_timeout_s must be >= 0")
-        check_priority(self.realtime_priority)
+        if self.realtime_priority is not None:
+            check_priority(self.realtime_priority)
+
+    def watchdog_timeout(self) -> float:
+        """The watchdog's timeout in force, seconds (0: off): ``watchdog_timeout_s``, or three control periods."""
+        if self.watchdog_timeout_s is not None:
+            return self.watchdog_timeout_s
+        return max(MIN_WATCHDOG_S, WATCHDOG_PERIODS / self.control_hz)
 
     def workspace_box(self, robot_arm: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The workspace box ``(low [3], high [3])``, metres.
@@ -158,8 +171,8 @@ class SafetyLayer:
         log.info("safety: workspace box %s .. %s m (%s)", self._low.tolist(), self._high.tolist(),
                  f"{preset} preset for the corners not set" if preset else "safety.workspace_low/high or the default")
         self._realtime: RealtimeScheduling | None = None
-        self.watchdog = (Watchdog(self.config.watchdog_timeout_s, self._on_watchdog)
-                         if self.config.watchdog_timeout_s > 0 else None)
+        timeout = self.config.watchdog_timeout()
+        self.watchdog = Watchdog(timeout, self._on_watchdog) if timeout > 0 else None
         self.estop.on_trigger(self._on_estop)
 
     # ---------------------------------------------------------------- lifecycle
@@ -171,10 +184,9 @@ class SafetyLayer:
 
     def connect(self) -> None:
         """Connect the robot and arm the layer (on SCHED_FIFO first, with ``realtime_priority``)."""
-        if self.config.realtime_priority and self._realtime is None:
-            realtime = RealtimeScheduling(self.config.realtime_priority)
-            realtime.enter()  # before connecting: the robot's threads and processes inherit it
-            self._realtime = realtime
+        if self._realtime is None:
+            # Before connecting: the robot's threads and processes inherit it.
+            self._realtime = enter_realtime(self.config.realtime_priority)
         try:
             self.robot.connect()
         except BaseException:
@@ -281,7 +293,7 @@ class SafetyLayer:
         """Why the layer holds, in words a user can act on (the setting and a value that would have passed)."""
         reason = self._latched
         if reason == "watchdog" and self.watchdog is not None and self.watchdog.last_trip_delay_s is not None:
-            delay, limit = self.watchdog.last_trip_delay_s, self.config.watchdog_timeout_s
+            delay, limit = self.watchdog.last_trip_delay_s, self.config.watchdog_timeout()
             # Twice the gap seen, rounded up to 50 ms: room for the next stall of the same kind.
             suggest = max(limit * 2, -(-delay * 2 // 0.05) * 0.05)
             return (f"watchdog: no command for {delay * 1e3:.0f} ms > safety.watchdog_timeout_s={limit:g}; the "
