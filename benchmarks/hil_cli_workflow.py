@@ -14,6 +14,13 @@ ratio; results go to benchmarks/results/hil_cli_workflow[_classifier].json.
     python benchmarks/hil_cli_workflow.py --runs 3         # the measurement of benchmarks/RESULTS_hil.md
     python benchmarks/hil_cli_workflow.py --minutes 2.5 --time-scale 4   # 10 minutes of robot time, faster
     python benchmarks/hil_cli_workflow.py --workflow classifier --runs 3  # docs/rewards.md's block
+    MUJOCO_GL=osmesa python benchmarks/hil_cli_workflow.py --workflow so101 --minutes 20 --seeds 1 2 3 --load 2
+                                                           # docs/so101.md's block, 3 seeds, 2 busy CPU loops beside
+
+``--seeds`` runs the block once per seed, the seed appended to every step that draws at random (the recordings'
+scenes, the classifier's split and initialisation, the learner and the actor); the evaluation's 20 scenes stay
+the documented ones, the same for every seed. ``--load N`` keeps N pure-Python busy loops running beside the
+whole block (a machine doing other work), and the load average is sampled throughout.
 """
 
 from __future__ import annotations
@@ -21,12 +28,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import re
 import shlex
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -78,6 +87,56 @@ def scaled(cmd: str, scale: float) -> list[str]:
             f"safety.max_angular_speed={1.0 * scale:g}"]
 
 
+def with_seed(argv: list[str], seed: int | None) -> list[str]:
+    """``argv`` with ``seed`` appended where the step draws at random (the evaluation keeps its documented seed)."""
+    if seed is None or ("--mode" in argv and argv[argv.index("--mode") + 1] == "eval"):
+        return argv
+    if argv[1] == "record":
+        return [*argv, f"record.seed={seed}"]
+    if argv[1:3] == ["reward", "train-classifier"]:
+        return [*argv, "--seed", str(seed)]
+    if argv[1] == "deploy":
+        return [*argv, f"seed={seed}"]
+    return argv
+
+
+class LoadSampler:
+    """``n`` busy CPU loops (pure-Python spins) while it is open, and the 1-minute load average every 5 s."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._spinners: list[subprocess.Popen[bytes]] = []
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(5.0):
+            self.samples.append(os.getloadavg()[0])
+
+    def __enter__(self) -> LoadSampler:
+        self._spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.n)]
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for proc in self._spinners:
+            proc.kill()
+            proc.wait()
+
+    def summary(self) -> dict[str, float]:
+        xs = self.samples or [os.getloadavg()[0]]
+        return {"mean": round(sum(xs) / len(xs), 2), "max": round(max(xs), 2)}
+
+
+def machine() -> dict[str, object]:
+    """What ran it: CPU, cores, the commit."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "host": platform.node(),
+            "python": platform.python_version(), "commit": commit.stdout.strip()}
+
+
 def start_logged(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
     """Start ``argv`` in its own process group, output to ``log``, with Ctrl-C as in a terminal."""
     # SIGINT at its default, as in a terminal, even when this script runs as a background job (whose shell
@@ -95,13 +154,16 @@ def ctrl_c(proc: subprocess.Popen[bytes], timeout: float = 120.0) -> int:
 
 
 def run_once(workdir: Path, minutes: float, scale: float, log=print, workflow: str = "task",
-             prepared: bool = False, overrides: tuple[str, ...] = ()) -> dict[str, object]:
+             prepared: bool = False, overrides: tuple[str, ...] = (), seed: int | None = None) -> dict[str, object]:
     """The documented commands in ``workdir``; the eval's policy-alone success and what each step printed.
 
     ``prepared``: the preparation steps (demos, classifier) already ran in ``workdir``: only learn and score.
     ``overrides``: ``key=value`` appended to the learner's and the actor's commands (an ablation of the block).
+    ``seed``: appended to every step but the evaluation (:func:`with_seed`).
     """
-    *prepare, learner_cmd, actor_cmd, evaluate = (scaled(c, scale) for c in workflow_commands(workflow))
+    *prepare, learner_cmd, actor_cmd, evaluate = (with_seed(scaled(c, scale), seed)
+                                                  for c in workflow_commands(workflow))
+    steps: dict[str, str] = {}
     learner_cmd, actor_cmd = [*learner_cmd, *overrides], [*actor_cmd, *overrides]
     for argv in [] if prepared else prepare:
         t0 = time.monotonic()
@@ -110,6 +172,8 @@ def run_once(workdir: Path, minutes: float, scale: float, log=print, workflow: s
             raise RuntimeError(f"{shlex.join(argv[1:])} exited with {done.returncode}:\n{done.stdout[-3000:]}")
         last = done.stdout.strip().splitlines()[:1]
         log(f"  robot-rl {argv[1]} done in {time.monotonic() - t0:.0f}s: {last[0] if last else ''}")
+        tail = " | ".join(done.stdout.strip().splitlines()[-3:])
+        steps[shlex.join(argv[1:4])] = f"{time.monotonic() - t0:.0f}s: {tail}"
     learner = start_logged(learner_cmd, workdir / "learner.log")
     time.sleep(3.0)  # the learner binds before the actor connects (the actor would wait for it anyway)
     actor = start_logged(actor_cmd, workdir / "actor.log")
@@ -130,7 +194,8 @@ def run_once(workdir: Path, minutes: float, scale: float, log=print, workflow: s
     return {"alone_success": alone_ok / alone_n, "episodes": alone_n, "eval": line,
             "actor": next((x for x in actor_out.splitlines() if " episodes" in x and "success" in x), ""),
             "learner": next((x for x in learner_out.splitlines() if x.startswith("stopped after")), ""),
-            "learn_minutes_wall": minutes, "robot_minutes": minutes * scale}
+            "learn_minutes_wall": minutes, "robot_minutes": minutes * scale, "seed": seed, "preparation": steps,
+            "watchdog_trips": sum(len(re.findall(r"watchdog: no command", out)) for out in (actor_out, learner_out))}
 
 
 def main() -> None:
@@ -149,22 +214,31 @@ def main() -> None:
     p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
                    help="overrides appended to the learner's and the actor's commands, e.g. "
                         "safety.max_action_change=0.5 (the evaluation runs as documented)")
+    p.add_argument("--seeds", type=int, nargs="+", default=None,
+                   help="one run per seed, appended to every step but the evaluation (replaces --runs)")
+    p.add_argument("--load", type=int, default=0,
+                   help="busy CPU loops (a pure-Python spin each) beside the whole run: a machine doing other work")
     p.add_argument("--out", type=Path, default=None,
                    help="results JSON (default benchmarks/results/hil_cli_workflow[_classifier].json)")
     a = p.parse_args()
     results = []
-    for i in range(a.runs):
-        with tempfile.TemporaryDirectory() as tmp:
-            work = Path(tmp) if a.keep is None else a.keep / f"run{i + 1}"
+    seeds: list[int | None] = list(a.seeds) if a.seeds else [None] * a.runs
+    for i, seed in enumerate(seeds):
+        with tempfile.TemporaryDirectory() as tmp, LoadSampler(a.load) as load:
+            work = Path(tmp) if a.keep is None else a.keep / (f"seed{seed}" if seed is not None else f"run{i + 1}")
             work.mkdir(parents=True, exist_ok=True)
-            print(f"run {i + 1}/{a.runs}: {a.minutes:g} min of learning at {a.time_scale:g}x real time in {work}")
+            print(f"run {i + 1}/{len(seeds)}{'' if seed is None else f' (seed {seed})'}: {a.minutes:g} min of "
+                  f"learning at {a.time_scale:g}x real time, {a.load} busy loops beside, in {work}", flush=True)
             if a.prepared:
                 for run_dir in (work / "runs").glob("*"):
                     if (run_dir / "checkpoints").exists() or (run_dir / "replay").exists():
                         run_dir.rename(run_dir.with_name(f"{run_dir.name}.{time.strftime('%H%M%S')}"))
+            t0 = time.strftime("%Y-%m-%dT%H:%M:%S")
             r = run_once(work, a.minutes, a.time_scale, workflow=a.workflow, prepared=a.prepared,
-                         overrides=tuple(a.set))
-            print(f"  {r['eval']}\n  actor: {r['actor']}\n  learner: {r['learner']}")
+                         overrides=tuple(a.set), seed=seed)
+            r.update(started=t0, busy_loops=a.load, load_average=load.summary())
+            print(f"  {r['eval']}\n  actor: {r['actor']}\n  learner: {r['learner']}\n  load average "
+                  f"{r['load_average']}", flush=True)
             results.append(r)
     rates = [float(r["alone_success"]) for r in results]  # type: ignore[arg-type]
     print(f"policy alone: {', '.join(f'{x:.0%}' for x in rates)}; target {TARGET:.0%}; "
@@ -172,7 +246,8 @@ def main() -> None:
     suffix = "" if a.workflow == "task" else f"_{a.workflow}"
     a.out = a.out or ROOT / "benchmarks" / "results" / f"hil_cli_workflow{suffix}.json"
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "workflow": a.workflow,
+    a.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "workflow": a.workflow, "machine": machine(),
+                                 "argv": sys.argv[1:], "busy_loops": a.load,
                                  "commands": workflow_commands(a.workflow),
                                  "overrides": a.set, "minutes": a.minutes, "time_scale": a.time_scale,
                                  "runs": results}, indent=1))
