@@ -247,7 +247,7 @@ def test_live_status_sends_warnings_to_the_log_file_and_keeps_errors_on_the_term
     root.addHandler(terminal)
     log_file = tmp_path / "deploy.log"
     try:
-        with StatusLine(enabled=True, log_file=log_file):
+        with StatusLine(enabled=True, log_file=log_file, terminal=True):
             logging.getLogger("robot_rl.hardware.safety").warning("safety: change_limit (1 so far)")
             logging.getLogger("robot_rl.hardware.safety").error("safety: holding the robot (watchdog)")
         assert terminal.level == logging.NOTSET  # restored
@@ -258,6 +258,6 @@ def test_live_status_sends_warnings_to_the_log_file_and_keeps_errors_on_the_term
     assert "change_limit" in text and "holding the robot" in text
     assert "change_limit" not in err and "holding the robot" in err and f"warnings of this run: {log_file}" in err
     assert not (tmp_path / "quiet.log").exists()
-    with StatusLine(enabled=True, log_file=tmp_path / "quiet.log"):
+    with StatusLine(enabled=True, log_file=tmp_path / "quiet.log", terminal=True):
         pass
     assert not (tmp_path / "quiet.log").exists()  # nothing logged: no file

@@ -364,3 +364,27 @@ def test_a_slow_episode_write_holds_the_arm_without_latching_the_watchdog(tmp_pa
         assert layer.latched is None and layer.watchdog is not None and layer.watchdog.armed
     assert summary.saved == 2 and summary.stop_reason == "2 episodes saved", summary.stop_reason
     assert summary.safety_counts.get("watchdog", 0) == 0
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_cli_record_warns_once_per_kind_of_safety_event_and_counts_the_rest(tmp_path: Path) -> None:
+    """20 expert demos pushing at the workspace box printed 200 safety WARNING lines: now one per kind of event, with
+    the counts by kind in the summary (``safety.log_interval_s=0`` logs every later event: a long session's worth)."""
+    import re
+    import subprocess
+    import sys
+
+    pytest.importorskip("mujoco")
+    exe = str(Path(sys.executable).with_name("robot-rl"))
+    cmd = [exe, "record", "--robot", "sim_arm", "--device", "pick_demonstrator", "--out", str(tmp_path / "demos"),
+           "--format", "episodes", "--episodes", "2", "--max-episode-steps", "30", "robot.cameras={}",
+           "robot.time_scale=4", "safety.control_hz=40", "safety.watchdog_timeout_s=1", "safety.log_interval_s=0",
+           "safety.workspace_low=[0.15,-0.35,0.1]"]  # the floor above the cube: the expert's reach down is cut
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-2000:]
+    warned = re.findall(r"WARNING robot_rl.hardware.safety: safety: (\w+)", done.stderr)
+    counted = dict(re.findall(r"(\w+) (\d+)", done.stdout.split("safety events: ")[1].split(";")[0]))
+    assert "workspace" in warned and sorted(warned) == sorted(set(warned)) == sorted(counted), done.stderr
+    assert int(counted["workspace"]) > 1, done.stdout
+    assert "further ones are counted on the status line and in the summary" in done.stderr

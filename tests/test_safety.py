@@ -375,3 +375,25 @@ def test_the_change_limit_defaults_to_one_on_arms_with_a_kinematic_model() -> No
     assert "change_limit" not in info["safety_events"]
     with pytest.raises(ValueError, match="max_action_change must be positive"):
         SafetyConfig(max_action_change=0.0)
+
+
+def test_one_warning_per_kind_of_event_the_rest_counted(caplog: pytest.LogCaptureFixture) -> None:
+    """200 workspace warnings in 20 demos flooded the terminal: the first of each kind warns, the next are counted
+    (INFO at most once per log_interval_s, here every one) and the counts read by kind."""
+    import logging
+
+    from robot_rl.hardware.safety import counts_text
+
+    robot, layer = make(log_interval_s=0.0)
+    robot.state.ee_pose[0] = HIGH[0]  # at the +x face: every push out is cut
+    with caplog.at_level(logging.INFO, logger="robot_rl.hardware.safety"):
+        for _ in range(30):
+            layer.step(np.array([1.0, 0, 0, 0, 0, 0, 1.0]))
+        layer.step(np.array([5.0, 0, 0, 0, 0, 0, 1.0]))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == len({w.split(":")[1] for w in warnings}) == 3, warnings  # change_limit, workspace, clamped
+    assert all("further ones are counted on the status line and in the summary" in w for w in warnings)
+    assert layer.counts["workspace"] == 31 and layer.counts["clamped"] == 1
+    assert sum("workspace" in r.getMessage() for r in caplog.records if r.levelno == logging.INFO) == 30
+    assert counts_text(layer.counts) == "change_limit 31, workspace 31, clamped 1"  # most first, ties by name
+    assert counts_text({}) == counts_text({"velocity": 0}) == "none"

@@ -145,3 +145,22 @@ def test_devices_verb_works_with_nothing_connected(capsys):
     assert main(["devices", "--no-scripted"]) == 0
     assert "pick_demonstrator" not in capsys.readouterr().out
     assert "spacemouse:" in out and "gamepad:" in out
+
+
+def test_the_hint_tells_only_a_person_how_to_take_over():
+    """`deploy --teleop scripted` printed `HOLD the intervene control to take over` with nobody at any control."""
+    from robot_rl.human_loop.operator import make_teleop
+
+    class Scene:  # a simulated robot's pick task, as a scripted person sees it (nothing to see before a step)
+        def pick_view(self):
+            return None
+
+    nobody = InterventionController(make_teleop("scripted", Scene()))
+    assert nobody.mode_hint.startswith("nobody takes over") and nobody.hint == "nobody takes over"
+    script = InterventionController(make_teleop("pick_intervener", Scene()))
+    assert script.mode_hint == "no person at the teleop: pick_intervener (scripted person) takes over by itself"
+    assert script.hint == "a script takes over"
+    for ctl in (nobody, script):
+        assert "HOLD" not in ctl.mode_hint and "control" not in ctl.mode_hint + ctl.hint
+    person = InterventionController(ScriptedDevice(human(set())), InterventionConfig(mode="toggle"))
+    assert person.mode_hint.startswith("PRESS the toggle control") and person.hint == "toggle to take over"

@@ -235,6 +235,8 @@ def _episode_sinks(path: Path | None, link: Any) -> Any:
 
 def actor_summary(cfg: Any, report: Any, safety: Any, interrupted: bool) -> str:
     """The line printed when an actor stops: success, interventions, rate, safety, help and losses."""
+    from robot_rl.hardware.safety import counts_text
+
     rates = [e.intervention_rate for e in report.episodes]
     estop = f"; E-STOP: {safety.estop_reason}" if safety.estop_reason else ""
     if cfg.help.enabled:
@@ -245,7 +247,7 @@ def actor_summary(cfg: Any, report: Any, safety: Any, interrupted: bool) -> str:
     stopped = " (stopped by a signal; the running episode dropped)" if interrupted else ""
     return (f"{len(report.episodes)} episodes{stopped}: success {report.success_rate:.0%} ({report.split()}), "
             f"mean intervention rate {(sum(rates) / len(rates) if rates else 0.0):.0%}, policy "
-            f"v{report.policy_version}; {report.rate.summary()}; safety events {report.safety_counts or 'none'}"
+            f"v{report.policy_version}; {report.rate.summary()}; safety events {counts_text(report.safety_counts)}"
             f"{estop}")
 
 

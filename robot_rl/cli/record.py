@@ -161,7 +161,7 @@ def run_record(args: RecordArgs, robot: Any = None, device: Any = None) -> int:
     """The `record` verb. ``robot`` / ``device``: already built objects (tests, examples) instead of the configs'."""
     from robot_rl.hardware.realtime import RealtimeError
     from robot_rl.hardware.robot import RobotError
-    from robot_rl.hardware.safety import SafetyLayer
+    from robot_rl.hardware.safety import SafetyLayer, counts_text
     from robot_rl.human_loop.record import DemoRecorder, RichStatus
 
     def fail(msg: str) -> int:
@@ -227,7 +227,7 @@ def run_record(args: RecordArgs, robot: Any = None, device: Any = None) -> int:
         device.disconnect()
     print(f"{summary.saved} episode(s) saved ({summary.frames} frames, {summary.successes} success), "
           f"{summary.discarded} discarded; stopped: {summary.stop_reason}")
-    print(f"safety events: {summary.safety_counts or 'none'}; device lost for {summary.device_lost_steps} steps")
+    print(f"safety events: {counts_text(summary.safety_counts)}; device lost for {summary.device_lost_steps} steps")
     if summary.rate is not None:
         print(f"loop: {summary.rate.summary()}")
     where = f"{args.out}" + (f" (and {staging_path(args.out)})" if args.format == "lerobot" else "")

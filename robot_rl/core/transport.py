@@ -11,6 +11,7 @@ same two protocols so that a run config switches between them by its ``transport
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -98,6 +99,8 @@ class RemoteActorEndpoint(ActorEndpoint, Protocol):
     time (a spec mismatch, a key not in the allow-list).
     """
 
+    #: The learner's address (``tcp://host:port``), for the messages that say where the actor waits.
+    address: str
     handshake_error: str | None
     #: Why the learner ended the run (``"budget"``, ``"threshold"``), once it said so; None while it runs. A
     #: learner that only stops (Ctrl-C, SIGTERM, a crash) does not set it: its actors wait for it to resume.
@@ -213,19 +216,56 @@ class HandshakeRefused(RuntimeError):
     """The learner refused this actor at connect time (spec mismatch, key not allowed): waiting cannot help."""
 
 
-def wait_first_weights(endpoint: ActorEndpoint, timeout_s: float, slice_s: float = 0.25) -> VersionedWeights | None:
+def wait_first_weights(endpoint: ActorEndpoint, timeout_s: float, slice_s: float = 0.25,
+                       on_wait: Callable[[float], None] | None = None) -> VersionedWeights | None:
     """The learner's first weights, waiting up to ``timeout_s``; None on the deadline.
 
     A remote actor's wait stops at once with :class:`HandshakeRefused` when the learner refuses it: without the
-    check it sat out the whole deadline and then blamed a dead learner.
+    check it sat out the whole deadline and then blamed a dead learner. ``on_wait`` gets the seconds waited so far
+    before every slice (a :class:`LearnerWaitNotice`, a status line), so the wait is never silent.
     """
     import time
 
-    deadline = time.monotonic() + timeout_s
+    start = time.monotonic()
+    deadline = start + timeout_s
     while True:
         if isinstance(endpoint, RemoteActorEndpoint) and endpoint.handshake_error:
             raise HandshakeRefused(f"the learner refused this actor: {endpoint.handshake_error}")
+        if on_wait is not None:
+            on_wait(time.monotonic() - start)
         left = deadline - time.monotonic()
         new = endpoint.wait_weights(-1, min(slice_s, max(left, 0.0)))
         if new is not None or left <= 0:
             return new
+
+
+class LearnerWaitNotice:
+    """Says where an actor waits for its learner and for how long: the first call at once, then every ``every_s``.
+
+    Call it with the seconds waited so far, as often as convenient (``wait_first_weights``'s ``on_wait``); it
+    returns the line (``waiting for the learner at tcp://127.0.0.1:5555: 12s of 60s``) every time, for a status
+    line, and hands it to ``say`` (a logger's ``warning``) only once per ``every_s``, so a log gets a line at once
+    and then one every ``every_s``, never a flood. ``quiet_s``: say nothing before this many seconds (a wait that
+    is normal when short, e.g. an on-policy actor's wait for the next rollout's weights).
+    """
+
+    def __init__(self, address: str, timeout_s: float, say: Callable[[str], None], every_s: float = 10.0,
+                 quiet_s: float = 0.0) -> None:
+        self.address = address
+        self.timeout_s = timeout_s
+        self.say = say
+        self.every_s = every_s
+        self._next_s = quiet_s
+
+    def line(self, waited_s: float) -> str:
+        """The words, with the seconds waited and the deadline."""
+        return f"waiting for the learner at {self.address}: {waited_s:.0f}s of {self.timeout_s:.0f}s"
+
+    def __call__(self, waited_s: float) -> str:
+        """The line for ``waited_s``; said (logged) when the next ``every_s`` mark is reached."""
+        text = self.line(waited_s)
+        if waited_s >= self._next_s:
+            self.say(text)
+            while self._next_s <= waited_s:
+                self._next_s += self.every_s
+        return text

@@ -15,6 +15,10 @@ Checks, in order (each intervention is counted under its reason, logged, and lis
                   on that axis, a command back in passes; in joint and joint_delta mode, joint limits the same
                   way and the Cartesian box through the robot's forward kinematics;
 ``watchdog``      no fresh command within ``watchdog_timeout_s``: the watchdog thread holds and latches.
+
+The first event of each kind is a WARNING; the next ones are counted (``counts``, which the status lines and the
+summaries of `record` and `deploy` show by kind) and logged at INFO only: 20 recorded demos pushing at the
+workspace box once printed 200 warnings and scrolled everything else away.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -91,7 +96,7 @@ class SafetyConfig:
     control periods, at least 0.2 s (0.3 s at 10 Hz): one late tick on a busy machine is a gap of two periods,
     and at 0.2 s it tripped the 10 Hz loop 6 times in 20 minutes (benchmarks/RESULTS_so101.md, §3)."""
     log_interval_s: float = 1.0
-    """Log each reason at most once per interval (counts are always exact)."""
+    """After each reason's first event (a WARNING), log it at INFO at most once per interval (counts are exact)."""
     realtime_priority: int | None = None
     """SCHED_FIFO priority (1..99) for the control loop: the thread that connects the layer, the robot link's
     threads and a simulated robot's process; threads the loop starts later (a learner, torch's workers) keep the
@@ -137,6 +142,12 @@ class SafetyConfig:
         if lo.shape != (3,) or hi.shape != (3,) or not (lo < hi).all():
             raise ValueError(f"workspace box must be two xyz corners with low < high, got {lo} / {hi}")
         return lo, hi
+
+
+def counts_text(counts: Mapping[str, int]) -> str:
+    """``workspace 190, change_limit 12``: the events by kind, the most frequent first (``none`` without any)."""
+    items = sorted(((n, k) for k, n in counts.items() if n), key=lambda t: (-t[0], t[1]))
+    return ", ".join(f"{k} {n}" for n, k in items) or "none"
 
 
 def _box_cut(target: np.ndarray, measured: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
@@ -269,9 +280,13 @@ class SafetyLayer:
         self.counts[reason] += 1
         events.append(reason)
         now = time.monotonic()
-        if now - self._last_log.get(reason, -1e9) >= self.config.log_interval_s:
+        if reason not in self._last_log:
             self._last_log[reason] = now
-            log.warning("safety: %s%s (%d so far)", reason, f": {detail}" if detail else "", self.counts[reason])
+            log.warning("safety: %s%s (the first; further ones are counted on the status line and in the summary)",
+                        reason, f": {detail}" if detail else "")
+        elif now - self._last_log[reason] >= self.config.log_interval_s:
+            self._last_log[reason] = now
+            log.info("safety: %s%s (%d so far)", reason, f": {detail}" if detail else "", self.counts[reason])
 
     def _latch(self, reason: str) -> None:
         # Called from the watchdog/e-stop threads too: no step lock here, so a step stuck in robot I/O

@@ -36,7 +36,7 @@ import torch
 from robot_rl.core.algorithm import Policy, split_critic_weights
 from robot_rl.core.config import AlgoConfig
 from robot_rl.core.transition import TransitionBatch
-from robot_rl.core.transport import wait_first_weights
+from robot_rl.core.transport import LearnerWaitNotice, wait_first_weights
 from robot_rl.hardware.rate import RateLoop
 from robot_rl.hardware.robot import RobotConfig, TaskRobot
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
@@ -281,7 +281,8 @@ class Deployer:
 
     def wait_first_weights(self) -> None:
         """Learn mode: block (up to ``max_wait_s``) for the learner's weights before the robot moves."""
-        new = wait_first_weights(self.endpoint, self.cfg.max_wait_s)
+        notice = LearnerWaitNotice(self.cfg.transport.address, self.cfg.max_wait_s, log.warning)
+        new = wait_first_weights(self.endpoint, self.cfg.max_wait_s, on_wait=self.status.waiting(notice))
         if new is None:
             raise TimeoutError(f"no weights from the learner at {self.cfg.transport.address} within "
                                f"{self.cfg.max_wait_s:.0f}s; is `robot-rl deploy --role learner` running?")
@@ -437,7 +438,7 @@ class Deployer:
         alone = [e for e in done if e.intervened_steps == 0]
         helped = [e for e in done if e.intervened_steps > 0]
         self.status.update(version=self.version, source=self.last_source, hint=self.controller.hint,
-                           asking=self.help.status if self.help is not None else "",
+                           asking=self.help.status if self.help is not None else "", waiting="",
                            period_ms=stats.p50_s * 1e3, p99_ms=stats.p99_s * 1e3, target_ms=stats.target_period_s * 1e3,
                            successes=sum(e.success for e in done), episodes=len(done), episode=episode, step=step,
                            alone=(sum(e.success for e in alone), len(alone)),
@@ -448,11 +449,11 @@ class Deployer:
         """Run the configured number of episodes (or until ``stop``); always leaves the robot held."""
         i = 0
         try:
-            if self.cfg.mode == "learn" and self.version <= 0:
-                self.wait_first_weights()
-            with self.status:
+            with self.status:  # drawn while it waits for the learner too: it says where, and for how long
+                if self.cfg.mode == "learn" and self.version <= 0:
+                    self.wait_first_weights()
                 while not self.stop.is_set() and (self.cfg.episodes == 0 or i < self.cfg.episodes):
-                    self.run_episode(i)
+                    self._show(i, self.run_episode(i).steps)  # the finished episode counted: the last frame is right
                     i += 1
         except KeyboardInterrupt:
             log.warning("deploy interrupted: the running episode is dropped, the robot held")

@@ -129,7 +129,11 @@ class InterventionController:
 
     @property
     def mode_hint(self) -> str:
-        """What the UI should tell the operator."""
+        """What the UI should tell the operator; with no person at the device, who takes over (if anyone)."""
+        if not self.device.takes_over:
+            return f"nobody takes over (teleop {self.device.name} never acts: the policy acts alone)"
+        if self.device.stand_in:
+            return f"no person at the teleop: {self.device.stand_in} takes over by itself"
         if self.config.mode == "hold":
             return "HOLD the intervene control to take over; release to hand back"
         return "PRESS the toggle control to take over; press again to hand back"
@@ -137,6 +141,10 @@ class InterventionController:
     @property
     def hint(self) -> str:
         """The status line's how-to: take over, or (a leader arm too far away) match the follower first."""
+        if not self.device.takes_over:
+            return "nobody takes over"
+        if self.device.stand_in:
+            return "a script takes over"
         if self.waiting_gap_deg is not None:
             return f"leader {self.waiting_gap_deg:.0f}° off: match the follower"
         return "hold to take over" if self.config.mode == "hold" else "toggle to take over"

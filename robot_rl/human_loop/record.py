@@ -51,7 +51,7 @@ from robot_rl.data.episode import SEGMENT_CORRECTION, SEGMENT_NAMES, SEGMENT_NON
 from robot_rl.data.recorder import EpisodeSink
 from robot_rl.hardware.rate import RateLoop, RateStats
 from robot_rl.hardware.robot import RobotState, TaskRobot, hold_action, joints_to_action
-from robot_rl.hardware.safety import SafetyLayer
+from robot_rl.hardware.safety import SafetyLayer, counts_text
 from robot_rl.human_loop.devices.base import TeleopDevice, TeleopReading
 from robot_rl.human_loop.intervention import leader_ee_step
 from robot_rl.viz.base import StepViz
@@ -458,7 +458,7 @@ class DemoRecorder:
             st = loop.stats()
             period = f" | period p50 {st.p50_s * 1e3:.0f}/p99 {st.p99_s * 1e3:.0f} ms, {st.overruns} overruns"
         rate = f"{s.successes}/{s.saved}" if s.saved else "-"
-        safety = sum(self.layer.counts.values())
+        safety = counts_text(self.layer.counts)  # by kind: the log says only the first of each
         gap = f" | {self._blend.gap_text()}" if self._blend is not None else ""
         return (f"ep {s.saved + 1}/{self.config.episodes} {state} | {self._source} | segment {seg} | {succ} | "
                 f"safety events {safety} | success {rate} | discarded {s.discarded}{gap}{period}")

@@ -4,7 +4,8 @@
 ``alone 4/6 (67%), helped 3/4 | safety change_limit 1, clamped 3 (last: clamped)``
 
 When the robot asks for help (``help.enabled``), the first part says so, why and for how long it has waited:
-``ASKS FOR HELP: risk +3.2 sd (threshold 2.9) (4s/20s) | ep 11 step 23 | v12``.
+``ASKS FOR HELP: risk +3.2 sd (threshold 2.9) (4s/20s) | ep 11 step 23 | v12``. Before the learner's first
+weights (learn mode) it says where it waits and for how long: ``waiting for the learner at tcp://…: 12s of 60s``.
 
 First what matters first: who acts and how to take over, where the run is; then how it goes. "alone"
 counts the episodes the policy ran without a single intervened step, "helped" the others: in learn mode a
@@ -12,43 +13,56 @@ success with the human's help is not the policy's. After an e-stop the first lin
 ``E-STOP: e-stop key (guard) | ...``. Parts that do not fit in 80 columns are dropped from the end of a line
 (the loop rate first); only a single part too long for the line is cut, with an ellipsis.
 
-Drawn with ``rich`` (a :class:`rich.live.Live` on stderr, 4 refreshes a second) when enabled; the text
-itself comes from :meth:`StatusLine.text`, so tests and logs get the same words. While it is live, log
-records below ERROR go to ``log_file`` (when given) instead of the terminal, so they cannot scroll the
-status away; errors still show.
+Drawn with ``rich`` (a :class:`rich.live.Live` on stderr, 4 refreshes a second) when enabled and stderr is a
+terminal; the text itself comes from :meth:`StatusLine.text`, so tests and logs get the same words. While it is
+live, log records below ERROR go to ``log_file`` (when given) instead of the terminal, so they cannot scroll the
+status away; errors still show. With stderr not a terminal (a file, a pipe, a service's journal) nothing is
+redrawn: logs stay where they go, and the last frame is written once at the end, as whole lines.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from robot_rl.core.transport import LearnerWaitNotice
 
 WIDTH = 80
 
 
 class StatusLine:
-    """Collects the loop's numbers and renders them; a context manager that starts/stops the live lines."""
+    """Collects the loop's numbers and renders them; a context manager that starts/stops the live lines.
 
-    def __init__(self, enabled: bool = True, log_file: Path | None = None) -> None:
+    ``terminal``: whether stderr is a terminal the lines are redrawn on (None: ask ``sys.stderr.isatty()``).
+    """
+
+    def __init__(self, enabled: bool = True, log_file: Path | None = None, terminal: bool | None = None) -> None:
         self.enabled = enabled
         self.log_file = log_file
+        self.terminal = terminal
         self.values: dict[str, Any] = {"version": 0, "source": "policy", "mode_hint": "hold", "period_ms": 0.0,
                                        "p99_ms": 0.0, "target_ms": 0.0, "successes": 0, "episodes": 0,
                                        "alone": None, "helped": None, "episode": 0, "step": 0,
-                                       "safety_counts": {}, "estop": None, "asking": ""}
+                                       "safety_counts": {}, "estop": None, "asking": "", "waiting": ""}
         self.last_safety: tuple[str, ...] = ()
         self._live: Any = None
         self._diverted: list[tuple[logging.Handler, int]] = []
         self._file_handler: logging.Handler | None = None
+        self._plain = False  # enabled, but stderr is no terminal: the last frame is written once, at the end
 
     def update(self, **values: Any) -> None:
         """Set any of the shown values and redraw. ``alone``/``helped``: ``(successes, episodes)`` pairs."""
         self.values.update(values)
         if self._live is not None:
             self._live.update(self._render())
+
+    def waiting(self, notice: LearnerWaitNotice) -> Callable[[float], None]:
+        """``wait_first_weights``'s ``on_wait``: ``notice`` logs the wait, the first part shows it with the seconds."""
+        return lambda waited_s: self.update(waiting=notice(waited_s))
 
     def safety(self, events: tuple[str, ...]) -> None:
         """Remember the newest safety events (shown as ``last:``)."""
@@ -65,6 +79,8 @@ class StatusLine:
         rate = f"{v['period_ms']:.1f} ms/step (p99 {v['p99_ms']:.0f})" if v["target_ms"] else ""
         # The robot asking for help replaces who acts: the operator must see it first (and why, and for how long).
         actor = [v["asking"]] if v.get("asking") and v["source"] != "human" else [f"{who} ({hint})"]
+        if v.get("waiting"):  # nobody acts yet: the robot waits for the learner's first weights
+            actor = [v["waiting"]]
         first = [*estop, *actor, f"ep {v['episode']} step {v['step']}", f"v{v['version']}", rate]
         success = _success(v)
         second = [success, _safety(v["safety_counts"], self.last_safety, WIDTH - len(success) - 3)]
@@ -77,10 +93,14 @@ class StatusLine:
             self.values["source"], "bold green")
         if self.values["estop"]:
             style = "bold white on red"
+        elif self.values.get("waiting"):
+            style = "bold yellow"
         return Text(self.text(), style=style, overflow="ellipsis", no_wrap=True)
 
     def __enter__(self) -> StatusLine:
-        if self.enabled:
+        terminal = sys.stderr.isatty() if self.terminal is None else self.terminal
+        self._plain = self.enabled and not terminal
+        if self.enabled and terminal:
             from rich.console import Console
             from rich.live import Live
 
@@ -94,6 +114,9 @@ class StatusLine:
         if self._live is not None:
             self._live.stop()
             self._live = None
+        if self._plain:  # whole lines: whatever is printed next starts on its own line
+            print(self.text(), file=sys.stderr, flush=True)
+            self._plain = False
         for handler, level in self._diverted:
             handler.setLevel(level)
         self._diverted = []

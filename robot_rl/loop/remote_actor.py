@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 
 from robot_rl.core.config import ConfigError, OnPolicyConfig
-from robot_rl.core.transport import RemoteActorEndpoint
+from robot_rl.core.transport import LearnerWaitNotice, RemoteActorEndpoint
 from robot_rl.hardware.rate import RateLoop
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.config import TrainConfig
@@ -65,7 +65,7 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None,
     reason, drained = "interrupted", False
     try:
         with stop.installed():
-            reason = _act(cfg, actor, actor_id, max_env_steps, rate, stop)
+            reason = _act(cfg, actor, actor_id, max_env_steps, rate, stop, endpoint.address)
             # Every stop but a second signal drains the outbox: nothing produced is dropped while the learner lives.
             # A signal's stop has the engine's grace time; the end of --max-env-steps may wait out a learner restart.
             # Once the learner has finished its run nothing more is stored: the actor ends without waiting.
@@ -84,10 +84,12 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None,
 
 
 def _act(cfg: TrainConfig, actor: Actor, actor_id: int, max_env_steps: int | None, rate: RateLoop | None,
-         stop: StopRequest) -> str:
+         stop: StopRequest, address: str) -> str:
     """The acting loop; returns why it ended (the step budget or the signal that asked for a stop)."""
     rollout = cfg.algo.rollout_length if isinstance(cfg.algo, OnPolicyConfig) else 0
-    if not _await_weights(actor, -1, cfg.loop.max_wait_s, stop):
+    wait_s = cfg.loop.max_wait_s
+    # The first wait is said at once (the learner may not be running); a next rollout's weights only when late.
+    if not _await_weights(actor, -1, wait_s, stop, LearnerWaitNotice(address, wait_s, log.warning)):
         if actor.learner_finished():
             return f"the learner had finished its run ({actor.learner_finished()})"
         return f"stopped by {stop.signal_name} before the first weights"
@@ -104,7 +106,8 @@ def _act(cfg: TrainConfig, actor: Actor, actor_id: int, max_env_steps: int | Non
         if rate is not None:
             rate.wait()
         if rollout and steps_in_rollout == rollout:
-            if not _await_weights(actor, actor.policy_version, cfg.loop.max_wait_s, stop):
+            if not _await_weights(actor, actor.policy_version, wait_s, stop,
+                                  LearnerWaitNotice(address, wait_s, log.warning, quiet_s=10.0)):
                 continue  # a stop arrived while waiting: the check above ends the loop
             steps_in_rollout = 0
         else:
@@ -114,19 +117,25 @@ def _act(cfg: TrainConfig, actor: Actor, actor_id: int, max_env_steps: int | Non
     return "max_env_steps"
 
 
-def _await_weights(actor: Actor, newer_than: int, timeout_s: float, stop: StopRequest) -> bool:
+def _await_weights(actor: Actor, newer_than: int, timeout_s: float, stop: StopRequest,
+                   notice: LearnerWaitNotice) -> bool:
     """Wait for weights newer than ``newer_than`` in short slices; ``False`` if a stop (or the run's end) came first.
 
-    Raises ``TimeoutError`` (from the actor) when the deadline passes without weights and without a stop.
+    ``notice`` says where and how long it waits (a log line at once or after its quiet time, then every 10 s).
+    Raises ``TimeoutError`` when the deadline passes without weights and without a stop.
     """
-    deadline = time.monotonic() + timeout_s
+    start = time.monotonic()
+    deadline = start + timeout_s
     while not stop.is_set() and not actor.learner_finished():
+        notice(time.monotonic() - start)
         try:
             actor.wait_for_weights(newer_than, min(0.25, max(deadline - time.monotonic(), 0.0)))
             return True
         except TimeoutError:
             if time.monotonic() >= deadline:
-                raise
+                newer = f" newer than v{newer_than}" if newer_than >= 0 else ""
+                raise TimeoutError(f"no weights{newer} from the learner at {notice.address} within {timeout_s:.0f}s; "
+                                   "is `robot-rl learner` running there?") from None
     return False
 
 

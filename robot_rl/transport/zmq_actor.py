@@ -57,7 +57,7 @@ class ZmqActorEndpoint:
         self.session = uuid.uuid4().hex[:12]
         self.stats = TransportStats()
         self._ctx: zmq.Context[Any] = zmq.Context.instance()
-        self._address = address
+        self.address = address
         # Read the key files here, so a bad one fails now, not later inside the I/O thread.
         self._curve = curve_client_keys(s.server_public_key, s.client_secret_key, "learner", "actor")
         self._outgoing: queue.Queue[TransitionBatch] = queue.Queue(s.outbox_size)
@@ -157,7 +157,7 @@ class ZmqActorEndpoint:
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         curve_client(sock, self._curve)
-        sock.connect(self._address)
+        sock.connect(self.address)
         return sock
 
     def _intake(self) -> None:

@@ -65,6 +65,9 @@ class TeleopDevice(abc.ABC):
     """False for a device that never acts (no person, no script): it fits every control mode."""
     drives_episodes: bool = False
     """A script, not a person: `record` starts each episode itself (no start key), on a reset task."""
+    stand_in: str = ""
+    """A script acting in place of a person (``pick_intervener (scripted person)``): the UI names it instead of
+    telling a person which control takes over. Empty: a person drives the device."""
 
     @abc.abstractmethod
     def connect(self) -> None:

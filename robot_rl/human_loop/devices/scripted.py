@@ -131,7 +131,9 @@ class _SimArmScriptConfig(TeleopConfig):
         if not isinstance(robot, PickScene):
             raise ConfigError(f"{self.name} scripts a simulated pick task: use robot.type=sim_arm or sim_so101 "
                               "(--robot sim_arm, --robot sim_so101 with robot.control_mode=ee_delta)")
-        return self._device(robot)
+        device = self._device(robot)
+        device.stand_in = f"{self.name} ({self.what})"  # nobody to tell which control takes over
+        return device
 
     def _device(self, arm: Any) -> ScriptedDevice:
         raise NotImplementedError
