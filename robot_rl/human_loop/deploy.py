@@ -35,6 +35,7 @@ import torch
 
 from robot_rl.core.algorithm import Policy, split_critic_weights
 from robot_rl.core.config import AlgoConfig
+from robot_rl.core.interrupts import interrupts_held
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.core.transport import wait_first_weights
 from robot_rl.hardware.rate import RateLoop
@@ -411,9 +412,10 @@ class Deployer:
             self._ear.hear_help_request(False)
         if self.viz is not None:
             self.viz.episode_end(self.steps - 1, index=index, outcome=end, ret=ret, length=t)
-        self.episodes.append(record)
-        if self.on_episode is not None:
-            self.on_episode(record)
+        with interrupts_held():  # a stop lands after every sink has the episode: log, fleet and report agree
+            self.episodes.append(record)
+            if self.on_episode is not None:
+                self.on_episode(record)
         log.info("episode %d: %s after %d steps, return %.2f, intervention rate %.0f%% (%d interventions, "
                  "lengths %s), policy v%d", index, end, t, ret, 100 * record.intervention_rate,
                  record.interventions, record.intervention_lengths, self.version)
