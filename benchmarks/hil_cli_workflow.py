@@ -4,11 +4,13 @@ The shell block is read from the docs (so the docs cannot drift from what is mea
 "The HIL-SERL workflow" (``--workflow task``: the task's own success) or docs/rewards.md's "HIL-SERL with a
 success classifier" (``--workflow classifier``: demos with cameras, a classifier trained on them, the policy on
 the state). The preparation steps run in order (record demos, train the classifier), then the learner and the
-actor run side by side for ``--minutes`` of learning, both are stopped with Ctrl-C (SIGINT to their process
-groups, as a terminal sends it), and the last step scores the policy alone. ``--time-scale S`` runs the
-simulated arm S times faster than real time (the control rate and wall-clock speed limits scaled with it, the
-robot time the same): what the tests in CI use. Compares the success against the docs' target and prints the
-ratio; results go to benchmarks/results/hil_cli_workflow[_classifier].json.
+actor run side by side for ``--minutes`` of learning (or until the actor has run ``--episodes``), both are
+stopped with Ctrl-C (SIGINT to their process groups, as a terminal sends it), and the last step scores the
+policy alone. The learner binds a port the OS picks (the docs' default may be taken) and the actor connects to
+the address it prints. ``--time-scale S`` runs the simulated arm S times faster than real time (the control
+rate and wall-clock speed limits scaled with it, the robot time the same): what the tests in CI use. Compares
+the success against the docs' target and prints the ratio; results go to
+benchmarks/results/hil_cli_workflow[_classifier].json.
 
     python benchmarks/hil_cli_workflow.py                  # 10 minutes of learning at real-time pace
     python benchmarks/hil_cli_workflow.py --runs 3         # the measurement of benchmarks/RESULTS_hil.md
@@ -137,6 +139,36 @@ def machine() -> dict[str, object]:
             "python": platform.python_version(), "commit": commit.stdout.strip()}
 
 
+def at_address(argv: list[str], address: str) -> list[str]:
+    """``argv`` with the learner's address ``address`` (a ``--connect`` or ``transport.address=`` in it replaced)."""
+    argv = [a for a in argv if not a.startswith("transport.address=")]
+    if "--connect" in argv:
+        argv[argv.index("--connect") + 1] = address
+        return argv
+    return [*argv, f"transport.address={address}"]
+
+
+def with_episodes(argv: list[str], episodes: int) -> list[str]:
+    """``argv`` with ``--episodes episodes`` (the docs' actor runs until Ctrl-C: ``--episodes 0``)."""
+    if "--episodes" in argv:
+        argv = list(argv)
+        argv[argv.index("--episodes") + 1] = str(episodes)
+        return argv
+    return [*argv, "--episodes", str(episodes)]
+
+
+def learner_address(proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 120.0) -> str:
+    """The address the learner bound, from its first line (``HIL learner listening on ADDRESS …``)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = re.search(r"listening on (tcp://\S+)", log.read_text(errors="replace"))
+        if found:
+            return found.group(1)
+        time.sleep(0.1)
+    raise RuntimeError(f"the learner printed no address in {timeout_s:.0f}s (exit code {proc.poll()}):\n"
+                       f"{log.read_text(errors='replace')[-2000:]}")
+
+
 def start_logged(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
     """Start ``argv`` in its own process group, output to ``log``, with Ctrl-C as in a terminal."""
     # SIGINT at its default, as in a terminal, even when this script runs as a background job (whose shell
@@ -154,17 +186,24 @@ def ctrl_c(proc: subprocess.Popen[bytes], timeout: float = 120.0) -> int:
 
 
 def run_once(workdir: Path, minutes: float, scale: float, log=print, workflow: str = "task",
-             prepared: bool = False, overrides: tuple[str, ...] = (), seed: int | None = None) -> dict[str, object]:
+             prepared: bool = False, overrides: tuple[str, ...] = (), episodes: int | None = None,
+             seed: int | None = None) -> dict[str, object]:
     """The documented commands in ``workdir``; the eval's policy-alone success and what each step printed.
 
     ``prepared``: the preparation steps (demos, classifier) already ran in ``workdir``: only learn and score.
     ``overrides``: ``key=value`` appended to the learner's and the actor's commands (an ablation of the block).
+    ``episodes``: the actor stops itself after this many episodes (a budget of robot steps, the same on a busy
+    machine: what the tests use) instead of being stopped after ``minutes`` of wall clock (the docs' "after 10
+    minutes"); ``minutes`` is then how long it may take.
     ``seed``: appended to every step but the evaluation (:func:`with_seed`).
+    The learner binds a port the OS picks and the actor connects to the address it prints: the docs' default
+    port (transport.address) may be taken on this machine.
     """
     *prepare, learner_cmd, actor_cmd, evaluate = (with_seed(scaled(c, scale), seed)
                                                   for c in workflow_commands(workflow))
     steps: dict[str, str] = {}
-    learner_cmd, actor_cmd = [*learner_cmd, *overrides], [*actor_cmd, *overrides]
+    learner_cmd = at_address([*learner_cmd, *overrides], "tcp://127.0.0.1:*")
+    actor_cmd = [*actor_cmd, *overrides] if episodes is None else with_episodes([*actor_cmd, *overrides], episodes)
     for argv in [] if prepared else prepare:
         t0 = time.monotonic()
         done = subprocess.run(argv, cwd=workdir, stdin=subprocess.DEVNULL, capture_output=True, text=True)
@@ -175,11 +214,22 @@ def run_once(workdir: Path, minutes: float, scale: float, log=print, workflow: s
         tail = " | ".join(done.stdout.strip().splitlines()[-3:])
         steps[shlex.join(argv[1:4])] = f"{time.monotonic() - t0:.0f}s: {tail}"
     learner = start_logged(learner_cmd, workdir / "learner.log")
-    time.sleep(3.0)  # the learner binds before the actor connects (the actor would wait for it anyway)
-    actor = start_logged(actor_cmd, workdir / "actor.log")
-    deadline = time.monotonic() + 60 * minutes
+    try:
+        address = learner_address(learner, workdir / "learner.log")
+    except RuntimeError:
+        ctrl_c(learner)
+        raise
+    actor = start_logged(at_address(actor_cmd, address), workdir / "actor.log")
+    started = time.monotonic()
+    deadline = started + 60 * minutes
     while time.monotonic() < deadline and learner.poll() is None and actor.poll() is None:
         time.sleep(1.0)
+    learn_min = (time.monotonic() - started) / 60
+    if episodes is not None and actor.poll() is None:
+        rc_actor, rc_learner = ctrl_c(actor), ctrl_c(learner)
+        raise RuntimeError(f"the actor had not run its {episodes} episodes after {minutes:g} min (actor rc "
+                           f"{rc_actor}, learner rc {rc_learner}):\n"
+                           f"{(workdir / 'actor.log').read_text(errors='replace')[-2000:]}")
     rc_actor, rc_learner = ctrl_c(actor), ctrl_c(learner)
     actor_out = (workdir / "actor.log").read_text(errors="replace")
     learner_out = (workdir / "learner.log").read_text(errors="replace")
@@ -191,10 +241,12 @@ def run_once(workdir: Path, minutes: float, scale: float, log=print, workflow: s
                            f"{done.stderr[-3000:]}")
     line = next(x for x in done.stdout.splitlines() if " episodes" in x and "success" in x)
     alone_ok, alone_n = (int(v) for v in re.search(r"alone (\d+)/(\d+)", line).groups())  # type: ignore[union-attr]
+    learned = re.search(r"stopped after (\d+) transitions .*?, (\d+) updates", learner_out)
     return {"alone_success": alone_ok / alone_n, "episodes": alone_n, "eval": line,
             "actor": next((x for x in actor_out.splitlines() if " episodes" in x and "success" in x), ""),
             "learner": next((x for x in learner_out.splitlines() if x.startswith("stopped after")), ""),
-            "learn_minutes_wall": minutes, "robot_minutes": minutes * scale, "seed": seed, "preparation": steps,
+            "updates_per_step": int(learned[2]) / max(int(learned[1]), 1) if learned else None,
+            "learn_minutes_wall": learn_min, "robot_minutes": learn_min * scale, "seed": seed, "preparation": steps,
             "watchdog_trips": sum(len(re.findall(r"watchdog: no command", out)) for out in (actor_out, learner_out))}
 
 
@@ -203,6 +255,9 @@ def main() -> None:
     p.add_argument("--minutes", type=float, default=10.0, help="wall-clock minutes of learning (steps 1+2)")
     p.add_argument("--time-scale", type=float, default=1.0, help="simulated seconds per wall-clock second")
     p.add_argument("--runs", type=int, default=1, help="independent repetitions")
+    p.add_argument("--episodes", type=int, default=None,
+                   help="the actor stops itself after this many episodes (a budget of robot steps); --minutes "
+                        "is then the most it may take")
     p.add_argument("--workflow", choices=sorted(WORKFLOWS), default="task",
                    help="task: docs/deploy.md (the task's own success); classifier: docs/rewards.md (cameras, a "
                         "success classifier as the reward, the policy on the state)")
@@ -235,7 +290,7 @@ def main() -> None:
                         run_dir.rename(run_dir.with_name(f"{run_dir.name}.{time.strftime('%H%M%S')}"))
             t0 = time.strftime("%Y-%m-%dT%H:%M:%S")
             r = run_once(work, a.minutes, a.time_scale, workflow=a.workflow, prepared=a.prepared,
-                         overrides=tuple(a.set), seed=seed)
+                         overrides=tuple(a.set), episodes=a.episodes, seed=seed)
             r.update(started=t0, busy_loops=a.load, load_average=load.summary())
             print(f"  {r['eval']}\n  actor: {r['actor']}\n  learner: {r['learner']}\n  load average "
                   f"{r['load_average']}", flush=True)
@@ -249,7 +304,8 @@ def main() -> None:
     a.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "workflow": a.workflow, "machine": machine(),
                                  "argv": sys.argv[1:], "busy_loops": a.load,
                                  "commands": workflow_commands(a.workflow),
-                                 "overrides": a.set, "minutes": a.minutes, "time_scale": a.time_scale,
+                                 "overrides": a.set, "minutes": a.minutes, "episodes": a.episodes,
+                                 "time_scale": a.time_scale,
                                  "runs": results}, indent=1))
 
 

@@ -1,21 +1,30 @@
 """docs/deploy.md's HIL-SERL workflow, run as written: the docs and the behaviour cannot drift apart.
 
 The four commands are read from the docs' shell block and run as a user runs them (real processes, no
-terminal, Ctrl-C to stop the learner and the actor), with the simulated arm at 4x real time so that 1.5
-minutes of wall clock are 6 minutes of robot time; the policy alone must then reach the docs' bar.
+terminal, Ctrl-C to stop the learner), with the simulated arm at 4x real time. The actor runs a budget of
+episodes instead of the docs' 10 minutes (the amount of robot data does not shrink on a busy machine); the
+policy alone must then reach the docs' bar.
 """
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from docs_workflow import hil_cli_workflow
 
+from robot_rl.transport.config import ZmqTransportConfig
+
 pytest.importorskip("mujoco")  # the simulated arm
 pytest.importorskip("msgpack")
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
+
+EPISODES = 160
+"""The actor's budget (the docs' actor runs until Ctrl-C)."""
 
 def _workflow():
     return hil_cli_workflow()
@@ -28,11 +37,38 @@ def test_the_docs_block_is_what_runs():
     assert "--mode eval" in cmds[3] and "--teleop scripted" in cmds[3]
 
 
+def test_the_actor_connects_where_the_learner_bound_and_runs_its_budget():
+    wf = _workflow()
+    actor = wf.scaled(wf.workflow_commands()[2], 4.0)
+    argv = wf.with_episodes(wf.at_address([*actor, "transport.address=tcp://h:1"], "tcp://127.0.0.1:4321"), 7)
+    assert [a for a in argv if a.startswith("transport.address=")] == ["transport.address=tcp://127.0.0.1:4321"]
+    assert argv[argv.index("--episodes") + 1] == "7" and argv.count("--episodes") == 1
+    assert wf.at_address(["deploy", "--connect", "tcp://h:1"], "tcp://127.0.0.1:*") == [
+        "deploy", "--connect", "tcp://127.0.0.1:*"]
+
+
+@contextmanager
+def _port_taken(port: int) -> Iterator[None]:
+    """Something else listens on ``port`` for the block (unless something already does)."""
+    with socket.socket() as squatter:
+        try:
+            squatter.bind(("127.0.0.1", port))
+            squatter.listen()
+        except OSError:  # taken already: the case this stands for
+            pass
+        yield
+
+
 def test_the_documented_commands_learn_the_pick(tmp_path: Path):
     wf = _workflow()
-    result = wf.run_once(tmp_path, minutes=1.5, scale=4.0, log=print)
+    docs_port = int(ZmqTransportConfig().address.rsplit(":", 1)[1])  # the block names no address: the default
+    with _port_taken(docs_port):  # the learner must not need it (the test failed beside a service on it)
+        # 160 episodes: 1.4 minutes at 4x beside other jobs on 2 cores (2,635 robot steps); 4 minutes is only
+        # the limit past which the run has hung.
+        result = wf.run_once(tmp_path, minutes=4.0, scale=4.0, log=print, episodes=EPISODES)
     print(result)
-    assert result["episodes"] == 20
-    # The docs' bar is 80 % alone after 10 minutes of robot time at real-time pace; here 6 minutes at 4x on a
-    # shared CI machine, where the learner gets fewer updates per robot step: the same bar.
+    assert result["episodes"] == 20 and result["actor"].startswith(f"{EPISODES} episodes:"), result
+    # The docs' bar is 80 % alone after 10 minutes of robot time at real-time pace; here about 5 at 4x on a
+    # shared CI machine, where the learner runs fewer updates per robot step (its UTD ratio is 4; 0.8 was
+    # measured beside other jobs, in updates_per_step): the same bar.
     assert result["alone_success"] >= wf.TARGET, result

@@ -110,10 +110,11 @@ def _sigint_default() -> None:
 @pytest.mark.slow
 def test_three_simulated_arms_learn_with_one_operator_and_stop_on_sigterm(tmp_path: Path) -> None:
     pytest.importorskip("mujoco")
+    from transport_helpers import free_tcp_addr
     from waiting import wait_until
 
     env = dict(os.environ)  # no camera: MuJoCo renders nothing, so no GL backend is needed
-    common = ["robot.cameras={}", "help.enabled=true", "transport.address=tcp://127.0.0.1:5611"]
+    common = ["robot.cameras={}", "help.enabled=true", f"transport.address={free_tcp_addr()}"]
     # Output to files, never to pipes nobody reads while waiting: a full pipe would block the process.
     learner_log, fleet_out, fleet_err = (open(tmp_path / n, "w") for n in ("learner.log", "fleet.out", "fleet.err"))
     learner = subprocess.Popen([EXE, "deploy", "--role", "learner", "--run-dir", str(tmp_path / "learner"),

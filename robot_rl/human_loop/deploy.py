@@ -35,7 +35,7 @@ import torch
 
 from robot_rl.core.algorithm import Policy, split_critic_weights
 from robot_rl.core.config import AlgoConfig
-from robot_rl.core.transition import TransitionBatch
+from robot_rl.core.interrupts import interrupts_held
 from robot_rl.core.transport import LearnerWaitNotice, wait_first_weights
 from robot_rl.hardware.rate import RateLoop
 from robot_rl.hardware.robot import RobotConfig, TaskRobot
@@ -50,6 +50,7 @@ from robot_rl.human_loop.help_gate import HelpGateConfig
 from robot_rl.human_loop.intervention import InterventionConfig, InterventionController
 from robot_rl.human_loop.observation import policy_spec, robot_spec, select_obs, success_judge  # noqa: F401
 from robot_rl.human_loop.status import StatusLine
+from robot_rl.human_loop.transition_rows import rows_to_batch
 from robot_rl.loop.config import ReplayConfig
 from robot_rl.transport.config import ZmqTransportConfig
 from robot_rl.viz import StepViz, VizConfig
@@ -173,23 +174,6 @@ def set_deploy_threads(cfg: DeployConfig, role: str) -> int:
     n = cfg.torch_threads or (1 if role == "actor" else max(1, (os.cpu_count() or 1) - 1))
     torch.set_num_threads(n)
     return n
-
-
-def rows_to_batch(rows: list[dict[str, Any]]) -> TransitionBatch:
-    """Stack recorded transition rows (numpy, no batch dimension) into one :class:`TransitionBatch`."""
-
-    def stack(key: str) -> dict[str, torch.Tensor]:
-        return {k: torch.as_tensor(np.stack([r[key][k] for r in rows])) for k in rows[0][key]}
-
-    extras = {k: torch.cat([r["extras"][k] for r in rows]) for k in rows[0]["extras"]}
-    return TransitionBatch(
-        obs=stack("obs"), action=torch.as_tensor(np.stack([r["action"] for r in rows])),
-        reward=torch.tensor([r["reward"] for r in rows], dtype=torch.float32),
-        terminated=torch.tensor([r["terminated"] for r in rows]),
-        truncated=torch.tensor([r["truncated"] for r in rows]), next_obs=stack("next_obs"),
-        intervened=torch.tensor([r["intervened"] for r in rows]),
-        policy_version=torch.tensor([r["version"] for r in rows], dtype=torch.int64),
-        env_index=torch.zeros(len(rows), dtype=torch.int64), extras=extras)
 
 
 class Deployer:
@@ -412,9 +396,10 @@ class Deployer:
             self._ear.hear_help_request(False)
         if self.viz is not None:
             self.viz.episode_end(self.steps - 1, index=index, outcome=end, ret=ret, length=t)
-        self.episodes.append(record)
-        if self.on_episode is not None:
-            self.on_episode(record)
+        with interrupts_held():  # a stop lands after every sink has the episode: log, fleet and report agree
+            self.episodes.append(record)
+            if self.on_episode is not None:
+                self.on_episode(record)
         log.info("episode %d: %s after %d steps, return %.2f, intervention rate %.0f%% (%d interventions, "
                  "lengths %s), policy v%d", index, end, t, ret, 100 * record.intervention_rate,
                  record.interventions, record.intervention_lengths, self.version)
