@@ -81,7 +81,8 @@ def main() -> None:
     print(f"learning: {len(report.episodes)} episodes, success {report.success_rate:.0%}, intervention rate "
           f"first 10 {sum(rates[:10]) / max(len(rates[:10]), 1):.0%} -> last 10 "
           f"{sum(rates[-10:]) / max(len(rates[-10:]), 1):.0%}, policy v{report.policy_version}; "
-          f"learner: {learner.stats.intervened_sampled}/{learner.stats.rows_sampled} sampled rows intervened")
+          f"learner: {learner.stats.intervened_sampled}/{learner.stats.rows_sampled} sampled rows intervened, "
+          f"{learner.stats.demos_sampled} demos")
 
     # 4. the final policy alone
     arm = cfg.robot.make()

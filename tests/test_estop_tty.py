@@ -16,7 +16,6 @@ import pytest
 import torch
 from waiting import wait_until
 
-from robot_rl.cli import deploy as deploy_cli
 from robot_rl.cli.deploy import DeployArgs, resolve_estop_tty
 from robot_rl.core.config import ConfigError
 from robot_rl.hardware.estop import ESTOP_KEYS, EStopGuard, EStopGuardConfig, WriteTimeStop
@@ -224,13 +223,15 @@ def test_deploy_cli_gives_the_terminal_to_the_guard_and_the_keyboard_reads_the_g
 
     master, slave = terminal
     started: list[EStopGuard] = []
-    real_start = deploy_cli.start_estop_guard
+    from robot_rl.cli import deploy_actor
+
+    real_start = deploy_actor.start_estop_guard
 
     def spy(*a, **kw):
         started.append(real_start(*a, **kw))
         return started[-1]
 
-    monkeypatch.setattr(deploy_cli, "start_estop_guard", spy)
+    monkeypatch.setattr(deploy_actor, "start_estop_guard", spy)
     episodes: list[int] = []
     real_episode = Deployer.run_episode
 

@@ -138,6 +138,31 @@ def test_interventions_go_to_both_buffers():
     assert stored_rewards(fresh.buffers["demos"]) == stored_rewards(mixer.buffers["demos"])
 
 
+def test_sampled_demonstrations_are_not_counted_as_interventions():
+    from dataclasses import replace
+
+    from robot_rl.core.transition import DEMO_ACTOR_ID
+
+    online, demos = ReplayBuffer(SPEC, 100), ReplayBuffer(SPEC, 100)
+    mixer = MixingSampler({"online": online, "demos": demos}, {"online": 0.5, "demos": 0.5})
+    # A recorded demonstration: a person acted in every step, so its rows are flagged intervened too.
+    mixer.add_to("demos", replace(rows([1] * 20, intervened=[True] * 20), actor_id=DEMO_ACTOR_ID))
+    mixer.add(rows([0] * 20))  # the policy acting alone
+    mixer.sample(64, generator=torch.Generator().manual_seed(0))
+    assert (mixer.rows_sampled, mixer.intervened_sampled, mixer.demos_sampled) == (64, 0, 32)
+    # Online rows a person corrected land in both buffers: every sampled row is now a demo or an intervention.
+    online2, demos2 = ReplayBuffer(SPEC, 100), ReplayBuffer(SPEC, 100)
+    mixer = MixingSampler({"online": online2, "demos": demos2}, {"online": 0.5, "demos": 0.5})
+    mixer.add_to("demos", replace(rows([1] * 20, intervened=[True] * 20), actor_id=DEMO_ACTOR_ID))
+    mixer.add(rows([2] * 20, intervened=[True] * 20))
+    batch = mixer.sample(64, generator=torch.Generator().manual_seed(0))
+    demo_rows = int((batch.reward == 1).sum())  # the demo rows' reward is 1, the corrections' 2
+    assert 0 < demo_rows < 32
+    assert (mixer.intervened_sampled, mixer.demos_sampled) == (64 - demo_rows, demo_rows)
+    mixer.restore_sampled(100, 40, 30)  # a resumed run continues its counts
+    assert (mixer.rows_sampled, mixer.intervened_sampled, mixer.demos_sampled) == (100, 40, 30)
+
+
 # ---- next_obs by index, n-step returns, frame stacks, action chunks ----------------------------
 
 STATE = EnvSpec(observation={"state": ArraySpec((1,))}, action=ArraySpec((1,), "float32", -1.0, 1.0))

@@ -19,13 +19,7 @@ import tyro
 from robot_rl.cli.base import Command, sigterm_as_ctrl_c, viz_overrides
 from robot_rl.config_io import apply_overrides, from_dict, load_yaml, parse_override
 from robot_rl.core.config import ConfigError
-from robot_rl.human_loop.operator import (
-    guard_key_source,
-    make_teleop,
-    split_device_settings,
-    start_estop_guard,
-    teleop_config,
-)
+from robot_rl.human_loop.operator import split_device_settings
 
 
 @dataclass
@@ -77,7 +71,8 @@ class DeployArgs(Command):
     max_s: float | None = None
     """Learner: stop after this many seconds (default: until Ctrl-C)."""
     resume: bool = False
-    """Learner: continue the run in --run-dir: reload its replay from disk and its newest checkpoint."""
+    """Learner: continue the run in --run-dir: reload its replay from disk and its newest checkpoint (an error when
+    it holds neither)."""
     no_status: bool = False
     """Do not draw the live status line."""
     estop_guard: bool = False
@@ -122,68 +117,14 @@ class DeployArgs(Command):
     def run_actor(self, cfg: Any, link: Any = None, name: str = "") -> tuple[Any, Any, bool]:
         """Drive the robot with ``cfg``: returns the report, the safety layer and whether a signal stopped it.
 
-        ``link``/``name``: a fleet member's way to the shared operator (:class:`~robot_rl.human_loop.fleet.PipeLink`).
+        Every flag and file is checked before the robot connects, and the learner (learn mode) connects last
+        (:mod:`robot_rl.cli.deploy_actor`). ``link``/``name``: a fleet member's way to the shared operator
+        (:class:`~robot_rl.human_loop.fleet.PipeLink`).
         """
-        from robot_rl.hardware.safety import SafetyLayer
-        from robot_rl.human_loop.deploy import Deployer, load_run_policy, set_deploy_threads
-        from robot_rl.human_loop.deploy_policy import load_run_critics
-        from robot_rl.human_loop.observation import policy_spec
-        from robot_rl.human_loop.status import StatusLine
-        from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
+        from robot_rl.cli.deploy_actor import prepare_actor, run_prepared_actor
 
-        if cfg.mode == "eval" and self.run_dir is None:
-            raise ConfigError("--mode eval needs --run-dir (the run whose checkpoint to deploy)")
-        estop_tty = resolve_estop_tty(self)
-        teleop_config(self.teleop, device_settings(self))  # a wrong device or setting stops here, nothing connected
-        set_deploy_threads(cfg, "actor")
-        robot = cfg.robot.make()
-        spec = policy_spec(cfg, robot.features)
-        if self.run_dir is not None:
-            policy, version = load_run_policy(self.run_dir, spec)
-        else:
-            policy, version = cfg.algo.build_policy(spec, "cpu", cfg.seed), 0
-        endpoint = viz = None
-        # With a terminal, the guard is its only reader: the keyboard teleop takes the guard's forwarded keys.
-        guard = (start_estop_guard(robot, self.estop_file, tty=estop_tty, forward_keys=self.teleop == "keyboard",
-                                   heartbeat_timeout_s=self.estop_heartbeat_s)
-                 if self.estop_guard else None)
-        try:
-            viz = open_deploy_viz(cfg, self.run_dir)
-            keys = guard_key_source(guard) if guard is not None and guard.keys is not None else None
-            device = make_teleop(self.teleop, robot, keys=keys, settings=device_settings(self))
-            if estop_tty is not None:
-                print(f"e-stop: the guard process reads the space bar from {estop_tty}", flush=True)
-            with SafetyLayer(robot, cfg.safety, guard=guard) as safety:
-                if cfg.mode == "learn":
-                    endpoint = ZmqActorEndpoint(cfg.transport.address, cfg.actor_id, spec,
-                                                ZmqSettings.from_config(cfg.transport))
-                try:
-                    with device:
-                        status = StatusLine(enabled=cfg.status,
-                                            log_file=self.log_file or (self.run_dir or Path(".")) / "deploy.log")
-                        on_episode = _episode_sinks(self.episode_log, link)
-                        deployer = Deployer(cfg, safety, device, policy, endpoint=endpoint,
-                                            policy_version=version if cfg.mode == "eval" else 0, status=status,
-                                            viz=viz, on_episode=on_episode, operator_link=link, robot_name=name,
-                                            help_log=self.help_log or (self.run_dir or Path(".")) / "help_scores.jsonl")
-                        if cfg.mode == "eval" and deployer.help is not None and self.run_dir is not None:
-                            critics = load_run_critics(self.run_dir, spec)  # learn mode: the learner sends them
-                            if critics is not None:
-                                deployer.help.load_critic(*critics)
-                        who = f"[{name}] " if name else ""
-                        print(f"{who}deploy ({cfg.mode}): {deployer.controller.mode_hint}", flush=True)
-                        with sigterm_as_ctrl_c():
-                            report = deployer.run()
-                finally:
-                    if endpoint is not None:
-                        endpoint.close()
-        finally:
-            if guard is not None:
-                guard.close()
-            if viz is not None:
-                viz.close()
-                print(f"live view: {viz.where}", flush=True)
-        return report, safety, deployer.interrupted
+        actor = prepare_actor(self, cfg, link, name)
+        return run_prepared_actor(self, cfg, actor, link, name)
 
     def resolved_config(self) -> Any:
         """The :class:`~robot_rl.human_loop.deploy.DeployConfig` both roles run with."""
@@ -204,8 +145,7 @@ class DeployArgs(Command):
         demos = learner_demos(cfg, self.demos, rac=rac) if self.demos is not None else None
         set_deploy_threads(cfg, "learner")
         learner = HILLearner(cfg, self.run_dir, demos=demos, address=self.connect, resume=self.resume)
-        print(f"HIL learner listening on {learner.address} (run directory {self.run_dir}, "
-              f"{learner.stats.demos} demos)", flush=True)
+        print(learner.start_line(), flush=True)
         stop = threading.Event()
         try:
             with sigterm_as_ctrl_c():
@@ -214,10 +154,15 @@ class DeployArgs(Command):
             stats = learner.stats
         finally:
             learner.close()
-        print(f"stopped after {stats.transitions} transitions ({stats.intervened_received} intervened), "
-              f"{stats.updates} updates, weights v{stats.version}; {stats.intervened_sampled}/{stats.rows_sampled} "
-              f"sampled rows were interventions", flush=True)
+        print(learner_summary(stats), flush=True)
         return 0
+
+
+def learner_summary(stats: Any) -> str:
+    """The line printed when the learner stops: what it received, its updates, and what its batches held."""
+    return (f"stopped after {stats.transitions} transitions ({stats.intervened_received} intervened), "
+            f"{stats.updates} updates, weights v{stats.version}; {stats.intervened_sampled}/{stats.rows_sampled} "
+            f"sampled rows were interventions, {stats.demos_sampled} demos")
 
 
 def _episode_sinks(path: Path | None, link: Any) -> Any:

@@ -23,6 +23,11 @@ def finite_obs_rows(obs: Obs, n: int) -> torch.Tensor:
     return ok
 
 
+DEMO_ACTOR_ID = -1
+"""The ``actor_id`` of demonstration rows (loaded from a recording, not sent by an actor): their episode streams never
+meet an actor's in a shared buffer, and a replay tells them from the rows a person intervened on online."""
+
+
 @dataclass
 class TransitionBatch:
     """``B`` transitions.

@@ -18,13 +18,11 @@ import torch
 
 from robot_rl.core.config import ConfigError
 from robot_rl.core.specs import EnvSpec
-from robot_rl.core.transition import TransitionBatch
+from robot_rl.core.transition import DEMO_ACTOR_ID, TransitionBatch
 from robot_rl.data.episode import SEGMENT_CORRECTION, SEGMENT_NONE, SEGMENT_REWIND, Episode, to_transitions
 
 log = logging.getLogger(__name__)
 
-#: Demo rows carry this actor id, so their episode streams never meet an actor's in a shared buffer.
-DEMO_ACTOR_ID = -1
 
 
 @dataclass

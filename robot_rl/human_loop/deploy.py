@@ -42,12 +42,13 @@ from robot_rl.hardware.robot import RobotConfig, TaskRobot
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.sim_arm import SimulatedArmConfig
 from robot_rl.hardware.weight_check import WeightCheckConfig, WeightGate
+from robot_rl.human_loop.deploy_aids import DeployAids, load_deploy_aids
 from robot_rl.human_loop.deploy_policy import load_run_policy, policy_act_fn  # noqa: F401 - load_run_policy: API
 from robot_rl.human_loop.deploy_report import DeployReport, EpisodeRecord, intervention_runs
 from robot_rl.human_loop.devices.base import HearsHelpRequests, TeleopDevice
-from robot_rl.human_loop.help_desk import HelpDesk, OperatorLink
+from robot_rl.human_loop.help_desk import OperatorLink
 from robot_rl.human_loop.help_gate import HelpGateConfig
-from robot_rl.human_loop.intervention import InterventionConfig, InterventionController
+from robot_rl.human_loop.intervention import InterventionConfig, InterventionController, check_leader_kinematics
 from robot_rl.human_loop.observation import policy_spec, robot_spec, select_obs, success_judge  # noqa: F401
 from robot_rl.human_loop.status import StatusLine
 from robot_rl.human_loop.transition_rows import rows_to_batch
@@ -177,31 +178,28 @@ def set_deploy_threads(cfg: DeployConfig, role: str) -> int:
 
 
 class Deployer:
-    """The deploy control loop (see the module docstring). ``endpoint`` is given in learn mode."""
+    """The deploy control loop (see the module docstring); ``aids``: :mod:`~robot_rl.human_loop.deploy_aids`."""
 
     def __init__(self, cfg: DeployConfig, safety: SafetyLayer, device: TeleopDevice, policy: Policy,
                  endpoint: Any = None, policy_version: int = 0, stop: threading.Event | None = None,
                  status: StatusLine | None = None, viz: StepViz | None = None,
                  on_episode: Callable[[EpisodeRecord], None] | None = None, help_log: Path | None = None,
-                 operator_link: OperatorLink | None = None, robot_name: str = "") -> None:
-        if cfg.mode == "learn" and endpoint is None:
-            raise ValueError("mode=learn needs a learner endpoint")
+                 operator_link: OperatorLink | None = None, robot_name: str = "",
+                 aids: DeployAids | None = None) -> None:
         self.cfg = cfg
         self.safety = safety
         self.robot = safety.robot
         self.device = device
         self.policy = policy
         self.endpoint = endpoint
+        """The learner (learn mode); may be set after construction: the CLI connects it once all else is built."""
         self.version = policy_version
         self.stop = stop or threading.Event()
         rc = self.robot.config
         self.controller = InterventionController(device, cfg.intervention, self.robot.control_mode,
                                                  joint_step_rad=rc.max_step_joint_rad, fk=self.robot.forward_kinematics,
                                                  ee_steps=(rc.max_step_m, rc.max_step_rad))
-        if device.takes_over and not device.relative and self.robot.control_mode == "ee_delta" and \
-                self.robot.forward_kinematics(np.asarray(rc.joint_low)) is None:
-            raise ValueError(f"{device.name} (a leader arm) in ee_delta needs the robot's forward kinematics (set "
-                             "robot.arm, e.g. so101), or use robot.control_mode=joint_delta")
+        check_leader_kinematics(device, self.robot)
         self.rate = RateLoop(cfg.safety.control_hz)
         self.deterministic = cfg.deterministic if cfg.deterministic is not None else cfg.mode == "eval"
         self.recorded: deque[dict[str, np.ndarray]] = deque(maxlen=64)
@@ -222,11 +220,8 @@ class Deployer:
         """Stopped by Ctrl-C or SIGTERM (the report covers the finished episodes)."""
         self.collected: list[dict[str, Any]] | None = None
         """Set to a list to keep every transition here too (e.g. to record demonstrations in eval mode)."""
-        self.judge = success_judge(cfg)
-        self.help = (HelpDesk(cfg.help, policy_spec(cfg, self.robot.features), cfg.algo, policy, score_log=help_log,
-                              robot=robot_name or type(self.robot).__name__, link=operator_link,
-                              observed={k: v.shape for k, v in self.robot.features.observation.items()})
-                     if cfg.help.enabled else None)
+        aids = aids or load_deploy_aids(cfg, policy, self.robot, help_log, operator_link, robot_name)
+        self.judge, self.help = aids.judge, aids.help_desk
         """Asks the operator for help (``help.enabled``): the gate, the hold while waiting, the fallback."""
         self._step_events = 0  # safety events of the last step sent (the help gate's ``safety`` score)
         self._ear = device if self.help is not None and isinstance(device, HearsHelpRequests) else None
@@ -432,6 +427,8 @@ class Deployer:
 
     def run(self) -> DeployReport:
         """Run the configured number of episodes (or until ``stop``); always leaves the robot held."""
+        if self.cfg.mode == "learn" and self.endpoint is None:
+            raise ValueError("mode=learn needs a learner endpoint")
         i = 0
         try:
             with self.status:  # drawn while it waits for the learner too: it says where, and for how long

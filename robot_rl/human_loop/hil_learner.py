@@ -33,11 +33,13 @@ import yaml
 from robot_rl.checkpoint import atomic_write_text, list_checkpoints
 from robot_rl.config_io import save_yaml
 from robot_rl.core.config import ActorWarmupConfig, ConfigError
-from robot_rl.core.transition import TransitionBatch
+from robot_rl.core.transition import DEMO_ACTOR_ID, TransitionBatch
 from robot_rl.human_loop.deploy import DeployConfig
 from robot_rl.human_loop.observation import policy_spec
 from robot_rl.loop.learner_driver import LearnerDriver
+from robot_rl.loop.learner_state import check_resumable
 from robot_rl.replay.mixing import MixingSampler
+from robot_rl.replay.persist import replay_sizes
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,9 @@ class HILLearnerStats:
     version: int = 0
     rows_sampled: int = 0
     intervened_sampled: int = 0
+    """Sampled rows a person intervened in while the policy acted (demonstrations not counted)."""
+    demos_sampled: int = 0
+    """Sampled rows of the demonstrations loaded at the start (``--demos``)."""
     demos: int = 0
 
 
@@ -70,7 +75,9 @@ class HILLearner:
             raise ConfigError(f"algo.actor_bc_updates={cfg.algo.actor_bc_updates}: the HIL learner has no offline "
                               "phase for the actor's cloning warm-up; set it to 0 (`robot-rl train --offline DATA` "
                               "runs one)")
-        if not resume and list_checkpoints(self.run_dir):
+        if resume:  # before anything is written: a mistyped --run-dir must not become a fresh run
+            check_resumable(self.run_dir)
+        elif list_checkpoints(self.run_dir):
             raise ConfigError(f"{self.run_dir} holds checkpoints of an earlier run: continue it with "
                               "`robot-rl deploy --role learner --resume` or pick another --run-dir")
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -97,14 +104,14 @@ class HILLearner:
                 # checkpoint still knows on resume which of the demo buffer's rows were demos, not interventions.
                 loaded = len(demos) if demos is not None else 0
                 atomic_write_text(self.run_dir / DEMOS_FILE, json.dumps({"demos": loaded}))
-                if demos is not None and loaded:
-                    storage.add_to("demos", demos.to(device))
+                if demos is not None and loaded:  # marked as demos whoever built them: not counted as interventions
+                    storage.add_to("demos", dataclasses.replace(demos.to(device), actor_id=DEMO_ACTOR_ID))
             self.stats.demos = self._demos_loaded(meta, len(storage.buffers["demos"]))
             if meta is not None:
                 # Counters are the whole run's, like the learner's transitions: the demos loaded at its start,
                 # and the sampling counts so far (the interventions are the demo buffer's other rows).
-                storage.rows_sampled = int(meta.get("rows_sampled", 0))
-                storage.restore_intervened_sampled(int(meta.get("intervened_sampled", 0)))
+                storage.restore_sampled(int(meta.get("rows_sampled", 0)), int(meta.get("intervened_sampled", 0)),
+                                        int(meta.get("demos_sampled", 0)))
             self.stats.intervened_received = len(storage.buffers["demos"]) - self.stats.demos
         elif demos is not None:
             log.warning("algo has no demo buffer (demo_ratio=0): %d demonstrations go to the online buffer",
@@ -116,7 +123,22 @@ class HILLearner:
         self.checkpoint_every_s = checkpoint_every_s
         self._last_ckpt = time.monotonic()
         self._since_publish = 0
+        self.resumed = resume
+        self.stats.transitions, self.stats.updates = self.learner.transitions, self.learner.updates
         self.stats.version = self.learner.publish()
+
+    def start_line(self) -> str:
+        """What the learner prints as it starts: where it listens, and what a resumed run continued from."""
+        where = f"listening on {self.address} (run directory {self.run_dir}, {self.stats.demos} demos)"
+        if not self.resumed:
+            return f"HIL learner {where}"
+        ckpt = self.driver.restored_from
+        source = (f"checkpoint {ckpt.name}" if ckpt is not None
+                  else "its replay alone (killed before its first checkpoint: the networks start fresh)")
+        held = ", ".join(f"{name} {n}" for name, n in replay_sizes(self.learner.storage).items())
+        return (f"HIL learner resumed from {source}: {self.stats.transitions} transitions "
+                f"({self.stats.intervened_received} intervened), {self.stats.updates} updates, now publishing weights "
+                f"v{self.stats.version}; replay rows: {held}; {where}")
 
     def _demos_loaded(self, meta: dict[str, Any] | None, held: int) -> int:
         """Demonstrations loaded at the run's start (the demo buffer's other ``held`` rows are interventions)."""
@@ -144,6 +166,7 @@ class HILLearner:
         if isinstance(storage, MixingSampler):  # RLPD's 50/50 draw: how many sampled rows a human acted in
             self.stats.rows_sampled = storage.rows_sampled
             self.stats.intervened_sampled = storage.intervened_sampled
+            self.stats.demos_sampled = storage.demos_sampled
         self._since_publish += done
         self.stats.updates = self.learner.updates
         if self._since_publish >= self.publish_every:
@@ -156,7 +179,8 @@ class HILLearner:
         """Commit the replay, then save what a resume needs (and the actor weights `deploy --mode eval` loads)."""
         self._last_ckpt = time.monotonic()
         return self.driver.checkpoint({"demos": self.stats.demos, "rows_sampled": self.stats.rows_sampled,
-                                       "intervened_sampled": self.stats.intervened_sampled})
+                                       "intervened_sampled": self.stats.intervened_sampled,
+                                       "demos_sampled": self.stats.demos_sampled})
 
     def serve(self, stop: threading.Event, max_s: float | None = None) -> HILLearnerStats:
         """Learn until ``stop`` is set (or ``max_s``); checkpoint on the way out."""

@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -91,6 +92,27 @@ def leader_ee_step(fk: Callable[[np.ndarray], np.ndarray | None], leader: np.nda
     return np.clip(step, -1.0, 1.0)
 
 
+def check_device_mode(device: TeleopDevice, control_mode: str) -> None:
+    """Raise ``ValueError`` unless ``device`` can take over a robot in ``control_mode`` (no connection needed)."""
+    if device.takes_over and device.relative and control_mode != "ee_delta":
+        raise ValueError("relative teleop devices need the ee_delta control mode (deltas on the measured pose)")
+    if device.takes_over and not device.relative and control_mode not in ("joint_delta", "ee_delta"):
+        raise ValueError(f"{device.name} is absolute (joint positions): it intervenes in "
+                         "robot.control_mode=joint_delta or ee_delta, stepping the follower towards it")
+
+
+def check_leader_kinematics(device: TeleopDevice, robot: Any) -> None:
+    """Raise ``ValueError`` if ``device`` (a leader arm) would drive ``robot`` in ee_delta without its kinematics.
+
+    Some robots compute their forward kinematics on their controller (an xArm): call it once ``robot`` is connected.
+    """
+    rc = robot.config
+    if device.takes_over and not device.relative and robot.control_mode == "ee_delta" and \
+            robot.forward_kinematics(np.asarray(rc.joint_low)) is None:
+        raise ValueError(f"{device.name} (a leader arm) in ee_delta needs the robot's forward kinematics (set "
+                         "robot.arm, e.g. so101), or use robot.control_mode=joint_delta")
+
+
 class InterventionController:
     """Merges a policy and a teleop device into one action per step.
 
@@ -105,11 +127,7 @@ class InterventionController:
                  control_mode: str = "ee_delta", joint_step_rad: float = 0.05,
                  fk: Callable[[np.ndarray], np.ndarray | None] | None = None,
                  ee_steps: tuple[float, float] = (0.01, 0.05)) -> None:
-        if device.takes_over and device.relative and control_mode != "ee_delta":
-            raise ValueError("relative teleop devices need the ee_delta control mode (deltas on the measured pose)")
-        if device.takes_over and not device.relative and control_mode not in ("joint_delta", "ee_delta"):
-            raise ValueError(f"{device.name} is absolute (joint positions): it intervenes in "
-                             "robot.control_mode=joint_delta or ee_delta, stepping the follower towards it")
+        check_device_mode(device, control_mode)
         self.device = device
         self.config = config or InterventionConfig()
         self.control_mode = control_mode

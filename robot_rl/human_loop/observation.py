@@ -102,9 +102,15 @@ class SuccessJudge:
         return bool(decision[0])
 
 
-def success_judge(cfg: DeployConfig) -> SuccessJudge | None:
-    """The step-by-step success judge of ``cfg``'s classifier (``reward_source=classifier``), or None."""
+def success_judge(cfg: DeployConfig, observed: Any = None) -> SuccessJudge | None:
+    """The step-by-step success judge of ``cfg``'s classifier (``reward_source=classifier``), or None.
+
+    ``observed``: the robot's observation keys; a classifier that reads a camera not among them is refused here,
+    before the robot connects, instead of at the first step.
+    """
     loaded = _load_classifier(cfg)
+    if loaded is not None and observed is not None:
+        _missing(loaded[1], observed)
     return None if loaded is None else SuccessJudge(*loaded)
 
 

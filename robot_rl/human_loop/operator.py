@@ -65,11 +65,11 @@ def start_estop_guard(robot: Any, trigger_file: Path | None, tty: str | None = N
 
     if heartbeat_timeout_s < 0:  # before connecting: a bad flag should not touch the robot
         raise ConfigError(f"--estop-heartbeat-s must be >= 0 (0 = off), got {heartbeat_timeout_s}")
-    robot.connect()  # the simulator's address (the guard's own connection) exists once it runs
-    if isinstance(robot, EmergencyStoppable):
-        command: Any = robot.emergency_stop_command()
-    else:
+    stoppable = isinstance(robot, EmergencyStoppable)  # checked before connecting: nothing to power up in vain
+    if not stoppable:
         raise ConfigError(f"{type(robot).__name__} has no emergency-stop command for the guard process")
+    robot.connect()  # the simulator's address (the guard's own connection) exists once it runs
+    command: Any = robot.emergency_stop_command()
     cfg = EStopGuardConfig(trigger_file=str(trigger_file) if trigger_file else None, tty=tty,
                            heartbeat_timeout_s=heartbeat_timeout_s)
     guard = EStopGuard(command, cfg, forward_keys=forward_keys and tty is not None)

@@ -44,6 +44,8 @@ class LearnerDriver:
         self.learner = Learner(algo, spec, link.endpoint, device, num_envs_total)
         self.persisted, self._replay_chunks = attach_run_replay(self.learner, algo, self.run_dir, replay, resume,
                                                                 resume_command)
+        self.restored_from: Path | None = None
+        """The checkpoint :meth:`restore` loaded (None: a fresh run, or one resumed from its replay alone)."""
 
     def restore(self, checkpoint: bool = True) -> dict[str, Any] | None:
         """Load the newest checkpoint and the replay's chunk windows; the checkpoint's metadata, or None.
@@ -54,7 +56,10 @@ class LearnerDriver:
         """
         restored = restore_learner(self.run_dir, self.algo, self.learner, self.persisted) if checkpoint else None
         restore_stored_chunks(self.learner, self._replay_chunks)
-        return None if restored is None else restored[1]
+        if restored is None:
+            return None
+        self.restored_from = restored[2]
+        return restored[1]
 
     def checkpoint(self, meta: dict[str, Any] | None = None) -> Path:
         """Commit the replay's pending rows, then a checkpoint of everything a resume needs (+ ``meta``).

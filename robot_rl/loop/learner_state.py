@@ -90,9 +90,23 @@ def attach_run_replay(learner: Learner, algo: Algorithm, run_dir: Path, rc: Repl
     return True, durable_chunks(reports, learner.storage)
 
 
+def check_resumable(run_dir: Path) -> None:
+    """Raise :class:`ConfigError` unless ``run_dir`` holds what a resume continues: a checkpoint or replay on disk.
+
+    Called before anything is written: a mistyped directory under ``--resume`` must not become a fresh run. A
+    run killed before its first checkpoint is still resumable by the replay it committed.
+    """
+    run_dir = Path(run_dir)
+    if list_checkpoints(run_dir) or has_replay_on_disk(run_dir / "replay"):
+        return
+    what = "does not exist" if not run_dir.exists() else "holds no checkpoint and no replay"
+    raise ConfigError(f"--resume: {run_dir} {what}, so there is nothing to resume; check the path, or start a "
+                      "new run without --resume")
+
+
 def restore_learner(run_dir: Path, algo: Algorithm, learner: Learner, persisted: bool
-                    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """Load the newest checkpoint of ``run_dir`` into ``algo`` and ``learner``; ``(state, meta)`` or None.
+                    ) -> tuple[dict[str, Any], dict[str, Any], Path] | None:
+    """Load the newest checkpoint of ``run_dir`` into ``algo`` and ``learner``; ``(state, meta, path)`` or None.
 
     None when the run was killed before its first checkpoint (the replay, already reloaded, is kept and
     the networks start fresh). Raises :class:`CheckpointError` if the restored algorithm state does not
@@ -116,7 +130,7 @@ def restore_learner(run_dir: Path, algo: Algorithm, learner: Learner, persisted:
     _report_replay_resume(algo, learner, persisted, state.get("replay"))
     log.info("resumed from %s at %d env steps, %d updates, policy version %d, algo digest %s, replay %s",
              path, learner.transitions, learner.updates, learner.version, digest, replay_sizes(learner.storage))
-    return state, meta
+    return state, meta, path
 
 
 def _report_replay_resume(algo: Algorithm, learner: Learner, persisted: bool, saved: dict[str, Any] | None) -> None:

@@ -36,6 +36,7 @@ from robot_rl.loop.evaluate import EvalResult
 from robot_rl.loop.evaluator import Evaluator
 from robot_rl.loop.jsrl import JSRL_GUIDE_FILE, OFFLINE_GUIDE
 from robot_rl.loop.learner_driver import LearnerDriver
+from robot_rl.loop.learner_state import check_resumable
 from robot_rl.loop.offline_phase import check_actor_warmup
 from robot_rl.loop.progress import TrainProgress, transport_summary
 from robot_rl.loop.run_context import (
@@ -92,6 +93,8 @@ class InProcessRunner:
         self.device = resolve_device(cfg.run.device)
         set_torch_threads(cfg, self.device)
         seed_everything(env_seed(cfg.run.seed, data_parallel))  # ranks explore and sample their replay apart
+        if resume and self.is_main:  # before the run directory is touched (a rank > 0's own directory may be new)
+            check_resumable(Path(run_dir) if run_dir is not None else RunContext.default_dir(cfg))
         self.context = RunContext(cfg, run_dir, resume)
         self.run_dir = self.context.run_dir
         try:
@@ -479,6 +482,7 @@ def train(cfg: TrainConfig | None = None, resume_dir: Path | None = None) -> Tra
     Started as one of several torchrun ranks (or with ``run.distributed=ddp``), this process trains as its rank.
     """
     if resume_dir is not None:
+        check_resumable(resume_dir)  # every rank, before any joins the process group
         cfg = cfg or load_run_config(resume_dir)
     cfg = cfg or TrainConfig()
     dp = data_parallel_for(cfg)

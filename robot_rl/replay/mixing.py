@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from robot_rl.core.transition import TransitionBatch
+from robot_rl.core.transition import DEMO_ACTOR_ID, TransitionBatch
 from robot_rl.replay.buffer import ReplayBuffer, concat_batches
 
 
@@ -16,6 +16,10 @@ class MixingSampler:
     ``add`` stores every row in ``online`` and, when ``route_interventions_to`` names a buffer, also
     copies the rows with ``intervened`` set there (HIL-SERL keeps human corrections in the demo
     buffer as well as the online one). ``add_to(name, batch)`` loads demonstrations directly.
+
+    ``intervened_sampled`` counts the sampled rows a person intervened in while the policy acted; rows of loaded
+    demonstrations (``actor_id == DEMO_ACTOR_ID``, flagged intervened too when recorded by teleop) are counted
+    apart, in ``demos_sampled``.
 
     Per batch of ``B`` rows, buffer ``k`` contributes ``round(p_k · B)`` rows, with the rounding
     remainder given by largest fractional part (so the counts always sum to ``B``); an empty buffer's
@@ -36,7 +40,9 @@ class MixingSampler:
         self.online = online
         self.route_interventions_to = route_interventions_to
         self.rows_sampled = 0
-        self._intervened_sampled: torch.Tensor | int = 0  # a device tensor: counting never syncs the GPU
+        # Device tensors: counting never syncs the GPU.
+        self._intervened_sampled: torch.Tensor | int = 0
+        self._demos_sampled: torch.Tensor | int = 0
 
     @property
     def persisted(self) -> bool:
@@ -74,20 +80,36 @@ class MixingSampler:
 
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> TransitionBatch:
         """``batch_size`` rows, ``counts(batch_size)[k]`` of them from buffer ``k``."""
-        parts = [self.buffers[k].sample(n, generator) for k, n in self.counts(batch_size).items() if n > 0]
+        parts = []
+        for k, n in self.counts(batch_size).items():
+            if n <= 0:
+                continue
+            buffer = self.buffers[k]
+            idx = buffer.sample_indices(n, generator)
+            part = buffer.gather(idx)
+            # A recorded demonstration is flagged intervened too (a person acted in every step): told apart by
+            # its actor id, so the intervention count is only what a person corrected while the policy acted.
+            demo = buffer.actor_ids(idx) == DEMO_ACTOR_ID
+            self._demos_sampled = self._demos_sampled + demo.sum()
+            self._intervened_sampled = self._intervened_sampled + (part.intervened & ~demo).sum()
+            parts.append(part)
         batch = concat_batches(parts)
         self.rows_sampled += len(batch)
-        self._intervened_sampled = self._intervened_sampled + batch.intervened.sum()
         return batch
 
     @property
     def intervened_sampled(self) -> int:
-        """Sampled rows a human acted in, since construction (HIL-SERL's learner logs the share)."""
+        """Sampled rows a person intervened in while the policy acted (not demonstrations), since construction."""
         return int(self._intervened_sampled)
 
-    def restore_intervened_sampled(self, count: int) -> None:
-        """Continue the count from a resumed run's checkpoint."""
-        self._intervened_sampled = count
+    @property
+    def demos_sampled(self) -> int:
+        """Sampled rows of loaded demonstrations (``DEMO_ACTOR_ID``), since construction."""
+        return int(self._demos_sampled)
+
+    def restore_sampled(self, rows: int, intervened: int, demos: int) -> None:
+        """Continue the sampling counts from a resumed run's checkpoint."""
+        self.rows_sampled, self._intervened_sampled, self._demos_sampled = rows, intervened, demos
 
     def state_dict(self) -> dict[str, Any]:
         """Every buffer's state, by name."""

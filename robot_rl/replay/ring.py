@@ -101,6 +101,10 @@ class ReplayRing:
         """Observation slots ever written (≈ rows + episode starts)."""
         return self._o
 
+    def actor_ids(self, idx: torch.Tensor) -> torch.Tensor:
+        """``[B]`` int64: the actor id each row at ring positions ``idx`` came from (demos: ``DEMO_ACTOR_ID``)."""
+        return self._rows["actor_id"].index_select(0, idx)
+
     def _slot_floor(self) -> int:
         return max(self._o - self.obs_capacity, self._o_lo)
 
