@@ -42,6 +42,7 @@ from robot_rl.core.registry import UnknownNameError
 from robot_rl.core.specs import SpecMismatchError
 from robot_rl.core.transport import HandshakeRefused
 from robot_rl.replay.durable import DiskFullError
+from robot_rl.sims.mujoco.render import RenderingUnavailableError
 
 #: Every verb, in the order `robot-rl --help` lists them.
 VERBS: dict[str, type[Command]] = {
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"robot-rl: disk full: {e}", file=sys.stderr)
         return 2
     except (ConfigError, UnknownNameError, SpecMismatchError, FileNotFoundError, ValueError, TimeoutError,
-            HandshakeRefused) as e:
+            HandshakeRefused, RenderingUnavailableError) as e:
         print(f"robot-rl: error: {e}", file=sys.stderr)
         return 2
 

@@ -98,6 +98,7 @@ class DistillArgs(Command):
 
     def run(self) -> int:
         """Distil with a progress bar and print the report; 2 on bad input, 1 when the export failed."""
+        from rich.markup import escape  # descriptions are rich markup: a [bracket] in the text is not a style
         from rich.progress import Progress
 
         from robot_rl.checkpoint import CheckpointError
@@ -114,8 +115,8 @@ class DistillArgs(Command):
                         print(f"{stage} {done}/{total}: {info}", file=sys.stderr, flush=True)
                         return
                     if stage not in tasks:
-                        tasks[stage] = bar.add_task(stage, total=total)
-                    bar.update(tasks[stage], completed=done, description=f"{stage}: {info}")
+                        tasks[stage] = bar.add_task(escape(stage), total=total)
+                    bar.update(tasks[stage], completed=done, description=escape(f"{stage}: {info}"))
 
                 report = distill(cfg, progress=progress)
         except (DistillError, CheckpointError) as e:

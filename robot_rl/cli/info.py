@@ -72,11 +72,13 @@ def print_config(cfg: Any, as_yaml: bool) -> None:
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table("key", "value", "meaning", show_lines=False)
     for name, section in sections.items():
         for key, value, doc in describe(section, f"{name}." if name else ""):
-            table.add_row(key, repr(value) if isinstance(value, str) else str(value), doc)
+            # Text, never markup: a doc's ``["state"]`` or a value's [mujoco] is data, not a rich style tag.
+            table.add_row(Text(key), Text(repr(value) if isinstance(value, str) else str(value)), Text(doc))
     Console(width=max(160, Console().width)).print(table)
 
 
@@ -95,18 +97,36 @@ class TasksArgs(Command):
     def run(self) -> int:
         """Print the task table."""
         from rich.console import Console
-        from rich.table import Table
 
         from robot_rl.sims.extras import task_catalog
 
-        table = Table("task", "backend", "installed", "ids", "install", "what", show_lines=False)
-        for row in task_catalog():
-            if self.missing and row.installed:
-                continue
-            table.add_row(", ".join(row.names), row.backend, "yes" if row.installed else "no", row.id_hint,
-                          row.install if not row.installed else "", row.summary)
-        Console().print(table)
+        Console().print(task_table([row for row in task_catalog() if not (self.missing and row.installed)]))
         return 0
+
+
+def task_table(rows: list[Any]) -> Any:
+    """`robot-rl tasks`' table: a task's names, then its backend, ids, install line and summary under each other.
+
+    Two columns, so that at 80 columns the text wraps in one wide cell instead of six narrow ones. Every cell is
+    a :class:`~rich.text.Text`: ``pip install 'robot-rl[mujoco]'`` must not lose ``[mujoco]`` as a markup tag.
+    """
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table("task", "backend, install, what", box=box.SIMPLE_HEAD, show_lines=True, show_edge=False)
+    table.columns[0].no_wrap = True
+    for row in rows:
+        about = Text(row.backend)
+        about.append(" (installed)" if row.installed else " (not installed)",
+                     style="green" if row.installed else "yellow")
+        if row.id_hint:
+            about.append(f"\nids: {row.id_hint}")
+        if not row.installed and row.install:
+            about.append(f"\ninstall: {row.install}")
+        about.append(f"\n{row.summary}")
+        table.add_row(Text("\n".join(row.names), style="bold"), about)
+    return table
 
 
 @dataclass

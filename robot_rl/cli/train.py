@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -71,8 +72,10 @@ class TrainArgs(Command):
             return 0  # a rank > 0 of a data-parallel run: rank 0 reports
         ev = result.last_eval
         status = "reached the success threshold" if result.reached_threshold else f"stopped ({result.stop_reason})"
-        print(f"{status} after {result.env_steps:,} env steps, {result.updates:,} updates, {result.wall_s:.0f}s"
-              + (f"; eval success {ev.success_rate:.0%}, return {ev.mean_return:.2f}" if ev else ""))
+        # Two lines, each within 80 columns.
+        print(f"{status} after {result.env_steps:,} env steps, {result.updates:,} updates, {result.wall_s:.0f}s")
+        if ev is not None:
+            print(f"last eval: success {ev.success_rate:.0%}, return {ev.mean_return:.2f}")
         print(f"run written to {result.run_dir}")
         return 0
 
@@ -106,11 +109,17 @@ class EvalArgs(Command):
     """Device to evaluate on."""
 
     def run(self) -> int:
-        """Evaluate and print success, return and length."""
+        """Evaluate and print success, return and length; 2 when a package it needs is missing."""
         from robot_rl.loop.eval_run import evaluate_run
 
-        result = evaluate_run(self.run_dir, episodes=self.episodes, seed=self.seed, device=self.device,
-                              video=self.video, video_episodes=self.video_episodes)
+        try:
+            result = evaluate_run(self.run_dir, episodes=self.episodes, seed=self.seed, device=self.device,
+                                  video=self.video, video_episodes=self.video_episodes)
+        except ImportError as e:  # an extra that is not installed (the video writer's, the task's simulator)
+            if (e.name or "").startswith("robot_rl"):
+                raise  # our own import broke: a bug keeps its traceback
+            print(f"robot-rl eval: error: {e}", file=sys.stderr)
+            return 2
         print(f"{self.episodes} episodes: success {result.success_rate:.1%}, return {result.mean_return:.3f}, "
               f"length {result.mean_length:.1f}")
         if self.video:

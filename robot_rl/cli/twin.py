@@ -72,6 +72,7 @@ class TwinFitArgs(Command):
 
     def run(self) -> int:
         """Fit with a progress bar, print the table, write the files."""
+        from rich.markup import escape  # descriptions are rich markup: a [bracket] in the text is not a style
         from rich.progress import Progress
 
         from robot_rl.twin.calibrate import calibrate
@@ -83,8 +84,8 @@ class TwinFitArgs(Command):
 
             def progress(stage: str, done: int, total: int, best: float) -> None:
                 if stage not in tasks:
-                    tasks[stage] = bar.add_task(stage, total=total)
-                bar.update(tasks[stage], completed=done, description=f"{stage}: loss {best:.4g}")
+                    tasks[stage] = bar.add_task(escape(stage), total=total)
+                bar.update(tasks[stage], completed=done, description=escape(f"{stage}: loss {best:.4g}"))
 
             report, _ = calibrate(cfg, progress)
         print(format_report(report))

@@ -32,6 +32,8 @@ import numpy as np
 ALLOWED_DTYPES = ("float32", "float64", "uint8", "bool", "int64")
 #: Physics may fall this far behind the wall clock (a long render, a busy machine) before it skips ahead.
 MAX_LAG_S = 0.25
+#: The line the server prints instead of ``READY <address>`` when its cameras cannot render, then the reason.
+NO_RENDERING = "NO-RENDERING"
 #: With no request due, the server wakes this often (wall-clock seconds) to advance the physics.
 IDLE_S = 0.005
 
@@ -48,7 +50,9 @@ def make_renderers(mujoco: Any, model: Any, data: Any, cameras: dict[str, Any]) 
     The first render of a GL context costs ~100 ms on OSMesa (context and buffers set up); paid here, at start,
     it never lands on the first control tick as a missed period.
     """
-    renderers = {name: mujoco.Renderer(model, height=int(h), width=int(w)) for name, (h, w) in cameras.items()}
+    from robot_rl.sims.mujoco.render import new_renderer
+
+    renderers = {name: new_renderer(mujoco, model, int(h), int(w)) for name, (h, w) in cameras.items()}
     render_cameras(renderers, data)
     return renderers
 
@@ -112,10 +116,10 @@ class SimArmWorld:
     """The physics, controller and pick task of one simulated arm (no networking)."""
 
     def __init__(self, cfg: dict[str, Any]) -> None:
-        from robot_rl.sims.mujoco.render import choose_gl
+        from robot_rl.sims.mujoco.render import choose_gl, import_mujoco
 
         choose_gl("cpu")
-        import mujoco
+        mujoco = import_mujoco()
 
         from robot_rl.sims.mujoco.scene import build_model
 
@@ -363,7 +367,13 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m robot_rl.hardware.sim_arm_server '<json config>'", file=sys.stderr)
         return 2
-    server = SimArmServer(json.loads(args[0]))
+    from robot_rl.sims.mujoco.render import RenderingUnavailableError
+
+    try:
+        server = SimArmServer(json.loads(args[0]))
+    except RenderingUnavailableError as e:  # the client raises it again: one line, no traceback
+        print(f"{NO_RENDERING} {e}", flush=True)
+        return 2
     print(f"READY {server.address}", flush=True)
     server.serve()
     sys.stdout.flush()

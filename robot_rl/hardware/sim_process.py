@@ -71,6 +71,9 @@ class SimProcess:
             raise
 
     def _spawn(self) -> tuple[subprocess.Popen[str], str]:
+        from robot_rl.hardware.sim_arm_server import NO_RENDERING
+        from robot_rl.sims.mujoco.render import RenderingUnavailableError
+
         cfg = self._server_config()
         env = dict(os.environ)
         if "MUJOCO_GL" not in env:
@@ -92,6 +95,9 @@ class SimProcess:
         deadline = time.monotonic() + self.config.start_timeout_s
         while time.monotonic() < deadline:
             if proc.poll() is not None:
+                for rest in proc.stdout.read().splitlines():
+                    if rest.startswith(f"{NO_RENDERING} "):  # no OpenGL for its cameras: the server's one line
+                        raise RenderingUnavailableError(rest.split(" ", 1)[1])
                 raise RobotError(f"the simulated arm process exited with code {proc.returncode} while starting "
                                  "(see its stderr above; MuJoCo needs `pip install 'robot-rl[mujoco]'` and, "
                                  "headless, libosmesa6 with MUJOCO_GL=osmesa)")
@@ -100,6 +106,9 @@ class SimProcess:
                 line = proc.stdout.readline().strip()
                 if line.startswith("READY "):
                     return proc, line.split(" ", 1)[1]
+                if line.startswith(f"{NO_RENDERING} "):
+                    proc.wait(timeout=self.config.start_timeout_s)
+                    raise RenderingUnavailableError(line.split(" ", 1)[1])
         proc.kill()
         raise RobotError(f"the simulated arm did not start within {self.config.start_timeout_s:.0f}s")
 

@@ -103,10 +103,10 @@ class So101World:
     """Physics, servos and pick task of one simulated SO-101 (no networking); the server's ``world``."""
 
     def __init__(self, cfg: dict[str, Any]) -> None:
-        from robot_rl.sims.mujoco.render import choose_gl
+        from robot_rl.sims.mujoco.render import choose_gl, import_mujoco
 
         choose_gl("cpu")
-        import mujoco
+        mujoco = import_mujoco()
 
         self._mj = mujoco
         self.cfg = cfg

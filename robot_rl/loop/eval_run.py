@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -14,6 +15,8 @@ from robot_rl.policy_io import load_policy
 def evaluate_run(run_dir: Path, episodes: int = 100, seed: int = 12345, device: str = "cpu",
                  video: Path | None = None, video_episodes: int = 3, fps: int = 20) -> EvalResult:
     """Score the newest verifiable checkpoint of ``run_dir``; write ``video`` if given."""
+    if video is not None:
+        video_writer()  # missing, it fails now rather than after the evaluation episodes
     cfg = load_run_config(run_dir)
     dev = resolve_device(device)
     env = cfg.make_env(dev, seed, num_envs=min(episodes, 256), role="eval")
@@ -27,16 +30,24 @@ def evaluate_run(run_dir: Path, episodes: int = 100, seed: int = 12345, device: 
     return result
 
 
+def video_writer() -> Any:
+    """The ``imageio.v2`` module, with the FFmpeg plugin its mp4 writer needs; or an ImportError naming the extra."""
+    try:
+        import imageio.v2 as imageio
+        import imageio_ffmpeg  # noqa: F401  (get_writer's libx264 backend)
+    except ImportError as e:
+        raise ImportError(f"saving a video needs imageio and imageio-ffmpeg ({e.name} is not installed): "
+                          "pip install 'robot-rl[video]'") from None
+    return imageio
+
+
 def write_video(env: object, policy: object, path: Path, episodes: int, fps: int) -> None:
     """Record ``episodes`` episodes of a one-env instance to an mp4."""
     from robot_rl.core.algorithm import Policy
     from robot_rl.core.env import VecEnv
 
     assert isinstance(env, VecEnv) and isinstance(policy, Policy)
-    try:
-        import imageio.v2 as imageio
-    except ImportError:
-        raise RuntimeError("saving a video needs imageio: pip install 'robot-rl[video]'") from None
+    imageio = video_writer()
     frames: list[torch.Tensor] = []
     evaluate(policy, env, episodes, frames=frames)
     if not frames:

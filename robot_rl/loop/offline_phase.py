@@ -80,6 +80,7 @@ def pretrain(algo: Any, data: OfflineData, cfg: OfflineConfig, batch_size: int, 
     several ranks, each holding the same data; every update draws ``batch_size`` rows for each rank and this rank
     trains on its own (``ranks × batch_size`` rows an update in all, as online).
     """
+    from rich.markup import escape  # descriptions are rich markup: a [bracket] in the text is not a style
     from rich.progress import Progress
 
     g = torch.Generator().manual_seed(seed)
@@ -102,7 +103,7 @@ def pretrain(algo: Any, data: OfflineData, cfg: OfflineConfig, batch_size: int, 
                 curve.append(point)
                 keys = ("critic_loss", "q_mean", "heldout_td", "heldout_td_rel")
                 shown = "  ".join(f"{k} {point[k]:.3g}" for k in keys if k in point)
-                bar.update(task, description=f"offline updates  {shown}")
+                bar.update(task, description=escape(f"offline updates  {shown}"))
                 if not show and progress is None:  # a log file or a pipe: a line per point instead of a bar
                     print(f"offline update {u:,}/{cfg.updates:,}: {shown}", file=sys.stderr, flush=True)
                 if on_point is not None:

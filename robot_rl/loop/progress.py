@@ -6,26 +6,56 @@ import time
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+#: The metrics kept first when the line is narrow: the run's progress toward success before its losses.
+PRIORITY = ("success", "return")
+#: Bar widths: full, and on a terminal narrower than ``WIDE`` columns.
+BAR, NARROW_BAR, WIDE = 24, 10, 120
+
+
+def fit_fields(fields: list[tuple[str, str]], width: int) -> str:
+    """``fields`` (``(name, text)`` in display order) that fit in ``width`` columns, two spaces apart.
+
+    Whole fields or none: those named in :data:`PRIORITY` are taken first, then the others in order, so a
+    narrow terminal drops the losses before the success rate (never half a number, as rich's ellipsis did).
+    """
+    first = [i for name in PRIORITY for i, (n, _) in enumerate(fields) if n == name]
+    order = first + [i for i in range(len(fields)) if i not in first]
+    kept: set[int] = set()
+    used = 0
+    for i in order:
+        need = len(fields[i][1]) + (2 if kept else 0)
+        if used + need <= width:
+            kept.add(i)
+            used += need
+    return "  ".join(text for i, (_, text) in enumerate(fields) if i in kept)
 
 
 class TrainProgress:
-    """A rich progress bar over the env-step budget with the latest metrics beside it."""
+    """A rich progress bar over the env-step budget with the latest metrics beside it.
+
+    The step count and the elapsed time always show; after them, as many of the rate, return, success and the
+    losses as fit the terminal's width (:func:`fit_fields`).
+    """
 
     def __init__(self, total_steps: int, start_steps: int = 0, enabled: bool = True) -> None:
         self.enabled = enabled
         self.console = Console(stderr=True)
+        bar = BAR if self.console.width >= WIDE else NARROW_BAR
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
-            BarColumn(bar_width=24),
-            TextColumn("{task.completed:>9,.0f}/{task.total:,.0f} steps"),
-            TextColumn("{task.fields[rate]:>7} st/s"),
+            BarColumn(bar_width=bar),
+            TextColumn("{task.completed:,.0f}/{task.total:,.0f} steps"),
             TimeElapsedColumn(),
-            TextColumn("{task.fields[metrics]}"),
+            TextColumn("{task.fields[tail]}"),
             console=self.console,
             disable=not enabled,
             refresh_per_second=4,
         )
+        # What the columns before the metrics take at most: name, bar, steps, a clock under 10 h, 4 gaps.
+        self._fixed = len("train") + bar + len(f"{total_steps:,}/{total_steps:,} steps") + len("0:00:00") + 4
         self._task: TaskID | None = None
         self._total = total_steps
         self._start = start_steps
@@ -33,8 +63,7 @@ class TrainProgress:
 
     def __enter__(self) -> TrainProgress:
         self._progress.__enter__()
-        self._task = self._progress.add_task("train", total=self._total, completed=self._start, rate="-",
-                                             metrics="")
+        self._task = self._progress.add_task("train", total=self._total, completed=self._start, tail="")
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -46,12 +75,14 @@ class TrainProgress:
             return
         elapsed = max(time.monotonic() - self._t0, 1e-6)
         rate = (steps - self._start) / elapsed
-        text = "  ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())
-        self._progress.update(self._task, completed=steps, rate=f"{rate:,.0f}", metrics=text)
+        fields = [("rate", f"{rate:,.0f} st/s")]
+        fields += [(k, f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}") for k, v in metrics.items()]
+        tail = fit_fields(fields, self.console.width - self._fixed - 1)
+        self._progress.update(self._task, completed=steps, tail=escape(tail))
 
     def print(self, message: str) -> None:
-        """Print a line above the bar."""
-        self.console.print(message)
+        """Print a line above the bar (as it is: a path's [brackets] are not markup)."""
+        self.console.print(message, markup=False)
 
 
 def transport_summary(m: dict[str, float]) -> str:

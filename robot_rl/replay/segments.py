@@ -337,7 +337,9 @@ class SegmentLog:
         self._marks = []
         self._start = (buffer.transitions_written, buffer.slots_written)
         self.write_manifest()
-        (log.warning if report.dropped_segments else log.info)("replay %s", report.summary())
+        # A fresh run's empty directory is not news on the console (a run logs INFO there); a resume's rows are.
+        level = logging.WARNING if report.dropped_segments else logging.INFO if report.transitions else logging.DEBUG
+        log.log(level, "replay %s", report.summary())
         return report
 
     def _manifest_names(self) -> list[str]:

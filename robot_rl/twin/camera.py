@@ -122,12 +122,11 @@ class CameraScorer:
     """Renders the logged scenes from candidate cameras and scores them against the logged frames."""
 
     def __init__(self, cfg: MujocoTaskConfig, camera: str, states: np.ndarray, frames: np.ndarray) -> None:
-        import mujoco
-
-        from robot_rl.sims.mujoco.render import CameraRenderer, choose_gl
+        from robot_rl.sims.mujoco.render import CameraRenderer, choose_gl, import_mujoco
         from robot_rl.sims.mujoco.scene import build_model
 
-        choose_gl("cpu")
+        choose_gl("cpu")  # before MuJoCo is first imported: it reads MUJOCO_GL then
+        mujoco = import_mujoco()
         self.model, ix = build_model(cfg.objects, cfg.timestep)
         if states.shape[1] != cfg.state_dim():
             raise LogError(f"the logged state has {states.shape[1]} numbers, {type(cfg).__name__} has "

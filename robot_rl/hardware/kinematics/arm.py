@@ -39,9 +39,11 @@ _CARTESIAN_STEP_M = 0.04
 
 def _backends() -> tuple[Any, Any]:
     """``(mujoco, mink)``, imported on first use so that ``robot_rl.hardware`` never needs them."""
+    from robot_rl.sims.mujoco.render import import_mujoco
+
     try:
+        mujoco = import_mujoco()  # first: mink's own import of it would fail inside PyOpenGL without libOSMesa
         import mink
-        import mujoco
     except ImportError as e:
         raise ImportError(f"arm kinematics need mujoco and mink, and {e.name} is not installed: {INSTALL_HINT}") from e
     return mujoco, mink

@@ -40,6 +40,7 @@ from robot_rl.sims.mujoco.controller import ArmController, action_dim, index_or_
 from robot_rl.sims.mujoco.params import PARAM_NAMES, param_labels
 from robot_rl.sims.mujoco.readout import Readout
 from robot_rl.sims.mujoco.render import CameraRenderer, choose_gl
+from robot_rl.sims.mujoco.render import import_mujoco as import_mujoco_checking_gl
 from robot_rl.sims.mujoco.scene import FINGER_MAX, build_model
 from robot_rl.sims.mujoco.tasks import MujocoTaskConfig
 
@@ -49,12 +50,11 @@ ARM_STATE_DIM = 16
 
 
 def import_mujoco() -> Any:
-    """``import mujoco``, or an ImportError that names the extra that brings it."""
+    """``import mujoco``, or an ImportError naming the extra that brings it (RenderingUnavailableError: no OpenGL)."""
     try:
-        import mujoco
+        return import_mujoco_checking_gl()
     except ImportError:
         raise ImportError("the mujoco/* tasks need MuJoCo: pip install 'robot-rl[mujoco]'") from None
-    return mujoco
 
 
 class MujocoVecEnv(VecEnv):

@@ -3,6 +3,11 @@
 Images are drawn from each world's ``qpos`` and mocap positions, loaded into one scratch
 ``MjData`` with kinematics rerun, so both backends render the same way and the worker threads
 never touch the OpenGL context (it belongs to the thread that created it: the env's).
+
+Without the OpenGL library the backend needs, MuJoCo fails deep inside PyOpenGL (``import mujoco`` with
+``MUJOCO_GL=osmesa`` and no libOSMesa: ``'NoneType' object has no attribute 'glGetError'``); every place that
+imports MuJoCo for a renderer or creates one turns that into :class:`RenderingUnavailableError`, whose one line
+says what to install, and the CLI prints it as a user error.
 """
 
 from __future__ import annotations
@@ -13,6 +18,53 @@ import sys
 from typing import Any
 
 import numpy as np
+
+#: The library each headless backend loads.
+_GL_LIBRARIES = {"osmesa": ("OSMesa", "libOSMesa"), "egl": ("EGL", "libEGL")}
+#: MUJOCO_GL values that mean GLFW on Linux, which needs a display.
+_GLFW = ("", "glfw", "enable", "enabled", "on", "true", "1")
+_FIX = "headless CPU: `apt-get install libosmesa6` and MUJOCO_GL=osmesa, with an NVIDIA GPU: MUJOCO_GL=egl"
+
+
+class RenderingUnavailableError(RuntimeError):
+    """MuJoCo cannot render here: no OpenGL for the chosen backend. The message is one line saying what to do."""
+
+
+def _missing_library() -> str | None:
+    """The one-line error when ``MUJOCO_GL`` names a headless backend whose library is not installed, else None."""
+    backend = os.environ.get("MUJOCO_GL", "").lower().strip()
+    lib = _GL_LIBRARIES.get(backend)
+    if lib is None or ctypes.util.find_library(lib[0]) is not None:
+        return None
+    return f"MuJoCo cannot render: MUJOCO_GL={backend} but {lib[1]} is not installed; {_FIX}"
+
+
+def gl_unavailable() -> str | None:
+    """Why MuJoCo cannot render here, known before trying (one line naming the fix), or None.
+
+    ``MUJOCO_GL`` names a headless backend whose library is not installed, or (Linux) it means GLFW and there
+    is no display: :func:`choose_gl` left it unset because libOSMesa is missing.
+    """
+    backend = os.environ.get("MUJOCO_GL", "").lower().strip()
+    headless = not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    if backend in _GLFW and headless and sys.platform.startswith("linux"):
+        return f"MuJoCo cannot render: no display and no headless OpenGL (MUJOCO_GL={backend or 'unset'}); {_FIX}"
+    return _missing_library()
+
+
+def import_mujoco() -> Any:
+    """``import mujoco``; :class:`RenderingUnavailableError` when it fails for want of the chosen OpenGL library.
+
+    MuJoCo missing altogether stays an ImportError, for the caller to name the extra that brings it.
+    """
+    try:
+        import mujoco
+    except Exception as e:  # PyOpenGL's import fails with AttributeError when its platform library is absent
+        problem = None if isinstance(e, ImportError) and e.name == "mujoco" else _missing_library()
+        if problem is None:
+            raise
+        raise RenderingUnavailableError(problem) from e
+    return mujoco
 
 
 def choose_gl(device_type: str) -> None:
@@ -31,25 +83,39 @@ def choose_gl(device_type: str) -> None:
     os.environ.setdefault("PYOPENGL_PLATFORM", backend)
 
 
+def new_renderer(mujoco: Any, model: Any, height: int, width: int) -> Any:
+    """``mujoco.Renderer(model, height, width)``, or :class:`RenderingUnavailableError` saying what to install."""
+    problem = gl_unavailable()  # known before trying: GLFW would print its own warnings first
+    if problem is not None:
+        raise RenderingUnavailableError(problem)
+    try:
+        return mujoco.Renderer(model, height=height, width=width)
+    except Exception as e:
+        where = os.environ.get("MUJOCO_GL") or "unset"
+        raise RenderingUnavailableError(f"MuJoCo could not open an OpenGL context ({_first_clause(e)}; "
+                                        f"MUJOCO_GL={where}); {_FIX}") from e
+
+
+def _first_clause(e: BaseException) -> str:
+    """``Type: first clause`` of an exception: mujoco's own errors run to several sentences (one line is the aim)."""
+    try:
+        text = " ".join(str(e).split())
+    except Exception:  # PyOpenGL's EGLError can fail to print itself
+        text = ""
+    clause = text.split(", ")[0].split(". ")[0]
+    return f"{type(e).__name__}: {clause}" if clause else type(e).__name__
+
+
 class CameraRenderer:
     """Renders ``[k, H, W, 3]`` uint8 images of worlds given their ``qpos``/``mocap_pos``."""
 
     def __init__(self, model: Any, camera: str, height: int, width: int) -> None:
-        import mujoco
-
+        mujoco = import_mujoco()
         self._mj = mujoco
         self.model = model
         self.camera = camera
         self.data = mujoco.MjData(model)
-        try:
-            self.renderer = mujoco.Renderer(model, height=height, width=width)
-        except Exception as e:
-            raise RuntimeError(
-                f"MuJoCo could not create an OpenGL context ({type(e).__name__}: {e}). Headless CPU: "
-                "apt-get install libosmesa6 and set MUJOCO_GL=osmesa before importing mujoco; "
-                "GPU: MUJOCO_GL=egl. The current MUJOCO_GL is "
-                f"{os.environ.get('MUJOCO_GL', '(unset)')}."
-            ) from e
+        self.renderer = new_renderer(mujoco, model, height, width)
 
     def render(self, qpos: np.ndarray, mocap_pos: np.ndarray) -> np.ndarray:
         """Images of ``k`` worlds from ``qpos [k, nq]`` and ``mocap_pos [k, nmocap, 3]``."""
