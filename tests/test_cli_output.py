@@ -6,6 +6,7 @@ not markup; and a line too long for the terminal must lose whole, lesser fields,
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from robot_rl.loop.progress import TrainProgress
-from robot_rl.sims.extras import task_catalog
+from robot_rl.sims.extras import TaskInfo
 
 ROBOT_RL = str(Path(sys.executable).with_name("robot-rl"))
 
@@ -26,17 +27,26 @@ def _run(args: list[str], columns: int, cwd: Path | None = None) -> subprocess.C
                           stdin=subprocess.DEVNULL, cwd=cwd)
 
 
+def _fresh_catalog() -> list[TaskInfo]:
+    """The CLI's own catalogue, from a fresh interpreter: tests in this one register tasks (robot_rl.testing's)."""
+    code = ("import dataclasses, json; from robot_rl.sims.extras import task_catalog; "
+            "print(json.dumps([dataclasses.asdict(r) for r in task_catalog()]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    return [TaskInfo(**{**row, "names": tuple(row["names"])}) for row in json.loads(out.stdout)]
+
+
 @pytest.mark.parametrize("columns", [80, 200])
 def test_tasks_keeps_the_install_extras_and_fits_80_columns(columns: int) -> None:
     run = _run(["tasks"], columns)
     assert run.returncode == 0, run.stderr
     out = run.stdout
-    missing = [row for row in task_catalog() if not row.installed]
+    catalog = _fresh_catalog()
+    missing = [row for row in catalog if not row.installed]
     assert missing, "isaacgym (Python 3.8 only) is never installed here"
     for row in missing:
         for extra in re.findall(r"'robot-rl\[[^\]]+\]'", row.install):
             assert extra in out, (extra, out)  # was `pip install 'robot-rl'`: [isaacgym] read as markup
-    for row in task_catalog():
+    for row in catalog:
         for name in row.names:
             assert re.search(rf"^ {re.escape(name)}\s", out, re.M), name  # whole names, one a line
     assert "…" not in out  # nothing cut short
