@@ -100,3 +100,17 @@ def test_the_qemu_commands_run_as_typed(tmp_path: Path) -> None:
     out = _run_block(qemu, tmp_path)
     fields = dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
     assert int(fields["insn_per_forward"]) > 0 and fields["rc"] == "0", out
+
+
+def test_the_which_variant_table_states_the_trained_reach_errors_of_the_benchmark() -> None:
+    """The table's errors are benchmarks/export_variants.py --trained's, over the README's reach actor's seeds."""
+    import json
+
+    data = json.loads((ROOT / "benchmarks" / "results" / "export_variants_trained.json").read_text())
+    runs = [r for name, r in data.items() if name.startswith("reach-s")]
+    assert len(runs) >= 3
+    table = PAGE.read_text().split("### Which variant when", 1)[1].split("\n\n", 2)[1]
+    rows = {line.split("|")[1].strip().strip("`"): line for line in table.splitlines() if line.startswith("| `")}
+    for variant in ("int8", "int8_full", "q15", "q7"):
+        errs = [r["variants"][variant]["recorded"] for r in runs]
+        assert f"{min(errs):#.2g}–{max(errs):#.2g}" in rows[variant], (variant, rows[variant])
