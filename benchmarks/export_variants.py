@@ -18,6 +18,15 @@ Per variant (float32, int8 [MLP only], int8_full, q15, q7), measured in one run 
   MPS2-AN385's Cortex-M3 (QEMU has no M0+ machine with enough RAM; v6-M code is a subset and runs unchanged).
 The section is written between markers in RESULTS_export.md (replaced on a rerun) and the numbers to
 benchmarks/results/export_variants.json.
+
+Trained actors instead (`--trained`): each run's actor exported as `robot-rl export` does it (1,000 random and 1,000
+recorded observations, every variant its architecture takes, no cross builds), the error on the recorded and on the
+random observations apart, and int8_full also calibrated on all of them (as the export did before it took the
+recorded ones alone) for comparison. Its own section in RESULTS_export.md and
+benchmarks/results/export_variants_trained.json:
+
+    for s in 0 1 2; do robot-rl train --name reach-s$s run.seed=$s; done      # the README's default run, 3 seeds
+    .venv/bin/python benchmarks/export_variants.py --trained runs/reach-s0 runs/reach-s1 runs/reach-s2
 """
 
 from __future__ import annotations
@@ -30,11 +39,24 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from robot_rl.core.specs import EnvSpec
-from robot_rl.export.run_export import LoadedActor, export_actor, is_conversion_helper
-from robot_rl.export.toolchain import QEMU_BOARDS, qemu_available, qemu_cost
+from robot_rl.export.c_int8 import generate_int8_c
+from robot_rl.export.graph import MLPGraph
+from robot_rl.export.int8_full import as_vision, calibrate
+from robot_rl.export.run_export import (
+    LoadedActor,
+    export_actor,
+    is_conversion_helper,
+    load_actor,
+    random_observations,
+    recorded_observations,
+    torch_actions,
+)
+from robot_rl.export.toolchain import QEMU_BOARDS, build_vision_harness, qemu_available, qemu_cost
+from robot_rl.export.vision import VisionGraph, extract_graph
 from robot_rl.policies.sac import SACConfig, SACPolicy
 from robot_rl.sims.reach import ReachConfig
 from robot_rl.sims.reach_pixels import ReachPixelsConfig
@@ -43,6 +65,9 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGETS = ("cortex-m4f", "cortex-m7", "cortex-m0plus")
 SHORT = {"cortex-m4f": "M4F", "cortex-m7": "M7", "cortex-m0plus": "M0+"}
 START, END = "<!-- export_variants:start -->", "<!-- export_variants:end -->"
+TRAINED = "<!-- export_variants_trained:start -->", "<!-- export_variants_trained:end -->"
+MLP_VARIANTS = ("float32", "int8", "int8_full", "q15", "q7")
+PIXEL_VARIANTS = ("float32", "int8_full", "q15", "q7")
 M7_HZ, FLASH_LIMIT, RAM_LIMIT = 480e6, 512 * 1024, 128 * 1024
 
 
@@ -181,10 +206,69 @@ def render(results: dict, opts: tuple[str, ...], seconds: float) -> str:
         *verdict(results, opts), END])
 
 
-def write_section(path: Path, section: str) -> None:
+def measure_trained(run_dir: Path, tmp: Path, n_random: int, n_recorded: int, variants: tuple[str, ...] | None) -> dict:
+    """A trained run's actor, exported as `robot-rl export` does it; the error on recorded and random observations."""
+    loaded = load_actor(run_dir)
+    graph = extract_graph(loaded.policy, loaded.spec)
+    pixels = isinstance(graph, VisionGraph)
+    variants = variants or (PIXEL_VARIANTS if pixels else MLP_VARIANTS)
+    t0 = time.time()
+    report = export_actor(loaded.policy, loaded.spec, "c", tmp / run_dir.name, variants=variants,  # type: ignore[arg-type]
+                          num_random=n_random, num_recorded=n_recorded, targets=(), loaded=loaded, graph=graph)
+    print(f"{run_dir}: exported {variants} in {time.time() - t0:.0f} s", flush=True)
+    rows = {v.variant: {"max_abs_err": v.max_abs_err, "recorded": v.max_abs_err_recorded,
+                        "random": v.max_abs_err_random, "bound_max": v.bound_max,
+                        "worst_err_over_bound": v.worst_err_over_bound} for v in report.variants}
+    if "int8_full" in rows:
+        rows["int8_full, calibrated on all"] = _int8_full_calibrated_on_all(loaded, graph, n_random, n_recorded, tmp)
+    return {"run": str(run_dir), "checkpoint": str(loaded.checkpoint), "architecture": report.architecture,
+            "observations": [n_random, report.num_recorded], "variants": rows}
+
+
+def _int8_full_calibrated_on_all(loaded: LoadedActor, graph: MLPGraph | VisionGraph, n_random: int, n_recorded: int,
+                                 tmp: Path) -> dict:
+    """The former calibration, on the same observations as the export's (seed 0): random and recorded together."""
+    rnd = random_observations(loaded.spec, loaded.policy, n_random, 0)
+    rec = recorded_observations(loaded, n_recorded, 0)
+    obs = {k: np.concatenate([rnd[k], rec[k]]) for k in rnd}
+    vision = graph if isinstance(graph, VisionGraph) else as_vision(graph)
+    images = [obs[cam.key] for cam in vision.cameras]
+    state = obs["state"] if vision.state_dim else None
+    src = generate_int8_c(vision, calibrate(vision, images, state), "policy")
+    # A directory per run: dlopen hands back the library already loaded from the same path.
+    image_bytes = [int(np.prod(c.image_shape)) for c in vision.cameras]
+    lib = build_vision_harness(src, tmp / f"{loaded.run_dir.name}_calibrated_on_all", image_bytes, vision.state_dim,
+                               vision.act_dim)
+    err = np.abs(lib.forward(images, state).astype(np.float64) - torch_actions(loaded.policy, obs)).max(axis=1)
+    return {"max_abs_err": float(err.max()), "recorded": float(err[n_random:].max()),
+            "random": float(err[:n_random].max()), "bound_max": None, "worst_err_over_bound": None}
+
+
+def render_trained(results: dict) -> str:
+    runs = [f"- `{name}`: {r['architecture']} ({r['observations'][0]} random + {r['observations'][1]} recorded "
+            f"observations; `.venv/bin/python benchmarks/export_variants.py {r['command']}`, {r['date']}, "
+            f"{r['seconds']:.0f} s)" for name, r in results.items()]
+    lines = ["| run | variant | max \\|C − torch\\| on the recorded observations | on the random ones | bound "
+             "(int8, q15, q7; over both) |", "| --- | --- | ---: | ---: | ---: |"]
+    for name, r in results.items():
+        for variant, v in r["variants"].items():
+            bound = f"{v['bound_max']:.3g}" if v["bound_max"] is not None else "–"
+            lines.append(f"| {name} | {variant} | {v['recorded']:#.2g} | {v['random']:#.2g} | {bound} |")
+    return "\n".join([
+        TRAINED[0], "## C variants of trained actors", "",
+        f"Machine: 2-core AMD EPYC VM, no GPU, shared with other jobs ({platform.machine()}). Each run's actor "
+        "exported as `robot-rl export` does it; the random observations are N(0, 2²) states (or around the "
+        "normaliser; uniform images), far outside what the task visits. int8_full is calibrated on the recorded "
+        "observations; the row "
+        "\"calibrated on all\" is the former calibration on random and recorded together, on the same "
+        "observations. A rerun replaces its runs' rows and keeps the others.", "", *runs, "", *lines, TRAINED[1]])
+
+
+def write_section(path: Path, section: str, markers: tuple[str, str] = (START, END)) -> None:
+    start, end = markers
     text = path.read_text() if path.exists() else ""
-    if START in text and END in text:
-        text = text[:text.index(START)] + section + text[text.index(END) + len(END):]
+    if start in text and end in text:
+        text = text[:text.index(start)] + section + text[text.index(end) + len(end):]
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
     path.write_text(text)
@@ -194,7 +278,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS_export.md")
     ap.add_argument("--quick", action="store_true", help="skip the 64x64 SAC-default actor and the -O2 builds")
+    ap.add_argument("--trained", type=Path, nargs="+", help="measure these runs' trained actors instead")
+    ap.add_argument("--num-random", type=int, default=1000, help="--trained: random observations")
+    ap.add_argument("--num-recorded", type=int, default=1000, help="--trained: recorded observations")
+    ap.add_argument("--variants", nargs="+", help="--trained: these variants (default: all the actor takes)")
     args = ap.parse_args()
+    if args.trained:
+        main_trained(args)
+        return
     assert set(TARGETS) <= set(QEMU_BOARDS)
     opts = ("-Os",) if args.quick else ("-Os", "-O2")
     t0 = time.time()
@@ -204,6 +295,28 @@ def main() -> None:
     (ROOT / "benchmarks" / "results" / "export_variants.json").write_text(json.dumps(results, indent=1))
     section = render(results, opts, time.time() - t0)
     write_section(args.out, section)
+    print(section)
+
+
+
+def main_trained(args: argparse.Namespace) -> None:
+    path = ROOT / "benchmarks" / "results" / "export_variants_trained.json"
+    results = json.loads(path.read_text()) if path.exists() else {}
+    argv = " ".join(["--trained", *map(str, args.trained)]
+                    + ([f"--num-random {args.num_random}"] if args.num_random != 1000 else [])
+                    + ([f"--num-recorded {args.num_recorded}"] if args.num_recorded != 1000 else [])
+                    + (["--variants", *args.variants] if args.variants else []))
+    t0 = time.time()
+    with tempfile.TemporaryDirectory() as d:
+        new = {run.name: measure_trained(run, Path(d), args.num_random, args.num_recorded,
+                                         tuple(args.variants) if args.variants else None) for run in args.trained}
+    for r in new.values():
+        r.update(command=argv, date=str(datetime.date.today()), seconds=time.time() - t0)
+    results.update(new)
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(results, indent=1))
+    section = render_trained(results)
+    write_section(args.out, section, TRAINED)
     print(section)
 
 

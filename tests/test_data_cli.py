@@ -177,7 +177,7 @@ def test_cli_errors_are_clear(tmp_path, capsys):
                                                                           "features": {}, "fps": 10}))
     assert main(["data", "import", str(tmp_path / "fake_lr"), str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert "action" in err or "robot-rl[lerobot]" in err
+    assert "action" in err
 
 
 def test_demos_path_fills_the_demo_buffer(tmp_path):

@@ -22,8 +22,8 @@ from robot_rl.sims.reach_pixels import ReachPixelsConfig
 INSTRUCTION = "reach the green target"
 WORDS = "reach the red green blue target".split()
 MISSING = [m for m in ("lerobot", "transformers", "torchvision") if importlib.util.find_spec(m) is None]
-needs_lerobot = pytest.mark.skipif(bool(MISSING), reason=f"needs {', '.join(MISSING)}: pip install "
-                                   "'lerobot[smolvla]' with torchvision (CI's .venv-lerobot)")
+needs_lerobot = pytest.mark.skipif(bool(MISSING), reason=f"needs {', '.join(MISSING)}: bash "
+                                   "scripts/install-lerobot.sh VENV (CI's .venv-lerobot)")
 
 
 @pytest.fixture(scope="module")

@@ -221,6 +221,25 @@ def test_export_trained_run_to_c(trained_run, tmp_path, capsys):
         assert i8["targets"]["cortex-m4f"]["flash"] < 0.5 * f32["targets"]["cortex-m4f"]["flash"]
 
 
+def test_int8_full_is_calibrated_on_the_recorded_observations(trained_run, tmp_path, capsys):
+    """Random observations lie outside what the task visits: int8_full's ranges come from the recorded ones."""
+    from robot_rl.export.c_int8 import generate_int8_c
+    from robot_rl.export.int8_full import as_vision, calibrate
+    from robot_rl.export.run_export import load_actor, recorded_observations
+
+    out = tmp_path / "c"
+    assert main(["export", str(trained_run), "--format", "c", "--out", str(out), "--variants", "int8_full",
+                 "--num-random", "100", "--num-recorded", "100"]) == 0
+    loaded = load_actor(trained_run)
+    graph = as_vision(extract_mlp(loaded.policy))
+    recorded = recorded_observations(loaded, 100, seed=0)["state"]
+    want = generate_int8_c(graph, calibrate(graph, [], recorded), "policy", origin=str(loaded.checkpoint))
+    assert (out / "int8_full" / "policy.c").read_text() == want.source
+    (v,) = json.loads((out / "export.json").read_text())["variants"]
+    assert v["max_abs_err"] == v["max_abs_err_recorded"] < v["max_abs_err_random"]
+    assert "(outside the calibrated ranges)" in capsys.readouterr().out
+
+
 def test_export_trained_run_to_onnx(trained_run, tmp_path):
     pytest.importorskip("onnxruntime")
     out = tmp_path / "onnx"

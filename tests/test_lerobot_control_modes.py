@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-pytest.importorskip("lerobot", reason="needs lerobot 0.4.x: pip install 'robot-rl[lerobot]'")
-pytest.importorskip("mink", reason="the arm models need mink: pip install 'robot-rl[lerobot]'")
+pytest.importorskip("lerobot", reason="needs lerobot 0.4.x: bash scripts/install-lerobot.sh VENV")
+pytest.importorskip("mink", reason="the arm models need mink: bash scripts/install-lerobot.sh VENV")
 pytest.importorskip("scservo_sdk", reason="lerobot's SO followers need feetech-servo-sdk: "
-                    "pip install 'robot-rl[lerobot]'")
+                    "bash scripts/install-lerobot.sh VENV")
 
 from robot_rl.hardware.kinematics import ArmKinematics
 from robot_rl.hardware.lerobot_arm import CalibrationError
@@ -174,7 +174,7 @@ def test_the_so101_box_comes_from_its_preset_and_is_checked_on_the_measured_pose
 
 def test_koch_in_lerobots_minus100_100_range_is_converted_through_the_calibration(tmp_path: Path) -> None:
     pytest.importorskip("dynamixel_sdk", reason="lerobot's Koch follower needs dynamixel-sdk: "
-                        "pip install 'robot-rl[lerobot]'")
+                        "bash scripts/install-lerobot.sh VENV")
     from lerobot.robots.koch_follower import KochFollower, KochFollowerConfig
 
     calib = _write_calibration(tmp_path / "calib", KOCH_RANGES)

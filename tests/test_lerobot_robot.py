@@ -110,7 +110,7 @@ def test_unreachable_and_mismatched_robot(tmp_path: Path) -> None:
 def test_real_so101_type_resolves_and_fails_clearly(tmp_path: Path) -> None:
     # lerobot's own SO-101 follower: built through its factory; without the motor SDK, a calibration or the port,
     # a clear error.
-    pytest.importorskip("mink", reason="the SO-101's arm model needs mink: pip install 'robot-rl[lerobot]'")
+    pytest.importorskip("mink", reason="the SO-101's arm model needs mink: bash scripts/install-lerobot.sh VENV")
     robot = LeRobotRobotConfig(robot_type="so101_follower", port="/dev/does-not-exist", id="t",
                                calibration_dir=str(tmp_path)).make()
     assert robot.features.action.shape == (6,) and robot.features.observation["state"].shape == (12,)

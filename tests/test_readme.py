@@ -48,3 +48,17 @@ def test_the_fresh_machine_check_hides_every_system_package_the_install_script_i
     assert installs and installs == set(hidden.group(1).split())
     ci = (ROOT / ".ci" / "run").read_text()
     assert ci.index("without-system-deps.sh") < ci.index("install-system-deps.sh")
+
+
+def test_bare_robot_rl_commands_come_after_saying_to_activate_the_venv():
+    """The first command runs `.venv/bin/robot-rl`; a later block's bare `robot-rl` needs the venv active."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    first_block_end = text.index("```", text.index("```bash") + 3)
+    for block in re.finditer(r"^```bash\n(.*?)^```", text, re.M | re.S):
+        if block.start() < first_block_end:
+            continue
+        if any(line.startswith("robot-rl ") for line in block.group(1).splitlines()):
+            said = text[first_block_end:block.start()]
+            assert ". .venv/bin/activate" in said, f"activate the venv before the block at offset {block.start()}"

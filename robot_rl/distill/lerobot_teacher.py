@@ -16,7 +16,7 @@ post-processors do the tokenisation and the (un)normalisation) and wraps it in :
   ``lang_push``) is refused: its instruction names the goal, which a student without language cannot know, and a
   fixed instruction would make the teacher pursue one goal while the env rewards another.
 
-Needs ``lerobot`` (``pip install 'lerobot[smolvla]'``, torchvision beside torch); it is imported only here, when a
+Needs ``lerobot`` (``bash scripts/install-lerobot.sh VENV``, torchvision beside torch); it is imported only here, when a
 LeRobot teacher is loaded.
 """
 
@@ -77,8 +77,8 @@ def lerobot_available() -> bool:
 
 def needs_lerobot(what: str) -> str:
     """The message for a LeRobot teacher where lerobot is not installed."""
-    return (f"{what}: loading it needs lerobot, which is not installed here: pip install 'lerobot[smolvla]' "
-            "(torchvision must import beside torch; docs/flow-vla-lerobot.md)")
+    return (f"{what}: loading it needs lerobot, which is not installed here: bash scripts/install-lerobot.sh VENV "
+            "(docs/datasets.md#installing-lerobot)")
 
 
 def resolve_task(task: str | TaskConfig | None, ckpt: Path) -> TaskConfig:
@@ -169,7 +169,7 @@ def load_lerobot_teacher(path: Path | str, task: str | TaskConfig | None, instru
         raise DistillError(f"{path} cannot act in {name}: {e}") from None
     except (ImportError, OSError) as e:  # lerobot without its smolvla extra; a VLM config not in the local cache
         raise DistillError(f"{path}: the LeRobot {kind} policy did not load ({type(e).__name__}: {e}). Install "
-                           "lerobot's extra for it (pip install 'lerobot[smolvla]') and keep the VLM it names "
+                           "lerobot with its packages (bash scripts/install-lerobot.sh VENV) and keep the VLM it names "
                            "(vlm_model_name) in the local Hugging Face cache or a local directory") from e
     policy = LeRobotChunkTeacher(base, tuple(spec.action.shape)).to(device).eval()
     return Teacher(policy, spec, cfg, f"lerobot_{kind}", path, path, instruction=text)

@@ -33,10 +33,9 @@ import numpy.typing as npt
 from robot_rl.hardware.kinematics.config import ARM_MODELS, arm_model
 from robot_rl.hardware.robot import RobotError
 
-INSTALL_HINT = ("LeRobot robots and leader arms need lerobot 0.4.x and the arm's motor SDK (lerobot[feetech] for "
-                "SO-100/SO-101, lerobot[dynamixel] for Koch): pip install 'robot-rl[lerobot]' brings both and the arm "
-                "kinematics. lerobot pins torch<2.11: docs/hardware.md#lerobot-arms-control-modes says how to keep "
-                "your torch")
+INSTALL_HINT = ("LeRobot robots and leader arms need lerobot 0.4.x and the arm's motor SDK (feetech-servo-sdk for "
+                "SO-100/SO-101, dynamixel-sdk for Koch): bash scripts/install-lerobot.sh VENV installs them with the "
+                "arm kinematics (docs/datasets.md#installing-lerobot)")
 
 LEROBOT_ARMS: dict[str, str] = {"so100_follower": "so100", "so101_follower": "so101", "koch_follower": "koch"}
 """lerobot robot type → the arm model (robot_rl.hardware.kinematics) it is built like."""

@@ -30,7 +30,7 @@ measured pose, and sizes that box from the arm's preset unless ``safety.workspac
 Before lerobot's ``connect`` (nothing is sent to the arm until then), an arm model's robot must have a usable
 lerobot calibration file: a missing one or an inverted range is refused with the ``lerobot-calibrate`` command
 that fixes it. lerobot is imported only in :meth:`LeRobotRobot.connect` or :func:`make_lerobot_device`
-(``pip install 'robot-rl[lerobot]'``). Tests drive it against :mod:`robot_rl.testing.fake_lerobot` and against
+(``bash scripts/install-lerobot.sh VENV``). Tests drive it against :mod:`robot_rl.testing.fake_lerobot` and against
 lerobot's own SO-101/Koch classes on :mod:`robot_rl.testing.fake_motor_bus`.
 """
 

@@ -7,7 +7,7 @@ checkpoint is randomly initialised (lerobot's ``load_vlm_weights=False``), then 
 trained one is (``save_pretrained`` of the policy and of its pre/post-processors), so loading it
 exercises exactly the path a user's fine-tuned SmolVLA takes.
 
-Needs ``lerobot`` and ``transformers`` (``pip install 'lerobot[smolvla]'``).
+Needs ``lerobot`` and ``transformers`` (``bash scripts/install-lerobot.sh VENV``).
 """
 
 from __future__ import annotations

@@ -140,7 +140,7 @@ class LeaderArmConfig(TeleopConfig):
             import lerobot  # noqa: F401
             from serial.tools import list_ports
         except ImportError as e:
-            return [], f"needs lerobot: pip install 'robot-rl[lerobot]' ({e})"
+            return [], f"needs lerobot: bash scripts/install-lerobot.sh VENV ({e})"
         ports = [f"{p.device} ({p.description})" for p in list_ports.comports()
                  if "usb" in (p.description or "").lower() or "acm" in p.device.lower()]
         return ports, "" if ports else "no USB serial port found (plug in the leader's bus)"

@@ -19,7 +19,7 @@ Observations map by name: ``image.<cam>`` (uint8 HWC) → ``observation.images.<
 ``instructions`` / ``instruction_tokens`` table (built-in language tasks), or a fixed ``instruction``.
 LeRobot's own pre/post-processors saved with the checkpoint do tokenisation and (un)normalisation.
 
-Needs ``pip install 'lerobot[smolvla]'`` (or lerobot's pi extra) in an environment with torchvision;
+Needs lerobot with SmolVLA's packages (``bash scripts/install-lerobot.sh VENV``; pi0 needs lerobot's pi extra);
 weights load from a local directory written by lerobot's ``save_pretrained`` (nothing is downloaded
 unless the checkpoint's config names a hub model that is not in the local cache).
 """
@@ -252,8 +252,8 @@ def load_lerobot_flow_policy_for_spec(path: Path | str, spec: EnvSpec, instructi
     try:
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
     except ImportError:
-        raise ImportError("a LeRobot base policy needs lerobot: pip install 'lerobot[smolvla]' "
-                          "(see docs/flow-vla.md)") from None
+        raise ImportError("a LeRobot base policy needs lerobot: bash scripts/install-lerobot.sh VENV "
+                          "(see docs/flow-vla-lerobot.md)") from None
     policy = get_policy_class(kind).from_pretrained(str(path))
     policy.to(device).eval()
     pre, post = make_pre_post_processors(policy.config, pretrained_path=str(path),
