@@ -266,6 +266,35 @@ def test_watchdog_counts_from_the_first_command_and_its_latch_says_what_to_chang
         assert layer.latched is None
 
 
+def test_the_watchdog_line_names_the_stall_when_the_loop_rearms_before_it_is_logged(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under load the watchdog thread lost the CPU between latching and logging, the loop re-armed for its next
+    episode, and the log said ``safety: None`` instead of the stall and the setting to change."""
+    import logging
+
+    from waiting import wait_until
+
+    robot = PoseRobot()
+    layer = SafetyLayer(robot, SafetyConfig(workspace_low=list(LOW), workspace_high=list(HIGH),
+                                            watchdog_timeout_s=0.05))
+    latch = layer._latch
+
+    def latch_then_rearm(reason: str) -> None:
+        latch(reason)
+        if reason == "watchdog":
+            layer.rearm()  # the loop's new episode, before the watchdog thread logs
+
+    monkeypatch.setattr(layer, "_latch", latch_then_rearm)
+    with caplog.at_level(logging.ERROR, logger="robot_rl.hardware.safety"), layer:
+        layer.connect()
+        layer.step(np.zeros(7))
+        wait_until(lambda: layer.watchdog is not None and layer.watchdog.trips == 1, 5.0, "the watchdog to trip")
+        wait_until(lambda: len(caplog.records) >= 2, 5.0, "the watchdog's log lines")
+    errors = [r.getMessage() for r in caplog.records]
+    assert "None" not in errors, errors
+    assert any("no command for" in e and "safety.watchdog_timeout_s=0.05" in e for e in errors), errors
+
+
 # ---------------------------------------------------------------- joint_delta (any robot, no LeRobot)
 
 

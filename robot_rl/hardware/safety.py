@@ -301,19 +301,23 @@ class SafetyLayer:
 
     def _on_watchdog(self, delay_s: float) -> None:
         self._latch("watchdog")
-        log.error("%s", self.latch_detail)
+        # From the delay itself, not from the latch: the loop may re-arm (a new episode) before this line runs.
+        log.error("%s", self._watchdog_detail(delay_s))
+
+    def _watchdog_detail(self, delay: float) -> str:
+        limit = self.config.watchdog_timeout()
+        # Twice the gap seen, rounded up to 50 ms: room for the next stall of the same kind.
+        suggest = max(limit * 2, -(-delay * 2 // 0.05) * 0.05)
+        return (f"watchdog: no command for {delay * 1e3:.0f} ms > safety.watchdog_timeout_s={limit:g}; the "
+                f"control loop stalled (machine load, a slow policy or camera). If the robot was fine, set "
+                f"safety.watchdog_timeout_s={suggest:.2f} or lower safety.control_hz, then re-arm")
 
     @property
     def latch_detail(self) -> str | None:
         """Why the layer holds, in words a user can act on (the setting and a value that would have passed)."""
         reason = self._latched
         if reason == "watchdog" and self.watchdog is not None and self.watchdog.last_trip_delay_s is not None:
-            delay, limit = self.watchdog.last_trip_delay_s, self.config.watchdog_timeout()
-            # Twice the gap seen, rounded up to 50 ms: room for the next stall of the same kind.
-            suggest = max(limit * 2, -(-delay * 2 // 0.05) * 0.05)
-            return (f"watchdog: no command for {delay * 1e3:.0f} ms > safety.watchdog_timeout_s={limit:g}; the "
-                    f"control loop stalled (machine load, a slow policy or camera). If the robot was fine, set "
-                    f"safety.watchdog_timeout_s={suggest:.2f} or lower safety.control_hz, then re-arm")
+            return self._watchdog_detail(self.watchdog.last_trip_delay_s)
         if reason == "estop":
             return f"e-stop: {self.estop_reason or 'triggered'}; reset it, then re-arm"
         return reason
