@@ -40,6 +40,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "deploy.md"
@@ -250,6 +251,35 @@ def run_once(workdir: Path, minutes: float, scale: float, log=print, workflow: s
             "watchdog_trips": sum(len(re.findall(r"watchdog: no command", out)) for out in (actor_out, learner_out))}
 
 
+def markdown_table(results: dict[str, Any]) -> str:
+    """The per-run table of a results file (RESULTS_so101.md and docs/so101.md take it from here)."""
+
+    def grab(pattern: str, text: str) -> str:
+        found = re.search(pattern, text)
+        return found.group(1) if found else "?"
+
+    rows = ["| seed | classifier threshold (held-out precision, recall) | training episodes: alone (the classifier's "
+            "success) / with help | intervention rate | learner updates | 10 Hz loop while learning: p99, late "
+            "ticks, watchdog trips | load average (mean, max) | **policy alone (the task's success)** |",
+            "|---|---|---|---|---|---|---|---|"]
+    num, frac, count = r"([0-9.]+)", r"(\d+/\d+)", r"(\d+)"
+    for r in results["runs"]:
+        prep = " ".join(str(v) for k, v in r.get("preparation", {}).items() if k.startswith("reward"))
+        actor, learner, ev = str(r["actor"]), str(r["learner"]), str(r["eval"])
+        load = r.get("load_average", {})
+        classifier = (f"{grab('threshold ' + num, prep)} ({grab('precision ' + num, prep)}, "
+                      f"{grab('recall ' + num, prep)})")
+        episodes = f"{grab('alone ' + frac, actor)} / {grab('with help ' + frac, actor)}"
+        late, ticks = grab(count + " overruns", actor), grab("overruns in " + count + " ticks", actor)
+        trips = grab(r"watchdog'?:? (\d+)", actor) if "watchdog" in actor else "0"  # the safety events by kind
+        loop = f"{grab('p99 ' + num, actor)} ms, {late} of {ticks}, {trips}"
+        rate, updates = grab("intervention rate " + r"(\d+ ?%)", actor), grab(count + " updates", learner)
+        rows.append(f"| {r.get('seed', '-')} | {classifier} | {episodes} | "
+                    f"{rate} | {updates} | {loop} | "
+                    f"{load.get('mean', '?')}, {load.get('max', '?')} | **{grab('alone ' + frac, ev)}** |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--minutes", type=float, default=10.0, help="wall-clock minutes of learning (steps 1+2)")
@@ -275,7 +305,12 @@ def main() -> None:
                    help="busy CPU loops (a pure-Python spin each) beside the whole run: a machine doing other work")
     p.add_argument("--out", type=Path, default=None,
                    help="results JSON (default benchmarks/results/hil_cli_workflow[_classifier].json)")
+    p.add_argument("--table", type=Path, default=None, metavar="JSON",
+                   help="print the markdown table of an earlier results file and exit (nothing is run)")
     a = p.parse_args()
+    if a.table is not None:
+        print(markdown_table(json.loads(a.table.read_text())))
+        return
     results = []
     seeds: list[int | None] = list(a.seeds) if a.seeds else [None] * a.runs
     for i, seed in enumerate(seeds):

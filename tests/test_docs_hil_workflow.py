@@ -47,6 +47,26 @@ def test_the_actor_connects_where_the_learner_bound_and_runs_its_budget():
         "deploy", "--connect", "tcp://127.0.0.1:*"]
 
 
+def test_a_seed_reaches_every_step_but_the_evaluation_and_the_table_reads_the_results():
+    wf = _workflow()
+    steps = [wf.with_seed(wf.scaled(c, 1.0), 3) for c in wf.workflow_commands("so101")]
+    record, fumble, wander, classifier, learner, actor, evaluate = steps
+    assert all(argv[-1] == "record.seed=3" for argv in (record, fumble, wander))
+    assert classifier[-2:] == ["--seed", "3"] and learner[-1] == actor[-1] == "seed=3"
+    assert not any("seed" in a for a in evaluate), "the evaluation's scenes are the documented ones for every seed"
+    run = {"seed": 3, "preparation": {"reward train-classifier demos/so101": "calibrated: threshold 0.5368, "
+                                      "precision 0.995, recall 0.991; target precision 0.95 reached"},
+           "eval": "20 episodes: success 95% (alone 19/20 (95%), with help 0/0), mean intervention rate 0%",
+           "actor": "504 episodes: success 95% (alone 310/310 (100%), with help 164/194), mean intervention rate "
+                    "16%, policy v466; 10 Hz: period p50 100.0 ms, p99 100.9 ms, max 130.0 ms, 3 overruns in 11906 "
+                    "ticks; safety events change_limit 3884, watchdog 1",
+           "learner": "stopped after 11402 transitions (3096 intervened), 45608 updates, weights v466",
+           "load_average": {"mean": 4.1, "max": 5.2}}
+    row = wf.markdown_table({"runs": [run]}).splitlines()[-1]
+    assert row == ("| 3 | 0.5368 (0.995, 0.991) | 310/310 / 164/194 | 16% | 45608 | 100.9 ms, 3 of 11906, 1 | 4.1, "
+                   "5.2 | **19/20** |"), row
+
+
 @contextmanager
 def _port_taken(port: int) -> Iterator[None]:
     """Something else listens on ``port`` for the block (unless something already does)."""
