@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from deploy_runs import untrained_sim_arm_run
 
 pytest.importorskip("mujoco")  # the simulated arm
 pytest.importorskip("msgpack")
@@ -23,17 +24,7 @@ EXE = str(Path(sys.executable).with_name("robot-rl"))
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from robot_rl.hardware.sim_arm import SimulatedArmConfig
-    from robot_rl.human_loop.deploy import DeployConfig
-    from robot_rl.human_loop.hil_learner import HILLearner
-    from robot_rl.transport.config import ZmqTransportConfig
-
-    run = tmp_path_factory.mktemp("output") / "run"
-    learner = HILLearner(DeployConfig(robot=SimulatedArmConfig(cameras={}),
-                                      transport=ZmqTransportConfig(address="tcp://127.0.0.1:*")), run)
-    learner.checkpoint()
-    learner.close()
-    return run
+    return untrained_sim_arm_run(tmp_path_factory.mktemp("output") / "run")
 
 
 def test_eval_with_nobody_at_the_teleop_to_a_file(run_dir: Path, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from deploy_runs import untrained_sim_arm_run
 from waiting import wait_until
 
 pytest.importorskip("mujoco")  # the simulated arm
@@ -28,17 +29,7 @@ SIGNALS = {"ctrl-c": lambda p: os.killpg(p.pid, signal.SIGINT), "sigterm": lambd
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from robot_rl.hardware.sim_arm import SimulatedArmConfig
-    from robot_rl.human_loop.deploy import DeployConfig
-    from robot_rl.human_loop.hil_learner import HILLearner
-    from robot_rl.transport.config import ZmqTransportConfig
-
-    run = tmp_path_factory.mktemp("stop") / "run"
-    learner = HILLearner(DeployConfig(robot=SimulatedArmConfig(cameras={}),
-                                      transport=ZmqTransportConfig(address="tcp://127.0.0.1:*")), run)
-    learner.checkpoint()
-    learner.close()
-    return run
+    return untrained_sim_arm_run(tmp_path_factory.mktemp("stop") / "run")
 
 
 def _start(cmd: list[str]) -> subprocess.Popen[str]:
