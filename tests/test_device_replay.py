@@ -8,7 +8,6 @@ import random
 
 import pytest
 import torch
-from scipy.stats import chi2
 
 from robot_rl.core.algorithm import ReplayStorage
 from robot_rl.core.specs import ArraySpec, EnvSpec
@@ -78,7 +77,7 @@ def test_sampling_is_uniform_across_envs_and_time() -> None:
     assert cells.numel() == 30  # every stored step is drawn, and nothing else
     expected = draws / 30
     statistic = float(((cells - expected) ** 2 / expected).sum())
-    assert statistic < chi2.ppf(0.999, df=29), statistic
+    assert statistic < 58.30, statistic  # the chi-squared 0.999 quantile at 29 degrees of freedom
     # The short stream gets 6/30 of the draws, not the 1/4 a per-env-uniform draw would give it.
     assert abs(float(counts[3].sum()) / draws - 6 / 30) < 0.01
 

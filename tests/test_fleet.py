@@ -35,6 +35,7 @@ def test_a_count_makes_copies_with_their_own_actor_ids_and_seeds() -> None:
 
 
 def test_a_fleet_file_sets_each_robot(tmp_path: Path) -> None:
+    pytest.importorskip("mink", reason="the lerobot robots' arm model needs mink: pip install 'robot-rl[kinematics]'")
     path = _fleet_file(tmp_path, "robots:\n  - name: left\n    set: [robot.type=lerobot, robot.port=/dev/ttyACM0]\n"
                                  "  - name: right\n    set: [robot.type=lerobot, robot.port=/dev/ttyACM1, seed=9]\n"
                                  "    teleop: gamepad\n")

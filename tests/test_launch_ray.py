@@ -25,8 +25,9 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     start = subprocess.run([str(BIN / "ray"), "start", "--head", "--num-cpus", "6", "--disable-usage-stats",
                             "--include-dashboard=false", f"--temp-dir={tmp}"], capture_output=True, text=True,
                            env=env, timeout=120)
-    if start.returncode != 0:
-        pytest.skip(f"`ray start --head` failed here: {start.stderr[-500:]}")
+    if start.returncode != 0:  # ray is installed: a head that does not start is a failure to see, not a skip
+        pytest.fail(f"ray is installed but `ray start --head` exited {start.returncode}:\n"
+                    f"{start.stdout[-1000:]}\n{start.stderr[-2000:]}", pytrace=False)
     try:
         yield "auto"
     finally:

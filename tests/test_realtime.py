@@ -77,13 +77,19 @@ def test_loop_and_simulator_run_fifo_and_later_threads_do_not() -> None:
 
 
 def _unprivileged(argv: list[str]) -> list[str]:
-    """``argv`` run without the right to SCHED_FIFO: root loses CAP_SYS_NICE (util-linux's ``setpriv``)."""
-    if os.geteuid() != 0:
-        return argv
+    """``argv`` run with no way to SCHED_FIFO (util-linux's ``setpriv``; ``_no_rtprio_limit`` as its preexec_fn).
+
+    Linux lets a task on the normal policy take SCHED_FIFO only with CAP_SYS_NICE or a non-zero RLIMIT_RTPRIO
+    (``user_check_sched_setscheduler``, kernel/sched/syscalls.c). An exec hands CAP_SYS_NICE on from the bounding set
+    (root), the inheritable set (root: a child of ``setpriv --inh-caps +sys_nice`` got SCHED_FIFO through a bounding
+    set drop alone) and the ambient set, and from a file capability (the refusal's own fix, ``setcap cap_sys_nice+ep``
+    on the interpreter, gave a non-root child SCHED_FIFO): all are closed here, the last by no_new_privs.
+    """
     setpriv = shutil.which("setpriv")
     if setpriv is None:
-        pytest.skip("dropping root's CAP_SYS_NICE needs setpriv: apt-get install util-linux")
-    return [setpriv, "--bounding-set", "-sys_nice", *argv]
+        pytest.skip("taking CAP_SYS_NICE away from a child needs setpriv: apt-get install util-linux")
+    drop = ["--no-new-privs", "--inh-caps", "-sys_nice", "--ambient-caps", "-sys_nice"]
+    return [setpriv, *drop, *(["--bounding-set", "-sys_nice"] if os.geteuid() == 0 else []), *argv]
 
 
 def _no_rtprio_limit() -> None:
@@ -91,6 +97,41 @@ def _no_rtprio_limit() -> None:
     # may keep its priority without the privilege), with no rtprio allowance (a user's limits.conf may grant one).
     os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
     resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0))
+
+
+_HELD = """
+import os, resource
+caps = {line.split(":")[0]: line.split()[1] for line in open("/proc/self/status") if line.startswith("Cap")}
+try:
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    print("GRANTED", end=" ")
+except PermissionError:
+    print("REFUSED", end=" ")
+print(caps, "RLIMIT_RTPRIO", resource.getrlimit(resource.RLIMIT_RTPRIO), "kernel", os.uname().release)
+"""
+
+
+def _held(prefix: tuple[str, ...] = ()) -> str:
+    """What a child run through ``_unprivileged`` gets from the OS: GRANTED or REFUSED, its capabilities and limit."""
+    out = subprocess.run([*prefix, *_unprivileged([sys.executable, "-c", _HELD])], capture_output=True, text=True,
+                         timeout=60, preexec_fn=_no_rtprio_limit)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def _granted_anyway(what: str) -> str:
+    return (f"SCHED_FIFO was granted to a child without CAP_SYS_NICE and with RLIMIT_RTPRIO 0, which Linux refuses "
+            f"({what}); a child run the same way: {_held()}")
+
+
+def test_a_child_run_unprivileged_is_refused_fifo_even_when_the_privilege_is_handed_on() -> None:
+    assert _held().startswith("REFUSED"), _held()
+    permitted = int(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("CapPrm")), 16)
+    setpriv = shutil.which("setpriv")
+    if setpriv is not None and permitted >> 23 & 1:  # CAP_SYS_NICE is capability 23
+        # This process passing CAP_SYS_NICE on through the inheritable set, as a root shell or service manager may.
+        handed_on = _held((setpriv, "--inh-caps", "+sys_nice"))
+        assert handed_on.startswith("REFUSED"), handed_on
 
 
 _REFUSED = """
@@ -117,9 +158,7 @@ def test_refusal_names_the_fix_and_connects_nothing() -> None:
     out = subprocess.run(_unprivileged([sys.executable, "-c", _REFUSED]), capture_output=True, text=True,
                          timeout=60, preexec_fn=_no_rtprio_limit)
     assert out.returncode == 0, out.stderr
-    if out.stdout.startswith("ALLOWED"):  # the OS granted it anyway: there is no refusal to check here
-        pytest.skip(f"SCHED_FIFO granted without CAP_SYS_NICE and with no rtprio limit (policy, CapEff, rlimit: "
-                    f"{out.stdout.strip()})")
+    assert not out.stdout.startswith("ALLOWED"), _granted_anyway(out.stdout.strip())
     assert out.stdout.startswith("REFUSED False"), out.stdout
     for fix in ("setcap cap_sys_nice", "rtprio", "realtime_priority=0"):
         assert fix in out.stdout
@@ -151,8 +190,7 @@ def test_default_takes_fifo_where_allowed_and_else_connects_with_one_warning() -
     refused = subprocess.run(_unprivileged([sys.executable, "-c", _AUTO]), capture_output=True, text=True,
                              timeout=60, preexec_fn=_no_rtprio_limit)
     assert refused.returncode == 0, refused.stderr
-    if refused.stdout.startswith(f"CONNECTED True {os.SCHED_FIFO}"):
-        pytest.skip(f"SCHED_FIFO granted without CAP_SYS_NICE and with no rtprio limit: {refused.stdout.strip()}")
+    assert not refused.stdout.startswith(f"CONNECTED True {os.SCHED_FIFO}"), _granted_anyway(refused.stdout.strip())
     assert refused.stdout.splitlines() == [f"CONNECTED True {os.SCHED_OTHER} 0"] * 2, refused.stdout
     warnings = [line for line in refused.stderr.splitlines() if line.startswith("WARNING")]
     assert len(warnings) == 1 and "normal scheduler" in warnings[0] and "setcap cap_sys_nice" in warnings[0], \
@@ -187,8 +225,7 @@ def test_record_cli_runs_its_loop_on_fifo_and_refuses_clearly_without_the_privil
 
     assert len(EpisodeStore(tmp_path / "demos")) == 1, ok.stderr[-2000:]
     refused = _record(tmp_path / "refused", privileged=False)
-    if refused.returncode == 0:
-        pytest.skip("SCHED_FIFO granted without CAP_SYS_NICE and with no rtprio limit: no refusal to check here")
+    assert refused.returncode != 0, _granted_anyway("`robot-rl record` ran its loop on it")
     assert "the OS refused SCHED_FIFO" in refused.stderr and "realtime_priority=0" in refused.stderr, refused.stderr
     assert "not reachable" not in refused.stderr
 
