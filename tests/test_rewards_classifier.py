@@ -149,3 +149,37 @@ def test_recalibrate_moves_only_the_threshold(tmp_path: Path, capsys: pytest.Cap
     fresh = labelled_frames(reach_pixel_demos(10, image_size=24, seed=9), ["image.top"])
     meta = json.loads((out / "meta.json").read_text())
     assert meta["calibration"]["positives"] == int(fresh.label.sum())
+
+
+def test_held_out_failures_it_fires_on_are_named() -> None:
+    from robot_rl.rewards.false_success import false_success_episodes, false_success_warning
+
+    # Three held-out episodes (store ids 7, 3, 9): a success with ambiguous frames before it, a failure whose last
+    # four frames look like success, a failure with one noisy frame.
+    scores = np.array([0.1, 0.8, 0.95, 0.97, 0.2, 0.3, 0.9, 0.96, 0.97, 0.99, 0.1, 0.7, 0.1])
+    labels = np.array([0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0], bool)
+    episode = np.array([0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2])
+    found = false_success_episodes(scores, labels, episode, [7, 3, 9], threshold=0.6)
+    assert [(f.episode, f.frames, f.length, f.first) for f in found] == [(3, 4, 6, 2)]
+    assert "3 (4 of 6 frames, from frame 2)" in false_success_warning(found)
+    assert false_success_episodes(scores, labels, episode, [7, 3, 9], threshold=0.98) == []
+    assert false_success_warning([]) == ""
+
+
+def test_training_names_a_failed_episode_that_looks_like_success(tmp_path: Path) -> None:
+    """A failure whose frames are a success's (the arm parked where the success frames look alike) is named."""
+    import dataclasses
+
+    from robot_rl.rewards.classifier import recalibrate_classifier
+
+    episodes = reach_pixel_demos(24, image_size=24, seed=3)
+    out = tmp_path / "clf"
+    train_classifier(_store(tmp_path / "demos", episodes), out, ClassifierConfig(steps=60, features=16, channels=4))
+    success = next(ep for ep in episodes if ep.success.any())
+    lookalike = dataclasses.replace(success, success=np.zeros_like(success.success),
+                                    terminated=np.zeros_like(success.terminated))
+    fresh = _store(tmp_path / "fresh", [*reach_pixel_demos(6, image_size=24, seed=5), lookalike])
+    report = recalibrate_classifier(out, fresh, 0.5, held_out="all")
+    assert [f.episode for f in report.false_successes] == [6], report.summary()
+    assert "held-out FAILED episodes a success" in report.summary()
+    assert json.loads((out / "meta.json").read_text())["false_success_episodes"][0]["episode"] == 6

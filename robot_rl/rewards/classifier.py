@@ -36,6 +36,7 @@ from robot_rl.rewards.data import (
     load_episodes,
     split_episodes,
 )
+from robot_rl.rewards.false_success import FalseSuccess, false_success_episodes, false_success_warning
 from robot_rl.rewards.nets import CameraEncoder, TrunkCameraEncoder, random_shift
 
 log = logging.getLogger(__name__)
@@ -247,6 +248,8 @@ class ClassifierReport:
     the precision estimate rests on."""
     held_out_successes: int = 0
     """Of those, episodes with a success label."""
+    false_successes: list[FalseSuccess] = field(default_factory=list)
+    """Held-out failed episodes the classifier fires on at its threshold (a policy would learn those poses)."""
 
     def summary(self) -> str:
         """One paragraph for the command line."""
@@ -257,7 +260,7 @@ class ClassifierReport:
         return (f"{head}; calibrated on {self.held_out_frames} held-out frames of {self.held_out_episodes} episodes "
                 f"({c.positives} success frames): threshold {c.threshold:.4f}, precision {c.precision:.3f}, "
                 f"recall {c.recall:.3f}; target precision {c.target_precision:g} {status}"
-                + self._few_episodes_warning()
+                + self._few_episodes_warning() + false_success_warning(self.false_successes)
                 + (f"\nwritten to {self.out} (model.pt, meta.json, pr_curve.png)" if self.out else ""))
 
     def _few_episodes_warning(self) -> str:
@@ -302,17 +305,20 @@ def train_classifier(source: Path | str | list[Episode], out: Path | str | None 
         loss.backward()
         opt.step()
     train_s = time.perf_counter() - t0
-    cal = calibrate(score_frames(model, val), val.label, cfg.target_precision, cfg.min_threshold)
+    scores = score_frames(model, val)
+    cal = calibrate(scores, val.label, cfg.target_precision, cfg.min_threshold)
     model.threshold = cal.threshold
+    false = false_success_episodes(scores, val.label, val.episode, val_ids, cal.threshold)
     model.meta = {"task": task, "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
                   "calibration": {k: v for k, v in asdict(cal).items() if k != "curve"},
-                  "train_episodes": len(train_ids), "held_out_episodes": len(val_ids)}
+                  "train_episodes": len(train_ids), "held_out_episodes": len(val_ids),
+                  "false_success_episodes": [asdict(f) for f in false]}
     model.eval()
     if out is not None:
         model.save(out)
         plot_pr_curve(cal, Path(out) / "pr_curve.png", title=f"success classifier ({task or 'task'})")
     return ClassifierReport(Path(out) if out is not None else None, cal, len(train), len(val), train_s, model,
-                            len(val_ids), _successful(episodes, val_ids))
+                            len(val_ids), _successful(episodes, val_ids), false)
 
 
 def recalibrate_classifier(model_dir: Path | str, source: Path | str | list[Episode], target_precision: float,
@@ -341,15 +347,18 @@ def recalibrate_classifier(model_dir: Path | str, source: Path | str | list[Epis
         ids = list(range(len(episodes)))
     frames = labelled_frames([episodes[i] for i in ids], keys, conf.get("label", "success"), int(conf.get("last_k", 3)))
     # Classifiers trained before the floor existed (no min_threshold in their config) keep the recall-first choice.
-    cal = calibrate(score_frames(model, frames), frames.label, target_precision, float(conf.get("min_threshold", 0.0)))
+    scores = score_frames(model, frames)
+    cal = calibrate(scores, frames.label, target_precision, float(conf.get("min_threshold", 0.0)))
     model.threshold = cal.threshold
+    false = false_success_episodes(scores, frames.label, frames.episode, ids, cal.threshold)
     model.meta["calibration"] = {k: v for k, v in asdict(cal).items() if k != "curve"}
+    model.meta["false_success_episodes"] = [asdict(f) for f in false]
     model.meta.setdefault("config", {})["target_precision"] = target_precision
     model.save(model_dir)
     plot_pr_curve(cal, Path(model_dir) / "pr_curve.png",
                   title=f"success classifier ({task or model.meta.get('task') or 'task'}), recalibrated")
     return ClassifierReport(Path(model_dir), cal, 0, len(frames.label), 0.0, model, len(ids),
-                            _successful(episodes, ids))
+                            _successful(episodes, ids), false)
 
 
 def _successful(episodes: list[Episode], ids: list[int]) -> int:
