@@ -42,6 +42,23 @@ def _one_torch_thread():
     torch.set_num_threads(prev)
 
 
+@pytest.fixture(autouse=True)
+def _no_real_time_left_behind():
+    # A test that connects a SafetyLayer with real-time scheduling and never disconnects it leaves the suite's
+    # thread on SCHED_FIFO: every later test then runs ahead of everything else on the machine (and starved a
+    # benchmark's simulated arm for a second). Put the thread back, and fail the test that left it.
+    if not hasattr(os, "sched_getscheduler"):
+        yield
+        return
+    before = os.sched_getscheduler(0), os.sched_getparam(0).sched_priority
+    yield
+    after = os.sched_getscheduler(0), os.sched_getparam(0).sched_priority
+    if after != before:
+        os.sched_setscheduler(0, before[0], os.sched_param(before[1]))
+        pytest.fail(f"the test left its thread on scheduling policy {after[0]} priority {after[1]} (was {before}): "
+                    "disconnect the SafetyLayer it connected (`with SafetyLayer(...)`, or layer.close())")
+
+
 @pytest.fixture(scope="session")
 def smolvla_dir(tmp_path_factory: pytest.TempPathFactory):
     """A tiny random SmolVLA for ``lang_reach`` (camera ``top`` 48x48, state 6, action 2, chunk 8), built once.

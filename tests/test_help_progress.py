@@ -57,7 +57,8 @@ def test_the_gate_asks_for_progress_when_the_robot_stalls(prm_dir: Path, tmp_pat
         frames = _frames(seed)
         for frame in frames[:-1]:  # the demo advances: progress every step
             scores = desk.scores(None, {}, np.zeros(7), 0, obs={"image.top": frame})  # type: ignore[arg-type]
-            asked_while_moving += desk.gate.step(scores).ask if episode < 3 else 0
+            asked = desk.gate.step(scores).ask  # every frame goes through the gate, the stalling episode's too
+            asked_while_moving += asked if episode < 3 else 0
         if episode == 3:  # then it stalls halfway, for 10 steps
             for _ in range(10):
                 scores = desk.scores(None, {}, np.zeros(7), 0,  # type: ignore[arg-type]

@@ -171,7 +171,7 @@ from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.xarm import XArmRobot, XArmRobotConfig
 from robot_rl.testing.fake_xarm import FakeXArmAPI
 robot = XArmRobot(XArmRobotConfig(), sdk=lambda ip: FakeXArmAPI(ip, is_radian=True))
-layer = SafetyLayer(robot, SafetyConfig(watchdog_timeout_s=0.0))  # realtime_priority left at its default
+layer = SafetyLayer(robot, SafetyConfig(watchdog_timeout_s=0.0, realtime_priority=None))  # deploy's and record's
 for attempt in range(2):  # an arm reconnected (a new episode on some robots) warns once, not every time
     layer.connect()
     print("CONNECTED", robot.is_connected, os.sched_getscheduler(0) & ~os.SCHED_RESET_ON_FORK,
@@ -195,6 +195,20 @@ def test_default_takes_fifo_where_allowed_and_else_connects_with_one_warning() -
     warnings = [line for line in refused.stderr.splitlines() if line.startswith("WARNING")]
     assert len(warnings) == 1 and "normal scheduler" in warnings[0] and "setcap cap_sys_nice" in warnings[0], \
         refused.stderr
+
+
+def test_deploy_and_record_ask_for_it_and_the_library_does_not() -> None:
+    """The CLI verbs whose main thread is the loop take real-time scheduling where allowed; a SafetyLayer made in
+    other code does not (its thread may train next, which on SCHED_FIFO takes a core from everything else)."""
+    from robot_rl.cli.record import RecordArgs, build_configs
+    from robot_rl.human_loop.deploy import DeployConfig
+
+    assert SafetyConfig().realtime_priority == 0
+    assert DeployConfig().safety.realtime_priority is None
+    args = RecordArgs(robot="sim_arm", device="scripted", out=Path("unused"))
+    assert build_configs(args)[2].realtime_priority is None
+    args = RecordArgs(robot="sim_arm", device="scripted", out=Path("unused"), overrides=("safety.realtime_priority=0",))
+    assert build_configs(args)[2].realtime_priority == 0
 
 
 def test_default_watchdog_allows_one_late_tick_at_the_control_rate() -> None:

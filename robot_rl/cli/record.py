@@ -132,7 +132,9 @@ def build_configs(args: RecordArgs) -> tuple[Any, Any, Any, Any]:
         raise ConfigError(f"the config's robot section is for robot type {named!r}, but --robot is {args.robot!r}")
     robot_cfg = from_dict(ROBOTS.get(args.robot), tree["robot"], "robot")
     device_cfg = from_dict(TELEOP_DEVICES.get(args.device), tree["device"], "device")
-    safety_cfg = from_dict(SafetyConfig, {"control_hz": args.hz, **tree["safety"]}, "safety")
+    # The recorder's main thread is the loop: real-time scheduling where the OS allows it, unless the config says.
+    safety_cfg = from_dict(SafetyConfig, {"control_hz": args.hz, "realtime_priority": None, **tree["safety"]},
+                           "safety")
     rec = {f.name: getattr(args, f.name) for f in fields(RecordConfig) if hasattr(args, f.name)}
     record_cfg = from_dict(RecordConfig, {**rec, **tree["record"]}, "record")
     return robot_cfg, device_cfg, safety_cfg, record_cfg

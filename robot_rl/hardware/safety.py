@@ -97,13 +97,16 @@ class SafetyConfig:
     and at 0.2 s it tripped the 10 Hz loop 6 times in 20 minutes (benchmarks/RESULTS_so101.md, §3)."""
     log_interval_s: float = 1.0
     """After each reason's first event (a WARNING), log it at INFO at most once per interval (counts are exact)."""
-    realtime_priority: int | None = None
+    realtime_priority: int | None = 0
     """SCHED_FIFO priority (1..99) for the control loop: the thread that connects the layer, the robot link's
     threads and a simulated robot's process; threads the loop starts later (a learner, torch's workers) keep the
-    normal policy. For a steady control rate on a machine whose cores are busy. None (the default): priority 50
+    normal policy. For a steady control rate on a machine whose cores are busy. 0 (the library's default): the OS's
+    normal scheduling, since the thread that connects the layer may do other heavy work after it (a test, a script
+    that trains in the same thread), which on SCHED_FIFO would take a core from everything else. None: priority 50
     where the OS allows it (as ros2_control's controller manager does), else the normal scheduler and one warning
-    that says how to allow it. 0: the OS's normal scheduling. 1..99: that priority, or a refusal that says how to
-    allow it. Linux; needs root, CAP_SYS_NICE or an rtprio limit (robot_rl.hardware.realtime)."""
+    that says how to allow it; `robot-rl deploy` and `record`, whose main thread is the loop, default to it.
+    1..99: that priority, or a refusal that says how to allow it. Linux; needs root, CAP_SYS_NICE or an rtprio
+    limit (robot_rl.hardware.realtime)."""
 
     def __post_init__(self) -> None:
         self.workspace_box()  # refuses an unknown preset or a box with low >= high now, not at connect

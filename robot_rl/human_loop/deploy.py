@@ -76,8 +76,9 @@ def _default_algo() -> AlgoConfig:
 
 
 def _default_safety() -> SafetyConfig:
-    # 10 Hz: HIL-SERL's control rate on real arms, and the rate the defaults were measured at.
-    return SafetyConfig(control_hz=10.0)
+    # 10 Hz: HIL-SERL's control rate on real arms, and the rate the defaults were measured at. The deploy actor's
+    # main thread is the loop: real-time scheduling where the OS allows it (SafetyConfig.realtime_priority).
+    return SafetyConfig(control_hz=10.0, realtime_priority=None)
 
 
 @dataclass
