@@ -237,6 +237,7 @@ def run_once(workdir: Path, minutes: float, scale: float, log=print, workflow: s
     if rc_actor or rc_learner:
         raise RuntimeError(f"actor rc {rc_actor}, learner rc {rc_learner}\n{actor_out[-2000:]}\n{learner_out[-2000:]}")
     done = subprocess.run(evaluate, cwd=workdir, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    (workdir / "eval.log").write_text(done.stdout + done.stderr)  # kept with the learner's and the actor's logs
     if done.returncode:  # say why: the output is all there is of a failed evaluation
         raise RuntimeError(f"{shlex.join(evaluate[1:])} exited with {done.returncode}:\n{done.stdout[-3000:]}\n"
                            f"{done.stderr[-3000:]}")
@@ -330,18 +331,21 @@ def main() -> None:
             print(f"  {r['eval']}\n  actor: {r['actor']}\n  learner: {r['learner']}\n  load average "
                   f"{r['load_average']}", flush=True)
             results.append(r)
+            write_results(a, results)  # after every run: a later run that fails keeps the finished ones
     rates = [float(r["alone_success"]) for r in results]  # type: ignore[arg-type]
     print(f"policy alone: {', '.join(f'{x:.0%}' for x in rates)}; target {TARGET:.0%}; "
           f"ratio to target {min(rates) / TARGET:.2f} (worst run), {sum(rates) / len(rates) / TARGET:.2f} (mean)")
+
+
+def write_results(a: argparse.Namespace, results: list[dict[str, Any]]) -> None:
+    """The results file of this invocation (``--out``, or benchmarks/results/hil_cli_workflow[_WORKFLOW].json)."""
     suffix = "" if a.workflow == "task" else f"_{a.workflow}"
-    a.out = a.out or ROOT / "benchmarks" / "results" / f"hil_cli_workflow{suffix}.json"
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "workflow": a.workflow, "machine": machine(),
-                                 "argv": sys.argv[1:], "busy_loops": a.load,
-                                 "commands": workflow_commands(a.workflow),
-                                 "overrides": a.set, "minutes": a.minutes, "episodes": a.episodes,
-                                 "time_scale": a.time_scale,
-                                 "runs": results}, indent=1))
+    out = a.out or ROOT / "benchmarks" / "results" / f"hil_cli_workflow{suffix}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "workflow": a.workflow, "machine": machine(),
+                               "argv": sys.argv[1:], "busy_loops": a.load, "commands": workflow_commands(a.workflow),
+                               "overrides": a.set, "minutes": a.minutes, "episodes": a.episodes,
+                               "time_scale": a.time_scale, "runs": results}, indent=1))
 
 
 if __name__ == "__main__":
