@@ -308,7 +308,15 @@ def main() -> None:
                    help="results JSON (default benchmarks/results/hil_cli_workflow[_classifier].json)")
     p.add_argument("--table", type=Path, default=None, metavar="JSON",
                    help="print the markdown table of an earlier results file and exit (nothing is run)")
+    p.add_argument("--from-printout", type=Path, default=None, metavar="LOG",
+                   help="write the results file (--out) from this script's printed log, for runs whose file was lost "
+                        "(each record says so: from_printout)")
     a = p.parse_args()
+    if a.from_printout is not None:
+        runs = runs_from_printout(a.from_printout.read_text())
+        write_results(a, runs)
+        print(f"{len(runs)} finished runs from {a.from_printout}")
+        return
     if a.table is not None:
         print(markdown_table(json.loads(a.table.read_text())))
         return
@@ -335,6 +343,32 @@ def main() -> None:
     rates = [float(r["alone_success"]) for r in results]  # type: ignore[arg-type]
     print(f"policy alone: {', '.join(f'{x:.0%}' for x in rates)}; target {TARGET:.0%}; "
           f"ratio to target {min(rates) / TARGET:.2f} (worst run), {sum(rates) / len(rates) / TARGET:.2f} (mean)")
+
+
+def runs_from_printout(text: str) -> list[dict[str, Any]]:
+    """Each run's record from what this script printed (its log), for a results file lost with its process.
+
+    The record holds what the printout has: the steps' summaries, the evaluation, the actor's and the learner's
+    closing lines, the load average; ``"from_printout": true`` says where it came from.
+    """
+    runs = []
+    for block in re.split(r"^run \d+/\d+", text, flags=re.M)[1:]:
+        lines = [x.strip() for x in block.splitlines()]
+        seed = re.match(r" \(seed (\d+)\)", block)
+        ev = next((x for x in lines if x.startswith("20 episodes") or re.match(r"\d+ episodes:", x)), None)
+        actor = next((x[len("actor: "):] for x in lines if x.startswith("actor: ")), None)
+        learner = next((x[len("learner: "):] for x in lines if x.startswith("learner: ")), None)
+        if ev is None or actor is None or learner is None:
+            continue  # a run that did not finish
+        alone = re.search(r"alone (\d+)/(\d+)", ev)
+        load = re.search(r"load average \{'mean': ([0-9.]+), 'max': ([0-9.]+)\}", block)
+        done = re.finditer(r"robot-rl (\S+) done in (\d+)s: (.*)", block)
+        prep = {f"{m.group(1)} (step {i + 1})": f"{m.group(2)}s: {m.group(3)}" for i, m in enumerate(done)}
+        runs.append({"seed": int(seed.group(1)) if seed else None, "eval": ev, "actor": actor, "learner": learner,
+                     "alone_success": int(alone.group(1)) / int(alone.group(2)) if alone else None,
+                     "preparation": prep, "from_printout": True,
+                     "load_average": {"mean": float(load.group(1)), "max": float(load.group(2))} if load else {}})
+    return runs
 
 
 def write_results(a: argparse.Namespace, results: list[dict[str, Any]]) -> None:

@@ -67,6 +67,15 @@ def test_a_seed_reaches_every_step_but_the_evaluation_and_the_table_reads_the_re
                    "5.2 | **19/20** |"), row
 
 
+def test_runs_are_read_back_from_the_printout_of_a_crashed_invocation():
+    wf = _workflow()
+    printout = (Path(wf.__file__).parent / "results" / "so101_workflow" / "seed1_load2_printout.log").read_text()
+    [run] = wf.runs_from_printout(printout)  # seed 2's run in that log crashed before its evaluation
+    assert run["seed"] == 1 and run["alone_success"] == 0.6 and run["from_printout"]
+    assert "threshold 0.8504" in run["preparation"]["reward (step 4)"] and run["load_average"]["mean"] == 7.64
+    assert "| 1 | 0.8504 (0.951, 0.995) |" in wf.markdown_table({"runs": [run]})
+
+
 @contextmanager
 def _port_taken(port: int) -> Iterator[None]:
     """Something else listens on ``port`` for the block (unless something already does)."""
