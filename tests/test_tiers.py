@@ -95,6 +95,21 @@ def test_slow_runs_long():
     end = time.process_time() + 0.3
     while time.process_time() < end:
         pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    yield
+    subprocess.run([sys.executable, "-c", "pass"], check=True)  # stops what the integration test used
+
+
+@pytest.mark.integration
+def test_integration_uses_a_module_fixture(server):
+    pass
+
+
+def test_last_in_the_file_closes_the_module_fixture_for_its_integration_user():
+    pass
 '''
 
 # The CPU limit is lowered for the run so that "runs long" costs 0.3 s instead of the real limit's 5 s.
@@ -126,7 +141,8 @@ def test_a_unit_test_that_breaks_a_rule_fails_with_the_guidance(tmp_path: Path) 
     assert _outcomes(out) == {
         "test_plain": "PASSED", "test_short_sleeps_are_a_tick": "PASSED",
         "test_integration_starts_a_process": "PASSED", "test_integration_uses_a_socket_and_sleeps": "PASSED",
-        "test_slow_runs_long": "PASSED",
+        "test_slow_runs_long": "PASSED", "test_integration_uses_a_module_fixture": "PASSED",
+        "test_last_in_the_file_closes_the_module_fixture_for_its_integration_user": "PASSED",
         "test_starts_a_process": "FAILED", "test_starts_a_multiprocessing_process": "FAILED", "test_forks": "FAILED",
         "test_binds_a_socket": "FAILED", "test_connects_a_socket": "FAILED",
         "test_sleeps": "FAILED", "test_runs_long": "FAILED"}, out
@@ -148,7 +164,7 @@ def test_minus_m_unit_selects_what_is_not_integration_or_slow(tmp_path: Path) ->
                          timeout=120)
     selected = re.findall(r"::(\w+)$", run.stdout, re.M)
     assert selected == ["test_integration_starts_a_process", "test_integration_uses_a_socket_and_sleeps",
-                        "test_slow_runs_long"], run.stdout
+                        "test_slow_runs_long", "test_integration_uses_a_module_fixture"], run.stdout
 
 
 def test_an_unmarked_test_is_unit(request: pytest.FixtureRequest) -> None:

@@ -1,8 +1,9 @@
 """The test tiers (docs/testing.md), as a pytest plugin that ``tests/conftest.py`` loads.
 
 Every test is ``unit`` unless it is marked ``integration`` or ``slow`` (itself, by its class or by its module's
-``pytestmark``), so a new test lands in the fast tier by default and ``pytest -m unit`` is the edit-test loop.
-A unit test is held to what the tier promises while it runs (its setup, call and teardown):
+``pytestmark``), so a new test lands in the unit tier by default and ``pytest -m unit`` is the edit-test loop.
+A unit test is held to what the tier promises while it runs (its setup, call and teardown, unless that teardown
+also closes its file's module fixtures):
 
 - it starts no process (``subprocess``, ``os.fork``/``forkpty``/``posix_spawn``/``system``, ``multiprocessing``),
 - it binds or connects no socket (``socket.socket``, ZeroMQ),
@@ -165,8 +166,8 @@ def _is_unit(item: pytest.Item) -> bool:
     return item.get_closest_marker("unit") is not None
 
 
-def _watched(item: pytest.Item) -> Iterator[None]:
-    if not _is_unit(item):
+def _watched(item: pytest.Item, watch: bool = True) -> Iterator[None]:
+    if not (watch and _is_unit(item)):
         return (yield)
     _WATCH.item, _WATCH.thread, _WATCH.violations = item, threading.get_ident(), []
     wall, cpu = time.perf_counter(), time.process_time()
@@ -191,7 +192,9 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    return (yield from _watched(item))
+    # The last test of a file also tears down its module's fixtures, which may be integration tests' (a
+    # simulator process): that teardown is theirs, so only a teardown with the next test in the same file counts.
+    return (yield from _watched(item, nextitem is not None and nextitem.path == item.path))
 
 
 @pytest.hookimpl(wrapper=True)
