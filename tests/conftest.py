@@ -8,6 +8,10 @@ import sys
 import pytest
 import torch
 
+# The test tiers: every test is `unit` unless marked `integration` or `slow`, and a unit test that starts a
+# process, uses a socket, sleeps or runs long fails (tests/tiers.py, docs/testing.md).
+pytest_plugins = ["tiers"]
+
 # Where the environment sets PYTHONDONTWRITEBYTECODE (this machine's image does), pytest rewrites every test
 # module's asserts again on each run (collection 23 s instead of 10 s here) and each `robot-rl` subprocess the
 # tests start compiles the package from source again (about 0.3 s of its 2.5 s start). The caches go to

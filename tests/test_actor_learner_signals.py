@@ -42,6 +42,7 @@ def test_first_signal_asks_second_interrupts() -> None:
     assert signal.getsignal(signal.SIGTERM) is not None  # the previous handlers are back
 
 
+@pytest.mark.integration
 def test_wait_for_returns_on_stop() -> None:
     stop = StopRequest()
     threading.Timer(0.2, stop.set).start()

@@ -14,6 +14,9 @@ from robot_rl.loop.config import resolve_train_config
 from robot_rl.loop.remote_actor import run_actor
 from robot_rl.transport.zmq_transport import ZmqLearnerEndpoint, ZmqSettings
 
+# A ZeroMQ learner and actor on 127.0.0.1 (docs/testing.md's tiers).
+pytestmark = pytest.mark.integration
+
 
 def _free_addr() -> str:
     with socket.socket() as s:

@@ -12,6 +12,7 @@ TINY = ["loop.total_env_steps=600", "loop.eval_every_env_steps=300", "loop.eval_
         "algo.batch_size=32", "algo.actor_hidden=[64,64]", "algo.critic_hidden=[64,64]"]
 
 
+@pytest.mark.integration
 def test_train_resume_eval(tmp_path: Path, capsys):
     root = f"run.root={tmp_path}"
     assert main(["train", "--name", "r1", root, *TINY]) == 0
@@ -87,6 +88,7 @@ def test_config_verb_lists_keys(capsys):
     assert "type: ppo" in capsys.readouterr().out
 
 
+@pytest.mark.integration
 def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path: Path):
     import signal
     import subprocess

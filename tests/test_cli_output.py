@@ -36,6 +36,7 @@ def _fresh_catalog() -> list[TaskInfo]:
 
 
 @pytest.mark.parametrize("columns", [80, 200])
+@pytest.mark.integration
 def test_tasks_keeps_the_install_extras_and_fits_80_columns(columns: int) -> None:
     run = _run(["tasks"], columns)
     assert run.returncode == 0, run.stderr
@@ -53,6 +54,7 @@ def test_tasks_keeps_the_install_extras_and_fits_80_columns(columns: int) -> Non
     assert max(len(line) for line in out.splitlines()) <= columns
 
 
+@pytest.mark.integration
 def test_config_table_keeps_brackets_in_the_meanings() -> None:
     run = _run(["config", "--task", "reach", "--algo", "sac"], 80)
     assert run.returncode == 0, run.stderr
@@ -86,6 +88,7 @@ def test_fit_fields_drops_the_losses_before_success_and_return() -> None:
     assert fit_fields(fields, 5) == ""
 
 
+@pytest.mark.integration
 def test_a_fresh_train_run_starts_with_its_directory_and_fits_80_columns(tmp_path: Path) -> None:
     """The first line is the run directory (not the empty replay's INFO line); no line is cut or too long."""
     run = _run(["train", "--name", "t", "run.root=runs", "loop.total_env_steps=400",
@@ -119,6 +122,7 @@ sys.meta_path.insert(0, _NoImageio())
 '''
 
 
+@pytest.mark.integration
 def test_eval_video_without_imageio_is_one_line(tmp_path: Path) -> None:
     """As `robot-rl export` does for its extra: one line naming it, before any episode is played."""
     from robot_rl.cli import main

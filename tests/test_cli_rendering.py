@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+# Runs `robot-rl` as a user types it (docs/testing.md's tiers).
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[1]
 ROBOT_RL = str(Path(sys.executable).with_name("robot-rl"))
 

@@ -85,6 +85,7 @@ def two_rank_results(request: pytest.FixtureRequest) -> dict[str, dict[str, dict
 
 
 @pytest.mark.parametrize("variant", ["adaptive-lr", "per-minibatch-advantages"])
+@pytest.mark.integration
 def test_two_gloo_ranks_equal_one_process_on_both_ranks_data(
         two_rank_results: dict[str, dict[str, dict[str, torch.Tensor]]], variant: str) -> None:
     kw = VARIANTS[variant]
@@ -101,6 +102,7 @@ def test_two_gloo_ranks_equal_one_process_on_both_ranks_data(
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.integration
 def test_ranks_stay_identical(two_rank_results: dict[str, dict[str, dict[str, torch.Tensor]]], variant: str) -> None:
     # With several minibatches a rank's minibatch is a random half of its own data, so no single process draws
     # the same union; what must hold for every variant is that the ranks take the same steps (averaged gradients,

@@ -63,6 +63,7 @@ def test_fast_learners_support_data_parallel(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(ALGOS))
+@pytest.mark.integration
 def test_two_gloo_ranks_take_one_process_s_step_on_both_batches(two_ranks: list[dict[str, Any]], name: str) -> None:
     single = _train(_algo(name, 2 * B), slice(0, 2 * B))
     ddp = two_ranks[0][name]
@@ -79,11 +80,13 @@ def test_two_gloo_ranks_take_one_process_s_step_on_both_batches(two_ranks: list[
 
 
 @pytest.mark.parametrize("name", sorted(ALGOS))
+@pytest.mark.integration
 def test_ranks_stay_bit_for_bit_equal(two_ranks: list[dict[str, Any]], name: str) -> None:
     assert_bit_equal(two_ranks[0][name]["state"], two_ranks[1][name]["state"])
 
 
 @pytest.mark.parametrize("name", sorted(ALGOS))
+@pytest.mark.integration
 def test_learning_starts_counts_every_rank_s_rows(two_ranks: list[dict[str, Any]], name: str) -> None:
     # 5 vectorised steps of 4 sub-envs (at least a batch) per rank: the lockstep schedule compares the run's rows.
     alone = _algo(name, B)

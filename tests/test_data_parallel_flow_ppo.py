@@ -88,6 +88,7 @@ def test_flow_ppo_supports_data_parallel():
     assert isinstance(_algo("one-minibatch"), SupportsDataParallel)
 
 
+@pytest.mark.integration
 def test_two_gloo_ranks_take_one_process_s_step_on_the_whole_rollout(two_ranks: list[dict[str, Any]]) -> None:
     single = _train(_algo("one-minibatch"), slice(0, 2 * N))
     ddp = two_ranks[0]["one-minibatch"]
@@ -102,6 +103,7 @@ def test_two_gloo_ranks_take_one_process_s_step_on_the_whole_rollout(two_ranks: 
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.integration
 def test_ranks_stay_bit_for_bit_equal(two_ranks: list[dict[str, Any]], variant: str) -> None:
     r0, r1 = two_ranks[0][variant]["params"], two_ranks[1][variant]["params"]
     for k, v in r0.items():

@@ -110,6 +110,7 @@ def test_flow_qc_supports_data_parallel() -> None:
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.integration
 def test_two_gloo_ranks_take_one_process_s_step_on_both_batches(two_ranks: list[dict[str, Any]], variant: str) -> None:
     single = _train(VARIANTS[variant], _rows(0, 1))
     ddp = two_ranks[0][variant]
@@ -126,5 +127,6 @@ def test_two_gloo_ranks_take_one_process_s_step_on_both_batches(two_ranks: list[
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.integration
 def test_ranks_stay_bit_for_bit_equal(two_ranks: list[dict[str, Any]], variant: str) -> None:
     assert_bit_equal(two_ranks[0][variant]["state"], two_ranks[1][variant]["state"])

@@ -71,6 +71,7 @@ def test_hiors_supports_data_parallel():
     assert isinstance(_algo(), SupportsDataParallel)
 
 
+@pytest.mark.integration
 def test_ranks_judge_every_rank_s_episodes_alike_and_stay_bit_for_bit_equal(two_ranks: list[dict[str, Any]]) -> None:
     r0, r1 = two_ranks
     alone = [_train(_algo(), rank) for rank in range(2)]  # each rank's own episodes, judged without the other's

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 from gloo_ranks import join, leave, leaves, state_batch
 
@@ -49,6 +50,7 @@ def test_iql_supports_data_parallel():
     assert isinstance(_algo(B), SupportsDataParallel)
 
 
+@pytest.mark.integration
 def test_two_gloo_ranks_take_one_process_s_step_on_both_batches(two_ranks: list[dict[str, Any]]) -> None:
     single = _train(_algo(2 * B), slice(0, 2 * B))
     ddp = two_ranks[0]
@@ -65,6 +67,7 @@ def test_two_gloo_ranks_take_one_process_s_step_on_both_batches(two_ranks: list[
             torch.testing.assert_close(ddp["state"][k], ref, rtol=1e-5, atol=1e-6, msg=lambda m, k=k: f"{k}: {m}")
 
 
+@pytest.mark.integration
 def test_ranks_stay_bit_for_bit_equal(two_ranks: list[dict[str, Any]]) -> None:
     r0, r1 = two_ranks[0]["state"], two_ranks[1]["state"]
     assert r0.keys() == r1.keys()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 from gloo_ranks import assert_bit_equal, assert_close_floats, join, leave, leaves
 
@@ -15,6 +16,9 @@ from robot_rl.core.transition import TransitionBatch
 from robot_rl.data.offline import OfflineData
 from robot_rl.loop.offline_phase import OfflineConfig, pretrain
 from robot_rl.policies.sac import SACConfig
+
+# Both tests read what two gloo rank processes measured (tests/gloo_ranks.py; docs/testing.md's tiers).
+pytestmark = pytest.mark.integration
 
 STATE = EnvSpec({"state": ArraySpec((3,))}, ArraySpec((2,), low=-1.0, high=1.0))
 B, UPDATES, ROWS = 8, 3, 40  # rows per rank per update, offline updates, rows of data

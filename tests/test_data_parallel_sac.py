@@ -139,6 +139,7 @@ GLOO_RANKS = _rank
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.integration
 def test_two_gloo_ranks_take_one_process_s_step_on_both_batches(two_ranks: list[dict[str, Any]], variant: str) -> None:
     single = _train(_algo(variant, 2 * B), variant, slice(0, 2 * B))
     ddp = two_ranks[0][variant]
@@ -162,6 +163,7 @@ def test_two_gloo_ranks_take_one_process_s_step_on_both_batches(two_ranks: list[
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.integration
 def test_ranks_stay_bit_for_bit_equal(two_ranks: list[dict[str, Any]], variant: str) -> None:
     # Networks, targets, α, optimiser moments, normaliser statistics and the generator: everything a rank holds.
     r0, r1 = two_ranks[0][variant]["state"], two_ranks[1][variant]["state"]
@@ -173,6 +175,7 @@ def test_ranks_stay_bit_for_bit_equal(two_ranks: list[dict[str, Any]], variant: 
             assert v == r1[k], k
 
 
+@pytest.mark.integration
 def test_lockstep_ranks_agree_on_steps_and_updates_when_their_data_differs(two_ranks: list[dict[str, Any]]) -> None:
     # 4 + 3 = 7 env steps an iteration on every rank. Updates start once every shard holds learning_starts / 2 = 5
     # rows (rank 1's 3 rows an iteration: from iteration 2) and owe utd · 7 / 2 = 3.5 an iteration from then on.
@@ -250,6 +253,7 @@ def test_sections_that_assume_one_process_are_refused_by_name(override: str, nam
         prepare_rank(cfg, DataParallel(0, 2, 0), None)
 
 
+@pytest.mark.integration
 def test_the_cli_refuses_ddp_with_hil_before_starting_any_rank(tmp_path: Path) -> None:
     exe = str(Path(sys.executable).with_name("robot-rl"))
     out = subprocess.run([exe, "train", "--task", "reach", "--algo", "sac", "run.distributed=ddp",

@@ -38,6 +38,7 @@ def _learner_cfg(**algo) -> DeployConfig:
                         transport=ZmqTransportConfig(address="tcp://127.0.0.1:*", heartbeat_s=0.2), status=False)
 
 
+@pytest.mark.integration
 def test_an_actor_with_a_bad_classifier_path_never_reaches_the_learner(tmp_path, caplog):
     from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
@@ -156,6 +157,7 @@ def _feed(learner: HILLearner, chunks) -> None:
         actor.close()
 
 
+@pytest.mark.integration
 def test_a_resumed_learner_says_what_it_resumed(tmp_path, capsys):
     run = tmp_path / "run"
     learner = HILLearner(_learner_cfg(), run)
@@ -174,6 +176,7 @@ def test_a_resumed_learner_says_what_it_resumed(tmp_path, capsys):
     assert out[-1].startswith("stopped after 12 transitions (4 intervened), 0 updates, weights v2;"), out[-1]
 
 
+@pytest.mark.integration
 def test_the_learner_counts_demonstrations_apart_from_interventions(tmp_path):
     from robot_rl.cli.deploy import learner_summary
 

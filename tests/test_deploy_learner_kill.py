@@ -25,7 +25,7 @@ pytest.importorskip("mujoco")  # the simulated SO-101
 pytest.importorskip("mink")  # its driver's IK
 pytest.importorskip("msgpack")
 
-pytestmark = [pytest.mark.sim, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.sim, pytest.mark.timeout(420), pytest.mark.slow]
 
 CLI = str(Path(sys.executable).with_name("robot-rl"))
 EPISODES = 6

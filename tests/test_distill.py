@@ -212,6 +212,7 @@ def test_the_default_pixel_student_fits_512k_flash_and_128k_ram():
     assert sizes.int8_full_const < 40_000 and "32x32x3" in sizes.architecture
 
 
+@pytest.mark.slow
 def test_cli_distils_a_pixel_sac_run_then_export_writes_c(tmp_path):
     teacher = _run_dir(tmp_path / "teacher", ReachPixelsConfig(image_size=32),
                        SACConfig(image_channels=4, image_features=8, actor_hidden=(16,)))

@@ -53,6 +53,7 @@ def _flow_run(path: Path, task: LangReachConfig) -> Path:
     return path
 
 
+@pytest.mark.integration
 def test_a_flow_chunk_teacher_distils_into_a_student_of_whole_chunks_exported_to_c(tmp_path):
     task = _task()
     teacher = load_teacher(_flow_run(tmp_path / "flow", task))

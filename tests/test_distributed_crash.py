@@ -192,6 +192,7 @@ def test_segments_record_whole_chunks_and_the_window_survives_pruning(tmp_path: 
     assert again.transitions_written == 120 and again.transitions_written % 4 == 0
 
 
+@pytest.mark.integration
 def test_a_resend_that_arrived_before_the_windows_were_loaded_is_dropped_and_acked() -> None:
     from robot_rl.replay.crashtest import SPEC, id_rows
     from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqLearnerEndpoint, ZmqSettings

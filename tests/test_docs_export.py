@@ -83,6 +83,7 @@ def test_the_page_has_the_two_firmware_blocks() -> None:
     assert blocks[0].startswith("robot-rl export") and "qemu-system-arm" in blocks[1]
 
 
+@pytest.mark.integration
 def test_the_firmware_build_commands_run_as_typed(tmp_path: Path) -> None:
     _need("arm-none-eabi-gcc", "cmake")
     (tmp_path / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
@@ -91,6 +92,7 @@ def test_the_firmware_build_commands_run_as_typed(tmp_path: Path) -> None:
         assert (tmp_path / build / "policy_fw.elf").is_file() and (tmp_path / build / "policy_fw.bin").is_file()
 
 
+@pytest.mark.integration
 def test_the_qemu_commands_run_as_typed(tmp_path: Path) -> None:
     _need("arm-none-eabi-gcc", "cmake", "qemu-system-arm")
     (tmp_path / "examples").symlink_to(ROOT / "examples", target_is_directory=True)

@@ -12,6 +12,8 @@ import subprocess
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "install-lerobot.sh"
 RECIPE = re.compile(r"bash scripts/install-lerobot\.sh (\S+)")
@@ -77,6 +79,7 @@ def test_no_extra_holds_lerobot() -> None:
     assert not [name for name, reqs in extras.items() if any(r.startswith("lerobot") for r in reqs)]
 
 
+@pytest.mark.integration
 def test_the_script_runs_from_anywhere_into_the_venv_it_is_given(tmp_path: Path) -> None:
     """A venv whose pip records its arguments: the script's steps, in order, into that venv, the repo by path."""
     venv = tmp_path / "venv"

@@ -63,6 +63,7 @@ def test_the_keyboard_and_the_guard_share_one_estop_key():
     assert [k for k, e in EVENT_KEYS.items() if e == "estop"] == list(ESTOP_KEYS)
 
 
+@pytest.mark.integration
 def test_guard_trips_on_the_key_and_forwards_every_other_key(terminal, tmp_path):
     master, _ = terminal
     stop_file = tmp_path / "stopped"
@@ -81,6 +82,7 @@ def test_guard_trips_on_the_key_and_forwards_every_other_key(terminal, tmp_path)
         assert guard.keys.empty()  # the e-stop key itself is never forwarded
 
 
+@pytest.mark.integration
 def test_keyboard_fed_by_the_guard_reads_as_the_keyboard_on_the_terminal(terminal, tmp_path):
     master, _ = terminal
     keys = b"wtgo"  # +x motion, intervention toggle, success, gripper open
@@ -109,6 +111,7 @@ def test_keyboard_fed_by_the_guard_reads_as_the_keyboard_on_the_terminal(termina
     assert not guard.tripped
 
 
+@pytest.mark.integration
 def test_the_key_stops_the_robot_while_this_process_is_hung(terminal, tmp_path):
     """The point of the feature: nothing in this process runs (the GIL is held), yet the key acts."""
     master, _ = terminal
@@ -156,6 +159,7 @@ class _QuietStatus(StatusLine):
         return None
 
 
+@pytest.mark.integration
 def test_a_guard_trip_latches_the_safety_layer_and_the_status_line_says_why(terminal, tmp_path):
     master, _ = terminal
     robot = XArmRobot(XArmRobotConfig(), sdk=FakeXArmAPI)
@@ -204,6 +208,7 @@ def test_estop_tty_errors_say_what_to_do(tmp_path, terminal):
 
 
 @pytest.mark.sim
+@pytest.mark.integration
 def test_deploy_cli_gives_the_terminal_to_the_guard_and_the_keyboard_reads_the_guard(terminal, tmp_path,
                                                                                       monkeypatch, capsys):
     pytest.importorskip("mujoco")  # the simulated arm

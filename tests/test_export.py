@@ -62,6 +62,7 @@ def _policy(algo, obs_dim, hidden, act, norm, act_shape, bounds, seed):
 
 
 @pytest.mark.parametrize("arch", ARCHS, ids=lambda a: f"{a[0]}-{a[1]}-{'x'.join(map(str, a[2]))}-{a[3]}")
+@pytest.mark.integration
 def test_c_matches_torch_for_random_architectures(arch, tmp_path):
     policy, spec = _policy(*arch, seed=len(tmp_path.name))
     obs = random_observations(spec, policy, N_OBS, seed=1)
@@ -82,6 +83,7 @@ def test_c_matches_torch_for_random_architectures(arch, tmp_path):
         assert np.isfinite(got).all()
 
 
+@pytest.mark.integration
 def test_c_forward_by_hand(tmp_path):
     # obs (1, 2) → normalised ((1−1)/1, (2−0)/0.5 = 4 → clipped to 3) = (0, 3)
     # hidden = relu([[1, −1], [0.5, 2]]·(0, 3) + (0.25, −1)) = relu(−2.75, 5) = (0, 5)
@@ -118,6 +120,7 @@ def test_generated_c_is_dependency_free_and_const():
         generate_c(extract_mlp(policy), "9lives")
 
 
+@pytest.mark.integration
 def test_verification_catches_a_wrong_export(tmp_path):
     policy, spec = _policy("sac", 6, (16,), "relu", True, (2,), (-1.0, 1.0), seed=3)
     graph = extract_mlp(policy)
@@ -200,6 +203,7 @@ def trained_run(tmp_path_factory):
     return root / "reach"
 
 
+@pytest.mark.integration
 def test_export_trained_run_to_c(trained_run, tmp_path, capsys):
     out = tmp_path / "c"
     assert main(["export", str(trained_run), "--format", "c", "--out", str(out), "--name", "reach_policy"]) == 0
@@ -221,6 +225,7 @@ def test_export_trained_run_to_c(trained_run, tmp_path, capsys):
         assert i8["targets"]["cortex-m4f"]["flash"] < 0.5 * f32["targets"]["cortex-m4f"]["flash"]
 
 
+@pytest.mark.integration
 def test_int8_full_is_calibrated_on_the_recorded_observations(trained_run, tmp_path, capsys):
     """Random observations lie outside what the task visits: int8_full's ranges come from the recorded ones."""
     from robot_rl.export.c_int8 import generate_int8_c
@@ -268,6 +273,7 @@ def test_export_help(capsys):
 
 
 @pytest.mark.skipif(not arm_available(), reason="arm-none-eabi-gcc not installed (apt-get install gcc-arm-none-eabi)")
+@pytest.mark.integration
 def test_cortex_m_sizes_for_a_3x256_mlp(tmp_path):
     policy, _ = _policy("ppo", 48, (256, 256, 256), "elu", True, (12,), (-1.0, 1.0), seed=0)
     graph = extract_mlp(policy)
@@ -282,6 +288,7 @@ def test_cortex_m_sizes_for_a_3x256_mlp(tmp_path):
 @pytest.mark.skipif(not (arm_available() and shutil.which("qemu-system-arm") and shutil.which("cmake")),
                     reason="needs arm-none-eabi-gcc, cmake and qemu-system-arm (apt-get install gcc-arm-none-eabi "
                            "libnewlib-arm-none-eabi cmake qemu-system-arm, or scripts/install-system-deps.sh)")
+@pytest.mark.integration
 def test_firmware_runs_under_qemu_and_matches_host(tmp_path):
     policy, _ = _policy("ppo", 7, (16, 16), "elu", True, (3,), (-1.0, 1.0), seed=2)
     graph = extract_mlp(policy)

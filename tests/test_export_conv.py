@@ -31,6 +31,9 @@ from robot_rl.policies.modules.cnn import ConvEncoder
 from robot_rl.policies.sac import SACConfig
 from robot_rl.policies.sac_networks import SACPolicy
 
+# Compiles the generated C and runs it (docs/testing.md's tiers).
+pytestmark = pytest.mark.integration
+
 TOL = 1e-5
 
 

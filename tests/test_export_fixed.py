@@ -55,6 +55,9 @@ from robot_rl.export.vision import (
 from robot_rl.policies.flow.model import SpatialSoftmaxCamera
 from robot_rl.policies.modules.cnn import ConvEncoder
 
+# Compiles the generated C and runs it (docs/testing.md's tiers).
+pytestmark = pytest.mark.integration
+
 TOL = 1e-5
 NEEDS_ARM = pytest.mark.skipif(not arm_available(), reason="arm-none-eabi-gcc not installed (apt-get install "
                                                            "gcc-arm-none-eabi libnewlib-arm-none-eabi)")

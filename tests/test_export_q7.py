@@ -34,6 +34,9 @@ from robot_rl.export.vision import CameraBranch, LayerNormNode, extract_camera, 
 from robot_rl.policies.flow.model import SpatialSoftmaxCamera
 from robot_rl.policies.modules.cnn import ConvEncoder
 
+# Compiles the generated C and runs it (docs/testing.md's tiers).
+pytestmark = pytest.mark.integration
+
 
 def _q7(graph, images, state, name="pol"):
     """Plan (calibrated on these observations) and source; test_export_fixed's ``_run`` runs it (int16 I/O)."""

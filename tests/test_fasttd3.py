@@ -207,6 +207,7 @@ def test_the_learner_rates_follow_the_number_of_sub_envs() -> None:
     assert algo.learning_starts == 64  # never fewer transitions than one batch
 
 
+@pytest.mark.integration
 def test_pendulum_improves_within_a_small_budget() -> None:
     task = TASKS.get("pendulum")
     env, eval_env = task(num_envs=32).make("cpu", 0), task(num_envs=10).make("cpu", 1)
@@ -235,6 +236,7 @@ def test_pendulum_improves_within_a_small_budget() -> None:
 
 
 @pytest.mark.parametrize("algo_name", ["fasttd3", "fastsac"])
+@pytest.mark.integration
 def test_train_from_the_command_line(tmp_path: Path, algo_name: str) -> None:
     from robot_rl.cli import main
 

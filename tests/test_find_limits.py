@@ -49,6 +49,7 @@ def test_by_hand_refuses_an_arm_without_motors_to_switch_off() -> None:
         by_hand(XArmRobot(XArmRobotConfig(), sdk=FakeXArmAPI), seconds=0.1, hz=10)
 
 
+@pytest.mark.integration
 def test_cli_finds_limits_on_the_simulated_so101_with_a_scripted_device(tmp_path: Path,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
     """The command as a user types it; the file it writes is a config `record` and `robot check` take."""
@@ -82,6 +83,7 @@ def test_cli_finds_limits_on_the_simulated_so101_with_a_scripted_device(tmp_path
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+@pytest.mark.integration
 def test_ctrl_c_or_sigterm_ends_find_limits_early_and_still_writes_the_file(tmp_path: Path, sig: str) -> None:
     import signal
     import time

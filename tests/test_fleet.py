@@ -86,6 +86,7 @@ def test_one_learner_needs_one_spec() -> None:
         check_fleet(robots, configs, learn=True)
 
 
+@pytest.mark.integration
 def test_the_command_refuses_two_robots_on_one_port_before_anything_moves(tmp_path: Path) -> None:
     fleet = _fleet_file(tmp_path, "robots:\n  - {name: left, set: [robot.port=/dev/ttyACM0]}\n"
                                   "  - {name: right, set: [robot.port=/dev/ttyACM0]}\n")

@@ -177,6 +177,7 @@ def test_dict_observations_map_to_state_and_image_keys():
     assert res.info["success"].tolist() == [True, True]  # gym_hil's "succeed" key
 
 
+@pytest.mark.integration
 def test_async_vector_env_matches_sync():
     results = []
     for vector in ("sync", "async"):
@@ -204,6 +205,7 @@ def test_prefixed_task_id_builds_the_env():
 
 
 @pytest.mark.sim
+@pytest.mark.integration
 def test_gymnasium_mujoco_env_sync_and_async():
     pytest.importorskip("mujoco")
     for vector in ("sync", "async"):
@@ -244,6 +246,7 @@ def test_gym_hil_panda_state_env():
 
 
 @pytest.mark.parametrize("preset", [None, "egl"])
+@pytest.mark.integration
 def test_gymnasium_make_picks_a_headless_gl_backend(preset):
     """gym_hil's Panda envs open a MuJoCo renderer in ``__init__`` even without cameras, so on a machine without a
     display ``make`` chooses ``MUJOCO_GL`` (osmesa on CPU, if its library is there) before mujoco is imported, as

@@ -189,6 +189,7 @@ def test_single_env_ends_episodes_on_their_last_observation():
     assert [limited.step(np.zeros(2, dtype=np.float32))[3] for _ in range(2)] == [False, True]
 
 
+@pytest.mark.integration
 def test_the_package_imports_without_gymnasium_and_names_the_pip_install():
     # The rsl_rl adapter needs no gymnasium; asking for the gymnasium parts then names the extra to install.
     code = (

@@ -199,6 +199,7 @@ def _rsl_train_cfg() -> dict:
     }
 
 
+@pytest.mark.integration
 def test_rsl_rl_ppo_trains_on_reach_through_the_adapter(tmp_path):
     rsl = _rsl_rl()
     if int(importlib.metadata.version("rsl-rl-lib").split(".")[0]) < 5:

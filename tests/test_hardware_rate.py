@@ -21,6 +21,7 @@ def test_loop_holds_its_period():
     assert "50 Hz" in stats.summary()
 
 
+@pytest.mark.integration
 def test_overrun_is_counted_and_not_followed_by_a_burst():
     loop = RateLoop(20.0, max_ticks=6)
     for tick in loop:

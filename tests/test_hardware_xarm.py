@@ -116,6 +116,7 @@ def test_joint_mode_safety_uses_controller_forward_kinematics():
         assert "get_forward_kinematics" in fakes[0].calls
 
 
+@pytest.mark.integration
 def test_fake_matches_the_real_sdk_signatures():
     xarm = pytest.importorskip("xarm.wrapper")
     real = xarm.XArmAPI

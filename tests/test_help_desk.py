@@ -128,6 +128,7 @@ def test_a_takeover_without_a_request_is_counted_apart(tmp_path: Path) -> None:
     assert e.attention_steps == 3  # unasked, the takeover still took the operator's attention
 
 
+@pytest.mark.integration
 def test_a_stalled_loop_while_waiting_still_trips_the_watchdog(tmp_path: Path) -> None:
     def hangs(i: int) -> TeleopReading:  # the teleop read hangs for 0.4 s on the 5th tick of the wait
         if i == 5:
@@ -223,6 +224,7 @@ def test_the_desk_says_when_the_learner_sends_no_critics_and_refuses_wrong_ones(
     assert desk.critic_version == 5 and any("do not load" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.integration
 def test_eval_mode_scores_with_the_critics_of_the_checkpoint(tmp_path: Path) -> None:
     pytest.importorskip("mujoco")
     from robot_rl.hardware.sim_arm import SimulatedArmConfig

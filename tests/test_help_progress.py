@@ -47,6 +47,7 @@ def test_a_stall_scores_higher_than_progress(prm_dir: Path) -> None:
     assert np.mean(stuck) - np.mean(moving) > 0.1
 
 
+@pytest.mark.integration
 def test_the_gate_asks_for_progress_when_the_robot_stalls(prm_dir: Path, tmp_path: Path) -> None:
     cfg = HelpGateConfig(enabled=True, scores=["progress"], prm=str(prm_dir), goal=REACH_INSTRUCTION, window=4,
                          warmup_steps=20, min_ask_steps=1, bell=False, initial_threshold=1.5)

@@ -15,7 +15,7 @@ from robot_rl.policies.sac import SACConfig
 from robot_rl.transport.config import ZmqTransportConfig
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.integration]
 
 
 def _chunk(spec: EnvSpec, n: int, start: int, intervened: bool) -> TransitionBatch:

@@ -98,6 +98,7 @@ def test_a_stale_leader_releases_and_holds():
     assert ctl.counts["teleop_lost"] == 1
 
 
+@pytest.mark.integration
 def test_deploy_with_a_leader_arm_on_the_simulated_arm_in_joint_delta():
     """The follower reaches the leader's joints from where it was, step by step, after the leader matched it."""
     pytest.importorskip("mujoco")
@@ -143,6 +144,7 @@ def test_deploy_with_a_leader_arm_on_the_simulated_arm_in_joint_delta():
     assert np.degrees(np.abs(end - goal)).max() < 1.5, np.degrees(end - goal)
 
 
+@pytest.mark.integration
 def test_record_with_a_leader_arm_in_joint_delta_stores_joint_steps(tmp_path):
     """Demos for a joint_delta policy: the leader's pose (blended in) as steps from the measured joints."""
     pytest.importorskip("mujoco")
@@ -185,6 +187,7 @@ def test_leader_ee_step_takes_the_short_way_round_and_clips():
         leader_ee_step(lambda q: None, np.zeros(4), np.zeros(4), 0.01, 0.05)
 
 
+@pytest.mark.integration
 def test_a_leader_arm_drives_the_simulated_so101_in_ee_delta_through_forward_kinematics(tmp_path):
     """HIL-SERL on LeRobot arms: the leader's pose (its FK) as end-effector steps, in record and in deploy."""
     pytest.importorskip("mujoco")

@@ -50,6 +50,7 @@ def _fake_slurm(bin_dir: Path, calls: Path) -> None:
         f.chmod(0o755)
 
 
+@pytest.mark.integration
 def test_slurm_dry_run_script_places_every_role(tmp_path: Path) -> None:
     script = tmp_path / "job.sbatch"
     out = subprocess.run([EXE, "launch", "--backend", "slurm", "--dry-run", "--script", str(script), "--actors", "3",
@@ -75,6 +76,7 @@ def test_slurm_dry_run_script_places_every_role(tmp_path: Path) -> None:
         assert "algo.batch_size=64" in r and "loop.remote_actors=3" in r
 
 
+@pytest.mark.integration
 def test_slurm_without_sbatch_says_how(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin"}
     out = subprocess.run([EXE, "launch", "--backend", "slurm", "--task", "reach"], capture_output=True, text=True,
@@ -82,6 +84,7 @@ def test_slurm_without_sbatch_says_how(tmp_path: Path) -> None:
     assert out.returncode == 2 and "--dry-run --script" in out.stdout
 
 
+@pytest.mark.integration
 def test_launch_refuses_a_bad_config_before_starting_anything(tmp_path: Path) -> None:
     out = subprocess.run([EXE, "launch", "--task", "no_such_task"], capture_output=True, text=True, cwd=tmp_path,
                          timeout=120)
@@ -89,6 +92,7 @@ def test_launch_refuses_a_bad_config_before_starting_anything(tmp_path: Path) ->
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.integration
 def test_process_host_restarts_and_stops(tmp_path: Path) -> None:
     log = tmp_path / "p.log"
     host = ProcessHost([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"], str(log))
@@ -143,6 +147,7 @@ def _launch_and_kill_actor_1(tmp_path: Path, name: str, overrides: list[str]) ->
     return out
 
 
+@pytest.mark.slow
 def test_local_launch_runs_its_budget_through_a_killed_actor(tmp_path: Path) -> None:
     # No updates (learning_starts beyond the budget): what is the launcher's own is checked here, the restart and
     # every step of the budget arriving; learning through the same commands is the slow test below.

@@ -90,6 +90,7 @@ GLOO_RANKS = _rank
 
 
 
+@pytest.mark.integration
 def test_two_gloo_ranks_take_one_process_s_step_on_the_whole_rollout(two_ranks: list[dict[str, Any]],
                                                                       tmp_path: Path) -> None:
     torch.set_num_threads(1)
@@ -106,6 +107,7 @@ def test_two_gloo_ranks_take_one_process_s_step_on_the_whole_rollout(two_ranks: 
     assert ddp["frozen_sum"] == single["frozen_sum"]  # the VLM is the checkpoint's, untouched
 
 
+@pytest.mark.integration
 def test_ranks_stay_bit_for_bit_equal(two_ranks: list[dict[str, Any]]) -> None:
     r0, r1 = two_ranks
     for name in ("trainable", "critic"):

@@ -353,6 +353,7 @@ def _scenes(n: int, size: int, g: torch.Generator) -> tuple[torch.Tensor, torch.
     return images, side.float() * 2 - 1
 
 
+@pytest.mark.slow
 def test_sac_on_a_frozen_random_resnet10_learns_where_the_object_is() -> None:
     # A one-step task from pixels (reward = side · action): the trunk is random and fixed, so whatever is learnt
     # is learnt by the heads through the shared maps: the critic's head by the TD loss, the actor's by L_π.

@@ -55,6 +55,7 @@ def test_priority_outside_the_range_is_refused_at_config_time(priority: int) -> 
         SafetyConfig(realtime_priority=priority)
 
 
+@pytest.mark.integration
 def test_loop_and_simulator_run_fifo_and_later_threads_do_not() -> None:
     pytest.importorskip("mujoco")
     pytest.importorskip("msgpack")
@@ -154,6 +155,7 @@ print("REFUSED", robot.is_connected, message)
 """
 
 
+@pytest.mark.integration
 def test_refusal_names_the_fix_and_connects_nothing() -> None:
     out = subprocess.run(_unprivileged([sys.executable, "-c", _REFUSED]), capture_output=True, text=True,
                          timeout=60, preexec_fn=_no_rtprio_limit)
@@ -180,6 +182,7 @@ for attempt in range(2):  # an arm reconnected (a new episode on some robots) wa
 """
 
 
+@pytest.mark.integration
 def test_default_takes_fifo_where_allowed_and_else_connects_with_one_warning() -> None:
     """The default (None) is priority 50 where the OS allows it; elsewhere the loop still runs, with one warning."""
     allowed = subprocess.run([sys.executable, "-c", _AUTO], capture_output=True, text=True, timeout=60)
@@ -228,6 +231,7 @@ def _record(out: Path, *, privileged: bool) -> subprocess.CompletedProcess[str]:
                           stdin=subprocess.DEVNULL, preexec_fn=None if privileged else _no_rtprio_limit)
 
 
+@pytest.mark.integration
 def test_record_cli_runs_its_loop_on_fifo_and_refuses_clearly_without_the_privilege(tmp_path: Path) -> None:
     need_mujoco_rendering()  # sim_so101's cameras
     pytest.importorskip("mink")

@@ -287,6 +287,7 @@ def test_status_line_shows_who_acts_segment_success_and_safety(tmp_path: Path) -
     assert "human" in lines[0] and "safety events" in lines[0] and "success -" in lines[0]
 
 
+@pytest.mark.integration
 def test_recorded_demos_preload_the_deploy_learner(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """What `robot-rl record` writes is what `robot-rl deploy --role learner --demos` reads."""
     from robot_rl.cli import main
@@ -300,6 +301,7 @@ def test_recorded_demos_preload_the_deploy_learner(tmp_path: Path, capsys: pytes
     assert f"{len(ep)} demos" in capsys.readouterr().out
 
 
+@pytest.mark.integration
 def test_deploy_learner_weights_rac_labelled_demos(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from robot_rl.cli import main
 
@@ -315,6 +317,7 @@ def test_deploy_learner_weights_rac_labelled_demos(tmp_path: Path, capsys: pytes
 
 
 @pytest.mark.sim
+@pytest.mark.integration
 def test_cli_records_scripted_pick_demos_without_a_keyboard(tmp_path: Path) -> None:
     """`robot-rl record --device pick_demonstrator` as a user runs it with no terminal: it starts each episode
     itself on a freshly reset task and saves successes; the existing directory then gets a clear refusal."""
@@ -346,6 +349,7 @@ def test_cli_records_scripted_pick_demos_without_a_keyboard(tmp_path: Path) -> N
     assert len(EpisodeStore(out)) == 4
 
 
+@pytest.mark.integration
 def test_a_slow_episode_write_holds_the_arm_without_latching_the_watchdog(tmp_path: Path) -> None:
     """A write that outlasts the watchdog (a slow disk, PNG frames under load) pauses it; the next episode runs."""
     robot = _robot()

@@ -141,6 +141,7 @@ def test_full_disk_is_a_clear_error_and_keeps_what_was_committed(tmp_path: Path)
     assert _ids(again) == list(range(190))
 
 
+@pytest.mark.integration
 def test_runner_stops_actors_on_a_full_disk(tmp_path: Path, monkeypatch):
     import robot_rl.testing  # noqa: F401 - registers the "fake" task
     from robot_rl.loop.config import resolve_train_config

@@ -31,6 +31,9 @@ from robot_rl.rewards.service import (
 from robot_rl.rewards.wrapper import RewardWrapper, remote_reward_wrapper
 from robot_rl.sims.reach_pixels import ReachPixelsConfig
 
+# A reward server and its clients over ZeroMQ on 127.0.0.1 (docs/testing.md's tiers).
+pytestmark = pytest.mark.integration
+
 S = 16
 GOAL = "reach the green target"
 

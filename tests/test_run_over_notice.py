@@ -22,6 +22,9 @@ from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.core.transport import FinishingEndpoint, VersionedWeights
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqLearnerEndpoint, ZmqSettings
 
+# Learners and actors over ZeroMQ, and as processes (docs/testing.md's tiers).
+pytestmark = pytest.mark.integration
+
 SPEC = EnvSpec({"state": ArraySpec((3,))}, ArraySpec((2,), low=-1.0, high=1.0))
 FAST = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3)
 EXE = str(Path(sys.executable).with_name("robot-rl"))

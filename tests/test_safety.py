@@ -241,6 +241,7 @@ def test_weight_gate_accepts_close_policies_and_rejects_bad_ones():
     assert not check_policy_update(_policy(), None, {"state": np.zeros((0, 4))}).ok
 
 
+@pytest.mark.integration
 def test_watchdog_counts_from_the_first_command_and_its_latch_says_what_to_change():
     import time
 

@@ -19,7 +19,7 @@ from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.sim_arm import SimulatedArm, SimulatedArmConfig, pick_expert_action
 from robot_rl.hardware.sim_arm_server import pack_array, unpack_array
 
-pytestmark = pytest.mark.sim
+pytestmark = [pytest.mark.sim, pytest.mark.integration]
 
 
 def _connect(cfg: SimulatedArmConfig) -> SimulatedArm:

@@ -17,6 +17,7 @@ from robot_rl.hardware.sim_arm_server import SimArmWorld, unpack_array
 pytestmark = pytest.mark.sim
 
 
+@pytest.mark.integration
 def test_time_scale_runs_the_physics_that_many_times_faster_than_the_wall_clock():
     arm = SimulatedArmConfig(cameras={}, time_scale=3.0).make()
     arm.connect()  # MuJoCo is installed: an arm that does not start is a failure, not a skip

@@ -94,6 +94,7 @@ def so101():
     robot.disconnect()
 
 
+@pytest.mark.integration
 def test_observe_matches_features_and_cameras_render(so101: SimSo101Robot) -> None:
     obs = so101.observe()
     for key, spec in so101.features.observation.items():
@@ -111,6 +112,7 @@ def _run(robot: SimSo101Robot, action: np.ndarray, steps: int) -> None:
         time.sleep(1.0 / 60.0)  # 30 Hz of simulated time at time_scale 2
 
 
+@pytest.mark.integration
 def test_each_control_mode_moves_the_arm_the_right_way(so101: SimSo101Robot) -> None:
     so101.reset_task(seed=0)
     time.sleep(0.2)
@@ -143,6 +145,7 @@ def test_each_control_mode_moves_the_arm_the_right_way(so101: SimSo101Robot) -> 
             cfg.control_mode = "ee_delta"
 
 
+@pytest.mark.integration
 def test_reset_randomises_the_cube_and_repeats_with_a_seed(so101: SimSo101Robot) -> None:
     spots = []
     for seed in (5, 6, 5):
@@ -160,6 +163,7 @@ def test_reset_randomises_the_cube_and_repeats_with_a_seed(so101: SimSo101Robot)
     assert not so101.task_status().success
 
 
+@pytest.mark.integration
 def test_the_scripted_pick_succeeds_through_the_safety_layer() -> None:
     """The expert (ee_delta through the driver's IK, the so101 box) picks on at least 9 of 10 random spots."""
     cfg = SimSo101Config(control_mode="ee_delta", cameras={}, time_scale=3.0, seed=0)
@@ -186,6 +190,7 @@ def test_the_scripted_pick_succeeds_through_the_safety_layer() -> None:
     assert wins >= 9, f"the scripted pick succeeded {wins}/10"
 
 
+@pytest.mark.integration
 def test_record_with_the_scripted_demonstrator(tmp_path: Path) -> None:
     need_mujoco_rendering()
     out = tmp_path / "demos" / "so101"
@@ -206,6 +211,7 @@ def test_record_with_the_scripted_demonstrator(tmp_path: Path) -> None:
     assert set(store.spec.observation) == {"state", "image.front", "image.wrist"}
 
 
+@pytest.mark.integration
 def test_the_scripted_devices_take_sim_so101_and_refuse_what_they_cannot_drive(so101: SimSo101Robot) -> None:
     from robot_rl.core.config import ConfigError
     from robot_rl.human_loop.devices.scripted import PickFumblerConfig, PickIntervenerConfig
@@ -233,6 +239,7 @@ def test_the_scripted_devices_take_sim_so101_and_refuse_what_they_cannot_drive(s
     assert events == ["failure"]
 
 
+@pytest.mark.integration
 def test_the_wanderer_moves_around_the_cell_and_never_picks(so101: SimSo101Robot) -> None:
     """pick_wanderer's negatives: the gripper goes high, low and sideways, open and closed; the cube stays down."""
     from robot_rl.human_loop.devices.scripted import PickWandererConfig

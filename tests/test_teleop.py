@@ -45,6 +45,7 @@ def test_toggle_mode():
     assert out == [False, True, True, True, False, False] and "PRESS" in ctl.mode_hint
 
 
+@pytest.mark.integration
 def test_device_freezing_mid_intervention_holds_until_released():
     dev = ScriptedDevice(human(range(0, 100)))
     dev.connect()

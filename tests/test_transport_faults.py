@@ -14,6 +14,9 @@ from robot_rl.core.transport import VersionedWeights
 from robot_rl.transport.fault_proxy import FaultProxy
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqLearnerEndpoint, ZmqSettings
 
+# ZeroMQ endpoints on 127.0.0.1 behind a fault proxy (docs/testing.md's tiers).
+pytestmark = pytest.mark.integration
+
 SPEC = EnvSpec({"state": ArraySpec((3,))}, ArraySpec((2,), low=-1.0, high=1.0))
 FAST = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3)
 

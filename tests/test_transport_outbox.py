@@ -16,6 +16,9 @@ from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqLearnerEndpoint, ZmqSettings
 
+# ZeroMQ endpoints on 127.0.0.1 (docs/testing.md's tiers).
+pytestmark = pytest.mark.integration
+
 SPEC = EnvSpec({"state": ArraySpec((3,))}, ArraySpec((2,), low=-1.0, high=1.0))
 
 

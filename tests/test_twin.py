@@ -261,6 +261,7 @@ def test_the_replay_of_the_true_parameters_reproduces_the_logs(real_logs: Path):
     np.testing.assert_array_equal(err[1], err[2])  # the same replay in a 40-world and a 20-world env
 
 
+@pytest.mark.integration
 def test_the_cli_verb_fits_and_writes_the_three_files(real_logs: Path, tmp_path: Path):
     # As a user types it: `robot-rl twin fit`, `robot-rl twin config`, then the train command the docs show with
     # the twin's ranges (resolved by `robot-rl config train`, which builds the same config without training).

@@ -87,6 +87,7 @@ def _record(out: Path, episodes: int = 3, steps: int = 8, size: int = 32) -> Pat
     return out
 
 
+@pytest.mark.integration
 def test_the_camera_fit_finds_the_moved_camera(tmp_path: Path):
     need_mujoco_rendering()
     pytest.importorskip("cma")
@@ -104,6 +105,7 @@ def test_the_camera_fit_finds_the_moved_camera(tmp_path: Path):
     assert list(fit.adjust()) == ["front"] and len(fit.adjust()["front"]) == 7
 
 
+@pytest.mark.integration
 def test_the_cli_verb_says_what_the_logs_lack(tmp_path: Path):
     # State-only logs: no frames to fit to. Exit 2 with what to record instead, as a user sees it.
     real = TASKS.get("mujoco/reach")(num_envs=2, max_episode_steps=4)

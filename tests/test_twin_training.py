@@ -125,6 +125,7 @@ def test_new_real_episodes_refit_the_twin_and_move_the_envs(twin: tuple[Path, Pa
         env.close()
 
 
+@pytest.mark.slow
 def test_train_refits_from_the_command_line(twin: tuple[Path, Path], tmp_path: Path) -> None:
     twin_file, _ = twin
     store = tmp_path / "real"

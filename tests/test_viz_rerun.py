@@ -73,6 +73,7 @@ def test_every_and_camera_every_thin_the_steps(tmp_path: Path) -> None:
     assert s["/action/policy"].steps == [0, 2, 4, 6, 8, 10] and s["/camera/c"].steps == [0, 6]
 
 
+@pytest.mark.integration
 def test_an_existing_default_file_is_kept_and_the_viewer_probe(tmp_path: Path) -> None:
     (tmp_path / "viz.rrd").write_bytes(b"earlier")
     assert free_path(tmp_path / "viz.rrd") == tmp_path / "viz-2.rrd"
@@ -95,6 +96,7 @@ def test_missing_sdk_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyP
         _sink(tmp_path)
 
 
+@pytest.mark.integration
 def test_train_on_reach_streams_sub_env_0(tmp_path: Path) -> None:
     from robot_rl.loop.config import resolve_train_config
     from robot_rl.loop.runner import InProcessRunner
@@ -132,6 +134,7 @@ def arm():
 
 
 @pytest.mark.sim
+@pytest.mark.integration
 def test_deploy_on_the_simulated_arm_splits_policy_and_human(tmp_path: Path, arm) -> None:
     from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
     from robot_rl.hardware.sim_arm import PickIntervener
@@ -164,6 +167,7 @@ def test_deploy_on_the_simulated_arm_splits_policy_and_human(tmp_path: Path, arm
 
 
 @pytest.mark.sim
+@pytest.mark.integration
 def test_record_on_the_simulated_arm_marks_the_operators_steps(tmp_path: Path, arm, monkeypatch) -> None:
     from robot_rl.cli.record import RecordArgs, run_record
     from robot_rl.data.store import EpisodeStore

@@ -61,6 +61,7 @@ def wandb_scalars(history: list[dict[str, Any]], tags: set[str]) -> Counter[tupl
                    if k in tags)
 
 
+@pytest.mark.integration
 def test_train_mirrors_tensorboard_config_and_curve_offline(tmp_path: Path, offline: Path) -> None:
     assert main(["train", "--name", "r1", f"run.root={tmp_path}", "run.wandb=true", *TINY]) == 0
     run = tmp_path / "r1"

@@ -18,6 +18,9 @@ from robot_rl.hardware.xarm import XArmRobot, XArmRobotConfig
 from robot_rl.human_loop.devices.keyboard import KeyboardDevice
 from robot_rl.testing.fake_xarm import FakeXArmAPI
 
+# Policy and guard processes, stopped and killed (docs/testing.md's tiers).
+pytestmark = pytest.mark.integration
+
 TIMEOUT_S = 0.1
 # The bound: a hold within timeout + slack of the last command. The design figure is 50 ms (the printed
 # measurements show it, typically a few ms); the asserted slack is generous so that a loaded 2-core machine,
