@@ -125,6 +125,7 @@ def _granted_anyway(what: str) -> str:
             f"({what}); a child run the same way: {_held()}")
 
 
+@pytest.mark.integration
 def test_a_child_run_unprivileged_is_refused_fifo_even_when_the_privilege_is_handed_on() -> None:
     assert _held().startswith("REFUSED"), _held()
     permitted = int(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("CapPrm")), 16)

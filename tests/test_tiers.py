@@ -72,6 +72,12 @@ def test_short_sleeps_are_a_tick():
         time.sleep(0.01)
 
 
+def test_waits():
+    import threading
+
+    threading.Event().wait(0.4)  # not a sleep: costs no CPU, the thread blocked
+
+
 def test_runs_long():
     end = time.process_time() + 0.3
     while time.process_time() < end:
@@ -112,12 +118,13 @@ def test_last_in_the_file_closes_the_module_fixture_for_its_integration_user():
     pass
 '''
 
-# The CPU limit is lowered for the run so that "runs long" costs 0.3 s instead of the real limit's 5 s.
+# The CPU and waiting limits are lowered for the run so that "runs long" and "waits" cost 0.3-0.4 s, not 5 s.
 CONFTEST = '''
 import tiers
 
 pytest_plugins = ["tiers"]
 tiers.CPU_LIMIT_S = 0.2
+tiers.BLOCKED_LIMIT_S = 0.2
 
 
 def pytest_configure(config):
@@ -145,13 +152,13 @@ def test_a_unit_test_that_breaks_a_rule_fails_with_the_guidance(tmp_path: Path) 
         "test_last_in_the_file_closes_the_module_fixture_for_its_integration_user": "PASSED",
         "test_starts_a_process": "FAILED", "test_starts_a_multiprocessing_process": "FAILED", "test_forks": "FAILED",
         "test_binds_a_socket": "FAILED", "test_connects_a_socket": "FAILED",
-        "test_sleeps": "FAILED", "test_runs_long": "FAILED"}, out
+        "test_sleeps": "FAILED", "test_runs_long": "FAILED", "test_waits": "FAILED"}, out
     for what in ("started a process (subprocess: ", "started a process (multiprocessing: ",
                  "started a process (os.fork)", "used a socket (bind ('127.0.0.1', 0))",
-                 "used a socket (connect ('127.0.0.1', 9))", "slept 0.3 s", "unit test took "):
+                 "used a socket (connect ('127.0.0.1', 9))", "slept 0.3 s", "unit test took ", " s CPU and waited "):
         assert what in out, what
     assert re.search(r"started a process \(subprocess: \S+ -c pass\) at test_cases.py:\d+: a unit test runs", out)
-    assert out.count("mark it @pytest.mark.integration") >= 7, out
+    assert out.count("mark it @pytest.mark.integration") >= 8, out
 
 
 @pytest.mark.integration
