@@ -306,8 +306,8 @@ def main() -> None:
                    help="busy CPU loops (a pure-Python spin each) beside the whole run: a machine doing other work")
     p.add_argument("--out", type=Path, default=None,
                    help="results JSON (default benchmarks/results/hil_cli_workflow[_classifier].json)")
-    p.add_argument("--table", type=Path, default=None, metavar="JSON",
-                   help="print the markdown table of an earlier results file and exit (nothing is run)")
+    p.add_argument("--table", type=Path, nargs="+", default=None, metavar="JSON",
+                   help="print the markdown table of earlier results files (their runs in order) and exit")
     p.add_argument("--from-printout", type=Path, default=None, metavar="LOG",
                    help="write the results file (--out) from this script's printed log, for runs whose file was lost "
                         "(each record says so: from_printout)")
@@ -318,7 +318,7 @@ def main() -> None:
         print(f"{len(runs)} finished runs from {a.from_printout}")
         return
     if a.table is not None:
-        print(markdown_table(json.loads(a.table.read_text())))
+        print(markdown_table({"runs": [r for f in a.table for r in json.loads(f.read_text())["runs"]]}))
         return
     results = []
     seeds: list[int | None] = list(a.seeds) if a.seeds else [None] * a.runs

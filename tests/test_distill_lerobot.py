@@ -122,3 +122,7 @@ def test_lerobot_teacher_input_errors_say_what_to_do(fake_smolvla: Path, tmp_pat
         (fake_smolvla / "config.json").write_text('{"type": "smolvla"}')
         with pytest.raises(UnsupportedTeacherError, match="needs lerobot, which is not installed"):
             load_teacher(fake_smolvla, task="reach_pixels", instruction=INSTRUCTION)
+
+
+# LeRobot's models and arms, in their own venv (.ci/run): seconds of CPU a test, not the unit tier.
+pytestmark = pytest.mark.integration

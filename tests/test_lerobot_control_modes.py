@@ -299,3 +299,7 @@ def test_find_limits_by_hand_turns_torque_off_and_holds_where_the_arm_was_left(t
     assert span[1] == span[3] == span[4] == 0.0
     found = rec.result(margin_deg=2.0)
     assert found.workspace_low is not None and len(found.joint_low) == 5
+
+
+# LeRobot's models and arms, in their own venv (.ci/run): seconds of CPU a test, not the unit tier.
+pytestmark = pytest.mark.integration

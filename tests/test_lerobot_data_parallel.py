@@ -113,3 +113,7 @@ def test_ranks_stay_bit_for_bit_equal(two_ranks: list[dict[str, Any]]) -> None:
     for name in ("trainable", "critic"):
         assert_bit_equal(r0[name], r1[name])
     assert r0["kl_coef"] == r1["kl_coef"] and r0["frozen_sum"] == r1["frozen_sum"]
+
+
+# LeRobot's models and arms, in their own venv (.ci/run): seconds of CPU a test, not the unit tier.
+pytestmark = pytest.mark.integration

@@ -76,3 +76,7 @@ def test_a_mismatched_env_lists_every_difference(tmp_path: Path) -> None:
         load_lerobot_flow_policy(ckpt, flat)
     with pytest.raises(FileNotFoundError, match="save_pretrained"):
         load_lerobot_flow_policy(tmp_path / "nothing", env)
+
+
+# LeRobot's models and arms, in their own venv (.ci/run): seconds of CPU a test, not the unit tier.
+pytestmark = pytest.mark.integration

@@ -190,3 +190,7 @@ def test_flow_ppo_trains_a_smolvla_in_the_loop_and_its_checkpoint_loads(smolvla_
             torch.testing.assert_close(p, state["algo"]["policy"][n], rtol=0, atol=0)
     assert set(state["actor_weights"]) == set(fresh.policy.trainable_names())
     assert isinstance(fresh.make_policy(), LeRobotFlowNoisePolicy)
+
+
+# LeRobot's models and arms, in their own venv (.ci/run): seconds of CPU a test, not the unit tier.
+pytestmark = pytest.mark.integration

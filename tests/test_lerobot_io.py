@@ -24,7 +24,8 @@ from robot_rl.data.store import EpisodeStore  # noqa: E402
 
 LeRobotDataset = lerobot_dataset.LeRobotDataset
 # LeRobot's stats and `datasets`' scalar encoding warn on every frame; the warnings are theirs, not ours.
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:datasets.*"),
+pytestmark = [pytest.mark.integration,  # LeRobot's own writer and loader, in their venv
+              pytest.mark.filterwarnings("ignore::DeprecationWarning:datasets.*"),
               pytest.mark.filterwarnings("ignore::RuntimeWarning:lerobot.*")]
 
 

@@ -116,3 +116,7 @@ def test_flow_qc_trains_over_a_smolvla_in_the_loop_and_its_checkpoint_loads(smol
     assert fresh.num_updates == result.updates
     for k, v in fresh.actor.critic.state_dict().items():
         torch.testing.assert_close(v, state["algo"]["actor"][f"critic.{k}"], rtol=0, atol=0)
+
+
+# LeRobot's models and arms, in their own venv (.ci/run): seconds of CPU a test, not the unit tier.
+pytestmark = pytest.mark.integration

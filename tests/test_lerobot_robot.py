@@ -195,3 +195,7 @@ def test_leader_drives_only_while_engaged_in_controls_mode(tmp_path: Path) -> No
     np.testing.assert_array_equal(ep.intervened, np.arange(30) >= 10)
     assert np.abs(pan[:11] - HOME["shoulder_pan"]).max() < 0.5  # held while released
     assert pan[-1] == pytest.approx(30.0, abs=0.5)  # then blended onto the leader
+
+
+# LeRobot's models and arms, in their own venv (.ci/run): seconds of CPU a test, not the unit tier.
+pytestmark = pytest.mark.integration

@@ -23,7 +23,7 @@ from robot_rl.sims.maniskill import ManiSkillTaskConfig, ManiSkillVecEnv  # noqa
 
 CPU = {"sim_backend": "physx_cpu", "render_backend": "sapien_cpu"}
 # ManiSkill 3.0.1 calls np.isnan on torch actions (CPU backend); numpy 2 warns about it on every step.
-pytestmark = [pytest.mark.sim,
+pytestmark = [pytest.mark.sim, pytest.mark.integration,  # SAPIEN's renderer: seconds of CPU a test
               pytest.mark.filterwarnings("ignore:__array_wrap__ must accept context:DeprecationWarning")]
 
 
