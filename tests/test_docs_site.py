@@ -86,6 +86,7 @@ def test_every_module_with_a_protocol_or_config_class_has_an_api_page():
     assert not missing, ("add `::: <module>` to a page in docs/api/ for: " + "; ".join(missing))
 
 
+@pytest.mark.integration  # runs `mkdocs build` in a subprocess
 def test_the_link_hook_serves_files_outside_docs_and_still_fails_on_a_broken_link(tmp_path):
     try:
         import mkdocs  # noqa: F401

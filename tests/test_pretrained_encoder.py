@@ -233,6 +233,9 @@ def test_an_unfrozen_trunk_is_fine_tuned_by_the_critic_only() -> None:
 
 
 def test_bf16_autocast_runs_the_trunk_in_bf16_and_keeps_it_fixed() -> None:
+    # The update draws from torch's global generator; left as the tests before it leave it, 1 of 40 states gave a
+    # non-finite bf16 statistic (seen in CI's order), so the test fixes its own.
+    torch.manual_seed(0)
     algo = SACConfig(**TINY, amp_bf16=True).build(SPEC, "cpu", 0)
     assert algo.actor.backbone is not None
     conv = algo.actor.backbone.resnet.conv1.weight.clone()
