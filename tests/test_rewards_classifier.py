@@ -12,6 +12,7 @@ import torch
 from robot_rl.cli import main
 from robot_rl.data.episode import spec_of
 from robot_rl.data.store import EpisodeStore
+from robot_rl.rewards.audit import Anchors
 from robot_rl.rewards.classifier import ClassifierConfig, SuccessClassifier, calibrate, score_frames, train_classifier
 from robot_rl.rewards.data import RewardDataError, labelled_frames
 from robot_rl.rewards.demos import reach_pixel_demos
@@ -61,6 +62,10 @@ def test_cli_trains_calibrates_and_meets_target_precision_on_held_out_episodes(t
     assert (out / "pr_curve.png").stat().st_size > 1000
     model = SuccessClassifier.load(out)
     assert model.threshold == meta["threshold"]
+    # What a reward audit measures a fire against: every frame's features, label and episode (held out included).
+    anchors = Anchors.load(out)
+    assert anchors.features.shape == (len(anchors.label), model.encoder.out_dim)
+    assert anchors.label.any() and (~anchors.label).any() and len(anchors.episode.unique()) == 40
     # Episodes never seen in training or calibration.
     test = labelled_frames(reach_pixel_demos(30, image_size=32, seed=7), ["image.top"])
     fired = score_frames(model, test) >= model.threshold

@@ -30,13 +30,13 @@ class DeployArgs(Command):
     checkpoint for `--episodes`; `--mode learn` acts for a learner and sends every step (with who acted)
     to it. `--role learner` is that learner: it listens on transport.address, mixes interventions and
     demos 50/50 with the online data, and writes checkpoints to `--run-dir`. Config keys are set as
-    `section.key=value` (sections: robot, safety, intervention, algo, transport, replay, viz), e.g.
-    `robot.type=sim_arm robot.latency_s=0.02 safety.control_hz=20 intervention.mode=toggle`.
+    `section.key=value` (sections: robot, safety, intervention, help, audit, algo, transport, replay, viz),
+    e.g. `robot.type=sim_arm robot.latency_s=0.02 safety.control_hz=20 intervention.mode=toggle`.
     """
 
     overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
-    """Dotted config overrides (robot.*, safety.*, intervention.*, help.*, algo.*, transport.*, replay.*, viz.*),
-    and device.* for the teleop device's settings."""
+    """Dotted config overrides (robot.*, safety.*, intervention.*, help.*, audit.*, algo.*, transport.*, replay.*,
+    viz.*), and device.* for the teleop device's settings."""
     role: Literal["actor", "learner"] = "actor"
     """actor: drive the robot; learner: train on what actors send."""
     mode: Literal["eval", "learn"] = "eval"

@@ -75,6 +75,11 @@ def pick_expert(view: PickView, gain: float = 1.0, miss_m: float = 0.0) -> np.nd
     return a
 
 
+def _lifted(view: PickView) -> bool:
+    """The pick is done: the cube ``lift_height`` above where it lay, held between the fingers."""
+    return bool(view.cube[2] - view.rest_z >= view.lift_height and np.linalg.norm(view.cube - view.grip) < 0.04)
+
+
 class PickIntervener:
     """A scripted "human" for :class:`~robot_rl.human_loop.devices.scripted.ScriptedDevice` on the pick task.
 
@@ -116,6 +121,11 @@ class PickIntervener:
             self._left = 0
         self.asked = asking
 
+    def answer_reward_audit(self) -> bool | None:
+        """Is the task done (the cube lifted in the gripper), as a person watching the cell sees it."""
+        view = self.arm.pick_view()
+        return None if view is None else bool(_lifted(view))
+
     def _new_episode(self) -> None:
         self._best = np.inf
         self._stall = 0
@@ -135,7 +145,7 @@ class PickIntervener:
             self._new_episode()  # the cube jumped back onto the table: a reset happened
         self._prev_cube = cube.copy()
         events: tuple[str, ...] = ()
-        lifted = cube[2] - view.rest_z >= view.lift_height and np.linalg.norm(cube - grip) < 0.04
+        lifted = _lifted(view)
         if self.press_success and lifted and not self._pressed:
             self._pressed = True
             events = ("success",)

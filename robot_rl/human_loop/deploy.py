@@ -7,15 +7,15 @@ One control loop at a fixed rate (:class:`~robot_rl.hardware.rate.RateLoop`). Ea
 2. the policy proposes an action; the :class:`~robot_rl.human_loop.intervention.InterventionController`
    lets the human take over (hold-to-intervene by default, or toggle) without the arm jumping;
 3. the previous step's transition is completed with this observation and labelled: *success* when the
-   task says so **or the human pressed success** (labelled when it happens), *failure* / *reset* keys
-   end the episode (truncated), and so does ``max_episode_steps``;
+   task (or a success classifier, whose suspicious fires go to the operator with ``audit.enabled``) says so
+   **or the human pressed success**, *failure* / *reset* keys end the episode (truncated), and so does
+   ``max_episode_steps``;
 4. the action goes through the safety layer (its events are counted and shown) to the robot.
 
 ``mode="eval"`` scores ``episodes`` episodes. ``mode="learn"`` makes the loop an actor: transitions (with
-``intervened`` per step and the policy version) go to a learner over ZeroMQ in small chunks, never
-blocking the loop, and newer weights are picked up between ticks after a check on recorded observations
-(:class:`~robot_rl.hardware.weight_check.WeightGate`). The learner stores intervened rows in both of its
-buffers and samples them 50/50 (:mod:`robot_rl.human_loop.hil_learner`).
+``intervened`` per step and the policy version) go to a learner over ZeroMQ in small chunks, never blocking the
+loop, and newer weights are picked up between ticks after a check on recorded observations (``WeightGate``).
+The learner samples intervened rows 50/50 (:mod:`~robot_rl.human_loop.hil_learner`).
 """
 
 from __future__ import annotations
@@ -50,9 +50,11 @@ from robot_rl.human_loop.help_desk import OperatorLink
 from robot_rl.human_loop.help_gate import HelpGateConfig
 from robot_rl.human_loop.intervention import InterventionConfig, InterventionController, check_leader_kinematics
 from robot_rl.human_loop.observation import policy_spec, robot_spec, select_obs, success_judge  # noqa: F401
+from robot_rl.human_loop.reward_audit import AuditDesk
 from robot_rl.human_loop.status import StatusLine
 from robot_rl.human_loop.transition_rows import rows_to_batch
 from robot_rl.loop.config import ReplayConfig
+from robot_rl.rewards.audit import AuditConfig
 from robot_rl.transport.config import ZmqTransportConfig
 from robot_rl.viz import StepViz, VizConfig
 
@@ -93,6 +95,8 @@ class DeployConfig:
     """How the human takes over (``hold`` or ``toggle``)."""
     help: HelpGateConfig = field(default_factory=HelpGateConfig)
     """The robot asks for help (``help.enabled=true``, ``help.budget=0.1``): docs/ask-for-help.md."""
+    audit: AuditConfig = field(default_factory=AuditConfig)
+    """Ask the operator about the success classifier's suspicious fires (``audit.enabled=true``): docs/rewards.md."""
     algo: AlgoConfig = field(default_factory=_default_algo)
     """The learner's algorithm (the actor builds its policy from it)."""
     transport: ZmqTransportConfig = field(default_factory=ZmqTransportConfig)
@@ -224,6 +228,8 @@ class Deployer:
         aids = aids or load_deploy_aids(cfg, policy, self.robot, help_log, operator_link, robot_name)
         self.judge, self.help = aids.judge, aids.help_desk
         """Asks the operator for help (``help.enabled``): the gate, the hold while waiting, the fallback."""
+        self.audit = (AuditDesk(aids.audit, self.judge, device, self._hold_tick, self.status.question)
+                      if aids.audit is not None and self.judge is not None else None)
         self._step_events = 0  # safety events of the last step sent (the help gate's ``safety`` score)
         self._ear = device if self.help is not None and isinstance(device, HearsHelpRequests) else None
 
@@ -337,7 +343,7 @@ class Deployer:
             self.sync_weights()
             seen = self._seen(obs)
             policy_action, extras = self._act(seen)
-            judged = self.judge is not None and self.judge(obs)  # before the gate: it reads the probability
+            judged = self._judged(obs, index, t)  # before the gate: it reads the probability
             step = self.controller.step(policy_action, measured_joints=obs["state"][:self.robot.config.num_joints])
             verdict = self._ask(obs, policy_action, step.intervened, index, t) if self.help is not None else "act"
             self.last_source = "asking" if verdict == "hold" else step.source
@@ -385,9 +391,9 @@ class Deployer:
         self.flush()
         self.safety.robot.hold()
         self.controller.reset_episode()
-        lengths = intervention_runs(flags)
+        lengths, aids = intervention_runs(flags), [a.end_episode() for a in (self.help, self.audit) if a is not None]
         record = EpisodeRecord(success, t, ret, sum(flags), len(lengths), lengths, end, time.monotonic() - t0,
-                               self.version, **(self.help.end_episode() if self.help is not None else {}))
+                               self.version, **{k: v for fields in aids for k, v in fields.items()})
         if self._ear is not None:  # the request ended with the episode
             self._ear.hear_help_request(False)
         if self.viz is not None:
@@ -400,6 +406,16 @@ class Deployer:
                  "lengths %s), policy v%d", index, end, t, ret, 100 * record.intervention_rate,
                  record.interventions, record.intervention_lengths, self.version)
         return record
+
+    def _judged(self, obs: dict[str, np.ndarray], episode: int, t: int) -> bool:
+        """The classifier's success at ``obs``, put to the operator when suspicious (``audit.enabled``)."""
+        fired = self.judge is not None and self.judge(obs)
+        return fired and (self.audit is None or self.audit.confirm(obs, episode, t))
+
+    def _hold_tick(self) -> None:
+        """One control period with the robot held (while a person answers an audit question)."""
+        self.rate.wait()
+        self.safety.step(self.controller.hold_action(np.zeros(self.robot.config.action_dim, np.float32)))
 
     def _ask(self, obs: dict[str, np.ndarray], action: np.ndarray, human: bool, episode: int, t: int) -> str:
         """The help desk's verdict for this tick: act, hold (waiting for the operator) or the fallback."""
@@ -447,8 +463,9 @@ class Deployer:
                 self.safety.watchdog.disarm()
             if self.safety.guard is not None:
                 self.safety.guard.pause()
-            if self.help is not None:
-                self.help.close()
+            for aid in (self.help, self.audit):  # the help desk's log; the audit's summary and corrected classifier
+                if aid is not None:
+                    aid.close()
         self.drain()
         return self.report()
 

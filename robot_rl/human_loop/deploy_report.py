@@ -29,6 +29,10 @@ class EpisodeRecord:
     """Takeovers without a request: where the help gate should have asked."""
     attention_steps: int = 0
     """Steps under an open request or with the person acting (``help.enabled``): the operator's attention."""
+    audit_asked: int = 0
+    """Times the operator was asked whether the classifier's success was one (``audit.enabled``)."""
+    audit_rejected: int = 0
+    """Of those, answered "not a success" (the reward withheld, the episode went on)."""
 
     @property
     def intervention_rate(self) -> float:

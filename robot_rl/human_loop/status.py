@@ -64,6 +64,13 @@ class StatusLine:
         """``wait_first_weights``'s ``on_wait``: ``notice`` logs the wait, the first part shows it with the seconds."""
         return lambda waited_s: self.update(waiting=notice(waited_s))
 
+    def question(self, text: str) -> None:
+        """A question for the operator in place of who acts ("" clears it); printed once without a terminal."""
+        if self._live is not None:
+            self.update(asking=text, source="asking" if text else "hold")
+        elif text:
+            print(text, file=sys.stderr, flush=True)
+
     def safety(self, events: tuple[str, ...]) -> None:
         """Remember the newest safety events (shown as ``last:``)."""
         if events:

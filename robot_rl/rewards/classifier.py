@@ -26,6 +26,7 @@ from torch import nn
 
 from robot_rl.data.episode import Episode
 from robot_rl.policies.modules.pretrained import check_image_encoder
+from robot_rl.rewards.audit import save_anchors
 from robot_rl.rewards.ckpt import load_model_dir, save_model_dir
 from robot_rl.rewards.data import (
     LabelledFrames,
@@ -261,7 +262,7 @@ class ClassifierReport:
                 f"({c.positives} success frames): threshold {c.threshold:.4f}, precision {c.precision:.3f}, "
                 f"recall {c.recall:.3f}; target precision {c.target_precision:g} {status}"
                 + self._few_episodes_warning() + false_success_warning(self.false_successes)
-                + (f"\nwritten to {self.out} (model.pt, meta.json, pr_curve.png)" if self.out else ""))
+                + (f"\nwritten to {self.out} (model.pt, meta.json, anchors.pt, pr_curve.png)" if self.out else ""))
 
     def _few_episodes_warning(self) -> str:
         if not self.held_out_episodes or self.held_out_successes >= MIN_CALIBRATION_SUCCESSES:
@@ -316,6 +317,7 @@ def train_classifier(source: Path | str | list[Episode], out: Path | str | None 
     model.eval()
     if out is not None:
         model.save(out)
+        save_anchors(model, [train, val], out)  # what a reward audit measures a fire's novelty against
         plot_pr_curve(cal, Path(out) / "pr_curve.png", title=f"success classifier ({task or 'task'})")
     return ClassifierReport(Path(out) if out is not None else None, cal, len(train), len(val), train_s, model,
                             len(val_ids), _successful(episodes, val_ids), false)

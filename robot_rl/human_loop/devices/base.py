@@ -55,6 +55,15 @@ class HearsHelpRequests(Protocol):
         ...
 
 
+@runtime_checkable
+class AnswersRewardAudits(Protocol):
+    """A device whose person answers "is this a success?" at once (a scripted person who sees the task)."""
+
+    def answer_reward_audit(self) -> bool | None:
+        """Whether the task is done at the robot's last observation (None: cannot tell)."""
+        ...
+
+
 class TeleopDevice(abc.ABC):
     """A human input device. Readings come from a background thread; :meth:`read` never blocks."""
 

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from robot_rl.human_loop.devices.base import (
     TELEOP_DEVICES,
+    AnswersRewardAudits,
     HearsHelpRequests,
     TeleopConfig,
     TeleopDevice,
@@ -50,6 +51,12 @@ class ScriptedDevice(TeleopDevice):
         """Tell the script (when it listens: :class:`~robot_rl.human_loop.devices.base.HearsHelpRequests`)."""
         if isinstance(self.script, HearsHelpRequests):
             self.script.hear_help_request(asking)
+
+    def answer_reward_audit(self) -> bool | None:
+        """The script's answer where it sees the task (``AnswersRewardAudits``); None where it cannot tell."""
+        if isinstance(self.script, AnswersRewardAudits):
+            return self.script.answer_reward_audit()
+        return None
 
     def unplug(self) -> None:
         """Simulate the cable being pulled."""
