@@ -215,3 +215,17 @@ def test_an_unanswered_question_pays_the_reward(tmp_path: Path) -> None:
     report = d.run()
     assert report.episodes[0].success and report.episodes[0].end == "success"
     assert audit.counts.unanswered == 1
+
+
+def test_a_fire_after_the_persons_own_step_is_theirs_and_not_asked_about(tmp_path: Path) -> None:
+    watcher = Watcher()
+
+    def takes_over(step: int) -> TeleopReading:
+        return TeleopReading(0.0, delta=np.zeros(6), engage=True)
+
+    takes_over.answer_reward_audit = watcher.answer_reward_audit  # type: ignore[attr-defined]
+    d, audit = _audited_deployer(tmp_path, takes_over)
+    report = d.run()
+    # The reset's frame (nobody acted) is asked about; after the person's first step the fire is theirs.
+    assert report.episodes[0].success and report.episodes[0].steps == 1
+    assert watcher.asked == 1 and audit.counts.person_fires == 1 and audit.counts.asked == 1

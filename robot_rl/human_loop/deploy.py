@@ -409,8 +409,9 @@ class Deployer:
 
     def _judged(self, obs: dict[str, np.ndarray], episode: int, t: int) -> bool:
         """The classifier's success at ``obs``, put to the operator when suspicious (``audit.enabled``)."""
-        fired = self.judge is not None and self.judge(obs)
-        return fired and (self.audit is None or self.audit.confirm(obs, episode, t))
+        by_person = t > 0 and self.last_source == "human"  # who acted on the step that led to obs
+        return self.judge is not None and self.judge(obs) and (
+            self.audit is None or self.audit.confirm(obs, episode, t, by_person))
 
     def _hold_tick(self) -> None:
         """One control period with the robot held (while a person answers an audit question)."""

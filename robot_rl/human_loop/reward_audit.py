@@ -61,8 +61,19 @@ class AuditDesk:
         self.episode_asked = 0
         self.episode_rejected = 0
 
-    def confirm(self, obs: dict[str, np.ndarray], episode: int, step: int) -> bool:
-        """The classifier fired at ``obs``: pay the reward (True) or withhold it (False)."""
+    def confirm(self, obs: dict[str, np.ndarray], episode: int, step: int, by_person: bool = False) -> bool:
+        """The classifier fired at ``obs``: pay the reward (True) or withhold it (False).
+
+        Only what the policy did is audited: a fire after the person's own step is theirs to judge (they press
+        success when it is one). After a "no", the episode's later fires are withheld without asking again: the
+        person said the task is not done, and presses success when it is; one question per episode at most.
+        """
+        if by_person:
+            self.audit.counts.person_fires += 1
+            return True
+        if self.episode_rejected:
+            self.audit.counts.withheld_unasked += 1
+            return False
         images = {c: torch.as_tensor(obs[c])[None] for c in self.judge.cameras}
         verdict, suspicion, feature = self.audit.review(images)
         if verdict == "accept":

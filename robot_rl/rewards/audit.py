@@ -96,13 +96,16 @@ class AuditCounts:
     """What the audit did over the run."""
 
     fires: int = 0
-    """Frames the classifier called a success."""
+    """Frames the classifier called a success after a step of the policy's."""
+    person_fires: int = 0
+    """Fires after a step of the person's (not audited: the person judges their own work)."""
     asked: int = 0
     """Of those, put to the operator."""
     rejected: int = 0
     """Answered "not a success" (the reward withheld)."""
     withheld_unasked: int = 0
-    """Withheld without a question: near an answered "no" while the retrained head was on its way."""
+    """Withheld without a question: later in an episode answered "no", or near an answered "no" while the
+    retrained head was on its way."""
     unanswered: int = 0
     """Questions nobody answered in time (taken as they were)."""
     over_budget_suspicious: int = 0
@@ -322,9 +325,10 @@ class RewardAudit:
     def summary(self) -> str:
         """One line for the end of the run."""
         c = self.counts
-        return (f"reward audit: the classifier fired {c.fires} times; asked {c.asked} of {self.cfg.budget} "
+        return (f"reward audit: the classifier fired {c.fires} times after the policy's steps ({c.person_fires} "
+                f"after the person's); asked {c.asked} of {self.cfg.budget} "
                 f"(not a success: {c.rejected}, unanswered: {c.unanswered}), withheld {c.withheld_unasked} more "
-                f"near a 'no', {c.over_budget_suspicious} suspicious past the budget; head retrained {c.retrains} "
+                f"after a 'no', {c.over_budget_suspicious} suspicious past the budget; head retrained {c.retrains} "
                 "times")
 
     def save(self, out: Path | str) -> Path:
