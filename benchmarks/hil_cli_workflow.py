@@ -281,6 +281,11 @@ def markdown_table(results: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def runs_table(records: list[dict[str, Any]]) -> str:
+    """:func:`markdown_table` of every run in the result files, in order (``benchmarks/report.py``'s tables)."""
+    return markdown_table({"runs": [r for rec in records for r in rec["results"]["runs"]]})
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--minutes", type=float, default=10.0, help="wall-clock minutes of learning (steps 1+2)")
