@@ -102,7 +102,7 @@ def supervision_table(records: list[dict[str, Any]]) -> str:
     seeds = {seed: runs for rec in records for seed, runs in rec["results"]["results"].items()}
     names = list(dict.fromkeys(name for runs in seeds.values() for name in runs))
     lines = ["| supervision | seed | policy alone at the end | first eval ≥ 90 % (env steps / training min) | "
-             "attention steps (share) | steps the person acted | takeovers | requests |", "|---|---|---|---|---|---|---|---|"]
+             "attention steps (share) | steps the person acted | takeovers | requests |", "|" + "---|" * 8]
     for name in names:
         label = {"watching": "watching (HIL-SERL)", "none": "none"}.get(name, name.replace("gated ", "gated, budget "))
         for i, (seed, runs) in enumerate((s, r) for s, r in seeds.items() if name in r):
@@ -112,7 +112,8 @@ def supervision_table(records: list[dict[str, Any]]) -> str:
             share = f" ({100 * cost['attention_steps'] / cost['train_steps']:.{0 if name == 'watching' else 1}f} %)"
             attention_cell = f"{cost['attention_steps']}{share if cost['attention_steps'] else ''}"
             requests = "–" if name == "watching" else str(cost["requests"])
-            lines.append(f"| {label + ' ' if i == 0 else ''}| {seed} | {run['final']:.0%} | {reached} | {attention_cell} | "
+            first_cell = f"| {label} |" if i == 0 else "| |"
+            lines.append(f"{first_cell} {seed} | {run['final']:.0%} | {reached} | {attention_cell} | "
                          f"{cost['acted_steps']} | {cost['takeovers']} | {requests} |".replace("%", " %", 1))
     return "\n".join(lines)
 

@@ -133,7 +133,8 @@ def success_table(records: list[dict[str, Any]]) -> str:
     res = records[0]["results"]
     args = res["args"]
     ablation = not args.get("no_ablation", False)
-    cols = [("sft_real", "real-only SFT"), ("sft_cotrain", "SFT co-training"), ("rlco", f"RL-Co λ = {args['weight']:g}"),
+    cols = [("sft_real", "real-only SFT"), ("sft_cotrain", "SFT co-training"),
+            ("rlco", f"RL-Co λ = {args['weight']:g}"),
             *([("rl_w0", "RL, λ = 0 (ablation)")] if ablation else []),
             *((f"rlco_w{w:g}", f"RL-Co λ = {w:g}") for w in args.get("extra_weights", []))]
     ratios = [("rlco", "RL-Co / SFT co-training"), *([("rl_w0", "λ = 0 / SFT co-training")] if ablation else [])]

@@ -140,14 +140,16 @@ def _rows(result: dict[str, Any], labels: dict[str, str]) -> list[str]:
 
 HEAD = ["| policy | success | mean length | max / mean \\|C − torch\\| (400 held-out recorded obs) |",
         "| --- | ---: | ---: | --- |"]
-VARIANTS = ("float32 C", "int8_full C, calibrated on 400 recorded", "int8_full C, calibrated on 200 random + 200 recorded",
-            "q15 C, calibrated on 400 recorded", "q7 C, calibrated on 400 recorded")
+VARIANTS = ("float32 C", "int8_full C, calibrated on 400 recorded",
+            "int8_full C, calibrated on 200 random + 200 recorded", "q15 C, calibrated on 400 recorded",
+            "q7 C, calibrated on 400 recorded")
 
 
 def teacher_table(records: list[dict[str, Any]]) -> str:
     """RESULTS_export.md's trained pixel SAC policy in closed loop: torch and each C variant (one result file)."""
     result = records[0]["results"]
-    return "\n".join([*HEAD, *_rows(result, {"torch": "trained SAC, torch", **{v: v for v in VARIANTS if v in result}})])
+    labels = {"torch": "trained SAC, torch", **{v: v for v in VARIANTS if v in result}}
+    return "\n".join([*HEAD, *_rows(result, labels)])
 
 
 def student_table(records: list[dict[str, Any]]) -> str:

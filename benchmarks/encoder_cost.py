@@ -191,8 +191,10 @@ def float32_table(records: list[dict[str, Any]]) -> str:
     lines = ["| encoder | update s | ratio | trunk s | act ms | ratio | trainable params | frozen params | payload MB "
              "(tensors) | ratio | learner state MB | ratio |", "|" + " --- |" * 12]
     for r in rows:
-        def bold(x: float) -> str:
-            return f"{x:.2f}" if r is base else f"**{x:.2f}**"
+        fmt = "{:.2f}" if r is base else "**{:.2f}**"
+
+        def bold(x: float, fmt: str = fmt) -> str:
+            return fmt.format(x)
         trunk = f"{r['trunk_forward_s']:.2f}" if r["trunk_forward_s"] else "—"
         lines.append(f"| {r['encoder']} | {r['update_s']:.2f} | {bold(r['update_s'] / base['update_s'])} | {trunk} | "
                      f"{1e3 * r['act_s']:.1f} | {bold(r['act_s'] / base['act_s'])} | {r['trainable_params']:,} | "
@@ -232,12 +234,14 @@ def docs_table(records: list[dict[str, Any]]) -> str:
     lines = ["| | update | act (1 obs) | trainable / frozen params | weights per publish | learner state |",
              "| --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        def ratio(key: str, fmt: str) -> str:
+        def ratio(key: str, fmt: str, r: dict[str, Any] = r) -> str:
             return "" if r is base else f" ({r[key] / base[key]:{fmt}}×)"
         frozen = f"{r['frozen_params'] / 1e6:.3g} M" if r["frozen_params"] else "0"
         lines.append(f"| `{r['encoder']}` | {r['update_s']:.1f} s{ratio('update_s', '.2f')} | "
-                     f"{1e3 * r['act_s']:.2g} ms{ratio('act_s', '.1f')} | {r['trainable_params'] / 1e6:.3g} M / {frozen} | "
-                     f"{r['payload_bytes'] / 1e6:.0f} MB{ratio('payload_bytes', '.2f')} | {r['checkpoint_bytes'] / 1e6:.0f} MB |")
+                     f"{1e3 * r['act_s']:.2g} ms{ratio('act_s', '.1f')} | "
+                     f"{r['trainable_params'] / 1e6:.3g} M / {frozen} | "
+                     f"{r['payload_bytes'] / 1e6:.0f} MB{ratio('payload_bytes', '.2f')} | "
+                     f"{r['checkpoint_bytes'] / 1e6:.0f} MB |")
     return "\n".join(lines)
 
 
