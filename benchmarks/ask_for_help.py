@@ -96,6 +96,28 @@ def summarise(results: dict[int, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def supervision_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_ask_for_help.md's table: per supervision and seed (over every result file), the policy alone at the
+    end, its first evaluation at 90 % or more, and what it cost the operator."""
+    seeds = {seed: runs for rec in records for seed, runs in rec["results"]["results"].items()}
+    names = list(dict.fromkeys(name for runs in seeds.values() for name in runs))
+    lines = ["| supervision | seed | policy alone at the end | first eval ≥ 90 % (env steps / training min) | "
+             "attention steps (share) | steps the person acted | takeovers | requests |", "|" + "---|" * 8]
+    for name in names:
+        label = {"watching": "watching (HIL-SERL)", "none": "none"}.get(name, name.replace("gated ", "gated, budget "))
+        for i, (seed, runs) in enumerate((s, r) for s, r in seeds.items() if name in r):
+            run, cost = runs[name], runs[name]["cost"]
+            first = next((e for e in run["evals"] if e["success"] >= 0.9), None)
+            reached = f"{first['env_steps']} / {first['train_wall_s'] / 60:.2f}" if first else "not reached"
+            share = f" ({100 * cost['attention_steps'] / cost['train_steps']:.{0 if name == 'watching' else 1}f} %)"
+            attention_cell = f"{cost['attention_steps']}{share if cost['attention_steps'] else ''}"
+            requests = "–" if name == "watching" else str(cost["requests"])
+            first_cell = f"| {label} |" if i == 0 else "| |"
+            lines.append(f"{first_cell} {seed} | {run['final']:.0%} | {reached} | {attention_cell} | "
+                         f"{cost['acted_steps']} | {cost['takeovers']} | {requests} |".replace("%", " %", 1))
+    return "\n".join(lines)
+
+
 def plot(results: dict[int, dict[str, Any]], path: Path, time_scale: float) -> None:
     """Policy-alone success against training wall-clock, and cumulative attention, per supervision."""
     import matplotlib

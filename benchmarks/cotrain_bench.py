@@ -127,6 +127,27 @@ def mean(xs: list[float]) -> float:
     return sum(xs) / len(xs)
 
 
+def success_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_cotrain.md's table: success on the "real" env per number of real demos, the mean over seeds (each
+    seed's in brackets) of every variant, and RL-Co's and λ = 0's ratios to SFT co-training."""
+    res = records[0]["results"]
+    args = res["args"]
+    ablation = not args.get("no_ablation", False)
+    cols = [("sft_real", "real-only SFT"), ("sft_cotrain", "SFT co-training"),
+            ("rlco", f"RL-Co λ = {args['weight']:g}"),
+            *([("rl_w0", "RL, λ = 0 (ablation)")] if ablation else []),
+            *((f"rlco_w{w:g}", f"RL-Co λ = {w:g}") for w in args.get("extra_weights", []))]
+    ratios = [("rlco", "RL-Co / SFT co-training"), *([("rl_w0", "λ = 0 / SFT co-training")] if ablation else [])]
+    lines = ["| real demos | " + " | ".join(label for _, label in cols + ratios) + " |",
+             "|" + "---:|" * (1 + len(cols) + len(ratios))]
+    for n in args["real_demos"]:
+        cells = [f"{100 * mean(res[f'{k}/{n}']):.1f} % ({', '.join(f'{100 * x:.0f}' for x in res[f'{k}/{n}'])})"
+                 for k, _ in cols]
+        cells += [f"{mean(res[f'{k}/{n}']) / mean(res[f'sft_cotrain/{n}']):.2f}×" for k, _ in ratios]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def plot(results: dict[str, Any], args: argparse.Namespace, out: Path) -> None:
     """Success vs number of real demos; held-out real loss during RL."""
     import matplotlib

@@ -121,5 +121,47 @@ def _score(policy: Policy, task: Any, episodes: int) -> dict[str, float]:
         env.close()
 
 
+def _err(x: float) -> str:
+    """An error as the RESULTS tables give it: 2 significant digits (3 from 1 up), below 1e-4 in e-notation."""
+    if x < 1e-4:
+        mantissa, exp = f"{x:.1e}".split("e")
+        return f"{mantissa}e{int(exp)}"
+    return f"{x:#.3g}" if x >= 1 else f"{x:#.2g}"
+
+
+def _rows(result: dict[str, Any], labels: dict[str, str]) -> list[str]:
+    rows = []
+    for key, label in labels.items():
+        r = result[key]
+        err = f" {_err(r['max_abs_err'])} / {_err(r['mean_abs_err'])} |" if "max_abs_err" in r else " |"
+        rows.append(f"| {label} | {r['success_rate']:.2f} | {r['mean_length']:.1f} |{err}")
+    return rows
+
+
+HEAD = ["| policy | success | mean length | max / mean \\|C − torch\\| (400 held-out recorded obs) |",
+        "| --- | ---: | ---: | --- |"]
+VARIANTS = ("float32 C", "int8_full C, calibrated on 400 recorded",
+            "int8_full C, calibrated on 200 random + 200 recorded", "q15 C, calibrated on 400 recorded",
+            "q7 C, calibrated on 400 recorded")
+
+
+def teacher_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_export.md's trained pixel SAC policy in closed loop: torch and each C variant (one result file)."""
+    result = records[0]["results"]
+    labels = {"torch": "trained SAC, torch", **{v: v for v in VARIANTS if v in result}}
+    return "\n".join([*HEAD, *_rows(result, labels)])
+
+
+def student_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_export.md's distilled student in closed loop: the teacher's torch row (its result file first), then
+    the student's torch and C variants (its result file second)."""
+    teacher, student = records[0]["results"], records[1]["results"]
+    labels = {"torch": "student (32×32, torch)", "float32 C": "student, float32 C",
+              VARIANTS[1]: f"student, {VARIANTS[1]} (what `distill` exports)", VARIANTS[2]: f"student, {VARIANTS[2]}",
+              VARIANTS[3]: "student, q15 C", VARIANTS[4]: "student, q7 C"}
+    return "\n".join([*HEAD, *_rows(teacher, {"torch": "teacher (SAC, 64×64, torch)"}),
+                      *_rows(student, {k: v for k, v in labels.items() if k in student})])
+
+
 if __name__ == "__main__":
     main()

@@ -179,5 +179,71 @@ def main() -> None:
     print(f"written to {out}")
 
 
+def _rows(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The encoders' rows of one result file and the first (the small CNN), which the ratios divide by."""
+    rows = records[0]["results"]["rows"]
+    return rows, rows[0]
+
+
+def float32_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_encoders.md's float32 table: every cost, and its ratio to the small CNN (the trade-offs in bold)."""
+    rows, base = _rows(records)
+    lines = ["| encoder | update s | ratio | trunk s | act ms | ratio | trainable params | frozen params | payload MB "
+             "(tensors) | ratio | learner state MB | ratio |", "|" + " --- |" * 12]
+    for r in rows:
+        fmt = "{:.2f}" if r is base else "**{:.2f}**"
+
+        def bold(x: float, fmt: str = fmt) -> str:
+            return fmt.format(x)
+        trunk = f"{r['trunk_forward_s']:.2f}" if r["trunk_forward_s"] else "—"
+        lines.append(f"| {r['encoder']} | {r['update_s']:.2f} | {bold(r['update_s'] / base['update_s'])} | {trunk} | "
+                     f"{1e3 * r['act_s']:.1f} | {bold(r['act_s'] / base['act_s'])} | {r['trainable_params']:,} | "
+                     f"{r['frozen_params']:,} | {r['payload_bytes'] / 1e6:.1f} ({r['payload_tensors']}) | "
+                     f"{bold(r['payload_bytes'] / base['payload_bytes'])} | {r['checkpoint_bytes'] / 1e6:.1f} | "
+                     f"{r['checkpoint_bytes'] / base['checkpoint_bytes']:.2f} |")
+    return "\n".join(lines)
+
+
+def bf16_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_encoders.md's bf16 autocast table (``--amp-bf16``)."""
+    rows, base = _rows(records)
+    lines = ["| encoder | update s | ratio | trunk s | act ms | trainable params | payload MB | learner state MB |",
+             "|" + " --- |" * 8]
+    for r in rows:
+        trunk = f"{r['trunk_forward_s']:.2f}" if r["trunk_forward_s"] else "—"
+        lines.append(f"| {r['encoder']} | {r['update_s']:.2f} | {r['update_s'] / base['update_s']:.2f} | {trunk} | "
+                     f"{1e3 * r['act_s']:.1f} | {r['trainable_params']:,} | {r['payload_bytes'] / 1e6:.1f} | "
+                     f"{r['checkpoint_bytes'] / 1e6:.1f} |")
+    return "\n".join(lines)
+
+
+def classifier_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_encoders.md's success-classifier step (``--classifier-only``) and the default 400 steps' time."""
+    rows, base = _rows(records)
+    lines = ["| encoder | step s | ratio | default 400 steps |", "| --- | --- | --- | --- |"]
+    for r in rows:
+        minutes = round(r["classifier_step_s"] * 400 / 60 * 2) / 2
+        lines.append(f"| {r['encoder']} | {r['classifier_step_s']:.3f} | "
+                     f"{r['classifier_step_s'] / base['classifier_step_s']:.2f} | ~{minutes:g} min |")
+    return "\n".join(lines)
+
+
+def docs_table(records: list[dict[str, Any]]) -> str:
+    """docs/algorithms.md's summary of the float32 costs, ratios to the small CNN in brackets."""
+    rows, base = _rows(records)
+    lines = ["| | update | act (1 obs) | trainable / frozen params | weights per publish | learner state |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        def ratio(key: str, fmt: str, r: dict[str, Any] = r) -> str:
+            return "" if r is base else f" ({r[key] / base[key]:{fmt}}×)"
+        frozen = f"{r['frozen_params'] / 1e6:.3g} M" if r["frozen_params"] else "0"
+        lines.append(f"| `{r['encoder']}` | {r['update_s']:.1f} s{ratio('update_s', '.2f')} | "
+                     f"{1e3 * r['act_s']:.2g} ms{ratio('act_s', '.1f')} | "
+                     f"{r['trainable_params'] / 1e6:.3g} M / {frozen} | "
+                     f"{r['payload_bytes'] / 1e6:.0f} MB{ratio('payload_bytes', '.2f')} | "
+                     f"{r['checkpoint_bytes'] / 1e6:.0f} MB |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     main()

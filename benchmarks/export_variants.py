@@ -66,6 +66,7 @@ TARGETS = ("cortex-m4f", "cortex-m7", "cortex-m0plus")
 SHORT = {"cortex-m4f": "M4F", "cortex-m7": "M7", "cortex-m0plus": "M0+"}
 START, END = "<!-- export_variants:start -->", "<!-- export_variants:end -->"
 TRAINED = "<!-- export_variants_trained:start -->", "<!-- export_variants_trained:end -->"
+RESULT_FILE, TRAINED_FILE = "results/export_variants.json", "results/export_variants_trained.json"  # from benchmarks/
 MLP_VARIANTS = ("float32", "int8", "int8_full", "q15", "q7")
 PIXEL_VARIANTS = ("float32", "int8_full", "q15", "q7")
 M7_HZ, FLASH_LIMIT, RAM_LIMIT = 480e6, 512 * 1024, 128 * 1024
@@ -180,6 +181,75 @@ def verdict(results: dict, opts: tuple[str, ...]) -> list[str]:
     return lines
 
 
+def _opts(results: dict) -> tuple[str, ...]:
+    """The optimisation levels a run measured (``--quick``: -Os only), from its instruction counts."""
+    keys = {k for r in results.values() for v in r["variants"].values() for k in v["instructions"]}
+    return tuple(o for o in ("-Os", "-O2") if any(k.endswith(o) for k in keys))
+
+def _marked(function: str, path: str, lines: list[str]) -> list[str]:
+    """A table between ``benchmarks/report.py``'s markers, so that its check covers the section this script writes."""
+    return [f"<!-- table: export_variants.{function} {path} -->", "", *lines, "", "<!-- /table -->"]
+
+
+def sizes(records: list[dict]) -> str:
+    """:func:`size_table` of results/export_variants.json (``benchmarks/report.py``)."""
+    return "\n".join(size_table(records[0]["results"]))
+
+
+def instructions(records: list[dict]) -> str:
+    """:func:`insn_table` of results/export_variants.json."""
+    return "\n".join(insn_table(records[0]["results"], _opts(records[0]["results"])))
+
+
+def fits(records: list[dict]) -> str:
+    """:func:`verdict` of results/export_variants.json."""
+    return "\n".join(verdict(records[0]["results"], _opts(records[0]["results"])))
+
+
+def trained_errors(records: list[dict]) -> str:
+    """:func:`trained_table` of results/export_variants_trained.json."""
+    return "\n".join(trained_table(records[0]["results"]))
+
+
+
+#: docs/export.md's names for the benchmark's actors.
+DOC_NAMES = {"reach": "SAC's default reach actor (12 → 256 → 256 → 2)",
+             "pixels64": "pixel SAC 64×64 (8 channels, 32 features, 64×64)",
+             "pixels64-default": "64×64 (`reach_pixels`' default), 32, 50, 256×256 (SAC's defaults)",
+             "pixels64-gen": "64×64, 8, 32, 64×64", "pixels32-gen": "32×32, 8, 32, 64×64"}
+
+
+def docs_sizes(records: list[dict]) -> str:
+    """docs/export.md's "Sizes and speed per variant and core": flash at -Os with libm or soft float linked in, RAM,
+    and instructions per forward pass at -Os, for the reach actor and the 64×64 pixel actor."""
+    results = records[0]["results"]
+    lines = ["| actor | variant | flash M4F / M0+ B | RAM B | instructions M4F | M7 | M0+ |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for name in ("reach", "pixels64"):
+        for i, (variant, v) in enumerate(results[name]["variants"].items()):
+            t, ins = v["targets"], v["instructions"]
+            flash = " / ".join(f"{t[k]['flash'] + t[k]['libm_flash']:,}" for k in ("cortex-m4f", "cortex-m0plus"))
+            cost = " | ".join(f"{ins[f'{k}-Os']['instructions']:,}" for k in TARGETS)
+            actor = f"| {DOC_NAMES[name]} |" if i == 0 else "| |"
+            lines.append(f"{actor} {variant} | {flash} | {t['cortex-m4f']['ram']:,} | {cost} |")
+    return "\n".join(lines)
+
+
+def generator_bytes(records: list[dict]) -> str:
+    """docs/export.md's table of what the generator reports (constants / workspace bytes, before linking) for the
+    pixel actors, per variant."""
+    results = records[0]["results"]
+    variants = ("float32", "int8_full", "q15", "q7")
+    lines = ["| image, conv channels, features, actor | float32 flash / RAM | int8_full | q15 | q7 |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for name, label in (("pixels64-default", DOC_NAMES["pixels64-default"]), ("pixels64", DOC_NAMES["pixels64-gen"]),
+                        ("pixels32", DOC_NAMES["pixels32-gen"])):
+        v = results[name]["variants"]
+        cells = " | ".join(f"{v[k]['const_bytes']:,} / {v[k]['workspace_bytes']:,} B" for k in variants)
+        lines.append(f"| {label} | {cells} |")
+    return "\n".join(lines)
+
+
 def render(results: dict, opts: tuple[str, ...], seconds: float) -> str:
     archs = [f"- `{n}`: {r['architecture']} ({r['observations'][0]} random + {r['observations'][1]} recorded "
              "observations)" for n, r in results.items()]
@@ -194,16 +264,17 @@ def render(results: dict, opts: tuple[str, ...], seconds: float) -> str:
         "and on the M0+ the soft-float routines). RAM = .data+.bss+peak stack of the forward pass (GCC's call "
         "graph). Bounds: int8's (`quantize.py`) and q15's and q7's (`fixed_bound.py`) rigorous worst cases, capped at "
         "what the output map allows (2 on these [-1, 1] actions: uninformative, which is what a worst case through 4 "
-        "convolutions gives); the error is measured on the same observations.", "", *size_table(results), "",
+        "convolutions gives); the error is measured on the same observations.", "",
+        *_marked("sizes", RESULT_FILE, size_table(results)), "",
         "### Instructions per forward pass (QEMU)", "",
         "`qemu-system-arm -icount shift=0`, SysTick calibrated in the same run. QEMU models no pipeline, caches or "
         "wait states: on silicon expect about 1–2 cycles per instruction on the M4F/M7 and the M0+ (whose "
         "multiplier is single-cycle on most parts). The M0+ column is the ARMv6-M binary run on QEMU's Cortex-M3.",
-        "", *insn_table(results, opts), "",
+        "", *_marked("instructions", RESULT_FILE, insn_table(results, opts)), "",
         "### Does the 64x64 camera policy meet 512 KB flash / 128 KB RAM and >= 20 Hz on a 480 MHz Cortex-M7?", "",
         "Flash here includes libm (for `pixels64-default`, not cross-built: the generator's constant bytes and "
         "workspace, a lower bound); Hz = 480 MHz / (instructions × 2 … 1 cycles per instruction).", "",
-        *verdict(results, opts), END])
+        *_marked("fits", RESULT_FILE, verdict(results, opts)), END])
 
 
 def measure_trained(run_dir: Path, tmp: Path, n_random: int, n_recorded: int, variants: tuple[str, ...] | None) -> dict:
@@ -244,16 +315,20 @@ def _int8_full_calibrated_on_all(loaded: LoadedActor, graph: MLPGraph | VisionGr
             "random": float(err[:n_random].max()), "bound_max": None, "worst_err_over_bound": None}
 
 
-def render_trained(results: dict) -> str:
-    runs = [f"- `{name}`: {r['architecture']} ({r['observations'][0]} random + {r['observations'][1]} recorded "
-            f"observations; `.venv/bin/python benchmarks/export_variants.py {r['command']}`, {r['date']}, "
-            f"{r['seconds']:.0f} s)" for name, r in results.items()]
+def trained_table(results: dict) -> list[str]:
     lines = ["| run | variant | max \\|C − torch\\| on the recorded observations | on the random ones | bound "
              "(int8, q15, q7; over both) |", "| --- | --- | ---: | ---: | ---: |"]
     for name, r in results.items():
         for variant, v in r["variants"].items():
             bound = f"{v['bound_max']:.3g}" if v["bound_max"] is not None else "–"
             lines.append(f"| {name} | {variant} | {v['recorded']:#.2g} | {v['random']:#.2g} | {bound} |")
+    return lines
+
+
+def render_trained(results: dict) -> str:
+    runs = [f"- `{name}`: {r['architecture']} ({r['observations'][0]} random + {r['observations'][1]} recorded "
+            f"observations; `.venv/bin/python benchmarks/export_variants.py {r['command']}`, {r['date']}, "
+            f"{r['seconds']:.0f} s)" for name, r in results.items()]
     return "\n".join([
         TRAINED[0], "## C variants of trained actors", "",
         f"Machine: 2-core AMD EPYC VM, no GPU, shared with other jobs ({platform.machine()}). Each run's actor "
@@ -261,7 +336,8 @@ def render_trained(results: dict) -> str:
         "normaliser; uniform images), far outside what the task visits. int8_full is calibrated on the recorded "
         "observations; the row "
         "\"calibrated on all\" is the former calibration on random and recorded together, on the same "
-        "observations. A rerun replaces its runs' rows and keeps the others.", "", *runs, "", *lines, TRAINED[1]])
+        "observations. A rerun replaces its runs' rows and keeps the others.", "", *runs, "",
+        *_marked("trained_errors", TRAINED_FILE, trained_table(results)), TRAINED[1]])
 
 
 def write_section(path: Path, section: str, markers: tuple[str, str] = (START, END)) -> None:

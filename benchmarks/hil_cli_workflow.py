@@ -281,6 +281,30 @@ def markdown_table(results: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def runs_table(records: list[dict[str, Any]]) -> str:
+    """:func:`markdown_table` of every run in the result files, in order (``benchmarks/report.py``'s tables)."""
+    return markdown_table({"runs": [r for rec in records for r in rec["results"]["runs"]]})
+
+
+def task_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_hil.md's table of docs/deploy.md's workflow (``--workflow task``): per run the learner and the actor
+    at the end of learning and the policy alone."""
+    lines = ["| run | learner at the end | actor during learning (alone / with help) | "
+             "**policy alone, 20 eval episodes** |", "|---|---|---|---|"]
+    for i, r in enumerate((r for rec in records for r in rec["results"]["runs"]), 1):
+        learned = re.search(r"(\d+) transitions \((\d+) intervened\), (\d+) updates, weights (v\d+)",
+                            str(r["learner"]))
+        acted = re.search(r"(\d+) episodes.*alone (\d+/\d+).*with help (\d+/\d+)", str(r["actor"]))
+        alone = re.search(r"alone (\d+)/(\d+)", str(r["eval"]))
+        if not (learned and acted and alone):
+            raise ValueError(f"run {i}: the learner's, actor's or evaluation's line is not the workflow's")
+        ok, n = int(alone[1]), int(alone[2])
+        lines.append(f"| {i} | {int(learned[1]):,} transitions ({int(learned[2]):,} intervened), {int(learned[3]):,} "
+                     f"updates, {learned[4]} | {acted[2]} alone, {acted[3]} with help; {acted[1]} episodes | "
+                     f"**{ok}/{n} ({100 * ok / n:.0f} %)** |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--minutes", type=float, default=10.0, help="wall-clock minutes of learning (steps 1+2)")

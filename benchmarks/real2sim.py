@@ -205,5 +205,51 @@ def merge(files: list[Path], where: Path) -> None:
     write(out, list(CONDITIONS), where)
 
 
+def _by_condition(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Each condition's runs, in :data:`CONDITIONS`' order and by seed, over every record's runs."""
+    runs = [r for rec in records for r in rec["results"]["runs"]]
+    return {c: sorted((r for r in runs if r["condition"] == c), key=lambda r: r["seed"])
+            for c in CONDITIONS if any(r["condition"] == c for r in runs)}
+
+
+def _mean(rows: list[dict[str, Any]], key: str) -> float:
+    return sum(r[key] for r in rows) / len(rows)
+
+
+def results_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_real2sim.md's table: per condition the mean success on the "real" arm, each seed's, its ratio to
+    the default parameters' mean and the mean on the nominal simulator."""
+    by = _by_condition(records)
+    episodes = records[0]["results"]["args"]["real_episodes"]
+    labels = {"default": "default parameters", "wide_dr": "wide DR", "twin": "twin",
+              "twin_cotrain": f"twin + co-training ({episodes} logged episodes)",
+              "default_cotrain": "default + co-training (ablation: no twin)"}
+    seeds = sorted({r["seed"] for rows in by.values() for r in rows})
+    base = _mean(by["default"], "real")
+    lines = [f"| condition | success on the \"real\" arm (mean) | seeds {', '.join(map(str, seeds))} | × default | "
+             "nominal simulator (mean) |", "|---|---:|---|---:|---:|"]
+    for c, rows in by.items():
+        per_seed = ", ".join(f"{r['real']:.2f}" for r in rows)
+        lines.append(f"| {labels[c]} | {_mean(rows, 'real'):.2f} | {per_seed} | {_mean(rows, 'real') / base:.2f} | "
+                     f"{_mean(rows, 'sim'):.2f} |")
+    return "\n".join(lines)
+
+
+def docs_table(records: list[dict[str, Any]]) -> str:
+    """docs/real2sim.md's table: the mean success on the "real" arm per condition, with the seeds' range for the
+    two co-training conditions (the headline and its ablation, close enough that the spread matters)."""
+    labels = {"default": "default parameters", "wide_dr": "wide randomisation", "twin": "the twin",
+              "twin_cotrain": "the twin + co-training on the logs",
+              "default_cotrain": "its ablation: default parameters + co-training on the logs, no twin"}
+    lines = ["| trained with | success on the \"real\" arm |", "| --- | ---: |"]
+    for c, rows in _by_condition(records).items():
+        cell = f"{_mean(rows, 'real'):.2f}"
+        if c.endswith("_cotrain"):
+            real = [r["real"] for r in rows]
+            cell += f" ({min(real):.2f}–{max(real):.2f})"
+        lines.append(f"| {labels[c]} | {cell} |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     main()
