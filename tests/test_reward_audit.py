@@ -17,7 +17,7 @@ from robot_rl.human_loop.deploy_aids import DeployAids
 from robot_rl.human_loop.devices.base import TeleopReading
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
 from robot_rl.human_loop.observation import SuccessJudge
-from robot_rl.rewards.audit import Anchors, AuditConfig, RewardAudit, save_anchors
+from robot_rl.rewards.audit import Anchors, AuditConfig, RewardAudit, Suspicion, save_anchors
 from robot_rl.rewards.classifier import SuccessClassifier
 from robot_rl.rewards.data import LabelledFrames
 
@@ -229,3 +229,20 @@ def test_a_fire_after_the_persons_own_step_is_theirs_and_not_asked_about(tmp_pat
     # The reset's frame (nobody acted) is asked about; after the person's first step the fire is theirs.
     assert report.episodes[0].success and report.episodes[0].steps == 1
     assert watcher.asked == 1 and audit.counts.person_fires == 1 and audit.counts.asked == 1
+
+
+def test_the_bar_rises_with_each_yes_and_falls_back_with_each_no(tmp_path: Path) -> None:
+    model, out = _classifier(tmp_path, QuadrantEncoder())
+    audit = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, heads=0, bar_step=2.0, retrain_steps=1))
+    feature, s = torch.zeros(4), Suspicion(1.0, 0.0)
+    audit.answer(feature, True, s)
+    audit.answer(feature, True, s)
+    assert audit.bar == 4.0
+    audit.answer(feature, False, s)
+    assert audit.bar == 2.0
+    audit.answer(feature, None, s)  # nobody answered: nothing learnt about the bar
+    assert audit.bar == 2.0
+    for _ in range(3):
+        audit.answer(feature, False, s)
+    assert audit.bar == 1.0  # never below min_suspicion
+    audit.wait()

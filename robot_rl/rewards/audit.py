@@ -10,17 +10,18 @@ Those frames look unlike the classifier's training successes, and that is measur
 - **novelty**: the distance, in the classifier's own feature space, from the frame to the nearest training
   success, over the 95th percentile of that distance among the training successes themselves (each measured to
   the successes of *other* episodes). Above 1: farther from every success it learned than true successes are.
-  (The 17 frames above: 2.6-4.4; training successes: median 0.3.)
-- **disagreement**: a small ensemble of heads, each trained on a bootstrap of the training features, and the
-  fraction of them whose decision differs from the classifier's (0.4 = 2 of 5 heads say "no success").
+  (The 17 frames above: 3.2-5.2; training successes: median 0.35.)
+- **disagreement**: a small ensemble of heads, each trained from scratch on a bootstrap of the training features,
+  and the fraction of them that call the frame a failure (probability below 0.5; 0.4 = 2 of 5 heads).
 
-``suspicion = max(novelty, disagreement / 0.4)``. A fire at or above ``min_suspicion`` is put to the operator as
-a yes/no question, within a budget of ``budget`` labels. A "no" withholds the reward (the episode goes on) and
-becomes a negative; a "yes" a positive; with each answer the classifier's head (its encoder fixed: the answers are
-few) is retrained on the training features plus the answers, weighted up, in a background thread, and the
-ensemble with it. Until the retrained head lands, a fire nearer an answered "no" than the novelty scale is
-withheld without asking again. On the same run, one "no" made the retrained head stop firing on 8 held-out such
-frames while keeping recall 0.99 on the training successes.
+``suspicion = max(novelty, disagreement / 0.4)``. A fire at or above the bar (``min_suspicion`` at first) is put
+to the operator as a yes/no question, within a budget of ``budget`` labels; each "yes" raises the bar a little and
+each "no" lowers it (``bar_step``), so the questions follow where the answers are "no". A "no" withholds the
+reward (the episode goes on) and becomes a negative; a "yes" a positive; with each answer the classifier's head
+(its encoder fixed: the answers are few) is retrained on the training features plus the answers, weighted up, in a
+background thread, and the ensemble with it. Until the retrained head lands, a fire nearer an answered "no" than
+the novelty scale is withheld without asking again. On the same run, one "no" made the retrained head stop firing
+on 8 held-out such frames while keeping recall 0.99 on the training successes.
 
 The features come from the classifier directory's ``anchors.pt``, which `robot-rl reward train-classifier`
 writes; the corrected classifier is saved with :meth:`RewardAudit.save` (the run's ``classifier_audited/``).
@@ -59,7 +60,10 @@ class AuditConfig:
     """Questions at most, over the run (a fire past the budget is taken as it is, and counted)."""
     min_suspicion: float = 1.0
     """Ask about a fire whose suspicion is at least this (1.0: as novel as the 5 % most novel training successes,
-    or two of five heads disagree); 0 asks about every fire."""
+    or two of five heads disagree); 0 asks about every fire. The bar adapts (``bar_step``) from here."""
+    bar_step: float = 1.15
+    """Each "yes" (a question that found nothing) raises the bar by this factor, each "no" lowers it by the same,
+    never below ``min_suspicion``: questions go where the answers are "no", and the budget lasts."""
     heads: int = 5
     """Ensemble heads for the disagreement (0: novelty alone)."""
     label_weight: float = 20.0
@@ -74,8 +78,9 @@ class AuditConfig:
     def __post_init__(self) -> None:
         if self.budget < 0 or self.heads < 0 or self.retrain_steps < 1:
             raise ValueError("audit.budget and audit.heads must be >= 0, audit.retrain_steps >= 1")
-        if self.min_suspicion < 0 or self.label_weight <= 0 or self.answer_timeout_s <= 0:
-            raise ValueError("audit.min_suspicion must be >= 0, audit.label_weight and answer_timeout_s > 0")
+        if self.min_suspicion < 0 or self.label_weight <= 0 or self.answer_timeout_s <= 0 or self.bar_step < 1:
+            raise ValueError("audit.min_suspicion must be >= 0, audit.label_weight and answer_timeout_s > 0, "
+                             "audit.bar_step >= 1")
 
 
 @dataclass
@@ -174,6 +179,8 @@ class RewardAudit:
         self.counts = AuditCounts()
         self.log_path = log_path
         self.labels: list[tuple[torch.Tensor, bool]] = []
+        self.bar = cfg.min_suspicion
+        """The suspicion a fire needs to be asked about now (see ``AuditConfig.bar_step``)."""
         pos = anchors.label
         self.scale = novelty_scale(anchors.features[pos], anchors.episode[pos]) if pos.any() else 1.0
         self._positives = anchors.features[pos]
@@ -204,9 +211,10 @@ class RewardAudit:
                    if len(self._positives) else float("inf"))
         if not self.heads:
             return Suspicion(novelty, 0.0)
-        thr = self.model.threshold
-        votes = [float(torch.sigmoid(h(feature[None]))[0, 0]) >= thr for h in self.heads]
-        return Suspicion(novelty, sum(not v for v in votes) / len(votes))
+        # Each head at its own boundary (0.5): the heads are trained without the classifier's class weighting,
+        # so its calibrated threshold does not apply to them.
+        failures = [float(torch.sigmoid(h(feature[None]))[0, 0]) < 0.5 for h in self.heads]
+        return Suspicion(novelty, sum(failures) / len(failures))
 
     # ---- the loop's calls -----------------------------------------------------------------------
 
@@ -220,7 +228,7 @@ class RewardAudit:
                 torch.cdist(feat[None], torch.stack(self._rejected_since_swap)).min()) / self.scale < 1.0:
             self.counts.withheld_unasked += 1
             return "withhold", s, feat
-        if s.score < self.cfg.min_suspicion:
+        if s.score < self.bar:
             return "accept", s, feat
         if self.counts.asked >= self.cfg.budget:
             self.counts.over_budget_suspicious += 1
@@ -232,11 +240,13 @@ class RewardAudit:
                where: dict[str, Any] | None = None) -> bool:
         """Record the operator's answer about a fire (None: nobody answered); returns whether to pay the reward."""
         self._log({**(where or {}), "novelty": round(suspicion.novelty, 3),
-                   "disagreement": round(suspicion.disagreement, 3), "answer": success,
+                   "disagreement": round(suspicion.disagreement, 3), "bar": round(self.bar, 3), "answer": success,
                    "time": round(time.time(), 3)})
         if success is None:
             self.counts.unanswered += 1
             return True
+        step = self.cfg.bar_step if success else 1.0 / self.cfg.bar_step
+        self.bar = max(self.cfg.min_suspicion, self.bar * step)
         if not success:
             self.counts.rejected += 1
             self._rejected_since_swap.append(feature)
@@ -256,10 +266,10 @@ class RewardAudit:
         return x, y, w
 
     def _fit(self, head: nn.Module, data: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-             rows: torch.Tensor | None = None) -> nn.Module:
+             rows: torch.Tensor | None = None, lr: float = 1e-3) -> nn.Module:
         x, y, w = data
         rows = rows if rows is not None else torch.arange(len(x))
-        opt = torch.optim.Adam(head.parameters(), lr=1e-3)
+        opt = torch.optim.Adam(head.parameters(), lr=lr)
         for _ in range(self.cfg.retrain_steps):
             i = rows[torch.randint(0, len(rows), (256,), generator=self._rng)]
             loss = nn.functional.binary_cross_entropy_with_logits(head(x[i]).squeeze(-1), y[i], weight=w[i])
@@ -276,7 +286,9 @@ class RewardAudit:
             for layer in head.modules():  # fresh initialisations: the ensemble's spread is the point
                 if isinstance(layer, nn.Linear):
                     layer.reset_parameters()
-            heads.append(self._fit(head, data, torch.randint(0, n, (n,), generator=self._rng)))
+            # From scratch a head needs the larger step to fit within retrain_steps; an undertrained one disagrees
+            # on true successes too (on sim_so101 at 1e-3, on 28 of 48 frames a person then called a success).
+            heads.append(self._fit(head, data, torch.randint(0, n, (n,), generator=self._rng), lr=3e-3))
         return heads
 
     def _retrain(self) -> None:
