@@ -10,6 +10,7 @@ import pytest
 import torch
 from test_deploy import PointArm, ZeroPolicy, fast
 
+from robot_rl.cli.deploy import actor_summary
 from robot_rl.hardware.robot import RobotConfig
 from robot_rl.hardware.safety import SafetyLayer
 from robot_rl.human_loop.deploy import Deployer
@@ -198,6 +199,8 @@ def test_a_no_from_the_person_withholds_the_reward_and_the_episode_goes_on(tmp_p
     assert audit.counts.fires >= 1 and audit.counts.retrains == 1
     assert (tmp_path / "classifier_audited" / "anchors.pt").is_file()  # written when the run closed
     assert len((tmp_path / "reward_audit.jsonl").read_text().splitlines()) == 1
+    assert "reward audit: 1 questions of 50, 1 answered 'not a success'" in actor_summary(d.cfg, report, d.safety,
+                                                                                         False)
 
 
 def test_a_person_answers_with_the_failure_key_while_the_robot_holds(tmp_path: Path) -> None:

@@ -186,6 +186,9 @@ def actor_summary(cfg: Any, report: Any, safety: Any, interrupted: bool) -> str:
     estop = f"; E-STOP: {safety.estop_reason}" if safety.estop_reason else ""
     if cfg.help.enabled:
         estop += "; " + help_summary(report)
+    if cfg.audit.enabled:
+        asked, no = sum(e.audit_asked for e in report.episodes), sum(e.audit_rejected for e in report.episodes)
+        estop += f"; reward audit: {asked} questions of {cfg.audit.budget}, {no} answered 'not a success'"
     if report.unacked_chunks or report.dropped_chunks:
         estop += (f"; LOST: {report.unacked_chunks} chunks the learner never acknowledged, "
                   f"{report.dropped_chunks} dropped on a full outbox")
