@@ -172,8 +172,11 @@ class RewardAudit:
     operator's answer. Thread-safe against its own retraining thread only: call both from the control loop.
     """
 
-    def __init__(self, model: Any, anchors: Anchors, cfg: AuditConfig, log_path: Path | None = None) -> None:
+    def __init__(self, model: Any, anchors: Anchors, cfg: AuditConfig, log_path: Path | None = None,
+                 background: bool = True) -> None:
         self.model = model
+        self.background = background
+        """Retrain on a thread of its own (the control loop's period is never stretched); False: at once."""
         self.cfg = cfg
         self.anchors = anchors
         self.counts = AuditCounts()
@@ -192,10 +195,10 @@ class RewardAudit:
         self.heads = self._fit_heads(self._training_set()) if cfg.heads else []
 
     @classmethod
-    def from_dir(cls, model: Any, model_dir: Path | str, cfg: AuditConfig, log_path: Path | None = None
-                 ) -> RewardAudit:
+    def from_dir(cls, model: Any, model_dir: Path | str, cfg: AuditConfig, log_path: Path | None = None,
+                 background: bool = True) -> RewardAudit:
         """The audit of the classifier loaded from ``model_dir`` (reads its ``anchors.pt``)."""
-        return cls(model, Anchors.load(model_dir), cfg, log_path)
+        return cls(model, Anchors.load(model_dir), cfg, log_path, background)
 
     # ---- suspicion ------------------------------------------------------------------------------
 
@@ -305,6 +308,9 @@ class RewardAudit:
             with self._lock:
                 self._pending = (head, heads)
 
+        if not self.background:
+            work()
+            return
         self._thread = threading.Thread(target=work, name="reward-audit-retrain", daemon=True)
         self._thread.start()
 
