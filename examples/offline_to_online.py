@@ -16,8 +16,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from robot_rl.data.recorder import record_run
 from robot_rl.loop.config import resolve_train_config
+from robot_rl.loop.record_run import record_run
 from robot_rl.loop.runner import train
 
 quick = "--quick" in sys.argv

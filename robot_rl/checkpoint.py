@@ -9,7 +9,7 @@ Layout under ``<run>/checkpoints/``::
 The previous good checkpoint is never removed before the new one is committed; older ones beyond
 ``keep`` are pruned afterwards. Loading verifies the checksum and falls back to the previous
 checkpoint (saying so) if the newest is damaged. A write that runs out of space removes its temp
-directory and raises :class:`~robot_rl.replay.durable.DiskFullError`; the committed ones are
+directory and raises :class:`~robot_rl.durable.DiskFullError`; the committed ones are
 untouched. Replay buffers are not in ``state.pt``: they live in their own segment files
 (:mod:`robot_rl.replay.segments`) and the checkpoint records their watermark.
 """
@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from robot_rl.replay.durable import DiskFullError, crash_point, is_disk_full
+from robot_rl.durable import DiskFullError, crash_point, is_disk_full
 
 log = logging.getLogger(__name__)
 

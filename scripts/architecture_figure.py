@@ -5,8 +5,8 @@ Two panels, both read from the repository, so the picture follows the code:
 - left, the parts and their "may import" arrows: the mermaid diagram of docs/architecture.md (the site renders
   the same block), laid out in tiers by longest path to ``core``;
 - right, the rules and the imports: for every pair of top-level packages, whether ``tests/test_architecture.py``
-  forbids the import (its ``FORBIDDEN`` table and its core, cli and testing rules) and whether the code makes it
-  now (the test's own ``import_graph``, lazy and ``TYPE_CHECKING`` imports included).
+  allows the import (its ``ALLOWED`` table; ``TEMPORARY`` edges apart) and whether the code makes it now (the
+  test's own walk of every import, lazy and ``TYPE_CHECKING`` ones included).
 
     .venv/bin/python scripts/architecture_figure.py            # writes docs/figures/architecture.png
 """
@@ -111,40 +111,34 @@ def _wrap(text: str, width: int) -> str:
     return "\n".join([*lines, line])
 
 
-def forbidden(a: str, b: str) -> bool:
-    """Whether tests/test_architecture.py forbids top-level package ``a`` importing ``b``."""
-    if a == b:
-        return False
-    if a == "robot_rl.core":
-        return True
-    if b == "robot_rl.cli" or (b == "robot_rl.testing" and a != "robot_rl.testing"):
-        return True
-    return any(arch._within(b, f) for f in arch.FORBIDDEN.get(a, ()))
+def rule(a: str, b: str) -> str:
+    """``allowed``, ``temporary`` or ``forbidden``: what tests/test_architecture.py says of ``a`` importing ``b``."""
+    if b in arch.ALLOWED.get(a, ()):
+        return "allowed"
+    return "temporary" if (a, b) in arch.TEMPORARY else "forbidden"
 
 
 def draw_rules(ax: plt.Axes, order: list[str]) -> None:
-    """The package-by-package grid: forbidden (red cross) and imported now (dot)."""
-    graph = arch.import_graph()
-    used: set[tuple[str, str]] = set()
-    for m, targets in graph.items():
-        for t in targets:
-            used.add((arch._top_package(m), arch._top_package(t)))
-    names = [p for p in order if any(p in pair for pair in used)]
-    names += sorted({p for pair in used for p in pair} - set(names))
+    """The package-by-package grid: forbidden (red), allowed for now (orange), imported now (dot)."""
+    graph = arch.package_graph(arch.imports())
+    used = {(a, b) for a, targets in graph.items() for b in targets}
+    names = [p for p in order if p in arch.ALLOWED]
+    names += sorted(set(arch.ALLOWED) - set(names))
     n = len(names)
     for i, a in enumerate(names):
         for j, b in enumerate(names):
+            kind = rule(a, b)
             if i == j:
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fc="#eeeeee", ec="none"))
-            elif forbidden(a, b):
-                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fc="#f7d4d4", ec="none"))
-                if (a, b) in used:  # the test would fail; draw it loudly rather than hide it
+            elif kind != "allowed":
+                colour = "#f7d4d4" if kind == "forbidden" else "#f8e2bd"
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fc=colour, ec="none"))
+                if (a, b) in used and kind == "forbidden":  # the test would fail; draw it loudly rather than hide it
                     ax.text(j, i, "!", ha="center", va="center", color="red", weight="bold")
             if (a, b) in used and a != b:
-                ax.plot(j, i, "o", color="#1f5fa0", ms=5)
-    short = [p.removeprefix("robot_rl.") for p in names]
-    ax.set_xticks(range(n), short, rotation=60, ha="right", fontsize=7.5)
-    ax.set_yticks(range(n), short, fontsize=7.5)
+                ax.plot(j, i, "o", color="#1f5fa0", ms=4)
+    ax.set_xticks(range(n), names, rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(n), names, fontsize=7)
     ax.set_xlim(-0.5, n - 0.5)
     ax.set_ylim(n - 0.5, -0.5)
     ax.set_xticks([k + 0.5 for k in range(n - 1)], minor=True)
@@ -153,7 +147,8 @@ def draw_rules(ax: plt.Axes, order: list[str]) -> None:
     ax.tick_params(which="minor", length=0)
     ax.set_xlabel("imported package")
     ax.set_ylabel("importing package")
-    ax.set_title("red: forbidden (tests/test_architecture.py); dot: imported in the code now", fontsize=10)
+    ax.set_title("tests/test_architecture.py: red, not allowed; orange, allowed for now; dot, imported now",
+                 fontsize=9)
 
 
 def main() -> None:
@@ -164,9 +159,7 @@ def main() -> None:
     nodes, edges = read_mermaid(ROOT / "docs" / "architecture.md")
     fig, (left, right) = plt.subplots(1, 2, figsize=(15, 6.8), gridspec_kw={"width_ratios": [1.25, 1]})
     draw_layers(left, nodes, edges)
-    order = ["robot_rl.cli", "robot_rl.loop", "robot_rl.human_loop", "robot_rl.export", "robot_rl.rewards",
-             "robot_rl.cotrain", "robot_rl.data", "robot_rl.policies", "robot_rl.transport", "robot_rl.sims",
-             "robot_rl.hardware", "robot_rl.replay", "robot_rl.core"]
+    order = list(reversed(arch.ALLOWED))  # the table lists the bottom layer first
     draw_rules(right, order)
     fig.suptitle("robot_rl: packages and the allowed import directions", fontsize=12)
     fig.tight_layout()

@@ -41,7 +41,7 @@ from robot_rl.core.config import ConfigError
 from robot_rl.core.registry import UnknownNameError
 from robot_rl.core.specs import SpecMismatchError
 from robot_rl.core.transport import HandshakeRefused
-from robot_rl.replay.durable import DiskFullError
+from robot_rl.durable import DiskFullError
 from robot_rl.sims.mujoco.render import RenderingUnavailableError
 
 #: Every verb, in the order `robot-rl --help` lists them.

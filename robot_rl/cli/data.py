@@ -128,7 +128,7 @@ class DataRecordArgs(Command):
 
     def run(self) -> int:
         """Roll out and record."""
-        from robot_rl.data.recorder import record_run
+        from robot_rl.loop.record_run import record_run
 
         if self.format == "lerobot":
             _quiet_progress_bars()

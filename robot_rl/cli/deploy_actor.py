@@ -15,11 +15,11 @@ from typing import Any
 from robot_rl.cli.base import sigterm_as_ctrl_c
 from robot_rl.cli.deploy import _episode_sinks, device_settings, open_deploy_viz, resolve_estop_tty
 from robot_rl.core.config import ConfigError
+from robot_rl.hardware.intervention import check_device_mode
 from robot_rl.hardware.safety import SafetyLayer
 from robot_rl.human_loop.deploy import Deployer, load_run_policy, set_deploy_threads
 from robot_rl.human_loop.deploy_aids import load_deploy_aids
 from robot_rl.human_loop.deploy_policy import load_run_critics
-from robot_rl.human_loop.intervention import check_device_mode
 from robot_rl.human_loop.observation import policy_spec
 from robot_rl.human_loop.operator import guard_key_source, make_teleop, start_estop_guard
 from robot_rl.human_loop.status import StatusLine

@@ -20,8 +20,8 @@ import tyro
 from robot_rl.cli.base import Command, sigterm_as_ctrl_c, viz_overrides
 from robot_rl.config_io import from_dict, load_yaml, parse_override
 from robot_rl.core.config import ConfigError
+from robot_rl.durable import DiskFullError
 from robot_rl.human_loop.record_sinks import TeeSink, check_output, open_sink, staging_path
-from robot_rl.replay.durable import DiskFullError
 
 log = logging.getLogger(__name__)
 

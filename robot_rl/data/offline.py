@@ -18,7 +18,7 @@ import torch
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.data.episode import Episode, spec_of, to_transitions
-from robot_rl.policies.offline_rl import mc_returns
+from robot_rl.replay.returns import mc_returns
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Record whole episodes from any env loop, and roll out a trained run's policy to record demos.
+"""Record whole episodes from any env loop (a trained run's rollout: :mod:`robot_rl.loop.record_run`).
 
 :class:`EpisodeRecorder` sits beside a :class:`~robot_rl.core.env.VecEnv` loop::
 
@@ -153,7 +153,7 @@ def _np(obs: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
 
 @dataclass
 class RecordResult:
-    """What :func:`record_run` wrote."""
+    """What :func:`record_episodes` (and :func:`robot_rl.loop.record_run.record_run`) wrote."""
 
     out: Path
     episodes: int
@@ -193,43 +193,10 @@ def record_episodes(env: VecEnv, policy: Any, sink: EpisodeSink, episodes: int, 
     return RecordResult(Path(), rec.episodes_written, frames, rec.successes, dropped)
 
 
-def record_run(run_dir: Path, out: Path, episodes: int = 10, fmt: str = "episodes", seed: int = 12345,
-               device: str = "cpu", num_envs: int = 8, fps: float = 20.0, deterministic: bool = True,
-               use_videos: bool = False) -> RecordResult:
-    """Roll out the newest checkpoint of ``run_dir`` and record ``episodes`` episodes into ``out``.
-
-    ``fmt="episodes"`` writes an :class:`EpisodeStore`; ``fmt="lerobot"`` a LeRobotDataset v3.
-    """
-    from robot_rl.data.provenance import task_settings
-    from robot_rl.loop.run_context import load_run_config, resolve_device
-    from robot_rl.policy_io import load_policy
-
-    cfg = load_run_config(run_dir)
-    dev = resolve_device(device)
-    env = cfg.make_env(dev, seed, num_envs=max(1, min(num_envs, episodes)), role="eval")
-    try:
-        loaded = load_policy(run_dir, env.spec, dev)
-    except BaseException:
-        env.close()
-        raise
-    policy, ckpt = loaded.policy, loaded.checkpoint
-    task = type(cfg.task).registry.name_of(cfg.task)
-    # A simulated robot has no LeRobot robot type of its own: the task names it.
-    source = {"run_dir": str(run_dir), "checkpoint": str(ckpt), "deterministic": deterministic, "seed": seed,
-              "robot_type": task, "task_config": task_settings(cfg.task)}
-    sink: EpisodeSink
-    if fmt == "episodes":
-        sink = StoreSink(EpisodeStore.create(out, env.spec, fps=fps, task=task, source=source))
-    elif fmt == "lerobot":
-        from robot_rl.data.lerobot_io import LeRobotWriter
-
-        sink = LeRobotWriter(out, env.spec, fps, task=task, use_videos=use_videos, robot_type=task)
-    else:
-        raise ValueError(f"unknown recording format {fmt!r}; valid: episodes, lerobot")
-    try:
-        result = record_episodes(env, policy, sink, episodes, seed=seed, deterministic=deterministic, task=task)
-    finally:
-        env.close()
-    result.out = Path(out)
-    log.info("recorded %d episodes (%d frames) of %s into %s", result.episodes, result.frames, run_dir, out)
-    return result
+def __getattr__(name: str) -> Any:
+    # record_run loads a run's config (the loop's TrainConfig): it moved above the loop, and the data package may not
+    # import the loop back, so the old name answers with where it went instead of a re-export.
+    if name == "record_run":
+        raise ImportError("robot_rl.data.recorder.record_run moved: use `from robot_rl.loop.record_run import "
+                          "record_run`")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

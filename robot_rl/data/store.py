@@ -29,7 +29,7 @@ import numpy as np
 
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.data.episode import STEP_FIELDS, Episode
-from robot_rl.replay.durable import commit_file
+from robot_rl.durable import commit_file
 
 log = logging.getLogger(__name__)
 

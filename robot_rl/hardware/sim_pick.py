@@ -134,7 +134,7 @@ class PickIntervener:
 
     def __call__(self, step: int) -> Any:
         """The reading for this control step."""
-        from robot_rl.human_loop.devices.base import TeleopReading
+        from robot_rl.hardware.teleop import TeleopReading
 
         view = self.arm.pick_view()
         if view is None:
@@ -205,7 +205,7 @@ class PickWanderer:
 
     def __call__(self, step: int) -> Any:
         """The reading for this control step: always in control, heading for the current point."""
-        from robot_rl.human_loop.devices.base import TeleopReading
+        from robot_rl.hardware.teleop import TeleopReading
 
         view = self.arm.pick_view()
         if view is None:

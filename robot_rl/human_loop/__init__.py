@@ -1,7 +1,6 @@
-"""Humans in the loop: teleop devices, interventions, `robot-rl deploy`/`record`, HIL-SERL, the graded schedule.
+"""Humans in the loop: teleop devices, `robot-rl deploy`/`record`, HIL-SERL, asking for help, fleets.
 
-The schedule that ``loop.hil`` switches on lives here too: its torch-free config in
-:mod:`~robot_rl.human_loop.config` (so :mod:`robot_rl.loop.config` can hold it) and the machinery that
-runs it in :mod:`~robot_rl.human_loop.schedule`. This ``__init__`` imports nothing, so importing the config
-never pulls in the deploy loop or the learner.
+The teleop contract and the takeover controller are in :mod:`robot_rl.hardware` (``teleop``, ``intervention``), and
+the graded schedule that ``loop.hil`` switches on in :mod:`robot_rl.hil`: the training loop uses those, and this
+package builds on the loop, never the reverse. This ``__init__`` imports nothing.
 """

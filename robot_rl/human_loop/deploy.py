@@ -1,10 +1,10 @@
 """`robot-rl deploy`: a policy on a robot, a human with a teleop device, and optionally a learner.
 
-One control loop at a fixed rate (:class:`~robot_rl.hardware.rate.RateLoop`). Each tick:
+One control loop at a fixed rate (:class:`~robot_rl.core.rate.RateLoop`). Each tick:
 
 1. observe (through the :class:`~robot_rl.hardware.safety.SafetyLayer`) and, on robots that know their
    task (:class:`TaskRobot`, e.g. the ``SimulatedArm``), read success and reward;
-2. the policy proposes an action; the :class:`~robot_rl.human_loop.intervention.InterventionController`
+2. the policy proposes an action; the :class:`~robot_rl.hardware.intervention.InterventionController`
    lets the human take over (hold-to-intervene by default, or toggle) without the arm jumping;
 3. the previous step's transition is completed with this observation and labelled: *success* when the
    task (or a success classifier, whose suspicious fires go to the operator with ``audit.enabled``) says so
@@ -36,19 +36,19 @@ import torch
 from robot_rl.core.algorithm import Policy, split_critic_weights
 from robot_rl.core.config import AlgoConfig
 from robot_rl.core.interrupts import interrupts_held
+from robot_rl.core.rate import RateLoop
 from robot_rl.core.transport import LearnerWaitNotice, wait_first_weights
-from robot_rl.hardware.rate import RateLoop
+from robot_rl.hardware.intervention import InterventionConfig, InterventionController, check_leader_kinematics
 from robot_rl.hardware.robot import RobotConfig, TaskRobot
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.sim_arm import SimulatedArmConfig
+from robot_rl.hardware.teleop import HearsHelpRequests, TeleopDevice
 from robot_rl.hardware.weight_check import WeightCheckConfig, WeightGate
 from robot_rl.human_loop.deploy_aids import DeployAids, load_deploy_aids
 from robot_rl.human_loop.deploy_policy import load_run_policy, policy_act_fn  # noqa: F401 - load_run_policy: API
 from robot_rl.human_loop.deploy_report import DeployReport, EpisodeRecord, intervention_runs
-from robot_rl.human_loop.devices.base import HearsHelpRequests, TeleopDevice
 from robot_rl.human_loop.help_desk import OperatorLink
 from robot_rl.human_loop.help_gate import HelpGateConfig
-from robot_rl.human_loop.intervention import InterventionConfig, InterventionController, check_leader_kinematics
 from robot_rl.human_loop.observation import policy_spec, robot_spec, select_obs, success_judge  # noqa: F401
 from robot_rl.human_loop.reward_audit import AuditDesk
 from robot_rl.human_loop.status import StatusLine

@@ -13,12 +13,12 @@ import threading
 import time
 from collections.abc import Callable
 
+from robot_rl.core.rate import RateLoop
+from robot_rl.hardware.intervention import InterventionConfig, InterventionController
 from robot_rl.hardware.limits import Compliant, LimitsRecorder
-from robot_rl.hardware.rate import RateLoop
 from robot_rl.hardware.robot import Robot, hold_action
 from robot_rl.hardware.safety import SafetyLayer
-from robot_rl.human_loop.devices.base import TeleopDevice
-from robot_rl.human_loop.intervention import InterventionConfig, InterventionController
+from robot_rl.hardware.teleop import TeleopDevice
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ def teleop_config(name: str, settings: dict[str, Any] | None = None) -> Any:
     An unknown device or setting raises, listing what is valid: call it before anything connects.
     """
     from robot_rl.config_io import from_dict
-    from robot_rl.human_loop.devices.base import TELEOP_DEVICES
+    from robot_rl.hardware.teleop import TELEOP_DEVICES
 
     return from_dict(TELEOP_DEVICES.get(name), settings or {}, where=f"device ({name})")
 

@@ -1,6 +1,6 @@
 """Recording teleoperated demonstrations from a robot, with live success and rewind-and-correct labels.
 
-:class:`DemoRecorder` runs a fixed-rate loop (:class:`~robot_rl.hardware.rate.RateLoop`): each tick it
+:class:`DemoRecorder` runs a fixed-rate loop (:class:`~robot_rl.core.rate.RateLoop`): each tick it
 observes the robot, reads the teleop device, sends the operator's action through the
 :class:`~robot_rl.hardware.safety.SafetyLayer` (always, also between episodes, so the watchdog stays fed
 and the arm holds where it is) and, while an episode is being recorded, appends the step.
@@ -47,13 +47,13 @@ from typing import Any
 import numpy as np
 
 from robot_rl.core.interrupts import interrupts_held
+from robot_rl.core.rate import RateLoop, RateStats
 from robot_rl.data.episode import SEGMENT_CORRECTION, SEGMENT_NAMES, SEGMENT_NONE, SEGMENT_REWIND, Episode
 from robot_rl.data.recorder import EpisodeSink
-from robot_rl.hardware.rate import RateLoop, RateStats
+from robot_rl.hardware.intervention import leader_ee_step
 from robot_rl.hardware.robot import RobotState, TaskRobot, hold_action, joints_to_action
 from robot_rl.hardware.safety import SafetyLayer, counts_text
-from robot_rl.human_loop.devices.base import TeleopDevice, TeleopReading
-from robot_rl.human_loop.intervention import leader_ee_step
+from robot_rl.hardware.teleop import TeleopDevice, TeleopReading
 from robot_rl.viz.base import StepViz
 
 log = logging.getLogger(__name__)

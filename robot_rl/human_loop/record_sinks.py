@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from robot_rl.replay.durable import DiskFullError, is_disk_full
+from robot_rl.durable import DiskFullError, is_disk_full
 
 if TYPE_CHECKING:  # torch comes with these; `robot-rl --help` should not wait for it
     from robot_rl.data.episode import Episode

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl.human_loop.devices.base import AnswersRewardAudits, TeleopDevice
+from robot_rl.hardware.teleop import AnswersRewardAudits, TeleopDevice
 from robot_rl.human_loop.observation import SuccessJudge
 from robot_rl.rewards.audit import AuditConfig, RewardAudit
 

@@ -13,8 +13,8 @@ from dataclasses import replace
 from robot_rl.core.algorithm import Policy
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.hardware.safety import SafetyLayer
+from robot_rl.hardware.teleop import TeleopDevice
 from robot_rl.human_loop.deploy import DeployConfig, Deployer, DeployReport
-from robot_rl.human_loop.devices.base import TeleopDevice
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
 from robot_rl.human_loop.transition_rows import rows_to_batch
 

@@ -59,7 +59,7 @@ class Actor:
         self.max_staleness = max_staleness
         self.stale_pauses = 0
         self.stale_s = 0.0
-        #: Optional :class:`~robot_rl.human_loop.schedule.HILController`: teleop takeover, demo-state resets.
+        #: Optional :class:`~robot_rl.hil.schedule.HILController`: teleop takeover, demo-state resets.
         self.hil: Any = None
         #: Optional JSRL guide (``jsrl.guide``): acts for the first steps of each episode, rows flagged ``guided``.
         self.guide: GuidedActing | None = None

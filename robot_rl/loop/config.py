@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from robot_rl.config_io import apply_overrides, flatten, load_yaml, merge_implied, parse_override
 from robot_rl.core.config import ALGOS, TASKS, AlgoConfig, DiscountedConfig, TaskConfig, TransportConfig
 from robot_rl.cotrain.config import CotrainConfig
-from robot_rl.human_loop.config import HILConfig
+from robot_rl.hil.config import HILConfig
 from robot_rl.loop.jsrl import JSRLConfig
 from robot_rl.loop.offline_phase import OfflineConfig
 from robot_rl.rewards.train_config import EnvRole, RewardModelsConfig

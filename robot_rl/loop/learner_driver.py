@@ -64,7 +64,7 @@ class LearnerDriver:
     def checkpoint(self, meta: dict[str, Any] | None = None) -> Path:
         """Commit the replay's pending rows, then a checkpoint of everything a resume needs (+ ``meta``).
 
-        Raises :class:`~robot_rl.replay.durable.DiskFullError` when the disk is full (the previous checkpoint
+        Raises :class:`~robot_rl.durable.DiskFullError` when the disk is full (the previous checkpoint
         stays intact).
         """
         return save_learner_checkpoint(self.run_dir, self.algo, self.learner, self.persisted, meta)

@@ -171,7 +171,7 @@ def save_learner_checkpoint(run_dir: Path, algo: Algorithm, learner: Learner, pe
     """Commit the replay's pending rows, then a checkpoint of everything a resume needs.
 
     ``meta`` adds run-specific fields (wall-clock, best success, ...). Raises
-    :class:`~robot_rl.replay.durable.DiskFullError` when the disk is full (the previous checkpoint stays).
+    :class:`~robot_rl.durable.DiskFullError` when the disk is full (the previous checkpoint stays).
     """
     watermark = flush_replay(learner.storage) if persisted else {}
     algo_state = algo.state_dict()

@@ -7,8 +7,8 @@ import time
 from dataclasses import dataclass
 
 from robot_rl.core.config import ConfigError, OnPolicyConfig
+from robot_rl.core.rate import RateLoop
 from robot_rl.core.transport import LearnerWaitNotice, RemoteActorEndpoint
-from robot_rl.hardware.rate import RateLoop
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.config import TrainConfig
 from robot_rl.loop.run_context import resolve_device, seed_everything

@@ -29,6 +29,7 @@ from robot_rl.core.data_parallel import DataParallel
 from robot_rl.core.env import VecEnv
 from robot_rl.core.transport import FinishingEndpoint
 from robot_rl.data.provenance import warn_if_task_differs
+from robot_rl.durable import DiskFullError
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.config import TrainConfig
 from robot_rl.loop.data_parallel_run import attach, data_parallel_for, env_seed, prepare_rank, sync_counters
@@ -50,7 +51,6 @@ from robot_rl.loop.run_context import (
     set_torch_threads,
 )
 from robot_rl.loop.updates import UpdateStrategy, make_updates
-from robot_rl.replay.durable import DiskFullError
 from robot_rl.rewards.wrapper import pop_reward_terms
 from robot_rl.runlog import RunLog
 from robot_rl.sims.randomize import pop_summaries
@@ -275,7 +275,7 @@ class InProcessRunner:
 
     def _attach_hil(self, hil: Any) -> None:
         """One schedule controller per actor; the teleop device (one human) drives actor 0's sub-env 0."""
-        from robot_rl.human_loop.schedule import HILController, demo_buffer
+        from robot_rl.hil.schedule import HILController, demo_buffer
 
         if self.algo.on_policy or self.remote:
             raise ConfigError("loop.hil runs with an off-policy algorithm in `robot-rl train` (e.g. algo=sac)")
@@ -339,7 +339,7 @@ class InProcessRunner:
             state = "after the offline phase" if cfg.offline.data is not None else "untrained"
             progress.print(f"eval @ 0 steps ({state}): success {ev.success_rate:.0%}, return {ev.mean_return:.2f}")
         if cfg.loop.hil is not None and learner.updates == 0:
-            from robot_rl.human_loop.schedule import run_offline_phase
+            from robot_rl.hil.schedule import run_offline_phase
 
             run_offline_phase(learner, cfg.loop.hil.offline_updates)
         self.updates.start()

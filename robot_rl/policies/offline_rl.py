@@ -24,6 +24,10 @@ from typing import Any
 
 import torch
 
+# Re-exported: Cal-QL's maths reads as one page here; the function lives beside the replay's online returns, where the
+# offline loader (robot_rl.data) reaches it without importing an algorithm.
+from robot_rl.replay.returns import mc_returns  # noqa: F401
+
 
 def mc_calibration(extras: dict[str, torch.Tensor], n: int) -> torch.Tensor:
     """Cal-QL's reference values ``[n]``: each row's Monte-Carlo return, ``extras["mc_return"]``.
@@ -33,7 +37,7 @@ def mc_calibration(extras: dict[str, torch.Tensor], n: int) -> torch.Tensor:
     mc = extras.get("mc_return")
     if mc is None:
         raise ValueError("calql=true needs each row's Monte-Carlo return in batch.extras['mc_return'] (offline "
-                         "data loaded with its returns, robot_rl.policies.offline_rl.mc_returns)")
+                         "data loaded with its returns, robot_rl.replay.returns.mc_returns)")
     mc = mc.reshape(n).float()
     return torch.where(torch.isnan(mc), torch.full_like(mc, -math.inf), mc)
 
@@ -47,30 +51,6 @@ def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
         raise ValueError(f"expectile {expectile} must be in (0, 1); IQL uses 0.7 (locomotion) to 0.9 (manipulation)")
     weight = torch.where(diff < 0, 1.0 - expectile, expectile)
     return (weight * diff.square()).mean()
-
-
-def mc_returns(reward: torch.Tensor, episode_end: torch.Tensor, gamma: float,
-               bootstrap: torch.Tensor | None = None) -> torch.Tensor:
-    """Discounted return-to-go of each row of consecutive transitions ``[T]`` (Cal-QL's reference values).
-
-    ``episode_end[t]``: row ``t`` ends its episode (terminated or truncated); the sum restarts after it.
-    ``bootstrap`` ``[T]``: a value added, discounted, at the end of a *truncated* episode (default 0: the
-    Monte-Carlo return of what was observed). Rows after the last ``episode_end`` belong to an unfinished
-    episode and get the return of what is there.
-    """
-    if reward.ndim != 1 or reward.shape != episode_end.shape:
-        raise ValueError(f"reward {tuple(reward.shape)} and episode_end {tuple(episode_end.shape)} must be [T]")
-    if not torch.isfinite(reward).all():
-        bad = torch.nonzero(~torch.isfinite(reward)).flatten()[:5].tolist()
-        raise ValueError(f"non-finite rewards at rows {bad}: quarantine them before computing returns")
-    out = torch.empty_like(reward, dtype=torch.float64)
-    running = 0.0
-    for t in range(reward.shape[0] - 1, -1, -1):
-        if bool(episode_end[t]):
-            running = float(bootstrap[t]) if bootstrap is not None else 0.0
-        running = float(reward[t]) + gamma * running
-        out[t] = running
-    return out.to(reward.dtype)
 
 
 def cql_penalty(q_data: torch.Tensor, q_policy: torch.Tensor, log_prob_policy: torch.Tensor,

@@ -257,7 +257,7 @@ class ReplayBuffer(ReplayRing):
         The segment is encoded and fsynced on the log's writer thread; ``wait=False`` returns at once
         (``add`` uses it), ``wait=True`` returns once everything added so far is durable. The
         watermark ``(rows, slots)`` counts only what is durable. A full disk raises
-        :class:`~robot_rl.replay.durable.DiskFullError` (from this or a later call); the rows stay in
+        :class:`~robot_rl.durable.DiskFullError` (from this or a later call); the rows stay in
         memory and the next flush writes them again.
         """
         self._last_flush = time.monotonic()

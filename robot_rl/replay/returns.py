@@ -1,8 +1,8 @@
-"""Monte-Carlo returns-to-go of finished episodes, kept beside a replay ring (Cal-QL's reference values online).
+"""Monte-Carlo returns-to-go: of a batch of episodes (:func:`mc_returns`), and kept beside a replay ring online.
 
 Cal-QL (Nakamoto et al., 2023) clamps the conservative term's policy Q from below by the return-to-go of the data's
 behaviour, ``G_t = Σ_{i≥0} γ^i r_{t+i}`` to the episode's end. Offline, the loader computes it per episode
-(:func:`robot_rl.policies.offline_rl.mc_returns`); online, rows arrive a step at a time, so the return of a row is
+(:func:`mc_returns`); online, rows arrive a step at a time, so the return of a row is
 known only once its episode has ended. :class:`EpisodeReturns` fills it in then: when a row ending an episode
 (terminated or truncated) is added, it walks the episode back through the ring's ``prev_row`` links accumulating
 ``G ← r + γ·G``. Rows of episodes still running, and rows whose chain to the episode's end was broken, read NaN
@@ -17,6 +17,30 @@ it reloaded (:meth:`EpisodeReturns.fill_all`).
 from __future__ import annotations
 
 import torch
+
+
+def mc_returns(reward: torch.Tensor, episode_end: torch.Tensor, gamma: float,
+               bootstrap: torch.Tensor | None = None) -> torch.Tensor:
+    """Discounted return-to-go of each row of consecutive transitions ``[T]`` (Cal-QL's reference values).
+
+    ``episode_end[t]``: row ``t`` ends its episode (terminated or truncated); the sum restarts after it.
+    ``bootstrap`` ``[T]``: a value added, discounted, at the end of a *truncated* episode (default 0: the
+    Monte-Carlo return of what was observed). Rows after the last ``episode_end`` belong to an unfinished
+    episode and get the return of what is there.
+    """
+    if reward.ndim != 1 or reward.shape != episode_end.shape:
+        raise ValueError(f"reward {tuple(reward.shape)} and episode_end {tuple(episode_end.shape)} must be [T]")
+    if not torch.isfinite(reward).all():
+        bad = torch.nonzero(~torch.isfinite(reward)).flatten()[:5].tolist()
+        raise ValueError(f"non-finite rewards at rows {bad}: quarantine them before computing returns")
+    out = torch.empty_like(reward, dtype=torch.float64)
+    running = 0.0
+    for t in range(reward.shape[0] - 1, -1, -1):
+        if bool(episode_end[t]):
+            running = float(bootstrap[t]) if bootstrap is not None else 0.0
+        running = float(reward[t]) + gamma * running
+        out[t] = running
+    return out.to(reward.dtype)
 
 
 class EpisodeReturns:

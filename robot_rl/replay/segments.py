@@ -9,7 +9,7 @@ Layout of one buffer's directory (e.g. ``<run>/replay/online/``)::
 
 A segment file is ``MAGIC | u32 header length | u32 header CRC32 | header JSON | payload``; the
 header lists each array (name, dtype, shape, offset) and the payload's CRC32. Every commit is
-temp → fsync → rename → fsync dir (:func:`~robot_rl.replay.durable.commit_file`), then the manifest.
+temp → fsync → rename → fsync dir (:func:`~robot_rl.durable.commit_file`), then the manifest.
 
 The header also carries ``chunks``: per actor session, the sequence numbers of every chunk whose
 rows are all in this segment or an earlier one (a floor plus the few above it, cumulative), so the
@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from robot_rl.replay.durable import commit_file, crash_point, fsync_dir, remove_temp_files
+from robot_rl.durable import commit_file, crash_point, fsync_dir, remove_temp_files
 
 if TYPE_CHECKING:
     from robot_rl.replay.buffer import ReplayBuffer

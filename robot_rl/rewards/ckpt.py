@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from robot_rl.replay.durable import commit_file
+from robot_rl.durable import commit_file
 
 FORMAT = "robot_rl.reward_model"
 

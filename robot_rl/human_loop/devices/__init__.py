@@ -3,8 +3,8 @@
 Registered in ``TELEOP_DEVICES``.
 """
 
+from robot_rl.hardware.teleop import TELEOP_DEVICES, TeleopConfig, TeleopDevice, TeleopReading
 from robot_rl.human_loop.devices import gamepad, keyboard, leader_arm, scripted, spacemouse  # noqa: F401 - registration
-from robot_rl.human_loop.devices.base import TELEOP_DEVICES, TeleopConfig, TeleopDevice, TeleopReading
 from robot_rl.human_loop.devices.keyboard import KeyboardDevice
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
 

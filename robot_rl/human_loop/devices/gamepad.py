@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.human_loop.devices.base import TELEOP_DEVICES, TeleopConfig, TeleopDevice, TeleopReading
+from robot_rl.hardware.teleop import TELEOP_DEVICES, TeleopConfig, TeleopDevice, TeleopReading
 
 
 def _pygame() -> Any:

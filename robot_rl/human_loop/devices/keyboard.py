@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from robot_rl.hardware.estop import ESTOP_KEYS
-from robot_rl.human_loop.devices.base import TELEOP_DEVICES, TeleopConfig, TeleopDevice, TeleopReading
+from robot_rl.hardware.teleop import TELEOP_DEVICES, TeleopConfig, TeleopDevice, TeleopReading
 
 # key → (axis, sign); axes are x y z roll pitch yaw
 MOTION_KEYS: dict[str, tuple[int, float]] = {

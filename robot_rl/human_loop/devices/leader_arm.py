@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.human_loop.devices.base import TELEOP_DEVICES, TeleopConfig, TeleopDevice, TeleopReading
+from robot_rl.hardware.teleop import TELEOP_DEVICES, TeleopConfig, TeleopDevice, TeleopReading
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from robot_rl.human_loop.devices.base import TELEOP_DEVICES
+from robot_rl.hardware.teleop import TELEOP_DEVICES
 
 
 @dataclass

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from robot_rl.human_loop.devices.base import (
+from robot_rl.hardware.teleop import (
     TELEOP_DEVICES,
     AnswersRewardAudits,
     HearsHelpRequests,
@@ -48,7 +48,7 @@ class ScriptedDevice(TeleopDevice):
         self._connected = False
 
     def hear_help_request(self, asking: bool) -> None:
-        """Tell the script (when it listens: :class:`~robot_rl.human_loop.devices.base.HearsHelpRequests`)."""
+        """Tell the script (when it listens: :class:`~robot_rl.hardware.teleop.HearsHelpRequests`)."""
         if isinstance(self.script, HearsHelpRequests):
             self.script.hear_help_request(asking)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.human_loop.devices.base import TELEOP_DEVICES, TeleopConfig, TeleopDevice, TeleopReading
+from robot_rl.hardware.teleop import TELEOP_DEVICES, TeleopConfig, TeleopDevice, TeleopReading
 
 VENDOR_IDS = (0x256F, 0x046D)  # 3Dconnexion, and Logitech for the older SpaceMouse models
 FULL_SCALE = 350.0  # raw counts at full deflection
