@@ -114,19 +114,19 @@ LOOP_LABELS = {"env reward": "env reward", "RewardWrapper (batched)": "RewardWra
                "ProgressShapingWrapper (PRM)": "ProgressShapingWrapper (PRM shaping)"}
 
 
-def measure(quick: bool) -> dict[str, Any]:
-    """Throughput rows and loop periods, with the ratios each table prints."""
-    min_s, steps, rounds = (0.3, 10, 2) if quick else (3.0, 50, 9)
+def measure(min_s: float, steps: int, rounds: int, num_envs: int = 16) -> dict[str, Any]:
+    """Throughput rows (each rate over at least ``min_s``) and loop periods (``rounds`` of ``steps`` steps of
+    ``num_envs`` sub-envs), with the ratios each table prints."""
     rows = []
     single: dict[str, float] = {}
     for model, batch, rate in throughput(min_s):
         single.setdefault(model, rate)
         rows.append({"model": model, "batch": batch, "items_per_s": rate, "vs_batch_1": rate / single[model]})
-    periods = loop_period(steps, rounds)
+    periods = loop_period(steps, rounds, num_envs)
     base = periods["env reward"]
     loop = [{"variant": name, "ms_per_step": p * 1e3, "vs_env_reward": p / base} for name, p in periods.items()]
     batched, per_env = periods["RewardWrapper (batched)"], periods["per-env classifier calls"]
-    return {"image_size": SIZE, "num_envs": 16, "min_s": min_s, "steps": steps, "rounds": rounds,
+    return {"image_size": SIZE, "num_envs": num_envs, "min_s": min_s, "steps": steps, "rounds": rounds,
             "throughput": rows, "loop": loop, "batched_adds_ms": (batched - base) * 1e3,
             "per_env_adds_ms": (per_env - base) * 1e3,
             "per_env_over_batched_added": (per_env - base) / max(batched - base, 1e-9)}
@@ -162,7 +162,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     started = dt.datetime.now(dt.UTC)
-    results = measure(args.quick)
+    results = measure(*((0.3, 10, 2) if args.quick else (3.0, 50, 9)))
     run = {"results": results}
     print(throughput_table([run]) + "\n\n" + loop_table([run]))
     print(f"result file: {write_result(args.out or default_path(NAME, started), NAME, args, results, started)}")
