@@ -279,11 +279,11 @@ def bench_weights(params: int, actors: int, versions: int) -> dict[str, Any]:
             router.close(0)
         results[method] = (statistics.median(lat), max(lat))
         lat_by[method] = lat
-    out = {"params": params, "actors": actors, "versions": versions, "methods": {
+    summary = {"params": params, "actors": actors, "versions": versions, "methods": {
         m: {"median_s": med, "max_s": mx, "latencies_s": lat_by[m], "ours_over_method": results["ours"][0] / med}
         for m, (med, mx) in results.items()}}
-    print(weights_table([{"results": {"weights": out}}]), flush=True)
-    return out
+    print(weights_table([{"results": {"weights": summary}}]), flush=True)
+    return summary
 
 
 def weights_table(runs: list[dict[str, Any]]) -> str:
