@@ -283,7 +283,7 @@ def main() -> None:
 
 
 def with_ratios(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each variant with its env steps to the target over the sparse reward's (``ratio_bound``: an upper bound
+    """Each variant with its env steps to the target over the sparse reward's (``vs_sparse_bound``: an upper bound
     where sparse did not reach the target within its budget)."""
     sparse = next((r for r in results if r["variant"] == "sparse"), None)
     out = []
