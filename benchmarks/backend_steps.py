@@ -37,24 +37,32 @@ A measurement spans a whole number of episodes (gymnasium: a multiple of the tim
 both sides pay the same auto-resets. ``--parts`` prints where a step of ours goes (CPU µs), on
 the same env right after its comparison (a pixel env made after others were closed drew black
 frames in some runs with OSMesa: rows whose frames are all zero are flagged ``BLACK FRAMES``).
+
+Writes one result file (``--out``; default ``benchmarks/results/backend_steps/<UTC time>.json``); :func:`table`,
+:func:`gym_parts_table` and :func:`isaac_parts_table` render it.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import functools
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
-
-os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 import numpy as np
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from result_file import add_out_argument, default_path, markdown_table, write_result
+
+NAME = "backend_steps"
 Step = Callable[[], None]
 
 
@@ -271,7 +279,7 @@ def run_parts(step: Step, steps: int, spent: dict[str, float]) -> dict[str, floa
     spent.clear()
     wall, total = timed(step, steps)
     out = {k: v / steps * 1e6 for k, v in spent.items()}
-    out["rest (action check/convert, bookkeeping, StepResult)"] = total / steps * 1e6 - sum(out.values())
+    out[REST] = total / steps * 1e6 - sum(out.values())
     out["total"] = total / steps * 1e6
     out["total, wall time"] = wall / steps * 1e6
     return out
@@ -284,8 +292,77 @@ def print_parts(title: str, p: dict[str, float]) -> None:
         print(f"  {k:<66} {v:10.1f}")
 
 
+def _pct(x: float | None) -> str:
+    """An overhead as the page writes it: one decimal below 100 %, none above; ``–`` for none (NaN)."""
+    if x is None or x != x:
+        return "–"
+    return f"{100 * x:.0f} %" if abs(x) >= 1 else f"{100 * x:.1f} %"
+
+
+def _target(x: float | None) -> str:
+    """Overheads within issue 5's target (≤ 10 %) in bold."""
+    return f"**{_pct(x)}**" if x is not None and x <= TARGET else _pct(x)
+
+
+TARGET = 0.10
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    """| backend | env | obs | N | ours steps/s | raw steps/s | overhead | ovh cpu | ovh min |; overheads within
+    the target in bold."""
+    rows = []
+    for run in runs:
+        for r in run["results"]["rows"]:
+            vector = "sync" if r["vector"] == "sync" else r["vector"]
+            backend = f"gymnasium {vector}" if r["backend"] == "gymnasium" else "isaacgym (fake)"
+            obs = r["obs"] if r["obs"] == "state" else f"rgb {r['image_size']}×{r['image_size']} + state"
+            env = r["env"].rstrip("*")
+            flag = " (BLACK FRAMES: not a rendering measurement)" if r.get("black") else ""
+            rows.append([backend, env, obs + flag, str(r["n"]), f"{r['ours']:,.0f}", f"{r['raw']:,.0f}",
+                         _target(r["overhead"]), _pct(r["overhead_cpu"]), _pct(r["overhead_min"])])
+    return markdown_table(["backend", "env", "obs", "N", "ours steps/s", "raw steps/s", "overhead", "ovh cpu",
+                           "ovh min"], rows, "lllrrrrrr")
+
+
+def _parts_rows(runs: list[dict[str, Any]], backend: str) -> list[tuple[dict[str, Any], dict[str, float]]]:
+    return [(p, p["us"]) for run in runs for p in run["results"]["parts"] if p["backend"] == backend]
+
+
+def gym_parts_table(runs: list[dict[str, Any]]) -> str:
+    """``--parts`` for gymnasium: CPU µs per step by part; adapter = total − ``vec.step``; share = adapter / raw."""
+    rows = []
+    for p, us in _parts_rows(runs, "gymnasium"):
+        raw = us["gymnasium vec.step (= raw)"]
+        adapter = us["total"] - raw
+        name = p["env"].split("-")[0] + (" rgb" if p["obs"] != "state" else "")
+        rows.append([f"{name} {p['n']}", f"{raw:,.1f}" if raw < 100 else f"{raw:,.0f}", f"{us['numpy -> torch']:.1f}",
+                     f"{us['observation convert (numpy, incl. final_obs rows)']:.1f}", f"{us['success flags']:.1f}",
+                     f"{us[REST]:.1f}", f"{adapter:.0f}", _pct(adapter / raw)])
+    return markdown_table(["env, N", "`vec.step` (= raw)", "numpy→torch", "obs convert + final_obs", "success",
+                           "rest (action check/convert, stats, StepResult)", "adapter", "share"], rows, "lrrrrrrr")
+
+
+def isaac_parts_table(runs: list[dict[str, Any]]) -> str:
+    """``--parts`` for the Isaac Gym adapter on the fake: raw = ``simulate`` + ``refresh``."""
+    rows = []
+    for p, us in _parts_rows(runs, "isaacgym"):
+        raw = us["gym.simulate (fake physics, = raw)"] + us["gym.refresh_dof_state_tensor (= raw)"]
+        adapter = us["total"] - raw
+        rows.append([str(p["n"]), f"{raw:,.0f}", f"{us['action -> drive tensor + set_..._tensor']:.1f}",
+                     f"{us['reward, termination, success']:.1f}",
+                     f"{us['observation (called twice: final_obs, obs)']:.1f}",
+                     f"{us['reset of finished envs (sample + set_dof_state_tensor_indexed)']:.1f}",
+                     f"{us[REST]:.1f}", f"{adapter:.0f}", _pct(adapter / raw)])
+    return markdown_table(["N", "fake physics + refresh", "action → drive tensor", "reward/termination/success",
+                           "observation ×2", "reset of finished envs", "rest (check, stats)", "adapter", "share"],
+                          rows, "rrrrrrrrr")
+
+
+REST = "rest (action check/convert, bookkeeping, StepResult)"
+
+
 def main() -> None:
-    """Measure and print steps/s and ratios."""
+    """Measure, write the result file, print steps/s and ratios."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backends", nargs="+", default=["gymnasium", "isaacgym"], choices=["gymnasium", "isaacgym"])
     ap.add_argument("--gym-envs", nargs="+", default=["Pendulum-v1", "Reacher-v5"], help="state runs")
@@ -299,8 +376,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="alternating ours/raw rounds (medians are printed)")
     ap.add_argument("--world-steps", type=int, default=4096, help="sub-env steps per measurement (at least)")
     ap.add_argument("--parts", action="store_true", help="also print CPU µs per part of a step")
+    add_out_argument(ap, NAME)
     args = ap.parse_args()
+    os.environ.setdefault("MUJOCO_GL", "osmesa")  # before gymnasium's MuJoCo envs load a renderer
     torch.set_num_threads(1)
+    started = dt.datetime.now(dt.UTC)
     import gymnasium
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, gymnasium "
@@ -308,8 +388,9 @@ def main() -> None:
           f"MUJOCO_GL={os.environ['MUJOCO_GL']}")
     head = (f"{'backend':<10} {'env':<13} {'obs':<7} {'vector':<6} {'N':>5} {'steps':>6} {'ours':>10} {'raw':>10} "
             f"{'overhead':>9} {'ovh cpu':>8} {'ovh min':>8}")
-
-    parts: list[tuple[str, dict[str, float]]] = []
+    results: dict[str, Any] = {"gymnasium": gymnasium.__version__, "numpy": np.__version__,
+                               "mujoco_gl": os.environ["MUJOCO_GL"], "target_overhead": TARGET, "rows": [],
+                               "parts": []}
 
     def row(backend: str, env_id: str, obs: str, vector: str, n: int,
             result: tuple[dict[str, float], dict[str, float] | None]) -> None:
@@ -318,8 +399,12 @@ def main() -> None:
         flag = "  BLACK FRAMES: not a rendering measurement" if m.get("black") else ""
         print(f"{backend:<10} {env_id:<13} {obs:<7} {vector:<6} {n:>5} {int(m['steps']):>6} {m['ours']:10.0f} "
               f"{m['raw']:10.0f} {m['overhead']:9.1%} {cpu:>8} {m['overhead_min']:8.1%}{flag}", flush=True)
+        results["rows"].append({"backend": backend, "env": env_id, "obs": "state" if obs == "state" else "rgb",
+                                "image_size": None if obs == "state" else args.image_size, "vector": vector,
+                                "n": n, **m, "steps": int(m["steps"]), "black": bool(m.get("black", 0.0))})
         if p is not None:
-            parts.append((f"{backend} {env_id} {obs} N={n}", p))
+            results["parts"].append({"backend": backend, "env": env_id, "obs": results["rows"][-1]["obs"], "n": n,
+                                     "us": p})
 
     print(head)
     if "gymnasium" in args.backends:
@@ -340,8 +425,10 @@ def main() -> None:
             row("isaacgym", "cartpole*", "state", "tensor", n,
                 measure_isaac(n, args.rounds, args.world_steps * 4, args.parts))
         print("* fake tensor API (robot_rl/testing/fake_isaacgym.py): the adapter's own overhead, a worst case")
-    for title, p in parts:
-        print_parts(title, p)
+    for p in results["parts"]:
+        print_parts(f"{p['backend']} {p['env']} {p['obs']} N={p['n']}", p["us"])
+    print(f"result file: {write_result(args.out or default_path(NAME, started), NAME, args, results, started)}")
+
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,6 @@
 """Exported-policy inference: generated C vs onnxruntime vs torch on the host, Cortex-M sizes and QEMU cost.
 
-    .venv/bin/python benchmarks/export_inference.py [--out benchmarks/RESULTS_export.md]
+    .venv/bin/python benchmarks/export_inference.py [--out RESULT.json]
 
 For a 2x64 and a 3x256 MLP actor (SAC-style: 32 state values -> hidden ReLU -> tanh-squashed 8 actions,
 with observation normalisation), measured in one run:
@@ -11,17 +11,23 @@ with observation normalisation), measured in one run:
   Cortex-M4F at -Os, float32 against int8;
 - with qemu-system-arm and cmake: instructions and measured peak stack per forward pass on MPS2-AN386
   (Cortex-M4) and MPS2-AN500 (Cortex-M7), from examples/firmware/src/bench_qemu.c.
+
+Writes one result file (default ``benchmarks/results/export_inference/<UTC time>.json``); :func:`host_table`,
+:func:`sizes_table` and :func:`qemu_table` render benchmarks/RESULTS_export.md's tables from it.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -31,6 +37,10 @@ from robot_rl.export.run_export import random_observations
 from robot_rl.export.toolchain import arm_available, build_host_harness, cross_compile, write_sources
 from robot_rl.policies.sac import SACConfig, SACPolicy
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from result_file import default_path, markdown_table, read_result, write_result
+
+NAME = "export_inference"
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"2x64": (64, 64), "3x256": (256, 256, 256)}
 OBS_DIM, ACT_DIM = 32, 8
@@ -95,69 +105,109 @@ def qemu_cost(variant_dir: Path, board: str, tmp: Path):
     return int(fields["insn_per_forward"]), int(fields["stack_bytes"])
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS_export.md")
-    args = ap.parse_args()
+def measure(tmp: Path) -> list[dict[str, Any]]:
+    """Per model: host ns per forward (and ratios to the float32 C), Cortex-M4F sizes and QEMU cost where the
+    toolchains are installed (``None`` / ``[]`` where not)."""
+    models = []
+    for label, hidden in MODELS.items():
+        pol, spec = make_policy(hidden)
+        graph = extract_mlp(pol)
+        t = host_times(pol, spec, tmp / label)
+        c = t["C float32"]
+        model: dict[str, Any] = {"model": label, "hidden": list(hidden), "params": graph.num_params(), "host_ns": t,
+                                 "over_c_float32": {k: v / c for k, v in t.items()}, "cortex_m4f": None, "qemu": []}
+        models.append(model)
+        print(label, {k: round(v) for k, v in t.items()}, flush=True)
+        if not arm_available():
+            continue
+        sz = {v: cross_compile(generate_c(graph, "p", v), "cortex-m4f", tmp / label / "arm" / v, OBS_DIM,
+                               ACT_DIM) for v in ("float32", "int8")}
+        model["cortex_m4f"] = {v: {"flash": z.flash, "libm_flash": z.libm_flash, "ram": z.ram, "stack": z.stack}
+                               for v, z in sz.items()}
+        if shutil.which("qemu-system-arm") and shutil.which("cmake"):
+            for v in ("float32", "int8"):
+                vdir = tmp / label / "src" / v
+                write_sources(generate_c(graph, "policy", v), vdir)
+                for board, core in (("mps2_an386", "M4"), ("mps2_an500", "M7")):
+                    insn, stack = qemu_cost(vdir, board, tmp)
+                    model["qemu"].append({"variant": v, "core": f"Cortex-{core}", "board": board,
+                                          "instructions": insn, "per_parameter": insn / graph.num_params(),
+                                          "stack": stack})
+                    print(label, v, board, insn, stack, flush=True)
+    return models
+
+
+def host_table(runs: list[dict[str, Any]]) -> str:
+    """Host ns per forward pass at batch 1 and the ratios to the float32 C."""
+    rows = []
+    for run in runs:
+        for m in run["results"]["models"]:
+            t, r = m["host_ns"], m["over_c_float32"]
+            rows.append([m["model"], f"{m['params']:,}", f"{t['C float32']:,.0f}", f"{t['C int8']:,.0f}",
+                         f"{t['onnxruntime']:,.0f}", f"{t['torch']:,.0f}", f"{r['C int8']:.2f}",
+                         f"{r['onnxruntime']:.1f}", f"{r['torch']:.1f}"])
+    return markdown_table(["model", "params", "C float32 ns", "C int8 ns", "onnxruntime ns", "torch ns", "int8/C",
+                           "ort/C", "torch/C"], rows, "lrrrrrrrr")
+
+
+def sizes_table(runs: list[dict[str, Any]]) -> str:
+    """Cortex-M4F flash and RAM at -Os, float32 against int8."""
+    rows = []
+    for run in runs:
+        for m in run["results"]["models"]:
+            if not m["cortex_m4f"]:
+                continue
+            f, i = m["cortex_m4f"]["float32"], m["cortex_m4f"]["int8"]
+            rows.append([m["model"], f"{f['flash']:,}", f"{i['flash']:,}", f"{i['flash'] / f['flash']:.2f}",
+                         f"{f['libm_flash']:,}", f"{f['ram']:,}", f"{i['ram']:,}", f"{f['stack']} / {i['stack']}"])
+    return markdown_table(["model", "flash f32 B", "flash int8 B", "int8/f32", "+ libm B", "RAM f32 B", "RAM int8 B",
+                           "stack f32/int8 B"], rows, "lrrrrrrr")
+
+
+def qemu_table(runs: list[dict[str, Any]]) -> str:
+    """Instructions and measured stack per forward pass under QEMU."""
+    rows = [[m["model"], q["variant"], f"{q['core']} ({q['board']})", f"{q['instructions']:,}",
+             f"{q['per_parameter']:.1f}", str(q["stack"])]
+            for run in runs for m in run["results"]["models"] for q in m["qemu"]]
+    return markdown_table(["model", "variant", "core", "instructions", "per parameter", "measured stack B"], rows,
+                          "lllrrr")
+
+
+def page(runs: list[dict[str, Any]]) -> str:
+    """The three tables with their headings and method notes (what ``--out X.md`` writes)."""
     lines = ["# Export: inference cost of the exported actor", "",
-             "Date: 2026-11-30. Machine: 2-core AMD EPYC VM, no GPU, shared with other jobs "
-             f"({platform.processor() or platform.machine()}).",
-             "Command: `.venv/bin/python benchmarks/export_inference.py`", "",
              f"Actors: SAC-style MLP, {OBS_DIM} normalised state values -> hidden ReLU layers -> tanh-squashed "
              f"{ACT_DIM} actions. Host times are per forward pass at batch 1 (C: best of 3 timed loops inside C, "
              "gcc -O2 without -march, as portable MCU code; onnxruntime/torch: >= 1 s Python loops, 1 thread "
-             "each, call overhead included); ratios are to the float32 C. The machine is shared, so single "
-             "numbers move by up to 2x between runs; the ratios within a run are the result.", "",
-             "## Host, time per forward pass", "",
-             "| model | params | C float32 ns | C int8 ns | onnxruntime ns | torch ns | int8/C | ort/C | torch/C |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    sizes_lines, qemu_lines = [], []
+             "each, call overhead included); ratios are to the float32 C.", "",
+             "## Host, time per forward pass", "", host_table(runs)]
+    if any(m["cortex_m4f"] for run in runs for m in run["results"]["models"]):
+        lines += ["", "## Cortex-M4F (-Os, arm-none-eabi-gcc), float32 vs int8", "", sizes_table(runs)]
+    if any(m["qemu"] for run in runs for m in run["results"]["models"]):
+        lines += ["", "## Instructions per forward pass under QEMU (stretch)", "", qemu_table(runs)]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=None,
+                    help="result file (JSON; default benchmarks/results/export_inference/<UTC date-time>.json); "
+                         "a path ending in .md (the old use) gets the tables rendered from the result file, which "
+                         "then goes to the default path")
+    args = ap.parse_args()
+    started = dt.datetime.now(dt.UTC)
+    markdown = args.out if args.out is not None and args.out.suffix == ".md" else None
     with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
-        for label, hidden in MODELS.items():
-            pol, spec = make_policy(hidden)
-            graph = extract_mlp(pol)
-            t = host_times(pol, spec, tmp / label)
-            c = t["C float32"]
-            lines.append(f"| {label} | {graph.num_params():,} | {c:,.0f} | {t['C int8']:,.0f} | "
-                         f"{t['onnxruntime']:,.0f} | {t['torch']:,.0f} | {t['C int8'] / c:.2f} | "
-                         f"{t['onnxruntime'] / c:.1f} | {t['torch'] / c:.1f} |")
-            print(label, {k: round(v) for k, v in t.items()}, flush=True)
-            if not arm_available():
-                continue
-            sz = {v: cross_compile(generate_c(graph, "p", v), "cortex-m4f", tmp / label / "arm" / v, OBS_DIM,
-                                   ACT_DIM) for v in ("float32", "int8")}
-            f, i = sz["float32"], sz["int8"]
-            sizes_lines.append(f"| {label} | {f.flash:,} | {i.flash:,} | {i.flash / f.flash:.2f} | {f.libm_flash:,} "
-                               f"| {f.ram:,} | {i.ram:,} | {f.stack} / {i.stack} |")
-            if shutil.which("qemu-system-arm") and shutil.which("cmake"):
-                for v in ("float32", "int8"):
-                    vdir = tmp / label / "src" / v
-                    write_sources(generate_c(graph, "policy", v), vdir)
-                    for board, core in (("mps2_an386", "M4"), ("mps2_an500", "M7")):
-                        insn, stack = qemu_cost(vdir, board, tmp)
-                        qemu_lines.append(f"| {label} | {v} | Cortex-{core} ({board}) | {insn:,} | "
-                                          f"{insn / graph.num_params():.1f} | {stack} |")
-                        print(label, v, board, insn, stack, flush=True)
-    if sizes_lines:
-        lines += ["", "## Cortex-M4F (-Os, arm-none-eabi-gcc 12.2), float32 vs int8", "",
-                  "Flash = the policy's .text+.rodata+.data; libm = what linking it into a newlib-nano image adds "
-                  "(tanhf, fminf, fmaxf). RAM = .data+.bss (the static ping-pong workspace) + peak stack of "
-                  "`p_forward` from GCC's call graph.", "",
-                  "| model | flash f32 B | flash int8 B | int8/f32 | + libm B | RAM f32 B | RAM int8 B "
-                  "| stack f32/int8 B |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |", *sizes_lines]
-    if qemu_lines:
-        lines += ["", "## Instructions per forward pass under QEMU (stretch)", "",
-                  "`qemu-system-arm -icount shift=0` (one instruction per ns of virtual time), SysTick calibrated "
-                  "against a loop of known length in the same run; stack measured by painting. QEMU does not "
-                  "model pipelines, caches or flash wait states, so cycles on a real part are roughly "
-                  "1-2x the instruction count (FPU multiply-accumulate, loads from flash).", "",
-                  "| model | variant | core | instructions | per parameter | measured stack B |",
-                  "| --- | --- | --- | ---: | ---: | ---: |", *qemu_lines]
-    lines += ["", "Not compared: RLtools' published microcontroller timings (no figures for matching layer sizes "
-              "were at hand in this run)."]
-    args.out.write_text("\n".join(lines) + "\n")
-    print(f"written to {args.out}")
+        results = {"models": measure(Path(d)), "host": platform.processor() or platform.machine(),
+                   "arm_toolchain": arm_available(), "qemu": bool(shutil.which("qemu-system-arm"))}
+    path = write_result(default_path(NAME, started) if markdown or args.out is None else args.out, NAME, args,
+                        results, started)
+    print(f"result file: {path}")
+    if markdown is not None:
+        markdown.write_text(page([read_result(path)]) + "\n")
+        print(f"written to {markdown}")
+    else:
+        print(page([{"results": results}]))
 
 
 if __name__ == "__main__":

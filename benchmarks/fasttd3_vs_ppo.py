@@ -20,6 +20,9 @@ SAC/FastTD3 (above 1: FastTD3 needed less).
 
     .venv/bin/python benchmarks/fasttd3_vs_ppo.py --tasks reach --num-envs 1024 --budget-s 150
 
+Writes one result file (``--out``; default ``benchmarks/results/fasttd3_vs_ppo/<UTC time>.json``, rewritten after
+each task) with every learner's eval curve; :func:`table` and :func:`ratio_table` render it.
+
 On a GPU (benchmarks/device/fastsac_gpu.sh): ``--device cuda --task-overrides task.backend=mjx --num-envs 4096``.
 """
 
@@ -27,9 +30,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime as dt
 import platform
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -41,6 +48,11 @@ from robot_rl.core.env import VecEnv
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.loop.config import resolve_train_config
 from robot_rl.loop.evaluate import evaluate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from result_file import add_out_argument, default_path, markdown_table, write_result
+
+NAME = "fasttd3_vs_ppo"
 
 #: FastTD3's atoms per task: (v_min, v_max) around the discounted returns its dense/sparse rewards give.
 SUPPORT = {"reach": (-300.0, 20.0), "push": (-1.0, 2.0), "mujoco/reach": (-300.0, 20.0)}
@@ -148,14 +160,77 @@ def ratio(other: tuple[int, float] | None, td3: tuple[int, float] | None, i: int
     return f"{other[i] / td3[i]:.2f}"
 
 
-def report(task: str, contenders: list[Contender]) -> None:
+def record(c: Contender, num_envs: int) -> dict[str, Any]:
+    """One learner on one task, as the result file keeps it."""
+    return {"learner": c.name, "num_envs": num_envs, "reached": c.hit is not None,
+            "hit_env_steps": c.hit[0] if c.hit else None, "hit_train_s": c.hit[1] if c.hit else None,
+            "env_steps": c.env_steps, "train_s": c.train_s, "updates": c.updates,
+            "best_success": max((s for _, s in c.curve), default=None),
+            "curve": {"env_steps": [k for k, _ in c.curve], "success": [s for _, s in c.curve]}}
+
+
+def ratios(learners: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Each other learner over FastTD3, env steps and training time to the threshold (None: one did not reach)."""
+    by = {r["learner"]: r for r in learners}
+    td3 = by.get("fasttd3")
+    out: dict[str, dict[str, float | None]] = {}
+    for name, r in by.items():
+        if name == "fasttd3" or td3 is None:
+            continue
+        both = r["reached"] and td3["reached"]
+        out[f"{name}/fasttd3"] = {"env_steps": r["hit_env_steps"] / td3["hit_env_steps"] if both else None,
+                                  "train_s": r["hit_train_s"] / td3["hit_train_s"] if both else None}
+    return out
+
+
+NAMES = {"fasttd3": "FastTD3", "fastsac": "FastSAC", "ppo": "PPO", "sac": "SAC"}
+
+
+def _steps_secs(r: dict[str, Any]) -> tuple[str, str]:
+    if r["reached"]:
+        return f"{r['hit_env_steps']:,}", f"{r['hit_train_s']:.1f}"
+    return f"> {r['env_steps']:,}", f"> {r['train_s']:.1f}"
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    """Per task and learner: reached, env steps and training s to the threshold (``> N``: the budget, not reached),
+    updates, best eval success."""
+    rows = []
+    for run in runs:
+        res = run["results"]
+        for task in res["tasks"]:
+            for r in task["learners"]:
+                steps, secs = _steps_secs(r)
+                rows.append([f"`{task['task']}`", str(res["seed"]), f"{NAMES.get(r['learner'], r['learner'])} "
+                             f"({r['num_envs']:,} envs)", "yes" if r["reached"] else "no", steps, secs,
+                             f"{r['updates']:,}", f"{r['best_success']:.2f}"])
+    return markdown_table(["task", "seed", "learner", "reached", "env steps to threshold", "training s",
+                           "updates", "best eval success"], rows, "lrlcrrrr")
+
+
+def ratio_table(runs: list[dict[str, Any]]) -> str:
+    """Per task: each learner over FastTD3 in env steps and training time to the threshold (above 1: FastTD3
+    needed less)."""
+    rows = []
+    for run in runs:
+        res = run["results"]
+        for task in res["tasks"]:
+            for pair, r in task["ratios"].items():
+                a, b = pair.split("/")
+                rows.append([f"`{task['task']}`", str(res["seed"]), f"{NAMES.get(a, a)} / {NAMES.get(b, b)}",
+                             "n/a" if r["env_steps"] is None else f"{r['env_steps']:.2f}",
+                             "n/a" if r["train_s"] is None else f"**{r['train_s']:.2f}**"])
+    return markdown_table(["task", "seed", "ratio", "env steps", "training time"], rows, "lrlrr")
+
+
+def report(task: str, learners: list[dict[str, Any]]) -> None:
     print(f"\n### {task}\n\n| learner | reached | env steps | train s | updates | best eval success |")
     print("|---|:---:|---:|---:|---:|---:|")
-    for c in contenders:
-        steps, secs = (f"{c.hit[0]:,}", f"{c.hit[1]:.1f}") if c.hit else (f"> {c.env_steps:,}", f"> {c.train_s:.1f}")
-        best = max(s for _, s in c.curve)
-        print(f"| {c.name} | {'yes' if c.hit else 'no'} | {steps} | {secs} | {c.updates:,} | {best:.2f} |")
-    by = {c.name: c.hit for c in contenders}
+    for r in learners:
+        steps, secs = _steps_secs(r)
+        print(f"| {r['learner']} | {'yes' if r['reached'] else 'no'} | {steps} | {secs} | {r['updates']:,} | "
+              f"{r['best_success']:.2f} |")
+    by = {r["learner"]: ((r["hit_env_steps"], r["hit_train_s"]) if r["reached"] else None) for r in learners}
     td3 = by.get("fasttd3")
     for other in ("fastsac", "ppo", "sac"):
         if other in by and "fasttd3" in by:
@@ -184,17 +259,27 @@ def main() -> None:
     p.add_argument("--device", default="cpu", help="torch device of envs, learners and replay (e.g. cuda)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    add_out_argument(p, NAME)
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    started = dt.datetime.now(dt.UTC)
     print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
           f"torch {torch.__version__}; threshold {args.threshold}, budget {args.budget_s:.0f} s per learner")
+    results: dict[str, Any] = {"seed": args.seed, "threshold": args.threshold, "device": args.device,
+                               "torch_threads": torch.get_num_threads(), "tasks": []}
+    path = args.out or default_path(NAME, started)
     for task in args.tasks:
         print(f"\n== {task}")
         envs = {"fasttd3": args.num_envs, "fastsac": args.num_envs, "ppo": args.num_envs, "sac": args.sac_envs}
         contenders = [make_contender(name, name, task, envs[name], args) for name in args.learners]
         drive(contenders, args)
-        report(task, contenders)
+        learners = [record(c, envs[c.name]) for c in contenders]
+        results["tasks"].append({"task": task, "learners": learners, "ratios": ratios(learners)})
+        report(task, learners)
+        # After every task: a later task that fails keeps the finished ones.
+        write_result(path, NAME, args, results, started)
+    print(f"result file: {path}")
 
 
 if __name__ == "__main__":

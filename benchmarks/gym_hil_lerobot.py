@@ -9,6 +9,9 @@
 ~0.9 s a step with llvmpipe on this CPU (the policy here reads the state only: the images would be thrown
 away); the launcher builds the same env with ``image_obs=False`` and without gym_hil's 1 s sleep at each reset,
 exactly as :data:`gym_hil_demos.ENV_KWARGS` (what robot-rl's side gets too). The learner runs unchanged.
+
+This file measures nothing, so it writes no result file of its own: the side-by-side figures that use it are
+measured and written by ``lerobot_side_by_side.py`` (``results/lerobot_side_by_side*.json``).
 """
 
 from __future__ import annotations

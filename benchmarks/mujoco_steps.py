@@ -25,28 +25,48 @@ For each observation kind and ``num_envs`` N:
 
 ``--parts`` also prints where a step of ours goes, in CPU microseconds (profiled separately), and
 ``--threads`` where a 2-thread pool starts to beat one thread (``MIN_WORLDS_PER_THREAD``).
+
+Writes one result file (``--out``; default ``benchmarks/results/mujoco_steps/<UTC time>.json``); :func:`table`,
+:func:`pixels_table` and :func:`parts_table` render it.
 """
 
+from __future__ import annotations
+
 import argparse
+import datetime as dt
 import os
 import platform
 import statistics
+import sys
 import time
+from pathlib import Path
+from typing import Any
 
-os.environ.setdefault("MUJOCO_GL", "osmesa")
-
-import mujoco
 import numpy as np
 import torch
-from mujoco import rollout
 
-import robot_rl.sims.mujoco  # noqa: F401 - registers the tasks
-from robot_rl.core.config import TASKS
-from robot_rl.sims.mujoco.cpu_backend import MIN_WORLDS_PER_THREAD
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from result_file import add_out_argument, default_path, markdown_table, write_result
+
+NAME = "mujoco_steps"
+# MuJoCo is imported by main (after MUJOCO_GL is set), so that importing this file for its tables needs no MuJoCo.
+mujoco: Any = None
+
+
+def _import_mujoco() -> None:
+    global mujoco
+    os.environ.setdefault("MUJOCO_GL", "osmesa")
+    import mujoco as mj
+
+    import robot_rl.sims.mujoco  # noqa: F401 - registers the tasks
+
+    mujoco = mj
 
 
 def make(task: str, n: int, obs: str, threads: int, size: int):
     """Our env, seed 0."""
+    from robot_rl.core.config import TASKS
+
     return TASKS.get(task)(num_envs=n, obs=obs, num_threads=threads, image_size=size).make("cpu", 0)
 
 
@@ -128,6 +148,8 @@ class Rollout:
             mujoco.mj_setState(self.model, src, s, mujoco.mjtState.mjSTATE_INTEGRATION)
             mujoco.mj_getState(self.model, src, self.state[i], full)
         self.ctrl = np.repeat(ctrl[:, :, None], self.fs, axis=2)  # [T, N, frame_skip, nu]
+        from mujoco import rollout
+
         self.pool = rollout.Rollout(nthread=threads)
         self.t = 0
 
@@ -236,9 +258,10 @@ def parts(task: str, n: int, steps: int) -> dict[str, float]:
     return out
 
 
-def thread_sweep(task: str, sizes: list[int], rounds: int) -> None:
+def thread_sweep(task: str, sizes: list[int], rounds: int) -> list[dict[str, float]]:
     """Backend step (physics + readout) with 1 thread against a 2-thread pool: where the pool pays."""
     print("\nthread pool threshold (backend.step incl. controller, wall µs per step, medians):")
+    out = []
     for n in sizes:
         envs = {t: make(task, n, "state", t, 64) for t in (1, 2)}
         a = actions_for(envs[1], 1)[0].double().numpy()  # the CPU backend's controller works in numpy
@@ -253,12 +276,46 @@ def thread_sweep(task: str, sizes: list[int], rounds: int) -> None:
                 res[t].append((time.perf_counter() - t0) / steps)
         m1, m2 = statistics.median(res[1]), statistics.median(res[2])
         print(f"  N={n:<4} 1 thread {m1 * 1e6:8.0f}   2 threads {m2 * 1e6:8.0f}   speed-up {m1 / m2:5.2f}", flush=True)
+        out.append({"n": n, "one_thread_us": m1 * 1e6, "two_threads_us": m2 * 1e6, "speedup": m1 / m2})
         for e in envs.values():
             e.close()
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None or x != x else (f"{100 * x:.0f} %" if abs(x) >= 1 else f"{100 * x:.1f} %")
+
+
+def _rate(x: float | None) -> str:
+    return "–" if x is None or x != x else f"{x:,.0f}"
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    """State observations: | N | ours | raw | overhead (wall) | ovh cpu | ours auto | rollout | (steps/s over
+    worlds; overhead = ours time / raw time − 1, medians over the alternating rounds)."""
+    rows = [[str(r["n"]), _rate(r["ours"]), _rate(r["raw"]), _pct(r["overhead"]), _pct(r["overhead_cpu"]),
+             _rate(r["auto"]), _rate(r["rollout"])]
+            for run in runs for r in run["results"]["rows"] if r["obs"] == "state"]
+    return markdown_table(["N", "ours", "raw", "overhead (wall)", "ovh cpu", "ours auto", "rollout"], rows, "rrrrrrr")
+
+
+def pixels_table(runs: list[dict[str, Any]]) -> str:
+    """Pixel observations: | N | ours | raw | overhead | ovh cpu |."""
+    rows = [[str(r["n"]), _rate(r["ours"]), _rate(r["raw"]), _pct(r["overhead"]), _pct(r["overhead_cpu"])]
+            for run in runs for r in run["results"]["rows"] if r["obs"] == "pixels"]
+    return markdown_table(["N", "ours", "raw", "overhead", "ovh cpu"], rows, "rrrrr")
+
+
+def parts_table(runs: list[dict[str, Any]]) -> str:
+    """``--parts``: CPU µs per step by part (rows) and number of worlds (columns)."""
+    parts = [p for run in runs for p in run["results"].get("parts", [])]
+    names = list(dict.fromkeys(k for p in parts for k in p["us"]))
+    rows = [[name, *(f"{p['us'][name]:,.0f}" if name in p["us"] else "—" for p in parts)] for name in names]
+    return markdown_table(["part", *(f"N = {p['n']}" for p in parts)], rows, "l" + "r" * len(parts))
 
 
 def main() -> None:
-    """Measure and print steps/s and ratios."""
+    """Measure, write the result file, print steps/s and ratios."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", default="mujoco/pick_cube")
     ap.add_argument("--num-envs", type=int, nargs="+", default=[1, 8, 64, 512])
@@ -268,28 +325,39 @@ def main() -> None:
     ap.add_argument("--world-steps", type=int, default=2048, help="world steps per measurement (state)")
     ap.add_argument("--parts", action="store_true", help="also print microseconds per part of a step")
     ap.add_argument("--threads", action="store_true", help="also measure where a 2-thread pool starts to pay")
+    add_out_argument(ap, NAME)
     args = ap.parse_args()
+    _import_mujoco()
+    from robot_rl.sims.mujoco.cpu_backend import MIN_WORLDS_PER_THREAD
+
     torch.set_num_threads(1)
+    started = dt.datetime.now(dt.UTC)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, mujoco "
           f"{mujoco.__version__}, torch {torch.__version__}, task {args.task}, "
           f"MIN_WORLDS_PER_THREAD {MIN_WORLDS_PER_THREAD}")
     print(f"{'obs':<7} {'N':>5} {'ours':>9} {'raw':>9} {'overhead':>9} {'ovh cpu':>9} {'ours auto':>10} "
           f"{'rollout':>9}")
+    results: dict[str, Any] = {"task": args.task, "mujoco": mujoco.__version__,
+                               "min_worlds_per_thread": MIN_WORLDS_PER_THREAD, "rows": []}
     for obs in args.obs:
         for n in args.num_envs:
             budget = args.world_steps if obs == "state" else args.world_steps // 16
             steps = max(4, budget // n)
             m = measure(args.task, n, obs, args.rounds, steps, args.image_size)
+            results["rows"].append({"obs": obs, "n": n, "steps": steps, **m})
             print(f"{obs:<7} {n:>5} {m['ours']:9.0f} {m['raw']:9.0f} {m['overhead']:9.1%} "
                   f"{m['overhead_cpu']:9.1%} {m['auto']:10.0f} {m['rollout']:9.0f}", flush=True)
     if args.threads:
-        thread_sweep(args.task, [2, 4, 8, 16, 32, 64], args.rounds)
+        results["threads"] = thread_sweep(args.task, [2, 4, 8, 16, 32, 64], args.rounds)
     if args.parts:
+        results["parts"] = []
         for n in args.num_envs:
             p = parts(args.task, n, max(8, args.world_steps // n))
+            results["parts"].append({"n": n, "us": p})
             print(f"\nwhere a step goes, N={n} (state, one thread), CPU µs per step:")
             for k, v in p.items():
                 print(f"  {k:<60} {v:9.1f}")
+    print(f"result file: {write_result(args.out or default_path(NAME, started), NAME, args, results, started)}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ time), and the training time and env steps until the first evaluation at or abov
 success (``n/a`` if some seed never got there), with ratios ours/rsl_rl (throughput: higher is
 better; time and steps to threshold: lower is better).
 
+Writes one result file (``--out``; default ``benchmarks/results/ppo_vs_rsl_rl/<UTC time>.json``) with every seed's
+eval curve; :func:`report` renders benchmarks/RESULTS_ppo.md's body from it, :func:`summary` RESULTS.md's table,
+and ``--results`` writes the rendered report to a file as well.
+
 Our side runs the same synchronous collect → update cycle as rsl_rl's ``OnPolicyRunner.learn``
 (policy.act → env.step → storage.add, then ``update`` and a weight copy to the acting policy), so
 the comparison is between the algorithms and their storage, not between process layouts.
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import platform
+import datetime as dt
 import sys
 import time
 from collections.abc import Callable
@@ -34,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tensordict import TensorDict
 
 import robot_rl.sims  # noqa: F401 - registers the built-in tasks
 from robot_rl.core.algorithm import Policy
@@ -43,6 +46,11 @@ from robot_rl.core.env import VecEnv
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.loop.evaluate import evaluate
 from robot_rl.policies.ppo import PPOConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from result_file import add_out_argument, default_path, write_result
+
+NAME = "ppo_vs_rsl_rl"
 
 # --------------------------------------------------------------------------------------------
 # rsl_rl side
@@ -81,6 +89,8 @@ class RslPolicy(Policy):
         self.model = model
 
     def act(self, obs: dict[str, torch.Tensor], deterministic: bool = False) -> tuple[torch.Tensor, dict]:
+        from tensordict import TensorDict
+
         td = TensorDict({"policy": obs["state"]}, batch_size=[obs["state"].shape[0]])
         return self.model(td).clamp(-1.0, 1.0), {}
 
@@ -203,45 +213,109 @@ def fmt(x: float | None, spec: str) -> str:
     return "n/a" if x is None else format(x, spec)
 
 
-def table(runs: dict[str, list[Contender]], steps_per_iteration: int) -> str:
-    """Markdown table of the aggregates over seeds, with ours/rsl_rl ratios."""
-
-    def agg(name: str) -> dict[str, float | None]:
-        cs = runs[name]
-        steps = sum(c.iterations for c in cs) * steps_per_iteration
-        return {
-            "wall_sps": steps / sum(c.train_s for c in cs), "cpu_sps": steps / sum(c.cpu_s for c in cs),
-            "hit_wall": mean([c.hit["wall_s"] if c.hit else None for c in cs]),
-            "hit_cpu": mean([c.hit["cpu_s"] if c.hit else None for c in cs]),
-            "hit_steps": mean([c.hit["steps"] if c.hit else None for c in cs]),
-            "final": mean([c.curve[-1][1] for c in cs]),
-        }
-
-    o, r = agg("ours"), agg("rsl_rl")
-    rows = [
-        ("training env-steps/s, wall clock (higher is better)", "wall_sps", ",.0f"),
-        ("training env-steps/s, process CPU time (higher is better)", "cpu_sps", ",.0f"),
-        ("time to threshold, wall s (lower is better)", "hit_wall", ".1f"),
-        ("time to threshold, CPU s (lower is better)", "hit_cpu", ".1f"),
-        ("env steps to threshold (lower is better)", "hit_steps", ",.0f"),
-        ("final eval success", "final", ".2f"),
-    ]
-    lines = ["| metric (mean over seeds) | ours | rsl_rl | ours/rsl_rl |", "|---|---:|---:|---:|"]
-    lines += [f"| {label} | {fmt(o[k], spec)} | {fmt(r[k], spec)} | {ratio(o[k], r[k])} |"
-              for label, k, spec in rows]
-    return "\n".join(lines)
+def seed_record(c: Contender) -> dict[str, Any]:
+    """One learner on one seed, as the result file keeps it: totals, the threshold hit, the eval curve."""
+    return {"iterations": c.iterations, "train_s": c.train_s, "cpu_s": c.cpu_s, "hit": c.hit,
+            "curve": {"iteration": [it for it, _ in c.curve], "success": [s for _, s in c.curve]}}
 
 
-def details(runs: dict[str, list[Contender]], seeds: list[int]) -> str:
+def aggregate(seeds: dict[str, dict[str, Any]], name: str, steps_per_iteration: int) -> dict[str, float | None]:
+    """Means over seeds of one learner (throughput: total steps over total time)."""
+    cs = [s[name] for s in seeds.values()]
+    steps = sum(c["iterations"] for c in cs) * steps_per_iteration
+    return {
+        "wall_sps": steps / sum(c["train_s"] for c in cs), "cpu_sps": steps / sum(c["cpu_s"] for c in cs),
+        "hit_wall": mean([c["hit"]["wall_s"] if c["hit"] else None for c in cs]),
+        "hit_cpu": mean([c["hit"]["cpu_s"] if c["hit"] else None for c in cs]),
+        "hit_steps": mean([c["hit"]["steps"] if c["hit"] else None for c in cs]),
+        "final": mean([c["curve"]["success"][-1] for c in cs]),
+    }
+
+
+ROWS = [
+    ("training env-steps/s, wall clock (higher is better)", "wall_sps", ",.0f"),
+    ("training env-steps/s, process CPU time (higher is better)", "cpu_sps", ",.0f"),
+    ("time to threshold, wall s (lower is better)", "hit_wall", ".1f"),
+    ("time to threshold, CPU s (lower is better)", "hit_cpu", ".1f"),
+    ("env steps to threshold (lower is better)", "hit_steps", ",.0f"),
+    ("final eval success", "final", ".2f"),
+]
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    """Markdown table of the aggregates over seeds, with ours/rsl_rl ratios (one table per run)."""
     out = []
-    for name, cs in runs.items():
-        for seed, c in zip(seeds, cs):
-            hit = (f"threshold at {c.hit['steps']:,.0f} steps, {c.hit['wall_s']:.1f} s wall / "
-                   f"{c.hit['cpu_s']:.1f} s CPU" if c.hit else "threshold not reached")
-            curve = ", ".join(f"{it}:{s:.2f}" for it, s in c.curve)
-            out.append(f"- {name}, seed {seed}: {c.iterations} iterations in {c.train_s:.1f} s wall / "
-                       f"{c.cpu_s:.1f} s CPU; {hit}. Eval success by iteration: {curve}")
+    for run in runs:
+        o, r = run["results"]["aggregate"]["ours"], run["results"]["aggregate"]["rsl_rl"]
+        lines = ["| metric (mean over seeds) | ours | rsl_rl | ours/rsl_rl |", "|---|---:|---:|---:|"]
+        lines += [f"| {label} | {fmt(o[k], spec)} | {fmt(r[k], spec)} | {ratio(o[k], r[k])} |"
+                  for label, k, spec in ROWS]
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
+
+
+def summary(runs: list[dict[str, Any]]) -> str:
+    """RESULTS.md's short table: each ratio oriented so that above 1 favours ours."""
+    out = []
+    for run in runs:
+        res = run["results"]
+        o, r = res["aggregate"]["ours"], res["aggregate"]["rsl_rl"]
+        n = len(res["seeds"])
+        lines = [f"| metric (mean over {n} seeds) | ours | rsl_rl {res['rsl_rl_version']} | ratio |",
+                 "|---|---:|---:|---:|",
+                 f"| training env-steps/s (collection + update) | {fmt(o['wall_sps'], ',.0f')} | "
+                 f"{fmt(r['wall_sps'], ',.0f')} | **{ratio(o['wall_sps'], r['wall_sps'])}** (ours/rsl_rl) |",
+                 f"| wall s to ≥ {res['config']['threshold']} eval success | {fmt(o['hit_wall'], '.1f')} | "
+                 f"{fmt(r['hit_wall'], '.1f')} | **{ratio(r['hit_wall'], o['hit_wall'])}** (rsl_rl/ours) |",
+                 f"| env steps to ≥ {res['config']['threshold']} eval success | {fmt(o['hit_steps'], ',.0f')} | "
+                 f"{fmt(r['hit_steps'], ',.0f')} | {ratio(r['hit_steps'], o['hit_steps'])} (rsl_rl/ours) |",
+                 f"| final eval success | {fmt(o['final'], '.2f')} | {fmt(r['final'], '.2f')} | "
+                 f"{ratio(o['final'], r['final'])} |"]
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
+
+
+def details(runs: list[dict[str, Any]]) -> str:
+    """One line per learner and seed: iterations, time, the threshold hit and the eval curve."""
+    out = []
+    for run in runs:
+        seeds = run["results"]["seeds"]
+        for name in ("ours", "rsl_rl"):
+            for seed, both in seeds.items():
+                c = both[name]
+                hit = (f"threshold at {c['hit']['steps']:,.0f} steps, {c['hit']['wall_s']:.1f} s wall / "
+                       f"{c['hit']['cpu_s']:.1f} s CPU" if c["hit"] else "threshold not reached")
+                curve = ", ".join(f"{it}:{s:.2f}" for it, s in zip(c["curve"]["iteration"], c["curve"]["success"]))
+                out.append(f"- {name}, seed {seed}: {c['iterations']} iterations in {c['train_s']:.1f} s wall / "
+                           f"{c['cpu_s']:.1f} s CPU; {hit}. Eval success by iteration: {curve}")
     return "\n".join(out)
+
+
+def setup_text(runs: list[dict[str, Any]]) -> str:
+    """The run's settings, machine and command, as a paragraph per run."""
+    out = []
+    for run in runs:
+        c, m = run["results"]["config"], run.get("machine", {})
+        load = m.get("load_average")
+        out.append(
+            f"Date {run.get('date', '?')[:16].replace('T', ' ')} UTC, commit {run.get('commit', '?')}. Machine: "
+            f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, GPU {m.get('gpu') or 'none'}, load average "
+            f"{', '.join(map(str, load)) if load else '?'} at the end of the run (torch {m.get('torch', '?')}, "
+            f"rsl-rl-lib {run['results']['rsl_rl_version']}, Python {m.get('python', '?')}).\n\n"
+            f"Task `{c['task']}`, {c['num_envs']} sub-envs, actor/critic {c['hidden']} {c['activation']}, "
+            f"rollout {c['rollout_length']}, {c['num_epochs']} epochs × {c['num_minibatches']} minibatches, "
+            f"lr {c['lr']} ({c['schedule']}, desired KL {c['desired_kl']}), entropy {c['entropy_coef']}, "
+            f"clip {c['clip']}, obs normalisation {c['normalize_obs']}, {c['threads']} torch thread(s), "
+            f"seeds {[int(s) for s in run['results']['seeds']]}. Budget {c['iterations']} iterations per learner "
+            f"and seed; deterministic evaluation on {c['eval_episodes']} episodes every {c['eval_every']} iterations "
+            f"(untimed); threshold: eval success ≥ {c['threshold']}.\n\n"
+            f"Command: `{run.get('command', '?')}`")
+    return "\n\n".join(out)
+
+
+def report(runs: list[dict[str, Any]]) -> str:
+    """RESULTS_ppo.md's body: setup, the aggregate table and the per-seed lines."""
+    return setup_text(runs) + "\n\n" + table(runs) + "\n\n" + details(runs)
 
 
 def main() -> None:
@@ -257,40 +331,56 @@ def main() -> None:
     p.add_argument("--hidden", default="128,128", help="hidden widths of actor and critic")
     p.add_argument("--seeds", default="0,1", help="comma-separated seeds")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (both learners)")
-    p.add_argument("--results", type=Path, default=None, help="write the markdown report here")
+    p.add_argument("--results", type=Path, default=None,
+                   help="also write the markdown report (rendered from the result file) here")
+    add_out_argument(p, NAME)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    started = dt.datetime.now(dt.UTC)
     hidden = tuple(int(h) for h in args.hidden.split(","))
     seeds = [int(x) for x in args.seeds.split(",")]
     cfg = dataclasses.replace(PPOConfig(), actor_hidden=hidden, critic_hidden=hidden)
     print(f"task={args.task} num_envs={args.num_envs} hidden={hidden} rollout={cfg.rollout_length} "
           f"epochs={cfg.num_epochs} minibatches={cfg.num_minibatches} threads={args.threads} seeds={seeds}")
-    runs: dict[str, list[Contender]] = {"ours": [], "rsl_rl": []}
+    import rsl_rl
+
+    per_seed: dict[str, dict[str, Any]] = {}
     for seed in seeds:
         args.seed = seed
         pair = [setup_ours(cfg, args), setup_rsl(cfg, args)]
         drive(pair, cfg, args, seed)
-        for c in pair:
-            runs[c.name].append(c)
-    report = table(runs, cfg.rollout_length * args.num_envs)
-    print(report)
+        per_seed[str(seed)] = {c.name: seed_record(c) for c in pair}
+    del args.seed
+    steps_per_iteration = cfg.rollout_length * args.num_envs
+    agg = {name: aggregate(per_seed, name, steps_per_iteration) for name in ("ours", "rsl_rl")}
+    results = {
+        "rsl_rl_version": getattr(rsl_rl, "__version__", None) or _dist_version("rsl-rl-lib"),
+        "config": {"task": args.task, "num_envs": args.num_envs, "hidden": list(hidden), "activation": cfg.activation,
+                   "rollout_length": cfg.rollout_length, "num_epochs": cfg.num_epochs,
+                   "num_minibatches": cfg.num_minibatches, "lr": cfg.lr, "schedule": cfg.schedule,
+                   "desired_kl": cfg.desired_kl, "entropy_coef": cfg.entropy_coef, "clip": cfg.clip,
+                   "normalize_obs": cfg.normalize_obs, "threads": args.threads, "iterations": args.iterations,
+                   "eval_every": args.eval_every, "eval_episodes": args.eval_episodes, "threshold": args.threshold},
+        "steps_per_iteration": steps_per_iteration, "seeds": per_seed, "aggregate": agg,
+        "ours_over_rsl_rl": {k: (agg["ours"][k] / agg["rsl_rl"][k]  # type: ignore[operator]
+                                 if agg["ours"][k] is not None and agg["rsl_rl"][k] else None) for k in agg["ours"]},
+    }
+    path = write_result(args.out or default_path(NAME, started), NAME, args, results, started)
+    print(table([{"results": results}]))
+    print(f"result file: {path}")
     if args.results is not None:
-        import rsl_rl
+        from result_file import read_result
 
-        header = (
-            f"# PPO: ours vs rsl_rl\n\n"
-            f"Date 2026-11-29. Machine: 2-core CPU, no GPU, shared with other jobs (torch {torch.__version__}, "
-            f"rsl-rl-lib {getattr(rsl_rl, '__version__', '5.5.1')}, Python {platform.python_version()}).\n\n"
-            f"Task `{args.task}`, {args.num_envs} sub-envs, actor/critic {list(hidden)} {cfg.activation}, "
-            f"rollout {cfg.rollout_length}, {cfg.num_epochs} epochs × {cfg.num_minibatches} minibatches, "
-            f"lr {cfg.lr} ({cfg.schedule}, desired KL {cfg.desired_kl}), entropy {cfg.entropy_coef}, "
-            f"clip {cfg.clip}, obs normalisation {cfg.normalize_obs}, {args.threads} torch thread(s), "
-            f"seeds {seeds}. Budget {args.iterations} iterations per learner and seed; deterministic "
-            f"evaluation on {args.eval_episodes} episodes every {args.eval_every} iterations (untimed); "
-            f"threshold: eval success ≥ {args.threshold}.\n\n"
-            f"Command: `.venv/bin/python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`\n\n"
-        )
-        args.results.write_text(header + report + "\n\n" + details(runs, seeds) + "\n")
+        args.results.write_text("# PPO: ours vs rsl_rl\n\n" + report([read_result(path)]) + "\n")
+
+
+def _dist_version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import platform
 import shlex
@@ -92,9 +93,53 @@ def write_result(path: Path | str, name: str, args: argparse.Namespace | dict[st
         path = RESULTS / path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(run_record(name, args, results, started), indent=1) + "\n")
+    tmp.write_text(json.dumps(run_record(name, args, results, started), indent=1, allow_nan=False) + "\n")
     os.replace(tmp, path)
     return path
+
+
+def default_path(name: str, started: dt.datetime | None = None) -> Path:
+    """Where a run of benchmark ``name`` writes without ``--out``: ``benchmarks/results/<name>/<UTC time>.json``
+    (one file per run: a rerun never overwrites the file a published table was made from)."""
+    return RESULTS / name / f"{(started or dt.datetime.now(dt.UTC)):%Y-%m-%dT%H%M%SZ}.json"
+
+
+def add_out_argument(parser: argparse.ArgumentParser, name: str, flag: str = "--out") -> None:
+    """The ``--out`` option every benchmark takes: its result file (default: :func:`default_path`)."""
+    parser.add_argument(flag, type=Path, default=None,
+                        help=f"result file (JSON; default benchmarks/results/{name}/<UTC date-time>.json)")
+
+
+def runner_eval_curve(run_dir: Path | str) -> dict[str, list[float]]:
+    """A ``robot-rl train`` run's evaluations from its ``eval.csv`` as parallel lists ``env_steps``, ``success``,
+    ``mean_return``, ``wall_s`` (the final evaluation, which repeats the last one at the same env steps, once)."""
+    import csv
+
+    path = Path(run_dir) / "eval.csv"
+    curve: dict[str, list[float]] = {"env_steps": [], "success": [], "mean_return": [], "wall_s": []}
+    if not path.exists():
+        return curve
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            if curve["env_steps"] and int(r["env_steps"]) == curve["env_steps"][-1]:
+                continue
+            curve["env_steps"].append(int(r["env_steps"]))
+            curve["success"].append(float(r["success_rate"]))
+            curve["mean_return"].append(float(r["mean_return"]))
+            curve["wall_s"].append(float(r["wall_s"]))
+    return curve
+
+
+def markdown_table(head: list[str], rows: list[list[str]], align: str = "") -> str:
+    """A Markdown table; ``align`` has one letter per column (``l``, ``r``, ``c``; missing ones: ``---``)."""
+    marks = {"l": ":---", "r": "---:", "c": ":---:"}
+    rule = [marks.get(align[i], "---") if i < len(align) else "---" for i in range(len(head))]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in [head, rule, *rows])
+
+
+def pct(x: float | None, digits: int = 0) -> str:
+    """``0.5`` as ``50 %`` (the pages' style), ``None`` as ``–``."""
+    return "–" if x is None else f"{100 * x:.{digits}f} %"
 
 
 def read_result(path: Path | str) -> dict[str, Any]:
@@ -115,7 +160,9 @@ def _relative_argv() -> list[str]:
 
 
 def _jsonable(value: Any) -> Any:
-    """Paths, tuples, numpy scalars and arrays as JSON values."""
+    """Paths, tuples, numpy scalars and arrays as JSON values; NaN and infinities (not JSON) as ``null``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -123,5 +170,5 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     if hasattr(value, "tolist"):  # numpy / torch scalars and arrays
-        return value.tolist()
+        return _jsonable(value.tolist())
     return value

@@ -10,14 +10,19 @@ Measures, with one torch thread (the actor's share of a small CPU):
   calls the classifier once per sub-env (a per-env loop), and with PRM shaping
   (:class:`ProgressShapingWrapper`), printing the ratios.
 
-Models are untrained (inference cost does not depend on the weights). Writes nothing; the results
-are copied into benchmarks/RESULTS_rewards.md.
+Models are untrained (inference cost does not depend on the weights). Writes one result file (``--out``;
+default ``benchmarks/results/reward_bench/<UTC time>.json``); :func:`throughput_table` and :func:`loop_table`
+render benchmarks/RESULTS_rewards.md's tables from it.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import sys
 import time
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -27,6 +32,10 @@ from robot_rl.rewards.prm import ProcessRewardModel
 from robot_rl.rewards.wrapper import ProgressShapingWrapper, RewardWrapper
 from robot_rl.sims.reach_pixels import ReachPixelsConfig
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from result_file import add_out_argument, default_path, markdown_table, write_result
+
+NAME = "reward_bench"
 SIZE = 64
 
 
@@ -100,26 +109,63 @@ def loop_period(steps: int, rounds: int, num_envs: int = 16) -> dict[str, float]
     return best
 
 
-def main() -> None:
-    """Run and print the tables."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="shorter timings (smoke run)")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    min_s, steps, rounds = (0.3, 10, 2) if args.quick else (3.0, 50, 9)
-    print("| model | batch | items/s (64×64 frames; PRM: frame pairs) | vs batch 1 |\n| --- | --- | --- | --- |")
+LOOP_LABELS = {"env reward": "env reward", "RewardWrapper (batched)": "RewardWrapper (batched classifier)",
+               "per-env classifier calls": "per-env classifier calls (peer design)",
+               "ProgressShapingWrapper (PRM)": "ProgressShapingWrapper (PRM shaping)"}
+
+
+def measure(min_s: float, steps: int, rounds: int, num_envs: int = 16) -> dict[str, Any]:
+    """Throughput rows (each rate over at least ``min_s``) and loop periods (``rounds`` of ``steps`` steps of
+    ``num_envs`` sub-envs), with the ratios each table prints."""
+    rows = []
     single: dict[str, float] = {}
     for model, batch, rate in throughput(min_s):
         single.setdefault(model, rate)
-        print(f"| {model} | {batch} | {rate:,.0f} | {rate / single[model]:.2f}× |")
-    periods = loop_period(steps, rounds)
+        rows.append({"model": model, "batch": batch, "items_per_s": rate, "vs_batch_1": rate / single[model]})
+    periods = loop_period(steps, rounds, num_envs)
     base = periods["env reward"]
-    print("\n| actor loop, reach_pixels 64×64, 16 sub-envs | ms per step | vs env reward |\n| --- | --- | --- |")
-    for name, p in periods.items():
-        print(f"| {name} | {p * 1e3:.2f} | {p / base:.2f}× |")
+    loop = [{"variant": name, "ms_per_step": p * 1e3, "vs_env_reward": p / base} for name, p in periods.items()]
     batched, per_env = periods["RewardWrapper (batched)"], periods["per-env classifier calls"]
-    print(f"\nbatched wrapper adds {(batched - base) * 1e3:.2f} ms/step; per-env calls add "
-          f"{(per_env - base) * 1e3:.2f} ms/step ({(per_env - base) / max(batched - base, 1e-9):.1f}× more)")
+    return {"image_size": SIZE, "num_envs": num_envs, "min_s": min_s, "steps": steps, "rounds": rounds,
+            "throughput": rows, "loop": loop, "batched_adds_ms": (batched - base) * 1e3,
+            "per_env_adds_ms": (per_env - base) * 1e3,
+            "per_env_over_batched_added": (per_env - base) / max(batched - base, 1e-9)}
+
+
+def throughput_table(runs: list[dict[str, Any]]) -> str:
+    """| model | batch | items/s | vs batch 1 |, rows ordered by batch as measured."""
+    rows = [[r["model"], str(r["batch"]), f"{r['items_per_s']:,.0f}", f"{r['vs_batch_1']:.2f}×"]
+            for run in runs for r in run["results"]["throughput"]]
+    return markdown_table(["model", "batch", "items/s (64×64 frames; PRM: frame pairs)", "vs batch 1"], rows)
+
+
+def loop_table(runs: list[dict[str, Any]]) -> str:
+    """| actor loop variant | ms per step | vs env reward |, then what the batched and per-env classifier add."""
+    out = []
+    for run in runs:
+        res = run["results"]
+        rows = [[LOOP_LABELS.get(r["variant"], r["variant"]), f"{r['ms_per_step']:.2f}", f"{r['vs_env_reward']:.2f}×"]
+                for r in res["loop"]]
+        out.append(markdown_table([f"actor loop, reach_pixels {res['image_size']}×{res['image_size']}, "
+                                   f"{res['num_envs']} sub-envs", "ms per step", "vs env reward"], rows))
+        out.append(f"\nThe batched wrapper adds {res['batched_adds_ms']:.2f} ms per step for {res['num_envs']} "
+                   f"sub-envs; calling the classifier once per sub-env adds {res['per_env_adds_ms']:.2f} ms, "
+                   f"{res['per_env_over_batched_added']:.1f}× more.")
+    return "\n".join(out)
+
+
+def main() -> None:
+    """Run, write the result file, print the tables."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="shorter timings (smoke run)")
+    add_out_argument(parser, NAME)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    started = dt.datetime.now(dt.UTC)
+    results = measure(*((0.3, 10, 2) if args.quick else (3.0, 50, 9)))
+    run = {"results": results}
+    print(throughput_table([run]) + "\n\n" + loop_table([run]))
+    print(f"result file: {write_result(args.out or default_path(NAME, started), NAME, args, results, started)}")
 
 
 if __name__ == "__main__":

@@ -24,12 +24,15 @@ the env's own criterion, and termination stays the env's in every variant.
 
 The sparse run often does not reach 80 % within the budget; the table then says so (the cap is
 reported, not an extrapolation). Writes success-vs-env-steps curves to
-benchmarks/results/reward_sac_curves_s<seed>.png. Run with ``--quick`` for a smoke run (tiny budget).
+benchmarks/results/reward_sac_curves_s<seed>.png and one result file (``--out``; default
+``benchmarks/results/reward_sac_bench/<UTC time>.json``, one per seed): :func:`table` renders the seeds' files side
+by side, :func:`calibration_table` the classifier's calibration. Run with ``--quick`` for a smoke run (tiny budget).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import multiprocessing as mp
 import platform
 import tempfile
@@ -40,7 +43,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from reward_sac_common import plot_curves, print_table, train_capped
+from result_file import add_out_argument, default_path, markdown_table, write_result
+from reward_sac_common import TARGET, plot_curves, print_table, train_capped
 from torch import nn
 
 from robot_rl.core.config import TASKS
@@ -50,6 +54,7 @@ from robot_rl.rewards.classifier import calibrate
 from robot_rl.rewards.wrapper import ProgressShapingWrapper, RewardWrapper
 from robot_rl.sims.mujoco.tasks import MujocoReachConfig
 
+NAME = "reward_sac_bench"
 OUT = Path(__file__).resolve().parent / "results"
 OFFSET = slice(19, 22)  # goal − grip in mujoco/reach's state: 16 arm numbers, goal (3), offset (3), fine (3)
 GOAL = "reach the goal"
@@ -245,7 +250,9 @@ def main() -> None:
     ap.add_argument("--demos", type=int, default=200, help="scripted-expert episodes for the reward models")
     ap.add_argument("--variants", nargs="+", default=["sparse", "classifier", "prm"])
     ap.add_argument("--quick", action="store_true", help="smoke run: tiny budget")
+    add_out_argument(ap, NAME)
     args = ap.parse_args()
+    started = dt.datetime.now(dt.UTC)
     if args.quick:
         args.budget, args.max_wall, args.demos = 2000, 60.0, 40
     torch.set_num_threads(1)
@@ -268,6 +275,59 @@ def main() -> None:
     name = "reward_sac_curves_quick.png" if args.quick else f"reward_sac_curves_s{args.seed}.png"
     OUT.mkdir(parents=True, exist_ok=True)
     plot_curves(results, OUT / name, f"SAC on sparse mujoco/reach, seed {args.seed}: training reward")
+    summary = {"seed": args.seed, "budget": args.budget, "max_wall": args.max_wall, "target": TARGET,
+               "reward_models": {"expert_episodes": len(eps), "expert_success": float(succ), "classifier": cal,
+                                 "prm_loss": prm_loss}, "variants": with_ratios(results), "plot": name}
+    path = write_result(args.out or default_path(NAME, started), NAME, args, summary, started)
+    print(f"result file: {path}")
+
+
+def with_ratios(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each variant with its env steps to the target over the sparse reward's (``vs_sparse_bound``: an upper bound
+    where sparse did not reach the target within its budget)."""
+    sparse = next((r for r in results if r["variant"] == "sparse"), None)
+    out = []
+    for r in results:
+        at, ref = r["reached_at"], sparse["reached_at"] if sparse else None
+        ratio = at / ref if at is not None and ref is not None else None
+        bound = at / sparse["env_steps"] if at is not None and ref is None and sparse is not None else None
+        out.append({**r, "curve": [list(p) for p in r["curve"]], "vs_sparse": ratio, "vs_sparse_bound": bound})
+    return out
+
+
+LABELS = {"sparse": "(a) sparse reward alone", "classifier": "(b) calibrated classifier as reward",
+          "prm": "(c) PRM potential-based shaping"}
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    """Env steps to the target per variant (rows) and seed (one run per seed: columns), with the ratios to the
+    sparse reward and their mean."""
+    seeds = [run["results"]["seed"] for run in runs]
+    variants = list(dict.fromkeys(v["variant"] for run in runs for v in run["results"]["variants"]))
+    rows = []
+    for name in variants:
+        per = [next((v for v in run["results"]["variants"] if v["variant"] == name), None) for run in runs]
+        steps = [("–" if v is None else f"{v['reached_at']:,}" if v["reached_at"] is not None
+                  else f"not reached ({v['env_steps']:,})") for v in per]
+        ratios = [None if v is None else v["vs_sparse"] for v in per]
+        cells = [("n/a" if v is None else f"<{v['vs_sparse_bound']:.2f}" if v["vs_sparse_bound"] is not None
+                  else "n/a" if r is None else f"{r:.2f}") for v, r in zip(per, ratios)]
+        known = [r for r in ratios if r is not None]
+        mean = f"{sum(known) / len(known):.2f}" if known and len(known) == len(ratios) else "n/a"
+        rows.append([LABELS.get(name, name), *steps, " / ".join(cells), mean])
+    return markdown_table(["variant", *(f"seed {s}" for s in seeds),
+                           f"ratio vs sparse ({' / '.join(f'seed {s}' for s in seeds)})", "mean ratio"], rows,
+                          "l" + "r" * (len(seeds) + 2))
+
+
+def calibration_table(runs: list[dict[str, Any]]) -> str:
+    """The classifier's calibration on the held-out expert frames, per seed."""
+    rows = []
+    for run in runs:
+        c = run["results"]["reward_models"]["classifier"]
+        rows.append([str(run["results"]["seed"]), f"{c['threshold']:.3f}", f"{c['precision']:.3f}",
+                     f"{c['recall']:.3f}", f"{c['held_out_frames']} ({c['held_out_positives']})"])
+    return markdown_table(["seed", "threshold", "precision", "recall", "held-out frames (successes)"], rows, "rrrrr")
 
 
 if __name__ == "__main__":

@@ -3,18 +3,22 @@
 Used by ``reward_sac_bench.py`` (sparse ``mujoco/reach``) and ``reward_pick_bench.py`` (sparse
 ``mujoco/pick_cube`` with camera reward models). Each variant trains through the in-process runner
 (what ``robot-rl train`` runs) and stops at the first evaluation ≥ 80 %, at its env-step budget, or
-at its wall cap, whichever comes first.
+at its wall cap, whichever comes first. Each benchmark writes its own result file (``reward_sac_bench.py``: through
+``result_file.write_result``).
 """
 
 from __future__ import annotations
 
-import csv
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from robot_rl.loop.config import TrainConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from result_file import runner_eval_curve
 
 TARGET = 0.8
 
@@ -36,9 +40,8 @@ def train_capped(cfg: TrainConfig, variant: str, max_wall: float) -> dict[str, A
     t0 = time.monotonic()
     result = runner.train()
     wall = time.monotonic() - t0
-    with open(result.run_dir / "eval.csv") as f:
-        rows = [(int(r["env_steps"]), float(r["success_rate"])) for r in csv.DictReader(f)]
-    rows = [row for k, row in enumerate(rows) if k == 0 or row[0] != rows[k - 1][0]]  # the final eval repeats
+    curve = runner_eval_curve(result.run_dir)
+    rows = [(int(k), rate) for k, rate in zip(curve["env_steps"], curve["success"], strict=True)]
     reached = next((s for s, rate in rows if rate >= TARGET), None)
     return {"variant": variant, "curve": rows, "reached_at": reached, "env_steps": result.env_steps,
             "updates": result.updates, "wall_s": wall, "stop": result.stop_reason}

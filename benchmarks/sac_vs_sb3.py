@@ -11,14 +11,21 @@ on fresh envs with fixed seeds, the same function for both. The learners take tu
 
 Variants of ours: ``fp32`` (default config), ``bf16`` (``amp_bf16=True``), ``compile``
 (``compile=True``, compilation time included in the wall-clock).
+
+Writes one result file (``--out``; default ``benchmarks/results/sac_vs_sb3/<UTC time>.json``) with every learner's
+chunk times; :func:`table` renders benchmarks/RESULTS_sac.md's table from it, :func:`summary` RESULTS.md's.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import platform
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,6 +33,11 @@ import torch
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.policies.sac import SACConfig
 from robot_rl.sims.gymnasium import GymnasiumTaskConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from result_file import add_out_argument, default_path, markdown_table, write_result
+
+NAME = "sac_vs_sb3"
 
 
 def evaluate(env_id: str, act: Callable[[np.ndarray], np.ndarray], episodes: int, seed: int) -> float:
@@ -132,8 +144,10 @@ def main() -> None:
     p.add_argument("--skip-sb3", action="store_true")
     p.add_argument("--device", default="cpu", help="torch device for both learners (cpu, cuda)")
     p.add_argument("--chunk", type=int, default=1_000, help="env steps per learner before switching to the next")
+    add_out_argument(p, NAME)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    started = dt.datetime.now(dt.UTC)
     print(f"{args.env_id}, {args.steps} steps, learning_starts {args.learning_starts}, batch {args.batch_size}, "
           f"UTD 1, (256, 256), torch {torch.__version__}, {args.threads} threads, device {args.device}, "
           f"{torch.cuda.get_device_name() if args.device.startswith('cuda') else platform.processor() or 'cpu'}")
@@ -155,25 +169,73 @@ def main() -> None:
             seconds[name] += chunk_seconds[name][-1]
         done += chunk
         print(f"  {done} steps: " + ", ".join(f"{n} {seconds[n]:.1f} s" for n in names), flush=True)
-    rows = [(name, seconds[name], runners[name].evaluate()) for name in names]
+    returns = {name: runners[name].evaluate() for name in names}
 
-    sb3_time = rows[0][1] if not args.skip_sb3 else float("nan")
     # Median over the training chunks (after learning_starts) of sb3's chunk time / ours: robust to a
     # chunk that another process on the machine happened to slow down.
     trained = [i for i in range(len(chunk_seconds[names[0]])) if (i + 1) * args.chunk > args.learning_starts]
 
-    def median_ratio(name: str) -> float:
+    def median_ratio(name: str) -> float | None:
         if args.skip_sb3 or not trained:
-            return float("nan")
+            return None
         return float(np.median([chunk_seconds["sb3"][i] / chunk_seconds[name][i] for i in trained]))
 
+    learners = [{"learner": name, "wall_s": seconds[name], "env_steps_per_s": args.steps / seconds[name],
+                 "speedup_vs_sb3": None if args.skip_sb3 else seconds["sb3"] / seconds[name],
+                 "median_chunk_speedup_vs_sb3": median_ratio(name), "eval_return": returns[name],
+                 "chunk_seconds": chunk_seconds[name]} for name in names]
+    results = {"env_id": args.env_id, "steps": args.steps, "eval_episodes": args.eval_episodes,
+               "device": args.device, "sb3_version": _sb3_version(), "learners": learners}
+    path = write_result(args.out or default_path(NAME, started), NAME, args, results, started)
     print()
-    print(f"| learner | wall-clock (s) | env steps/s | speed-up vs sb3 | median chunk speed-up "
-          f"| eval return ({args.eval_episodes} ep) |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, t, ret in rows:
-        print(f"| {name} | {t:.1f} | {args.steps / t:.0f} | {sb3_time / t:.2f}× | {median_ratio(name):.2f}× "
-              f"| {ret:.1f} |")
+    print(table([{"results": results}]))
+    print(f"result file: {path}")
+
+
+def _sb3_version() -> str | None:
+    try:
+        import stable_baselines3
+    except ImportError:
+        return None
+    return str(stable_baselines3.__version__)
+
+
+def _x(r: float | None) -> str:
+    return "–" if r is None else f"{r:.2f}×"
+
+
+LABELS = {"sb3": "sb3", "robot_rl fp32": "robot_rl fp32 (default config)", "robot_rl bf16": "robot_rl bf16 "
+          "(`amp_bf16=true`)", "robot_rl compile": "robot_rl compile (`compile=true`)",
+          "robot_rl compile-graphs": "robot_rl compile-graphs (`compile_mode=reduce-overhead`)"}
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    """RESULTS_sac.md's table: wall-clock, env steps/s, speed-up vs sb3 (total and median chunk), eval return."""
+    out = []
+    for run in runs:
+        res = run["results"]
+        rows = [[LABELS.get(r["learner"], r["learner"]), f"{r['wall_s']:.1f}", f"{r['env_steps_per_s']:.0f}",
+                 _x(r["speedup_vs_sb3"]), _x(r["median_chunk_speedup_vs_sb3"]), f"{r['eval_return']:.1f}"]
+                for r in res["learners"]]
+        out.append(markdown_table(["learner", "wall-clock (s)", "env steps/s", "speed-up vs sb3",
+                                   "median chunk speed-up", f"eval return ({res['eval_episodes']} ep)"], rows,
+                                  "lrrrrr"))
+    return "\n\n".join(out)
+
+
+def summary(runs: list[dict[str, Any]]) -> str:
+    """RESULTS.md's short table: wall s, speed-up vs SB3, eval return."""
+    out = []
+    for run in runs:
+        res = run["results"]
+        names = {"sb3": f"Stable-Baselines3 {res.get('sb3_version') or ''}".strip(),
+                 "robot_rl fp32": "robot_rl, fp32 (default)", "robot_rl bf16": "robot_rl, `algo.amp_bf16=true`"}
+        rows = [[names.get(r["learner"], r["learner"]), f"{r['wall_s']:.1f}",
+                 _x(r["speedup_vs_sb3"]) if r["learner"] == "sb3" else f"**{_x(r['speedup_vs_sb3'])}**",
+                 f"{r['eval_return']:.1f}".replace("-", "−")] for r in res["learners"]]
+        out.append(markdown_table(["learner", "wall s", "speed-up vs SB3",
+                                   f"eval return ({res['eval_episodes']} episodes)"], rows, "lrrr"))
+    return "\n\n".join(out)
 
 
 if __name__ == "__main__":

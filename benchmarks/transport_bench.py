@@ -17,17 +17,23 @@
    the same bytes.
 3. Control-loop jitter: a 50 Hz actor (reach task, SAC policy) in this process; period p50/p99/max
    with no learner traffic vs. with a learner process busy in SAC updates (and publishing weights).
+
+Writes one result file (``--out``; default ``benchmarks/results/transport_bench/<UTC time>.json``);
+:func:`throughput_table`, :func:`weights_table` and :func:`jitter_table` render it.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import itertools
 import multiprocessing as mp
 import pickle
 import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,6 +42,10 @@ import zmq
 
 from robot_rl.transport.codec import CHECKSUM, CHECKSUMS
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from result_file import add_out_argument, default_path, markdown_table, write_result
+
+NAME = "transport_bench"
 STATE_DIM, ACTION_DIM = 32, 8
 
 
@@ -164,23 +174,37 @@ def _throughput(method: str, image: bool, rows: int, chunks: int, copy_on_send: 
     return (chunks - 1) * rows / dt, (chunks - 1) * payload / dt / 1e6
 
 
-def bench_throughput(chunks: int, rounds: int, copy_on_send: bool = True) -> list[str]:
+THROUGHPUT_PAYLOADS = {"state": "state only (32-d state, 8-d action)", "images": "2 × 128×128×3 cameras + state"}
+METHODS = ("ours", "raw", "raw_crc", "pickle_lz4")
+
+
+def bench_throughput(chunks: int, rounds: int, copy_on_send: bool = True) -> list[dict[str, Any]]:
     """Rows of the throughput table: best of ``rounds`` interleaved runs per method (a shared machine's
-    load comes and goes; interleaving gives each method the same chances)."""
-    lines = ["| transitions | chunk | method | transitions/s | MB/s | ours / method |", "|---|---|---|---|---|---|"]
-    for image, rows, label in ((False, 256, "state only (32-d state, 8-d action)"),
-                               (True, 16, "2 × 128×128×3 cameras + state")):
+    load comes and goes; interleaving gives each method the same chances); ``ours_over_method`` is the ratio of
+    transitions/s, ours to that method's, in this run."""
+    out: list[dict[str, Any]] = []
+    for payload, image, rows in (("state", False, 256), ("images", True, 16)):
         n = chunks if not image else max(chunks // 10, 20)
         res: dict[str, tuple[float, float]] = {}
+        per_round: dict[str, list[float]] = {m: [] for m in METHODS}
         for _ in range(rounds):
-            for m in ("ours", "raw", "raw_crc", "pickle_lz4"):
+            for m in METHODS:
                 r = _throughput(m, image, rows, n if m != "pickle_lz4" or image else n // 4, copy_on_send)
+                per_round[m].append(r[0])
                 res[m] = max(res.get(m, r), r)
         for m, (tps, mbs) in res.items():
-            ratio = res["ours"][0] / tps
-            lines.append(f"| {label} | {rows} | {m} | {tps:,.0f} | {mbs:,.1f} | {ratio:.2f} |")
-        print("\n".join(lines[-4:]), flush=True)
-    return lines
+            out.append({"payload": payload, "chunk": rows, "method": m, "transitions_per_s": tps, "mb_per_s": mbs,
+                        "rounds_transitions_per_s": per_round[m], "ours_over_method": res["ours"][0] / tps})
+        print(throughput_table([{"results": {"throughput": {"rows": out[-len(res):]}}}]), flush=True)
+    return out
+
+
+def throughput_table(runs: list[dict[str, Any]]) -> str:
+    """| transitions | chunk | method | transitions/s | MB/s | ours / method |, every run's rows in turn."""
+    rows = [[THROUGHPUT_PAYLOADS[r["payload"]], str(r["chunk"]), r["method"], f"{r['transitions_per_s']:,.0f}",
+             f"{r['mb_per_s']:,.1f}", f"{r['ours_over_method']:.2f}"]
+            for run in runs for r in run["results"]["throughput"]["rows"]]
+    return markdown_table(["transitions", "chunk", "method", "transitions/s", "MB/s", "ours / method"], rows)
 
 
 # ---- 2. weight broadcast -----------------------------------------------------------------------
@@ -211,11 +235,12 @@ def _weight_actor(method: str, addr: str, ident: int, versions: int, out: Any) -
     sock.close(0)
 
 
-def bench_weights(params: int, actors: int, versions: int) -> list[str]:
+def bench_weights(params: int, actors: int, versions: int) -> dict[str, Any]:
     """Median/max latency to the last of ``actors`` actors, ours vs raw."""
     ctx = mp.get_context("spawn")
     weights = {"w": torch.randn(params)}
     results = {}
+    lat_by: dict[str, list[float]] = {}
     for method in ("ours", "raw"):
         out = ctx.Queue()
         if method == "ours":
@@ -253,13 +278,23 @@ def bench_weights(params: int, actors: int, versions: int) -> list[str]:
         else:
             router.close(0)
         results[method] = (statistics.median(lat), max(lat))
-    mb = params * 4 / 1e6
-    lines = ["| method | median s | max s | ours / method (median) |", "|---|---|---|---|"]
-    for m, (med, mx) in results.items():
-        lines.append(f"| {m} ({params/1e6:.0f}M params = {mb:.0f} MB, {actors} actors) | {med:.3f} | {mx:.3f} | "
-                     f"{results['ours'][0] / med:.2f} |")
-    print("\n".join(lines), flush=True)
-    return lines
+        lat_by[method] = lat
+    summary = {"params": params, "actors": actors, "versions": versions, "methods": {
+        m: {"median_s": med, "max_s": mx, "latencies_s": lat_by[m], "ours_over_method": results["ours"][0] / med}
+        for m, (med, mx) in results.items()}}
+    print(weights_table([{"results": {"weights": summary}}]), flush=True)
+    return summary
+
+
+def weights_table(runs: list[dict[str, Any]]) -> str:
+    """| method | median s | max s | ours / method (median) |, per run."""
+    rows = []
+    for run in runs:
+        w = run["results"]["weights"]
+        size = f"{w['params'] / 1e6:.0f}M params = {w['params'] * 4 / 1e6:.0f} MB, {w['actors']} actors"
+        rows += [[f"{m} ({size})", f"{r['median_s']:.3f}", f"{r['max_s']:.3f}", f"{r['ours_over_method']:.2f}"]
+                 for m, r in w["methods"].items()]
+    return markdown_table(["method", "median s", "max s", "ours / method (median)"], rows)
 
 
 # ---- 3. control-loop jitter --------------------------------------------------------------------
@@ -326,7 +361,7 @@ def _loop_periods(addr: str | None, seconds: float, spill_dir: str = "") -> tupl
     return [b - a for a, b in itertools.pairwise(ticks)], version, spilled
 
 
-def bench_jitter(seconds: float) -> list[str]:
+def bench_jitter(seconds: float) -> dict[str, Any]:
     """Period statistics of the 50 Hz loop, idle vs next to a busy learner process."""
     ctx = mp.get_context("spawn")
     idle, _, _ = _loop_periods(None, seconds)
@@ -343,21 +378,34 @@ def bench_jitter(seconds: float) -> list[str]:
     proc.terminate()
     proc.join(30)
 
-    def q(xs: list[float], p: float) -> float:
-        return float(np.percentile(np.array(xs) * 1000, p))
+    def stats(xs: list[float]) -> dict[str, float]:
+        ms = np.array(xs) * 1000
+        return {"periods": len(xs), "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
+                "max_ms": float(ms.max()), "mean_ms": float(ms.mean()), "mean_over_period": float(ms.mean()) / 20.0}
 
-    lines = ["| 50 Hz actor loop | periods | p50 ms | p99 ms | max ms | mean ms | mean / 20 ms |",
-             "|---|---|---|---|---|---|---|"]
-    for name, xs in (("no learner (in-process queue)", idle),
-                     (f"learner process busy in SAC updates (weights v{version}; {spilled} chunks spilled)", busy)):
-        lines.append(f"| {name} | {len(xs)} | {q(xs, 50):.2f} | {q(xs, 99):.2f} | {max(xs) * 1000:.2f} | "
-                     f"{statistics.mean(xs) * 1000:.2f} | {statistics.mean(xs) / 0.02:.3f} |")
-    print("\n".join(lines), flush=True)
-    return lines
+    out = {"seconds": seconds, "rate_hz": 50.0, "idle": stats(idle),
+           "busy": {**stats(busy), "weights_version": version, "chunks_spilled": spilled}}
+    print(jitter_table([{"results": {"jitter": out}}]), flush=True)
+    return out
+
+
+def jitter_table(runs: list[dict[str, Any]]) -> str:
+    """| 50 Hz actor loop | periods | p50 ms | p99 ms | max ms | mean ms | mean / 20 ms |, per run."""
+    rows = []
+    for run in runs:
+        j = run["results"]["jitter"]
+        b = j["busy"]
+        for name, r in (("no learner (in-process queue)", j["idle"]),
+                        (f"learner process busy in SAC updates (weights v{b['weights_version']}; "
+                         f"{b['chunks_spilled']} chunks spilled)", b)):
+            rows.append([name, str(r["periods"]), f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}", f"{r['max_ms']:.2f}",
+                         f"{r['mean_ms']:.2f}", f"{r['mean_over_period']:.3f}"])
+    return markdown_table(["50 Hz actor loop", "periods", "p50 ms", "p99 ms", "max ms", "mean ms", "mean / 20 ms"],
+                          rows)
 
 
 def main() -> None:
-    """Run the selected benchmarks and print Markdown tables."""
+    """Run the selected benchmarks, write the result file, print Markdown tables."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=["throughput", "weights", "jitter"], nargs="*")
     ap.add_argument("--chunks", type=int, default=2000, help="chunks per throughput run (image runs: a tenth)")
@@ -368,17 +416,23 @@ def main() -> None:
     ap.add_argument("--actors", type=int, default=4)
     ap.add_argument("--versions", type=int, default=5)
     ap.add_argument("--jitter-s", type=float, default=20.0)
+    add_out_argument(ap, NAME)
     args = ap.parse_args()
     torch.set_num_threads(1)
+    started = dt.datetime.now(dt.UTC)
     which = args.only or ["throughput", "weights", "jitter"]
     print(f"machine: {platform.processor() or platform.machine()}, {mp.cpu_count()} CPUs; torch {torch.__version__}, "
           f"pyzmq {zmq.__version__} (libzmq {zmq.zmq_version()})", flush=True)
+    results: dict[str, Any] = {"pyzmq": zmq.__version__, "libzmq": zmq.zmq_version(), "checksum": CHECKSUM}
     if "throughput" in which:
-        bench_throughput(args.chunks, args.rounds, not args.no_copy_on_send)
+        results["throughput"] = {"chunks": args.chunks, "rounds": args.rounds,
+                                 "copy_on_send": not args.no_copy_on_send,
+                                 "rows": bench_throughput(args.chunks, args.rounds, not args.no_copy_on_send)}
     if "weights" in which:
-        bench_weights(args.params, args.actors, args.versions)
+        results["weights"] = bench_weights(args.params, args.actors, args.versions)
     if "jitter" in which:
-        bench_jitter(args.jitter_s)
+        results["jitter"] = bench_jitter(args.jitter_s)
+    print(f"result file: {write_result(args.out or default_path(NAME, started), NAME, args, results, started)}")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_devic
 
 echo "== 1. SAC vs SB3 on cuda"
 timeout "${SAC_TIMEOUT:-200}" python3 benchmarks/sac_vs_sb3.py --device cuda --steps "${SAC_STEPS:-6000}" --learning-starts 1000 --chunk 1000 \
-  --variants fp32,compile-graphs --eval-episodes 3 2>&1 | tee "$OUT/sac_vs_sb3_cuda.log" | tail -8
+  --variants fp32,compile-graphs --eval-episodes 3 --out "$OUT/sac_vs_sb3_cuda.json" 2>&1 | tee "$OUT/sac_vs_sb3_cuda.log" | tail -8
 
 if [ "${SKIP_SAC_CLI:-0}" != 1 ]; then
 echo "== 2. robot-rl train (SAC reach) on cuda"

@@ -17,4 +17,4 @@ export JAX_COMPILATION_CACHE_DIR=/tmp/jax_cache
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 timeout 470 python3 benchmarks/fasttd3_vs_ppo.py --device cuda --tasks mujoco/pick_cube --learners fastsac ppo \
   --num-envs 4096 --task-overrides task.backend=mjx --budget-s "${BUDGET_S:-150}" --eval-every 204800 \
-  --eval-episodes 100 2>&1 | tee "$OUT/fastsac_pick_cube_gpu.log" | tail -25
+  --eval-episodes 100 --out "$OUT/fasttd3_vs_ppo_pick_cube_gpu.json" 2>&1 | tee "$OUT/fastsac_pick_cube_gpu.log" | tail -25

@@ -1,0 +1,144 @@
+"""Benchmark scripts write one result file per run, and their table functions render the published tables from it.
+
+Each script runs in this process on tiny arguments (the numbers mean nothing at this size; the file's shape and the
+tables it gives are what is checked). ``result_file``'s git lookup is stubbed in the unit tests: it starts a
+process, which the unit tier forbids (test_result_file.py checks it, as an integration test).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+import result_file  # noqa: E402
+
+#: The scripts of issue 50 item 1 and the table functions each offers to ``report.py`` (list[dict] -> markdown).
+RENDERERS = {
+    "backend_steps": ["table", "gym_parts_table", "isaac_parts_table"],
+    "default_train": ["table"],
+    "export_inference": ["host_table", "sizes_table", "qemu_table", "page"],
+    "fasttd3_vs_ppo": ["table", "ratio_table"],
+    "maniskill_steps": ["table"],
+    "mujoco_steps": ["table", "pixels_table", "parts_table"],
+    "mujoco_train": ["table"],
+    "ppo_vs_rsl_rl": ["table", "summary", "details", "report"],
+    "replay_bench": ["table"],
+    "reward_bench": ["throughput_table", "loop_table"],
+    "reward_sac_bench": ["table", "calibration_table"],
+    "sac_vs_sb3": ["table", "summary"],
+    "transport_bench": ["throughput_table", "weights_table", "jitter_table"],
+}
+
+
+@pytest.fixture
+def no_git(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commit lookup and ``platform.processor`` (``uname -p``) without a subprocess (the unit tier's rule)."""
+    monkeypatch.setattr(result_file, "_git", lambda *args: "")
+    monkeypatch.setattr(platform, "processor", lambda: "")
+
+
+def _run_main(module: Any, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", [f"benchmarks/{module.__name__}.py", *argv])
+    module.main()
+
+
+def _valid(path: Path, name: str) -> dict[str, Any]:
+    """The file is strict JSON (no NaN) in result_file's format, and reads back as written."""
+    data = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"{path} holds {c}"))
+    assert data["benchmark"] == name and data["schema"] == result_file.SCHEMA
+    assert data["command"].startswith(f"python benchmarks/{name}.py")
+    assert set(data["machine"]) >= {"cpu", "cores", "load_average"} and data["results"]
+    assert result_file.read_result(path) == data
+    return data
+
+
+@pytest.mark.parametrize("name", sorted(RENDERERS))
+def test_a_script_imports_without_running_and_offers_its_table_functions(name: str) -> None:
+    module = importlib.import_module(name)
+    assert callable(module.main)
+    for fn in RENDERERS[name]:
+        assert callable(getattr(module, fn)), f"{name}.{fn}"
+
+
+def test_the_default_path_is_one_new_file_per_run_under_the_benchmarks_folder() -> None:
+    path = result_file.default_path("transport_bench")
+    assert path.parent == result_file.RESULTS / "transport_bench" and path.suffix == ".json"
+
+
+def test_reward_bench_writes_its_result_and_renders_both_tables(tmp_path: Path, no_git: None) -> None:
+    import reward_bench
+
+    results = reward_bench.measure(min_s=0.01, steps=1, rounds=1, num_envs=2)
+    path = result_file.write_result(tmp_path / "r.json", "reward_bench", {"quick": True}, results)
+    data = result_file.read_result(path)
+    assert data["benchmark"] == "reward_bench" and "nan" not in path.read_text().lower()
+    rows = data["results"]["throughput"]
+    assert [(r["model"], r["batch"]) for r in rows] == [(m, b) for b in (1, 16, 64) for m in ("classifier", "prm")]
+    throughput = reward_bench.throughput_table([data])
+    assert throughput.count("\n") == 1 + len(rows)
+    assert f"| classifier | 64 | {rows[4]['items_per_s']:,.0f} | {rows[4]['vs_batch_1']:.2f}× |" in throughput
+    loop = reward_bench.loop_table([data])
+    base = next(r for r in data["results"]["loop"] if r["variant"] == "env reward")
+    assert base["vs_env_reward"] == 1.0 and f"| env reward | {base['ms_per_step']:.2f} | 1.00× |" in loop
+    assert f"adds {data['results']['batched_adds_ms']:.2f} ms per step for 2 sub-envs" in loop
+
+
+def test_backend_steps_writes_its_rows_and_parts_and_renders_them(tmp_path: Path, no_git: None,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("gymnasium")
+    import backend_steps
+
+    out = tmp_path / "b.json"
+    _run_main(backend_steps, ["--backends", "isaacgym", "--isaac-num-envs", "2", "--rounds", "1",
+                              "--world-steps", "16", "--parts", "--out", str(out)], monkeypatch)
+    data = _valid(out, "backend_steps")
+    (row,) = data["results"]["rows"]
+    assert row["backend"] == "isaacgym" and row["n"] == 2
+    assert row["overhead"] == pytest.approx(row["raw"] / row["ours"] - 1, rel=0.5)  # medians of rounds
+    table = backend_steps.table([data])
+    assert f"| isaacgym (fake) | cartpole | state | 2 | {row['ours']:,.0f} | {row['raw']:,.0f} |" in table
+    parts = backend_steps.isaac_parts_table([data])
+    assert parts.splitlines()[2].startswith("| 2 | ") and not backend_steps.gym_parts_table([data]).count("\n") > 1
+
+
+@pytest.mark.integration  # seconds of training and evaluation
+def test_fasttd3_vs_ppo_writes_each_learners_curve_and_the_ratios(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import fasttd3_vs_ppo
+
+    out = tmp_path / "f.json"
+    _run_main(fasttd3_vs_ppo, ["--tasks", "reach", "--learners", "fasttd3", "ppo", "--num-envs", "16",
+                               "--eval-every", "400", "--eval-episodes", "4", "--budget-s", "0.1",
+                               "--max-env-steps", "400", "--threads", "1", "--out", str(out)], monkeypatch)
+    data = _valid(out, "fasttd3_vs_ppo")
+    (task,) = data["results"]["tasks"]
+    assert [r["learner"] for r in task["learners"]] == ["fasttd3", "ppo"] and set(task["ratios"]) == {"ppo/fasttd3"}
+    for r in task["learners"]:
+        assert len(r["curve"]["env_steps"]) == len(r["curve"]["success"]) >= 1
+    table = fasttd3_vs_ppo.table([data])
+    assert table.count("\n") == 3 and "| `reach` | 0 | FastTD3 (16 envs) |" in table
+    assert "| `reach` | 0 | PPO / FastTD3 |" in fasttd3_vs_ppo.ratio_table([data])
+
+
+@pytest.mark.integration  # seconds of training and evaluation
+def test_sac_vs_sb3_writes_chunk_times_and_renders_both_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("gymnasium")
+    import sac_vs_sb3
+
+    out = tmp_path / "s.json"
+    _run_main(sac_vs_sb3, ["--steps", "40", "--learning-starts", "20", "--chunk", "20", "--eval-episodes", "1",
+                           "--batch-size", "8", "--variants", "fp32", "--skip-sb3", "--out", str(out)], monkeypatch)
+    data = _valid(out, "sac_vs_sb3")
+    (ours,) = data["results"]["learners"]
+    assert ours["learner"] == "robot_rl fp32" and len(ours["chunk_seconds"]) == 2
+    assert ours["speedup_vs_sb3"] is None  # no peer in this run: no ratio, not NaN
+    assert f"| robot_rl fp32 (default config) | {ours['wall_s']:.1f} |" in sac_vs_sb3.table([data])
+    assert "| robot_rl, fp32 (default) |" in sac_vs_sb3.summary([data])
