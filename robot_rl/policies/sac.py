@@ -1,7 +1,9 @@
 """Soft Actor-Critic (Haarnoja et al., 2018) for state and pixel observations.
 
-Top to bottom: config → learner (the update maths in comments next to the code); the networks are in
-:mod:`robot_rl.policies.sac_networks`. What robot learning adds to textbook SAC:
+The learner, top to bottom: the update (critics, actor and temperature, targets), then the losses it calls, with
+their maths in comments. The config is :mod:`robot_rl.policies.sac_config`, the networks
+:mod:`robot_rl.policies.sac_networks`, the loss terms :mod:`robot_rl.policies.sac_terms`. What robot learning adds
+to textbook SAC:
 
 - a critic *ensemble* evaluated with batched matmuls, with targets taking the min over a random
   subset of ``num_critics_sampled`` members (REDQ / RLPD) and optional LayerNorm critics (RLPD);
@@ -11,7 +13,9 @@ Top to bottom: config → learner (the update maths in comments next to the code
   pretrained, frozen ResNet trunk that actor, critic and target critic share and that runs once per
   update, each network with its own trainable spatial-embedding head (HIL-SERL);
 - a lean update: fused Adam and Polyak averaging, one host sync per update, all randomness drawn up front so
-  the loss functions are pure and can be compiled (``compile``), optional bf16 autocast (``amp_bf16``).
+  the loss functions are pure and can be compiled (``compile``), optional bf16 autocast (``amp_bf16``);
+- loss terms (:mod:`robot_rl.policies.sac_terms`) that the update calls inside the critic's and the actor's losses:
+  CQL / Cal-QL and the actor's behaviour-cloning warm-up for offline pre-training, an extension's term (co-training).
 
 Actions. The policy samples ``u ~ N(μ(s), σ(s))`` and squashes ``a = tanh(u) ∈ [-1, 1]``; actors see
 ``low + (a + 1)(high − low)/2`` (a spec without bounds is treated as ``[-1, 1]``). Critics and the
@@ -24,154 +28,27 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import nn
 
-from robot_rl.core.algorithm import OffPolicyAlgorithm, Policy, Weights
-from robot_rl.core.config import ALGOS, AlgoConfig
+from robot_rl.core.algorithm import OffPolicyAlgorithm, Weights
 from robot_rl.core.data_parallel import DataParallel, draw_rows
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, TransitionBatch
 from robot_rl.policies import sac_networks as nets
 from robot_rl.policies.modules.cnn import random_shift
-from robot_rl.policies.modules.pretrained import check_image_encoder
-from robot_rl.policies.offline_rl import cql_penalty, mc_calibration, sampled_action_q
 from robot_rl.policies.replay_storage import check_demo_ratio, make_replay
-from robot_rl.policies.sac_networks import SACCritic, SACPolicy, SACValueEstimator, make_encoder
+from robot_rl.policies.sac_config import SACConfig
+from robot_rl.policies.sac_networks import SACCritic, SACPolicy, make_encoder
+from robot_rl.policies.sac_terms import ExtensionLoss, SACLossTerm, sum_losses
 from robot_rl.replay.buffer import MixingSampler, ReplayBuffer
 
 __all__ = ["SACAlgorithm", "SACConfig", "SACCritic", "SACPolicy"]
-
-
-@ALGOS.register("sac")
-@dataclass
-class SACConfig(AlgoConfig):
-    """Soft Actor-Critic with critic ensembles, demo mixing and pixel (DrQ) support."""
-
-    actor_hidden: tuple[int, ...] = (256, 256)
-    """Hidden layer widths of the actor MLP."""
-    critic_hidden: tuple[int, ...] = (256, 256)
-    """Hidden layer widths of each critic in the ensemble."""
-    actor_lr: float = 3e-4
-    """Adam learning rate of the actor."""
-    critic_lr: float = 3e-4
-    """Adam learning rate of the critics (and of the image encoder, which the critic loss trains)."""
-    temperature_lr: float = 3e-4
-    """Adam learning rate of log α when ``autotune_entropy``."""
-    gamma: float = 0.99
-    """Discount factor."""
-    tau: float = 0.005
-    """Polyak rate of the target critics: θ̄ ← (1 − τ)·θ̄ + τ·θ after every update."""
-    batch_size: int = 256
-    """Transitions per gradient update."""
-    utd_ratio: float = 1.0
-    """Update-to-data ratio: gradient updates per transition received (fractions accumulate)."""
-    learning_starts: int = 5_000
-    """Transitions to collect before the first update."""
-    buffer_size: int = 1_000_000
-    """Replay capacity (online buffer). Each row stores one observation (next_obs is found by index)."""
-    demo_buffer_size: int = 100_000
-    """Capacity of the demo/intervention buffer (used when ``demo_ratio > 0``)."""
-    n_step: int = 1
-    """n-step TD targets: Σ_{i<m} γ^i r_{t+i} + γ^m·V(s_{t+m}), m ≤ n, stopping at episode ends (built
-    by the replay at sample time)."""
-    init_temperature: float = 1.0
-    """Initial entropy coefficient α."""
-    target_entropy: float | None = None
-    """Entropy target H̄ for the temperature (``null`` = −|A|, the flattened action size)."""
-    autotune_entropy: bool = True
-    """Learn α so that the policy entropy tracks ``target_entropy``; otherwise α stays fixed."""
-    num_critics: int = 2
-    """Critic ensemble size E (2 = clipped double Q; RLPD/REDQ use 10)."""
-    num_critics_sampled: int | None = None
-    """Members M the target takes the min over, drawn at random per update (``null`` = all E).
-    With M < E the actor maximises the ensemble mean (REDQ), otherwise the min."""
-    critic_layer_norm: bool = False
-    """LayerNorm after each hidden layer of the critics (RLPD)."""
-    demo_ratio: float = 0.0
-    """Fraction of each batch drawn from the demo/intervention buffer (0.5 = RLPD/HIL-SERL symmetric
-    sampling; 0 = one buffer). Interventions go to both buffers."""
-    image_features: int = 50
-    """Features per camera after the CNN's LayerNorm+tanh projection."""
-    image_channels: int = 32
-    """Channels of each of the CNN's four 3×3 conv layers."""
-    image_conv_stride: int = 1
-    """Stride of the CNN's conv layers after the first (stride 2): 1 is DrQ's; 2 halves the map at each layer, a
-    3.5× faster update at 64×64 on a CPU (benchmarks/RESULTS_encoders.md)."""
-    image_shift_pad: int = 4
-    """DrQ random-shift padding in pixels for images during updates (0 = no augmentation)."""
-    image_encoder: Literal["cnn", "resnet10", "resnet18"] = "cnn"
-    """Camera encoder: ``cnn`` (the CNN above, trained by the critic) or a ResNet trunk (torchvision layout)
-    shared by actor, critic and target critic, each with its own trainable spatial-embedding head (HIL-SERL)."""
-    image_backbone: str | None = None
-    """Local weights file of the ResNet trunk, e.g. torchvision's resnet18 ``state_dict`` (nothing is downloaded).
-    Only the learner reads it: actor weights and checkpoints carry the trunk. null = random weights."""
-    freeze_backbone: bool = True
-    """Keep the ResNet trunk fixed (no gradient, run once per update); false = the critic's loss fine-tunes it."""
-    image_spatial_embeddings: int = 8
-    """ResNet heads: learned spatial embeddings per trunk channel (HIL-SERL's ``num_spatial_blocks``)."""
-    cql_alpha: float = 0.0
-    """Weight of CQL's conservative term in the critic loss (Kumar et al., 2020): pushes down the Q of actions the
-    data does not contain. 0 = off (online SAC); 1-5 for offline pre-training (docs/offline-to-online.md)."""
-    cql_samples: int = 10
-    """Actions sampled per state, from the policy and uniformly each, to estimate CQL's log-sum-exp."""
-    calql: bool = False
-    """Cal-QL (Nakamoto et al., 2023): clamp the policy's Q in the CQL term from below by the data's Monte-Carlo
-    return (``batch.extras["mc_return"]``), so offline Q stays on the scale of returns and fine-tuning online
-    starts without an unlearning dip. Needs ``cql_alpha > 0``."""
-    actor_bc_updates: int = 0
-    """The first updates train the actor to clone the batch's actions (``‖tanh μ − a‖²``; σ and α rest) instead
-    of maximising Q, while the critics learn as usual and so evaluate a policy near the data's: CQL's
-    ``policy_eval_start``, Cal-QL's ``bc_start_epochs``. For offline pre-training (fewer than ``offline.updates``)."""
-    backup_entropy: bool = True
-    """Subtract ``α·log π(a'|s')`` in the TD target (soft Q). CQL's and Cal-QL's reference implementations do not
-    (false): their Q is on the scale of the returns Cal-QL calibrates against, and a near-deterministic policy
-    (a clone of saturated demo actions has ``log π`` ≫ 0) does not drag it down by ``α·log π`` a step."""
-    normalize_obs: bool = False
-    """Normalise ``state`` by running mean/std (statistics from the replayed batches, saved with the
-    actor weights)."""
-    compile: bool = False
-    """Opt-in ``torch.compile`` of the critic and actor loss functions (first updates are slow)."""
-    compile_mode: str = "default"
-    """``torch.compile`` mode when ``compile`` is on: ``default``, or ``reduce-overhead`` (CUDA graphs: on a GPU
-    the small SAC networks are launch-bound, and graphs remove most of the launch cost)."""
-    amp_bf16: bool = False
-    """bf16 autocast for the learner's hidden layers (much faster on CPUs with AVX512-BF16/AMX and on
-    recent GPUs); Q-values, log-probabilities and optimiser state stay float32."""
-
-    def validate(self) -> None:
-        """Raise ``ValueError`` on an impossible setting."""
-        check_image_encoder(self.image_encoder)
-        if self.image_backbone and self.image_encoder == "cnn":
-            raise ValueError("image_backbone needs image_encoder resnet10 or resnet18")
-        if (min(self.cql_alpha, self.actor_bc_updates, self.cql_samples - 1, self.image_conv_stride - 1) < 0
-                or (self.calql and not self.cql_alpha)):
-            raise ValueError("cql_alpha and actor_bc_updates must be >= 0, cql_samples and image_conv_stride >= 1; "
-                             "calql needs cql_alpha > 0")
-
-    def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> SACAlgorithm:
-        """The learner for environments with ``spec``, its networks seeded by ``seed``."""
-        return SACAlgorithm(self, spec, torch.device(device), seed)
-
-    def build_policy(self, spec: EnvSpec, device: torch.device | str, seed: int = 0) -> SACPolicy:
-        """The actor alone (encoder and head; no critics, no optimisers), initialised from ``seed``."""
-        with torch.random.fork_rng(devices=[]):
-            torch.random.default_generator.manual_seed(seed)
-            return SACPolicy(spec, self).to(device)
-
-    def build_value_estimator(self, spec: EnvSpec, policy: Policy) -> SACValueEstimator:
-        """The critic ensemble for an actor acting with ``policy`` (weights from ``critic_weights``)."""
-        if not isinstance(policy, SACPolicy):
-            raise TypeError(f"SAC's critics read a SACPolicy's encoder, got {type(policy).__name__}")
-        return SACValueEstimator(spec, self, policy)
-
-
-# ---- Learner -------------------------------------------------------------------------------
 
 
 class SACAlgorithm(OffPolicyAlgorithm):
@@ -225,7 +102,9 @@ class SACAlgorithm(OffPolicyAlgorithm):
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
         self.num_updates = 0
+        self.terms = self._build_terms()
         mode = cfg.compile_mode
+        self._cuda_graphs = cfg.compile and mode == "reduce-overhead"
         self._critic_loss = torch.compile(self.critic_loss, mode=mode) if cfg.compile else self.critic_loss
         self._actor_loss = torch.compile(self.actor_loss, mode=mode) if cfg.compile else self.actor_loss
         self._policy_loss = self.policy_loss
@@ -239,7 +118,178 @@ class SACAlgorithm(OffPolicyAlgorithm):
         actor = [*self.actor_optim.param_groups[0]["params"], *([self.log_alpha] if self.cfg.autotune_entropy else [])]
         self._policy_loss = dp.wrap_loss(self.policy_loss, actor)
 
-    # ---- the pieces the loop asks for ---------------------------------------------------------
+    # ---- the update: critics, actor and temperature, targets ------------------------------------------------------
+
+    def update(self, batch: TransitionBatch) -> dict[str, float]:
+        """One SAC step on a sampled minibatch: critics, then actor and temperature, then the target critics.
+
+        The loss terms (``self.terms``: CQL / Cal-QL, the BC warm-up, an extension's) add to the two losses.
+        """
+        obs, next_obs = self._observe(batch)
+        action = self.actor.unit_action(batch.action)  # replayed env actions, in the squashed space of Q and log π
+        # Every random number of the step comes from the learner's generator, drawn here (the terms' too), so the
+        # loss functions are pure (compilable) and a seed fixes the whole trajectory of parameters on any number of
+        # ranks: the noise of a' ~ π(·|s') and of ã ~ π(·|s), REDQ's subset of the target critics.
+        noise = self.draw(torch.randn, (2, len(batch), self.actor.act_dim))
+        subset = self._critic_subset()
+        inputs = [term.inputs(self, batch, action) for term in self.terms]
+        alpha = self.log_alpha.detach().exp()
+        if self._cuda_graphs:  # CUDA graphs reuse their output memory on the next replay: mark the step
+            torch.compiler.cudagraph_mark_step_begin()
+
+        # Critics: one Adam step on L_Q (+ the critic terms).
+        with self._autocast():
+            critic_loss, q_mean, features = self._critic_loss(obs, action, batch.reward, batch.terminated, next_obs,
+                                                              noise[0], subset, alpha, batch.extras.get("discount"),
+                                                              inputs)
+        self.critic_optim.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_optim.step()
+        if self._cuda_graphs:  # what outlives the next compiled call, out of the graph's pool
+            critic_loss, q_mean, features = critic_loss.detach().clone(), q_mean.clone(), features.clone()
+
+        # Actor and temperature against the critic as just updated: one backward of L_π + L_α (+ the actor terms).
+        with self._autocast():
+            actor_loss, temperature_loss, terms_loss, log_prob = self._policy_loss(obs, features, noise[1], alpha,
+                                                                                   inputs)
+        self.actor_optim.zero_grad(set_to_none=True)
+        loss = actor_loss + temperature_loss
+        (loss if terms_loss is None else loss + terms_loss).backward()
+        self.actor_optim.step()  # actor head, and log α when it has a gradient
+
+        self.soft_update_targets()
+        self.num_updates += 1
+
+        stats = torch.stack([critic_loss.detach(), actor_loss.detach(), alpha, -log_prob.mean(), q_mean,
+                             temperature_loss.detach()]).tolist()  # one host sync for all statistics
+        return dict(zip(("critic_loss", "actor_loss", "alpha", "entropy", "q_mean", "temperature_loss"), stats))
+
+    def critic_loss(self, obs: Obs, action: torch.Tensor, reward: torch.Tensor, terminated: torch.Tensor,
+                    next_obs: Obs, noise: torch.Tensor, subset: torch.Tensor | None,
+                    alpha: torch.Tensor, discount: torch.Tensor | float | None = None,
+                    inputs: Sequence[Any] = ()) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(L_Q, mean Q, detached features of obs)`` for squashed actions and noise ``[B, |A|]``.
+
+        A pure function of its inputs (``update`` draws the noise for a' and the critic subset).
+        ``discount`` is γ, or the per-row γ^m of n-step rows (``batch.extras["discount"]``). ``inputs``: each of
+        ``self.terms``' inputs this step (``None``: off); none given, the loss is SAC's alone.
+        """
+        # Soft TD target, a' ~ π(·|s') and M ⊆ {1..E} a random subset (all members when M = E):
+        #   y = r + γ·(1 − terminated)·(min_{j∈M} Q̄_j(s', a') − α·log π(a'|s')), the last term if backup_entropy
+        # Truncated rows bootstrap: next_obs is the true final observation, not the reset one.
+        with torch.no_grad():
+            next_features = self.actor.encoder(next_obs)
+            next_action, next_log_prob = self.actor.sample(next_features, noise)
+            target_features = next_features if self._target_encoder is None else self._target_encoder(next_obs)
+            q_next = self.critic_target(target_features, next_action)
+            if subset is not None:
+                q_next = q_next[subset]
+            soft_value = q_next.min(dim=0).values - (alpha * next_log_prob if self.cfg.backup_entropy else 0.0)
+            gamma = self.cfg.gamma if discount is None else discount
+            target = reward + gamma * (1.0 - terminated.float()) * soft_value
+        # L_Q = ½ Σ_j mean_b (Q_j(s, a) − y)²; its gradient also trains the image encoder (DrQ).
+        features = self._critic_encoder(obs)
+        q = self.critic(features, action)
+        loss = 0.5 * (q - target).square().mean(dim=1).sum()
+        # + the critic terms, e.g. CQL's conservative one.
+        terms_loss = sum_losses([term.critic_loss(self, obs, features, q, x) for term, x in self._on(inputs)])
+        loss = loss if terms_loss is None else loss + terms_loss
+        return loss, q.detach().mean(), features.detach()
+
+    def actor_loss(self, features: torch.Tensor, noise: torch.Tensor, alpha: torch.Tensor,
+                   critic_features: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(L_π, detached log π(ã|s))`` for encoded observations ``[B, F]`` and noise ``[B, |A|]``.
+
+        ``critic_features``: what the critic reads when it has its own encoder (default: ``features``).
+        """
+        # L_π = mean_b [α·log π(ã|s) − Q(s, ã)], ã = tanh(μ + σ·ε) reparameterised, Q = min_j Q_j
+        # (clipped double Q) or mean_j Q_j when targets use random subsets (REDQ). Features are
+        # detached (DrQ: only the critic trains the encoder) and so are the critic weights, so the
+        # backward pass computes no critic weight gradients at all.
+        action, log_prob = self.actor.sample(features, noise)
+        q = self.critic(features if critic_features is None else critic_features, action, detach_params=True)
+        q_pi = q.min(dim=0).values if self.num_sampled == self.cfg.num_critics else q.mean(dim=0)
+        return (alpha * log_prob - q_pi).mean(), log_prob.detach()
+
+    def policy_loss(self, obs: Obs, critic_features: torch.Tensor, noise: torch.Tensor, alpha: torch.Tensor,
+                    inputs: Sequence[Any] = ()
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """``(L_π, L_α, the actor terms' sum or None, detached log π(ã|s))``, for one ``backward``.
+
+        ``critic_features``: the critic pass's (detached) features of ``obs``, which the actor reuses (saving a
+        second CNN pass on pixels) unless it has its own head on a shared trunk's maps. ``inputs``: the terms'
+        (:meth:`critic_loss`); while a term that ``replaces_actor_loss`` is on, its objective is ``L_π``.
+        """
+        own = self.critic.encoder is not None
+        features = self.actor.encoder({k: v.detach() for k, v in obs.items()}) if own else critic_features
+        on = self._on(inputs)
+        lead = next(((term, x) for term, x in on if term.replaces_actor_loss), None)
+        if lead is None:
+            actor_loss, log_prob = self._actor_loss(features, noise, alpha, critic_features if own else None)
+        else:  # a term is L_π this step (the BC warm-up): no Q, and α rests below
+            log_prob = self.actor.sample(features, noise)[1].detach()
+            actor_loss = lead[0].actor_objective(self, features, lead[1])
+        # The actor terms, e.g. co-training's λ·BC on real demos.
+        terms_loss = sum_losses([term.actor_loss(self, features, x) for term, x in on])
+        # Temperature: L_α = −log α · (mean_b log π(ã|s) + H̄), so ∂L/∂log α = −(mean_b log π + H̄): α grows while
+        # the entropy −log π is below the target H̄ and shrinks above it (log π is detached: L_α trains α only).
+        # While a term replaces L_π, α rests: a zero gradient, which moves nothing while Adam's moments are still 0.
+        log_alpha = (self.log_alpha if self.cfg.autotune_entropy else self.log_alpha.detach()) * (lead is None)
+        return actor_loss, -log_alpha * (log_prob.mean() + self.target_entropy), terms_loss, log_prob
+
+    @torch.no_grad()
+    def soft_update_targets(self) -> None:
+        """Polyak averaging, fused over every target tensor: θ̄ ← θ̄ + τ·(θ − θ̄)."""
+        torch._foreach_lerp_(self._targets, self._online, self.cfg.tau)
+
+    # ---- the update's parts ---------------------------------------------------------------------------------------
+
+    def draw(self, draw: Callable[..., torch.Tensor], shape: tuple[int, ...], dim: int = 1) -> torch.Tensor:
+        """``draw(shape)`` (torch.randn …) from the learner's generator: this rank's rows along ``dim`` (draw_rows)."""
+        return draw_rows(partial(draw, generator=self.generator, device=self.device), shape, self.data_parallel, dim)
+
+    def _on(self, inputs: Sequence[Any]) -> list[tuple[SACLossTerm, Any]]:
+        """The terms that are on this step, with their inputs."""
+        return [(term, x) for term, x in zip(self.terms, inputs) if x is not None]
+
+    def _build_terms(self) -> list[SACLossTerm]:
+        """The config's loss terms, then the attached extension's (:class:`~.sac_terms.ExtensionLoss`)."""
+        return [*(c.build() for c in self.cfg.loss_term_configs()), ExtensionLoss()]
+
+    def _observe(self, batch: TransitionBatch) -> tuple[Obs, Obs]:
+        """``(obs, next_obs)`` as the losses read them: normaliser updated, DrQ-shifted, through the shared trunk."""
+        dp = self.data_parallel
+        # Every rank folds every rank's states into its normaliser, in rank order: the statistics stay equal.
+        shared = dp is not None and self.actor.encoder.normalizer is not None
+        self.actor.encoder.update_normalizer({"state": dp.cat(batch.obs["state"])} if shared and dp else batch.obs)
+        obs, next_obs = batch.obs, batch.next_obs
+        if self.actor.encoder.cnn is not None and self.cfg.image_shift_pad > 0:
+            obs, next_obs = self._augment(obs), self._augment(next_obs)  # independent shifts (DrQ)
+        if self.actor.backbone is not None:  # the shared trunk, once per batch for every network
+            with self._autocast():
+                obs = self.actor.backbone(obs)
+                with torch.no_grad():
+                    next_obs = self.actor.backbone(next_obs)
+        return obs, next_obs
+
+    def _augment(self, obs: Obs) -> Obs:
+        pad = self.cfg.image_shift_pad
+        offsets = partial(torch.randint, 0, 2 * pad + 1)  # sample_shifts' draw, through draw for the ranks' rows
+        return {k: random_shift(v, pad, shifts=self.draw(offsets, (len(v), 2), dim=0)) if k.startswith("image.")
+                else v for k, v in obs.items()}
+
+    def _critic_subset(self) -> torch.Tensor | None:
+        """REDQ: the M target critics this step's target takes the min over (``None``: all E)."""
+        cfg = self.cfg
+        if self.num_sampled == cfg.num_critics:
+            return None
+        return torch.randperm(cfg.num_critics, generator=self.generator, device=self.device)[: self.num_sampled]
+
+    def _autocast(self) -> torch.autocast:
+        """bf16 autocast of the hidden layers when ``amp_bf16`` (off: a no-op)."""
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=self.cfg.amp_bf16)
+
+    # ---- the pieces the loop asks for -----------------------------------------------------------------------------
 
     def make_policy(self) -> SACPolicy:
         """An independent copy of the current actor (for actor threads/processes)."""
@@ -247,7 +297,8 @@ class SACAlgorithm(OffPolicyAlgorithm):
 
     def make_storage(self, num_envs: int) -> ReplayBuffer | MixingSampler:
         """A replay buffer, or with ``demo_ratio > 0`` one mixing ``online``/``demos`` (:func:`make_replay`)."""
-        return make_replay(self.spec, self.device, self.cfg, track_returns=self.cfg.calql)  # Cal-QL online
+        track_returns = any(t.reads_mc_return for t in self.cfg.loss_term_configs())  # Cal-QL online
+        return make_replay(self.spec, self.device, self.cfg, track_returns=track_returns)
 
     def actor_weights(self) -> Weights:
         """Encoder (CNN, or trunk and head; normaliser statistics), actor head and action scaling; never critics."""
@@ -271,81 +322,24 @@ class SACAlgorithm(OffPolicyAlgorithm):
         if self.encoder_target is not None:
             self.encoder_target.load_state_dict(self.actor.encoder.state_dict())
 
-    # ---- the update -----------------------------------------------------------------------------
+    @torch.no_grad()
+    def td_error(self, batch: TransitionBatch) -> float:
+        """Mean squared TD error of the critics on ``batch`` (held-out data: no update, no augmentation, no terms)."""
+        n = len(batch)
+        gen = torch.Generator(self.device).manual_seed(0)  # its own: checking leaves training's draws alone
+        noise = torch.randn((n, self.actor.act_dim), generator=gen, device=self.device)
+        obs, next_obs = self.actor.embed(batch.obs), self.actor.embed(batch.next_obs)
+        loss, _, _ = self.critic_loss(obs, self.actor.unit_action(batch.action), batch.reward, batch.terminated,
+                                      next_obs, noise, None, self.log_alpha.exp(), batch.extras.get("discount"))
+        return 2.0 * float(loss) / self.cfg.num_critics  # the loss is ½·Σ_j mean_b (Q_j − y)²
 
-    def critic_loss(self, obs: Obs, action: torch.Tensor, reward: torch.Tensor, terminated: torch.Tensor,
-                    next_obs: Obs, noise: torch.Tensor, subset: torch.Tensor | None,
-                    alpha: torch.Tensor, discount: torch.Tensor | float | None = None,
-                    cql_draws: tuple[torch.Tensor, torch.Tensor] | None = None,
-                    calibration: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(L_Q, mean Q, detached features of obs)`` for squashed actions and noise ``[B, |A|]``.
+    def finish_offline(self) -> None:
+        """Online rows have no Monte-Carlo return: the conservative term (CQL, Cal-QL) is the offline phase's."""
+        kept = tuple(t for t in self.cfg.loss_terms if not t.offline_only)
+        self.cfg = replace(self.cfg, cql_alpha=0.0, calql=False, loss_terms=kept)
+        self.terms = self._build_terms()
 
-        A pure function of its inputs (``update`` draws the noise for a' and the critic subset).
-        ``discount`` is γ, or the per-row γ^m of n-step rows (``batch.extras["discount"]``). ``cql_draws``:
-        the Gaussian noise and uniform actions ``[K, B, |A|]`` of CQL's term (``cql_alpha > 0``), and
-        ``calibration`` its Cal-QL reference values ``[B]`` (:mod:`robot_rl.policies.offline_rl`).
-        """
-        # Soft TD target, a' ~ π(·|s') and M ⊆ {1..E} a random subset (all members when M = E):
-        #   y = r + γ·(1 − terminated)·(min_{j∈M} Q̄_j(s', a') − α·log π(a'|s')), the last term if backup_entropy
-        # Truncated rows bootstrap: next_obs is the true final observation, not the reset one.
-        with torch.no_grad():
-            next_features = self.actor.encoder(next_obs)
-            next_action, next_log_prob = self.actor.sample(next_features, noise)
-            target_features = next_features if self._target_encoder is None else self._target_encoder(next_obs)
-            q_next = self.critic_target(target_features, next_action)
-            if subset is not None:
-                q_next = q_next[subset]
-            soft_value = q_next.min(dim=0).values - (alpha * next_log_prob if self.cfg.backup_entropy else 0.0)
-            gamma = self.cfg.gamma if discount is None else discount
-            target = reward + gamma * (1.0 - terminated.float()) * soft_value
-        # L_Q = ½ Σ_j mean_b (Q_j(s, a) − y)²; its gradient also trains the image encoder (DrQ).
-        features = self._critic_encoder(obs)
-        q = self.critic(features, action)
-        loss = 0.5 * (q - target).square().mean(dim=1).sum()
-        if cql_draws is not None:  # + α_cql·Σ_j (log Σ_a exp Q_j(s, a) − Q_j(s, a_data))
-            actor_features = features if self.critic.encoder is None else self.actor.encoder(obs)
-            sampled = sampled_action_q(self.critic, self.actor.sample, features, actor_features, *cql_draws)
-            loss = loss + self.cfg.cql_alpha * cql_penalty(q, *sampled, self.actor.act_dim, calibration).sum()
-        return loss, q.detach().mean(), features.detach()
-
-    def actor_loss(self, features: torch.Tensor, noise: torch.Tensor, alpha: torch.Tensor,
-                   critic_features: torch.Tensor | None = None, clone: torch.Tensor | None = None
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(L_π, detached log π(ã|s))`` for encoded observations ``[B, F]`` and noise ``[B, |A|]``.
-
-        ``critic_features``: what the critic reads when it has its own encoder (default: ``features``).
-        ``clone``: the batch's squashed actions ``[B, |A|]`` during ``actor_bc_updates``, regressed instead (σ rests).
-        """
-        # L_π = mean_b [α·log π(ã|s) − Q(s, ã)], ã = tanh(μ + σ·ε) reparameterised, Q = min_j Q_j
-        # (clipped double Q) or mean_j Q_j when targets use random subsets (REDQ). Features are
-        # detached (DrQ: only the critic trains the encoder) and so are the critic weights, so the
-        # backward pass computes no critic weight gradients at all.
-        action, log_prob = self.actor.sample(features, noise)
-        if clone is not None:  # no α·log π: its tanh term pulls μ off the bound, where demos often sit (σ rests)
-            return nets.squashed_mean_error(self.actor.gaussian(features)[0], clone).mean(), log_prob.detach()
-        q = self.critic(features if critic_features is None else critic_features, action, detach_params=True)
-        q_pi = q.min(dim=0).values if self.num_sampled == self.cfg.num_critics else q.mean(dim=0)
-        return (alpha * log_prob - q_pi).mean(), log_prob.detach()
-
-    def policy_loss(self, obs: Obs, critic_features: torch.Tensor, noise: torch.Tensor, alpha: torch.Tensor,
-                    clone: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(L_π, L_α, detached log π(ã|s))``: the actor's and the temperature's losses, for one ``backward``.
-
-        ``critic_features``: the critic pass's (detached) features of ``obs``, which the actor reuses (saving a
-        second CNN pass on pixels) unless it has its own head on a shared trunk's maps. ``clone``: see actor_loss.
-        """
-        if self.critic.encoder is None:
-            actor_loss, log_prob = self._actor_loss(critic_features, noise, alpha, None, clone)
-        else:
-            own = self.actor.encoder({k: v.detach() for k, v in obs.items()})
-            actor_loss, log_prob = self._actor_loss(own, noise, alpha, critic_features, clone)
-        # Temperature: L_α = −log α · (mean_b log π(ã|s) + H̄), so ∂L/∂log α = −(mean_b log π + H̄): α grows while
-        # the entropy −log π is below the target H̄ and shrinks above it (log π is detached: L_α trains α only).
-        # In the warm-up (clone) α rests: a zero gradient, which moves nothing while Adam's moments are still 0.
-        log_alpha = (self.log_alpha if self.cfg.autotune_entropy else self.log_alpha.detach()) * (clone is None)
-        return actor_loss, -log_alpha * (log_prob.mean() + self.target_entropy), log_prob
-
-    # ---- supervised learning (co-training, SFT): robot_rl.core.algorithm.SupervisedLoss -------------
+    # ---- supervised learning (co-training, SFT): robot_rl.core.algorithm.SupervisedLoss ---------------------------
 
     def supervised_loss(self, obs: Obs, action: torch.Tensor, mask: torch.Tensor | None = None,
                         generator: torch.Generator | None = None, train_encoder: bool = False) -> torch.Tensor:
@@ -372,102 +366,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
         """The target encoder restarts from the encoder supervised learning trained."""
         self.load_actor_weights(self.actor_weights())
 
-    @torch.no_grad()
-    def soft_update_targets(self) -> None:
-        """Polyak averaging, fused over every target tensor: θ̄ ← θ̄ + τ·(θ − θ̄)."""
-        torch._foreach_lerp_(self._targets, self._online, self.cfg.tau)
-
-    @torch.no_grad()
-    def td_error(self, batch: TransitionBatch) -> float:
-        """Mean squared TD error of the critics on ``batch`` (held-out data: no update, no augmentation)."""
-        n = len(batch)
-        action = ((batch.action.reshape(n, -1) - self.actor.action_bias) / self.actor.action_scale).clamp(-1.0, 1.0)
-        gen = torch.Generator(self.device).manual_seed(0)  # its own: checking leaves training's draws alone
-        noise = torch.randn((n, self.actor.act_dim), generator=gen, device=self.device)
-        obs, next_obs = batch.obs, batch.next_obs
-        if self.actor.backbone is not None:
-            obs, next_obs = self.actor.backbone(obs), self.actor.backbone(next_obs)
-        loss, _, _ = self.critic_loss(obs, action, batch.reward, batch.terminated, next_obs, noise, None,
-                                      self.log_alpha.exp(), batch.extras.get("discount"))
-        return 2.0 * float(loss) / self.cfg.num_critics  # the loss is ½·Σ_j mean_b (Q_j − y)²
-
-    def finish_offline(self) -> None:
-        """Online rows have no Monte-Carlo return: the conservative term (CQL, Cal-QL) is the offline phase's."""
-        self.cfg = replace(self.cfg, cql_alpha=0.0, calql=False)
-
-    def _augment(self, obs: Obs) -> Obs:
-        pad = self.cfg.image_shift_pad
-        offsets = partial(torch.randint, 0, 2 * pad + 1)  # sample_shifts' draw, through _draw for the ranks' rows
-        return {k: random_shift(v, pad, shifts=self._draw(offsets, (len(v), 2), dim=0)) if k.startswith("image.")
-                else v for k, v in obs.items()}
-
-    def _draw(self, draw: Callable[..., torch.Tensor], shape: tuple[int, ...], dim: int = 1) -> torch.Tensor:
-        """``draw(shape)`` (torch.randn …) from the learner's generator: this rank's rows along ``dim`` (draw_rows)."""
-        return draw_rows(partial(draw, generator=self.generator, device=self.device), shape, self.data_parallel, dim)
-
-    def update(self, batch: TransitionBatch) -> dict[str, float]:
-        """One SAC step on a sampled minibatch: critics, actor, temperature, then the target critics."""
-        cfg, n, dp = self.cfg, len(batch), self.data_parallel
-        # Every rank folds every rank's states into its normaliser, in rank order: the statistics stay equal.
-        shared = dp is not None and self.actor.encoder.normalizer is not None
-        self.actor.encoder.update_normalizer({"state": dp.cat(batch.obs["state"])} if shared and dp else batch.obs)
-        obs, next_obs = batch.obs, batch.next_obs
-        if self.actor.encoder.cnn is not None and cfg.image_shift_pad > 0:
-            obs, next_obs = self._augment(obs), self._augment(next_obs)  # independent shifts (DrQ)
-        # Every random number of the step comes from the learner's generator, drawn here, so the loss functions
-        # are pure (compilable) and a seed fixes the whole trajectory of parameters (on any number of ranks).
-        noise = self._draw(torch.randn, (2, n, self.actor.act_dim))
-        subset = None
-        if self.num_sampled < cfg.num_critics:
-            subset = torch.randperm(cfg.num_critics, generator=self.generator, device=self.device)[: self.num_sampled]
-        # Replayed env actions back to the squashed space the critics and log π live in.
-        action = ((batch.action.reshape(n, -1) - self.actor.action_bias) / self.actor.action_scale).clamp(-1.0, 1.0)
-        alpha = self.log_alpha.detach().exp()
-        autocast = torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=cfg.amp_bf16)
-        if self.actor.backbone is not None:  # the shared trunk, once per batch for every network
-            with autocast:
-                obs = self.actor.backbone(obs)
-                with torch.no_grad():
-                    next_obs = self.actor.backbone(next_obs)
-        graphs = cfg.compile and cfg.compile_mode == "reduce-overhead"
-        if graphs:
-            # CUDA graphs reuse their output memory on the next replay: mark the step, and copy what
-            # outlives the next compiled call (the statistics) out of the graph's pool below.
-            torch.compiler.cudagraph_mark_step_begin()
-
-        cql_draws = calibration = None
-        if cfg.cql_alpha > 0:
-            shape = (cfg.cql_samples, n, self.actor.act_dim)
-            cql_draws = (self._draw(torch.randn, shape), self._draw(torch.rand, shape) * 2.0 - 1.0)
-            calibration = mc_calibration(batch.extras, n) if cfg.calql else None
-        with autocast:
-            critic_loss, q_mean, features = self._critic_loss(obs, action, batch.reward, batch.terminated,
-                                                              next_obs, noise[0], subset, alpha,
-                                                              batch.extras.get("discount"), cql_draws, calibration)
-        self.critic_optim.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        self.critic_optim.step()
-        if graphs:
-            critic_loss, q_mean, features = critic_loss.detach().clone(), q_mean.clone(), features.clone()
-
-        # The actor's Q comes from the critic as just updated; α learns in the same backward (policy_loss).
-        clone = action if self.num_updates < cfg.actor_bc_updates else None
-        with autocast:
-            actor_loss, temperature_loss, log_prob = self._policy_loss(obs, features, noise[1], alpha, clone)
-        self.actor_optim.zero_grad(set_to_none=True)
-        aux = self.aux_loss()  # an extension's term, e.g. co-training's λ·BC loss on real demos
-        loss = actor_loss + temperature_loss
-        (loss if aux is None else loss + aux).backward()
-        self.actor_optim.step()  # actor head, and log α when it has a gradient
-
-        self.soft_update_targets()
-        self.num_updates += 1
-
-        stats = torch.stack([critic_loss.detach(), actor_loss.detach(), alpha, -log_prob.mean(), q_mean,
-                             temperature_loss.detach()]).tolist()  # one host sync for all statistics
-        return dict(zip(("critic_loss", "actor_loss", "alpha", "entropy", "q_mean", "temperature_loss"), stats))
-
-    # ---- checkpoints ----------------------------------------------------------------------------
+    # ---- checkpoints ----------------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, targets, optimisers, log α, normaliser statistics, update count and RNG state."""

@@ -24,7 +24,7 @@ from robot_rl.policies.modules.obs_encoder import ObsEncoder
 from robot_rl.policies.modules.pretrained import CameraTrunk
 
 if TYPE_CHECKING:
-    from robot_rl.policies.sac import SACConfig
+    from robot_rl.policies.sac_config import SACConfig
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -129,6 +129,10 @@ class SACPolicy(Policy):
         """
         return squashed_sample(*self.gaussian(features), noise)
 
+    def unit_action(self, action: torch.Tensor) -> torch.Tensor:
+        """Env actions ``[N, *A]`` back in the squashed space ``[N, |A|]`` in ``[-1, 1]`` where Q and log π live."""
+        return ((action.reshape(action.shape[0], -1) - self.action_bias) / self.action_scale).clamp(-1.0, 1.0)
+
     def data_error(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """``‖tanh μ(s) − a‖²`` ``[B]`` of given env actions ``[B, *A]`` in the unit box (:func:`squashed_mean_error`).
 
@@ -200,11 +204,9 @@ class SACValueEstimator(nn.Module):
         """``[E, N]`` Q of ``action`` (in the spec's bounds) at ``obs``."""
         if not isinstance(policy, SACPolicy):
             raise TypeError(f"SAC's critics read a SACPolicy's encoder, got {type(policy).__name__}")
-        n = action.shape[0]
         features = (self.critic.encoder(policy.embed(obs)) if self.critic.encoder is not None
                     else policy.encode(obs))
-        unit = ((action.reshape(n, -1) - policy.action_bias) / policy.action_scale).clamp(-1.0, 1.0)
-        return self.critic(features, unit)
+        return self.critic(features, policy.unit_action(action))
 
 
 def shared_memo(*modules: nn.Module | None) -> dict[int, Any]:
