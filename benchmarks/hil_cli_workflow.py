@@ -269,7 +269,7 @@ def markdown_table(results: dict[str, Any]) -> str:
         actor, learner, ev = str(r["actor"]), str(r["learner"]), str(r["eval"])
         load = r.get("load_average", {})
         classifier = (f"{grab('threshold ' + num, prep)} ({grab('precision ' + num, prep)}, "
-                      f"{grab('recall ' + num, prep)})")
+                      f"{grab('recall ' + num, prep)})" if r.get("preparation") else "reused (`--prepared`)")
         episodes = f"{grab('alone ' + frac, actor)} / {grab('with help ' + frac, actor)}"
         late, ticks = grab(count + " overruns", actor), grab("overruns in " + count + " ticks", actor)
         trips = grab(r"watchdog'?:? (\d+)", actor) if "watchdog" in actor else "0"  # the safety events by kind
@@ -284,6 +284,29 @@ def markdown_table(results: dict[str, Any]) -> str:
 def runs_table(records: list[dict[str, Any]]) -> str:
     """:func:`markdown_table` of every run in the result files, in order (``benchmarks/report.py``'s tables)."""
     return markdown_table({"runs": [r for rec in records for r in rec["results"]["runs"]]})
+
+
+def audit_comparison(records: list[dict[str, Any]]) -> str:
+    """Per seed, the policy alone without and with ``audit.enabled`` (the last file holds the audited runs; the
+    others the same seeds without it), and the questions from ``audit_seed<N>_reward_audit.jsonl`` beside them."""
+    *base, audited = records
+    without = {r.get("seed"): r for rec in base for r in rec["results"]["runs"]}
+    lines = ["| seed | policy alone without the audit | **with the audit** | learner updates without / with | "
+             "questions asked | answered \"not a success\" | last question at episode |",
+             "|---|---|---|---|---|---|---|"]
+    for r in audited["results"]["runs"]:
+        b = without.get(r.get("seed"), {})
+        alone = [re.search(r"alone (\d+/\d+)", str(x.get("eval", ""))) for x in (b, r)]
+        ups = [re.search(r"(\d+) updates", str(x.get("learner", ""))) for x in (b, r)]
+        answers = [json.loads(line) for line in (ROOT / "benchmarks" / "results" / "so101_workflow" /
+                                                 f"audit_seed{r.get('seed')}_reward_audit.jsonl").read_text().splitlines()]
+        episodes = re.search(r"^(\d+) episodes", str(r.get("actor", "")))
+        lines.append(f"| {r.get('seed')} | {alone[0].group(1) if alone[0] else '?'} | "
+                     f"**{alone[1].group(1) if alone[1] else '?'}** | {ups[0].group(1) if ups[0] else '?'} / "
+                     f"{ups[1].group(1) if ups[1] else '?'} | {len(answers)} | "
+                     f"{sum(a['answer'] is False for a in answers)} | "
+                     f"{answers[-1]['episode'] if answers else '-'} of {episodes.group(1) if episodes else '?'} |")
+    return "\n".join(lines)
 
 
 def task_table(records: list[dict[str, Any]]) -> str:
