@@ -254,3 +254,20 @@ def test_the_bar_rises_with_each_yes_and_falls_back_with_each_no(tmp_path: Path)
         audit.answer(feature, False, s)
     assert audit.bar == 1.0  # never below min_suspicion
     audit.wait()
+
+
+def test_random_questions_estimate_the_precision_on_the_policys_frames_and_leave_the_bar(tmp_path: Path) -> None:
+    model, out = _classifier(tmp_path, QuadrantEncoder())
+    audit = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, heads=0, random_rate=1.0, retrain_steps=1),
+                                 background=False)
+    lift = {"image.front": torch.as_tensor(_frames("lift", 1, 9, np.random.default_rng(5)))}
+    verdict, s, f = audit.review(lift)
+    assert verdict == "ask" and s.score < 1.0  # not suspicious: asked because random_rate says so
+    audit.answer(f, False, s)
+    verdict, s, f = audit.review(lift)
+    audit.answer(f, True, s)
+    assert audit.bar == 1.0  # random answers say nothing about where the bar should be
+    assert (audit.counts.random_asked, audit.counts.random_rejected) == (2, 1)
+    assert "precision on the policy's frames ~ 0.50" in audit.summary()
+    none = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, heads=0), background=False)
+    assert none.review(lift)[0] == "accept"

@@ -64,6 +64,10 @@ class AuditConfig:
     bar_step: float = 1.15
     """Each "yes" (a question that found nothing) raises the bar by this factor, each "no" lowers it by the same,
     never below ``min_suspicion``: questions go where the answers are "no", and the budget lasts."""
+    random_rate: float = 0.0
+    """Also ask about this fraction of the unsuspicious fires, chosen at random (within the budget): their answers
+    estimate the classifier's precision on the policy's own frames, which neither its held-out split nor the
+    suspicious questions measure (the summary gives it), and they teach the head as the others do."""
     heads: int = 5
     """Ensemble heads for the disagreement (0: novelty alone)."""
     label_weight: float = 20.0
@@ -78,6 +82,8 @@ class AuditConfig:
     def __post_init__(self) -> None:
         if self.budget < 0 or self.heads < 0 or self.retrain_steps < 1:
             raise ValueError("audit.budget and audit.heads must be >= 0, audit.retrain_steps >= 1")
+        if not 0.0 <= self.random_rate <= 1.0:
+            raise ValueError("audit.random_rate must be in [0, 1]")
         if self.min_suspicion < 0 or self.label_weight <= 0 or self.answer_timeout_s <= 0 or self.bar_step < 1:
             raise ValueError("audit.min_suspicion must be >= 0, audit.label_weight and answer_timeout_s > 0, "
                              "audit.bar_step >= 1")
@@ -117,6 +123,10 @@ class AuditCounts:
     """Suspicious fires past the budget (taken as they were)."""
     retrains: int = 0
     """Times the head was retrained and swapped in."""
+    random_asked: int = 0
+    """Questions about unsuspicious fires chosen at random (``random_rate``)."""
+    random_rejected: int = 0
+    """Of those, answered "not a success": ``1 - random_rejected / random_asked`` estimates the precision."""
 
 
 @dataclass
@@ -183,6 +193,8 @@ class RewardAudit:
         self.log_path = log_path
         self.labels: list[tuple[torch.Tensor, bool]] = []
         self.bar = cfg.min_suspicion
+        self._random = False  # the question in flight was a random one (``random_rate``)
+        self._ask_rng = np.random.default_rng(cfg.seed + 1)  # apart from the retraining thread's generator
         """The suspicion a fire needs to be asked about now (see ``AuditConfig.bar_step``)."""
         pos = anchors.label
         self.scale = novelty_scale(anchors.features[pos], anchors.episode[pos]) if pos.any() else 1.0
@@ -231,9 +243,12 @@ class RewardAudit:
                 torch.cdist(feat[None], torch.stack(self._rejected_since_swap)).min()) / self.scale < 1.0:
             self.counts.withheld_unasked += 1
             return "withhold", s, feat
+        self._random = False
         if s.score < self.bar:
-            return "accept", s, feat
-        if self.counts.asked >= self.cfg.budget:
+            if self.counts.asked >= self.cfg.budget or self._ask_rng.random() >= self.cfg.random_rate:
+                return "accept", s, feat
+            self._random = True  # an unbiased sample of the fires the classifier is sure of
+        elif self.counts.asked >= self.cfg.budget:
             self.counts.over_budget_suspicious += 1
             return "accept", s, feat
         self.counts.asked += 1
@@ -243,13 +258,18 @@ class RewardAudit:
                where: dict[str, Any] | None = None) -> bool:
         """Record the operator's answer about a fire (None: nobody answered); returns whether to pay the reward."""
         self._log({**(where or {}), "novelty": round(suspicion.novelty, 3),
-                   "disagreement": round(suspicion.disagreement, 3), "bar": round(self.bar, 3), "answer": success,
+                   "disagreement": round(suspicion.disagreement, 3), "bar": round(self.bar, 3),
+                   "kind": "random" if self._random else "suspicious", "answer": success,
                    "time": round(time.time(), 3)})
         if success is None:
             self.counts.unanswered += 1
             return True
-        step = self.cfg.bar_step if success else 1.0 / self.cfg.bar_step
-        self.bar = max(self.cfg.min_suspicion, self.bar * step)
+        if self._random:  # a sample of the fires below the bar: it says nothing about where the bar should be
+            self.counts.random_asked += 1
+            self.counts.random_rejected += int(not success)
+        else:
+            step = self.cfg.bar_step if success else 1.0 / self.cfg.bar_step
+            self.bar = max(self.cfg.min_suspicion, self.bar * step)
         if not success:
             self.counts.rejected += 1
             self._rejected_since_swap.append(feature)
@@ -347,7 +367,9 @@ class RewardAudit:
                 f"after the person's); asked {c.asked} of {self.cfg.budget} "
                 f"(not a success: {c.rejected}, unanswered: {c.unanswered}), withheld {c.withheld_unasked} more "
                 f"after a 'no', {c.over_budget_suspicious} suspicious past the budget; head retrained {c.retrains} "
-                "times")
+                "times" + (f"; of {c.random_asked} fires asked about at random, {c.random_rejected} were not a success "
+                           f"(the classifier's precision on the policy's frames ~ "
+                           f"{1 - c.random_rejected / c.random_asked:.2f})" if c.random_asked else ""))
 
     def save(self, out: Path | str) -> Path:
         """The corrected classifier, as a classifier directory (its anchors with the answers included)."""
