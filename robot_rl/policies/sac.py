@@ -35,6 +35,7 @@ from torch import nn
 from robot_rl.core.algorithm import OffPolicyAlgorithm, Policy, Weights
 from robot_rl.core.config import ALGOS, AlgoConfig
 from robot_rl.core.data_parallel import DataParallel, draw_rows
+from robot_rl.core.extras import DISCOUNT
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, TransitionBatch
 from robot_rl.policies import sac_networks as nets
@@ -122,8 +123,8 @@ class SACConfig(AlgoConfig):
     """Actions sampled per state, from the policy and uniformly each, to estimate CQL's log-sum-exp."""
     calql: bool = False
     """Cal-QL (Nakamoto et al., 2023): clamp the policy's Q in the CQL term from below by the data's Monte-Carlo
-    return (``batch.extras["mc_return"]``), so offline Q stays on the scale of returns and fine-tuning online
-    starts without an unlearning dip. Needs ``cql_alpha > 0``."""
+    return (extras ``MC_RETURN``), so offline Q stays on the scale of returns and fine-tuning online starts
+    without an unlearning dip. Needs ``cql_alpha > 0``."""
     actor_bc_updates: int = 0
     """The first updates train the actor to clone the batch's actions (``‖tanh μ − a‖²``; σ and α rest) instead
     of maximising Q, while the critics learn as usual and so evaluate a policy near the data's: CQL's
@@ -281,9 +282,9 @@ class SACAlgorithm(OffPolicyAlgorithm):
         """``(L_Q, mean Q, detached features of obs)`` for squashed actions and noise ``[B, |A|]``.
 
         A pure function of its inputs (``update`` draws the noise for a' and the critic subset).
-        ``discount`` is γ, or the per-row γ^m of n-step rows (``batch.extras["discount"]``). ``cql_draws``:
-        the Gaussian noise and uniform actions ``[K, B, |A|]`` of CQL's term (``cql_alpha > 0``), and
-        ``calibration`` its Cal-QL reference values ``[B]`` (:mod:`robot_rl.policies.offline_rl`).
+        ``discount`` is γ, or the per-row γ^m of n-step rows (extras ``DISCOUNT``). ``cql_draws``: the Gaussian
+        noise and uniform actions ``[K, B, |A|]`` of CQL's term (``cql_alpha > 0``), and ``calibration`` its
+        Cal-QL reference values ``[B]`` (:mod:`robot_rl.policies.offline_rl`).
         """
         # Soft TD target, a' ~ π(·|s') and M ⊆ {1..E} a random subset (all members when M = E):
         #   y = r + γ·(1 − terminated)·(min_{j∈M} Q̄_j(s', a') − α·log π(a'|s')), the last term if backup_entropy
@@ -388,7 +389,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
         if self.actor.backbone is not None:
             obs, next_obs = self.actor.backbone(obs), self.actor.backbone(next_obs)
         loss, _, _ = self.critic_loss(obs, action, batch.reward, batch.terminated, next_obs, noise, None,
-                                      self.log_alpha.exp(), batch.extras.get("discount"))
+                                      self.log_alpha.exp(), batch.extras.get(DISCOUNT.name))
         return 2.0 * float(loss) / self.cfg.num_critics  # the loss is ½·Σ_j mean_b (Q_j − y)²
 
     def finish_offline(self) -> None:
@@ -443,7 +444,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
         with autocast:
             critic_loss, q_mean, features = self._critic_loss(obs, action, batch.reward, batch.terminated,
                                                               next_obs, noise[0], subset, alpha,
-                                                              batch.extras.get("discount"), cql_draws, calibration)
+                                                              batch.extras.get(DISCOUNT.name), cql_draws, calibration)
         self.critic_optim.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_optim.step()
@@ -478,8 +479,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
             "log_alpha": self.log_alpha.detach().clone(),
             "actor_optim": self.actor_optim.state_dict(),
             "critic_optim": self.critic_optim.state_dict(),
-            "num_updates": self.num_updates,
-            "generator": self.generator.get_state(),
+            "num_updates": self.num_updates, "generator": self.generator.get_state(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
