@@ -50,6 +50,16 @@ def test_return_and_explore_observes_through_the_wrappers() -> None:
     assert torch.equal(obs["state"][1], demo_state)
 
 
+def test_restored_rows_start_their_episode_counters_at_zero() -> None:
+    inner = RestorableFake(num_envs=2)
+    inner.episode_length = torch.tensor([7, 3])  # the fake counts nothing itself: declare the counters
+    inner.episode_return = torch.tensor([1.5, 0.5])
+    rae = ReturnAndExplore(VecEnvWrapper(inner))
+    rae.add_states([torch.zeros(3)])
+    assert rae.reset_rows(torch.tensor([0])) is not None
+    assert inner.episode_length.tolist() == [0, 3] and inner.episode_return.tolist() == [0.0, 0.5]
+
+
 def test_an_env_that_cannot_observe_falls_back_to_ordinary_resets() -> None:
     env = VecEnvWrapper(FakeVecEnv(num_envs=2))
     assert observable(env) is None and isinstance(env, Observable)  # the wrapper has observe(); its env does not

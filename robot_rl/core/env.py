@@ -110,6 +110,14 @@ class Observable(Protocol):
 
 
 @runtime_checkable
+class CountsEpisodes(Protocol):
+    """An env that keeps each sub-env's running episode totals, ``[N]`` tensors it zeroes where an episode starts."""
+
+    episode_return: torch.Tensor
+    episode_length: torch.Tensor
+
+
+@runtime_checkable
 class LanguageTask(Protocol):
     """An env whose instructions come from a fixed table (the built-in language tasks)."""
 

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from robot_rl.core.algorithm import NamedBufferStorage
-from robot_rl.core.env import StepResult, VecEnv, observable
+from robot_rl.core.env import CountsEpisodes, StepResult, VecEnv, observable, wrapped_envs
 from robot_rl.hil.config import PHASES, HILConfig, HILPhase, HILSchedule
 
 __all__ = ["PHASES", "HILConfig", "HILController", "HILPhase", "HILSchedule", "ReturnAndExplore", "StateRestorable",
@@ -94,10 +94,9 @@ class ReturnAndExplore:
         for r, i in zip(rows.tolist(), pick.tolist(), strict=True):
             state[r] = self.states[i]
         self.env.set_state(state)  # type: ignore[attr-defined]
-        for name in ("episode_length", "episode_return"):
-            counter = getattr(self.env, name, None)
-            if isinstance(counter, torch.Tensor):
-                counter[rows.to(counter.device)] = 0
+        counting = next((e for e in wrapped_envs(self.env) if isinstance(e, CountsEpisodes)), None)
+        for counter in (counting.episode_length, counting.episode_return) if counting is not None else ():
+            counter[rows.to(counter.device)] = 0
         assert self.source is not None  # supported
         return self.source.observe()  # through every wrapper: the observation the policy sees
 
