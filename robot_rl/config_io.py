@@ -27,14 +27,14 @@ from typing import Any, TypeVar, Union
 import yaml
 
 from robot_rl.core.config import ConfigError
-from robot_rl.core.registry import Registry
+from robot_rl.core.registry import Registered, Registry
 
 C = TypeVar("C")
 
 
 def _registry_of(tp: Any) -> Registry[Any] | None:
-    if isinstance(tp, type) and hasattr(tp, "registry") and dataclasses.is_dataclass(tp):
-        return typing.cast(Registry[Any], tp.registry)  # type: ignore[attr-defined]
+    if isinstance(tp, type) and isinstance(tp, Registered) and dataclasses.is_dataclass(tp):
+        return tp.registry
     return None
 
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Union
 
 import tyro
 
-from robot_rl.cli.base import Command
+from robot_rl.cli.base import Command, VerbGroup
 from robot_rl.cli.data import DataArgs
 from robot_rl.cli.deploy import DeployArgs
 from robot_rl.cli.distill import DistillArgs
@@ -113,7 +113,7 @@ def verb_config(argv: list[str]) -> VerbConfigArgs:
                        description=f"Print the config `robot-rl {rest[0]}` would run with these options (--yaml: "
                                    "as a file its --config takes).")
     # A verb with sub-verbs (reward) is named with the one chosen: "reward serve".
-    name = " ".join(rest[:2]) if hasattr(command, "action") else rest[0]
+    name = " ".join(rest[:2]) if isinstance(command, VerbGroup) else rest[0]
     return VerbConfigArgs(verb=name, command=command, yaml="--yaml" in argv)
 
 

@@ -7,7 +7,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 
 class Command(ABC):
@@ -35,6 +35,13 @@ class Command(ABC):
         must touch no robot, device, file or socket: only the configs.
         """
         return None
+
+
+@runtime_checkable
+class VerbGroup(Protocol):
+    """A verb whose second word picks a sub-verb (``reward serve``, ``data inspect``) into ``action``."""
+
+    action: Any
 
 
 def viz_overrides(args: Any) -> list[str]:

@@ -162,7 +162,7 @@ def open_record_viz(args: RecordArgs) -> Any:
 def run_record(args: RecordArgs, robot: Any = None, device: Any = None) -> int:
     """The `record` verb. ``robot`` / ``device``: already built objects (tests, examples) instead of the configs'."""
     from robot_rl.hardware.realtime import RealtimeError
-    from robot_rl.hardware.robot import RobotError
+    from robot_rl.hardware.robot import RobotError, lerobot_robot_type
     from robot_rl.hardware.safety import SafetyLayer, counts_text
     from robot_rl.human_loop.record import DemoRecorder, RichStatus
 
@@ -202,7 +202,7 @@ def run_record(args: RecordArgs, robot: Any = None, device: Any = None) -> int:
         try:
             source = {"robot": args.robot, "device": args.device, "hz": args.hz}
             sink = open_sink(args.out, args.format, robot.features, args.hz, args.task, source, args.video,
-                             args.repo_id, getattr(robot.config, "robot_type", args.robot), args.append)
+                             args.repo_id, lerobot_robot_type(robot.config, args.robot), args.append)
             viz = open_record_viz(args)
             recorder = DemoRecorder(layer, device, sink, record_cfg, status=status, viz=viz)
             keys = "the scripted device starts each episode itself" if device.drives_episodes else KEY_LINE

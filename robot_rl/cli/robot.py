@@ -49,6 +49,8 @@ class FindLimitsArgs(Command):
 
     def run(self) -> int:
         """Record, then write --out; 0 on success, 2 on a config error."""
+        from robot_rl.hardware.robot import NamedJoints
+
         if self.out.exists() and not self.force:
             raise ConfigError(f"{self.out} exists: pass --force to overwrite it or choose another --out")
         robot_cfg, device_cfg, safety_cfg = self.resolved_configs()
@@ -61,7 +63,8 @@ class FindLimitsArgs(Command):
                 print("\nstopped: writing what was recorded", file=sys.stderr, flush=True)
                 rec = self._last
         print(file=sys.stderr, flush=True)  # end the progress line
-        found = rec.result(self.margin_deg, self.margin_m, names=getattr(robot_cfg, "joint_names", None))
+        names = robot_cfg.joint_names if isinstance(robot_cfg, NamedJoints) else None
+        found = rec.result(self.margin_deg, self.margin_m, names=names)
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.out.write_text(found.to_yaml(self.robot))
         for w in found.warnings:
@@ -134,20 +137,22 @@ class CheckArgs(Command):
         """Print the report; 0 when everything is inside its limits, 1 otherwise."""
         import numpy as np
 
+        from robot_rl.hardware.robot import arm_model_of, joint_labels, measures_pose
+
         robot_cfg, _, safety_cfg, _ = self.resolved_config()
         robot = robot_cfg.make()
         with robot:
             state = robot.measure()
             images = {k: v.shape for k, v in robot.observe().items() if k.startswith("image.")}
-        names = getattr(robot_cfg, "joint_names", None) or [f"joint {i}" for i in range(robot_cfg.num_joints)]
+        names = joint_labels(robot_cfg)
         outside = 0
         for name, q, lo, hi in zip(names, state.joints, robot_cfg.joint_low, robot_cfg.joint_high, strict=False):
             bad = not lo <= q <= hi
             outside += bad
             print(f"{name:>14} {np.degrees(q):8.1f} deg in [{np.degrees(lo):7.1f}, {np.degrees(hi):7.1f}]"
                   f"{'  OUTSIDE' if bad else ''}")
-        if bool(getattr(robot, "has_pose", True)):
-            low, high = safety_cfg.workspace_box(getattr(robot, "arm_model_name", None))
+        if measures_pose(robot):
+            low, high = safety_cfg.workspace_box(arm_model_of(robot))
             pos = np.asarray(state.ee_pose[:3])
             bad = not (np.all(pos >= low) and np.all(pos <= high))
             outside += bad

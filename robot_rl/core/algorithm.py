@@ -20,12 +20,15 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import torch
 from torch import nn
 
 from robot_rl.core.transition import Obs, TransitionBatch
+
+if TYPE_CHECKING:
+    from robot_rl.core.specs import EnvSpec
 
 Weights = dict[str, torch.Tensor]
 
@@ -251,6 +254,15 @@ class CriticPublisher(Protocol):
 
     def critic_weights(self) -> Weights:
         """The critic ensemble's weights (CPU copies), everything the estimator needs besides the actor's."""
+        ...
+
+
+@runtime_checkable
+class BuildsValueEstimator(Protocol):
+    """An algorithm config that builds the actor's :class:`ValueEstimator` for its :class:`CriticPublisher`."""
+
+    def build_value_estimator(self, spec: EnvSpec, policy: Policy) -> ValueEstimator | None:
+        """The critics for an actor acting with ``policy``; None when they cannot read its encoder."""
         ...
 
 

@@ -91,6 +91,13 @@ class TransportConfig:
 
 
 @runtime_checkable
+class ChunkedTaskConfig(Protocol):
+    """A task config whose env takes chunks of ``chunk_horizon`` actions per step (the language tasks)."""
+
+    chunk_horizon: int
+
+
+@runtime_checkable
 class DiscountedConfig(Protocol):
     """An algorithm config with a discount factor (reward shaping by a process reward model needs it)."""
 

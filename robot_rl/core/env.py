@@ -34,7 +34,8 @@ in Isaac Gym / ManiSkill3 / gymnasium's ``SAME_STEP`` mode):
 from __future__ import annotations
 
 import abc
-from typing import Any, NamedTuple
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import torch
 
@@ -96,6 +97,62 @@ def check_action(action: torch.Tensor, spec: EnvSpec, num_envs: int) -> torch.Te
     return action
 
 
+@runtime_checkable
+class Observable(Protocol):
+    """An env that can say its current observation outside ``step``/``reset``.
+
+    For after its state was written: domain randomisation's new parameters, return-and-explore's demo states.
+    """
+
+    def observe(self) -> dict[str, torch.Tensor]:
+        """The current observation of every sub-env, ``{key: [N, ...]}``, as ``step`` would return it."""
+        ...
+
+
+@runtime_checkable
+class CountsEpisodes(Protocol):
+    """An env that keeps each sub-env's running episode totals, ``[N]`` tensors it zeroes where an episode starts."""
+
+    episode_return: torch.Tensor
+    episode_length: torch.Tensor
+
+
+@runtime_checkable
+class LanguageTask(Protocol):
+    """An env whose instructions come from a fixed table (the built-in language tasks)."""
+
+    @property
+    def instructions(self) -> Sequence[str]:
+        """The instruction texts."""
+        ...
+
+    @property
+    def instruction_tokens(self) -> torch.Tensor:
+        """``[len(instructions), T]`` int64: each text's tokens, as the observation carries them."""
+        ...
+
+
+def wrapped_envs(env: VecEnv) -> Iterator[VecEnv]:
+    """``env``, then each env it wraps (:class:`VecEnvWrapper`), the innermost last.
+
+    Look a capability up here rather than through ``VecEnvWrapper.__getattr__``'s forwarding: from Python 3.12 an
+    ``isinstance`` check on a runtime-checkable protocol does not see forwarded attributes.
+    """
+    while isinstance(env, VecEnvWrapper):
+        yield env
+        env = env.env
+    yield env
+
+
+def observable(env: VecEnv) -> Observable | None:
+    """``env`` where its :meth:`Observable.observe` works, else None.
+
+    It works when the innermost env has one: wrappers pass it through, each changing it as it changes ``step``'s.
+    """
+    *_, inner = wrapped_envs(env)
+    return env if isinstance(inner, Observable) and isinstance(env, Observable) else None
+
+
 class VecEnvWrapper(VecEnv):
     """Base of wrappers: the wrapped env's spec and size, ``reset``/``step``/``render``/``close`` passed on.
 
@@ -124,6 +181,20 @@ class VecEnvWrapper(VecEnv):
         """Close the wrapped env."""
         self.env.close()
 
+    def observe(self) -> dict[str, torch.Tensor]:
+        """The wrapped env's current observation as this wrapper shows it (through :meth:`observation`).
+
+        Defined here, not forwarded by ``__getattr__``: a forwarded call would skip every wrapper's change to
+        the observation. Raises ``TypeError`` when the innermost env is not :class:`Observable` (:func:`observable`).
+        """
+        if not isinstance(self.env, Observable):
+            raise TypeError(f"{type(self.env).__name__} cannot observe outside step/reset (no observe())")
+        return self.observation(self.env.observe())
+
+    def observation(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The wrapped env's observation ``obs`` as this wrapper shows it (the identity unless overridden)."""
+        return obs
+
     def __getattr__(self, name: str) -> Any:
         if name == "env":  # not yet set (during unpickling or a failed __init__): no recursion
             raise AttributeError(name)
@@ -144,17 +215,18 @@ class SelectObservation(VecEnvWrapper):
         self.keep = tuple(keep)
         self.spec = spec
 
-    def _select(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def observation(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The kept keys of ``obs``."""
         return {k: obs[k] for k in self.keep}
 
     def reset(self, seed: int | None = None) -> dict[str, torch.Tensor]:
         """Reset the wrapped env; the kept keys of its first observation."""
-        return self._select(self.env.reset(seed))
+        return self.observation(self.env.reset(seed))
 
     def step(self, action: torch.Tensor) -> StepResult:
         """Step the wrapped env; drop the other keys from ``obs`` and ``final_obs``."""
         res = self.env.step(action)
         info = dict(res.info)
         if "final_obs" in info:
-            info["final_obs"] = self._select(info["final_obs"])
-        return StepResult(self._select(res.obs), res.reward, res.terminated, res.truncated, info)
+            info["final_obs"] = self.observation(info["final_obs"])
+        return StepResult(self.observation(res.obs), res.reward, res.terminated, res.truncated, info)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
 
@@ -111,3 +111,14 @@ class Registry(Generic[T]):
     def __contains__(self, name: object) -> bool:
         self.load_plugins()
         return name in self._entries
+
+
+@runtime_checkable
+class Registered(Protocol):
+    """A config base class whose subclasses are chosen by name.
+
+    It declares ``registry: ClassVar[Registry[...]]`` (``RobotConfig.registry = ROBOTS``); check the class itself,
+    ``isinstance(cls, Registered)``.
+    """
+
+    registry: Registry[Any]

@@ -41,9 +41,10 @@ class TransitionBatch:
     - ``reward``: ``[B]`` float32; ``terminated``, ``truncated``: ``[B]`` bool.
     - ``intervened``: ``[B]`` bool, a human (teleop) chose this action.
     - ``policy_version``: ``[B]`` int64, the weight version that acted.
-    - ``extras``: algorithm-specific per-row tensors recorded at acting time (PPO: ``log_prob``
-      ``[B]`` of the unclamped sample, ``raw_action`` and ``mean`` ``[B, *action_shape]``; values are
-      computed by the learner, so the critic never travels to actors).
+    - ``extras``: per-row tensors ``[B, ...]`` that one package writes and another reads, recorded at acting
+      time (PPO's ``log_prob``, ``raw_action``, ``mean``) or at sampling time (the replay's n-step
+      ``discount``). The shared keys, with dtype, shape and both sides, are declared once in
+      :mod:`robot_rl.core.extras`; values are computed by the learner, so the critic never travels to actors.
     - ``env_index``: ``[B]`` int64, which sub-env of the actor produced the row (keeps trajectories
       apart for on-policy learners and n-step returns).
     - ``actor_id``: which actor sent it; ``seq``: the actor's chunk sequence number (dedup key with

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from robot_rl.core.algorithm import NamedBufferStorage
 from robot_rl.core.config import ConfigError
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import DEMO_ACTOR_ID, TransitionBatch
@@ -130,11 +131,9 @@ def load_demos_into(storage: Any, path: Path | str, spec: EnvSpec, device: torch
 
     ``storage`` must have named buffers (``add_to``), e.g. SAC with ``algo.demo_ratio > 0``.
     """
-    add_to = getattr(storage, "add_to", None)
-    buffers = getattr(storage, "buffers", {})
-    if add_to is None or buffer not in buffers:
+    if not isinstance(storage, NamedBufferStorage) or buffer not in storage.buffers:
         raise ConfigError(f"loop.demos_path needs a learner with a {buffer!r} replay buffer; for SAC set "
                                 "algo.demo_ratio (0.5 samples half of every batch from the demos)")
     batch = load_demos(path, spec, device, rac=rac)
-    add_to(buffer, batch)
+    storage.add_to(buffer, batch)
     return len(batch)

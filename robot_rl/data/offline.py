@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from robot_rl.core.extras import MC_RETURN
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.data.episode import Episode, spec_of, to_transitions
@@ -47,7 +48,7 @@ def _with_returns(episodes: list[Episode], gamma: float, device: torch.device | 
     # An episode ends at its own last row (terminated, truncated, or cut by the recorder).
     end = torch.ones_like(index, dtype=torch.bool)
     end[:-1] = index[1:] != index[:-1]
-    batch.extras["mc_return"] = mc_returns(batch.reward.double(), end, gamma).float()
+    batch.extras[MC_RETURN.name] = mc_returns(batch.reward.double(), end, gamma).float()
     return batch
 
 

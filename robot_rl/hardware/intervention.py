@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.hardware.teleop import TeleopDevice, TeleopReading
+from robot_rl.hardware.teleop import JointReading, TeleopDevice, TeleopReading
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +224,7 @@ class InterventionController:
         """The human's motion part of the action, or None while a leader arm is too far to take over."""
         if self.device.relative:
             return reading.delta
-        leader = getattr(reading, "joints", None)
+        leader = reading.joints if isinstance(reading, JointReading) else None
         if leader is None or measured is None:
             raise ValueError(f"{self.device.name}: an absolute device needs its joints and the measured joints")
         gap = np.asarray(leader, np.float64) - np.asarray(measured, np.float64)

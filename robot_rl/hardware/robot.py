@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import abc
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
@@ -116,7 +117,7 @@ class RobotConfig:
         """
         held = [f"{name} {getattr(self, name)}" for name in ("port", "ip", "address")
                 if getattr(self, name, None) not in (None, "")]
-        cameras = (getattr(self, "options", None) or {}).get("cameras") or {}
+        cameras = (self.options if isinstance(self, PassesLeRobotOptions) else {}).get("cameras") or {}
         for cam in cameras.values() if isinstance(cameras, dict) else ():
             source = cam.get("index_or_path", cam.get("serial_number_or_name")) if isinstance(cam, dict) else None
             if source is not None:
@@ -162,6 +163,59 @@ class ArmModelRobot(Protocol):
     def arm_model_name(self) -> str | None:
         """The arm model's registry name (``so100``, ``so101``, ``koch``), or None when none is in use."""
         ...
+
+
+@runtime_checkable
+class PassesLeRobotOptions(Protocol):
+    """A robot config that hands lerobot its own options (``cameras`` among them) and names lerobot's robot type."""
+
+    robot_type: str
+    options: dict[str, Any]
+
+
+def lerobot_robot_type(cfg: object, default: str) -> str:
+    """The lerobot robot type a config drives (dataset metadata), else ``default``."""
+    return cfg.robot_type if isinstance(cfg, PassesLeRobotOptions) else default
+
+
+@runtime_checkable
+class PoseAware(Protocol):
+    """A robot that may have no end-effector pose (no arm model, no kinematics function).
+
+    A robot without this capability always measures a real ``ee_pose``: see :func:`measures_pose`.
+    """
+
+    @property
+    def has_pose(self) -> bool:
+        """Whether the measured state carries a real end-effector pose."""
+        ...
+
+
+def measures_pose(robot: object) -> bool:
+    """Whether ``robot``'s measured ``ee_pose`` is real (true unless it is :class:`PoseAware` and says not)."""
+    return robot.has_pose if isinstance(robot, PoseAware) else True
+
+
+@runtime_checkable
+class NamedJoints(Protocol):
+    """A robot config that names its joints, in the order of ``RobotState.joints``."""
+
+    @property
+    def joint_names(self) -> Sequence[str]:
+        """One name per joint."""
+        ...
+
+
+def joint_labels(cfg: RobotConfig) -> list[str]:
+    """The joints' names where the config gives them, else ``joint 0``, ``joint 1``, ..."""
+    if isinstance(cfg, NamedJoints) and cfg.joint_names:
+        return list(cfg.joint_names)
+    return [f"joint {i}" for i in range(cfg.num_joints)]
+
+
+def arm_model_of(robot: object) -> str | None:
+    """The arm model's registry name of an :class:`ArmModelRobot`, else None."""
+    return robot.arm_model_name if isinstance(robot, ArmModelRobot) else None
 
 
 ROBOTS: Registry[type[RobotConfig]] = Registry("robot", "robot_rl.robots")

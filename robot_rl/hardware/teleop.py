@@ -47,6 +47,14 @@ class TeleopReading:
 
 
 @runtime_checkable
+class JointReading(Protocol):
+    """A reading of an absolute device (a leader arm) that carries the leader's joint angles."""
+
+    joints: np.ndarray
+    """Radians ``[n]``, in the follower's joint order."""
+
+
+@runtime_checkable
 class HearsHelpRequests(Protocol):
     """A device that is told when the robot asks for help (a scripted person; a real one hears the bell)."""
 

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from robot_rl.core.env import StepResult, VecEnv
+from robot_rl.core.algorithm import NamedBufferStorage
+from robot_rl.core.env import CountsEpisodes, StepResult, VecEnv, observable, wrapped_envs
 from robot_rl.hil.config import PHASES, HILConfig, HILPhase, HILSchedule
 
 __all__ = ["PHASES", "HILConfig", "HILController", "HILPhase", "HILSchedule", "ReturnAndExplore", "StateRestorable",
@@ -51,9 +52,10 @@ class ReturnAndExplore:
 
     def __init__(self, env: VecEnv, late_bias: float = 0.0, seed: int = 0) -> None:
         self.env = env
-        self.supported = isinstance(env, StateRestorable) and hasattr(env, "_observe")
+        self.source = observable(env)
+        self.supported = isinstance(env, StateRestorable) and self.source is not None
         if not self.supported:
-            log.warning("%s has no get_state/set_state: return-and-explore falls back to ordinary resets",
+            log.warning("%s has no get_state/set_state or observe: return-and-explore falls back to ordinary resets",
                         type(env).__name__)
         self.late_bias = late_bias
         self.states: list[torch.Tensor] = []
@@ -92,18 +94,19 @@ class ReturnAndExplore:
         for r, i in zip(rows.tolist(), pick.tolist(), strict=True):
             state[r] = self.states[i]
         self.env.set_state(state)  # type: ignore[attr-defined]
-        for name in ("episode_length", "episode_return"):
-            counter = getattr(self.env, name, None)
-            if isinstance(counter, torch.Tensor):
-                counter[rows.to(counter.device)] = 0
-        return self.env._observe(self.env.readout)  # type: ignore[attr-defined, no-any-return]
+        counting = next((e for e in wrapped_envs(self.env) if isinstance(e, CountsEpisodes)), None)
+        for counter in (counting.episode_length, counting.episode_return) if counting is not None else ():
+            counter[rows.to(counter.device)] = 0
+        assert self.source is not None  # supported
+        return self.source.observe()  # through every wrapper: the observation the policy sees
 
 
 # ---- the schedule in the training loop ---------------------------------------------------------
 
 def demo_buffer(learner: Any) -> Any:
     """The learner's non-empty demo buffer, or a ``ValueError`` saying how to give it one."""
-    demos = getattr(learner.storage, "buffers", {}).get("demos")
+    storage = learner.storage
+    demos = storage.buffers.get("demos") if isinstance(storage, NamedBufferStorage) else None
     if demos is None or len(demos) == 0:
         raise ValueError("loop.hil: the offline phase trains on demos; set loop.demos_path and give the "
                          "algorithm a demo buffer (e.g. algo.demo_ratio=0.5), or loop.hil.offline_updates=0")

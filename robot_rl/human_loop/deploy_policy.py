@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl.core.algorithm import Policy
+from robot_rl.core.algorithm import CriticPublisher, Policy
 from robot_rl.core.specs import EnvSpec
 
 log = logging.getLogger(__name__)
@@ -43,12 +43,11 @@ def load_run_critics(run_dir: Path, spec: EnvSpec) -> tuple[dict[str, torch.Tens
     algo = from_dict(AlgoConfig, read_run_config(run_dir)["algo"], where=f"{run_dir}/config.yaml algo")
     state, meta, path = load_latest(run_dir)
     learner = algo.build(spec, "cpu", 0)
-    critic_weights = getattr(learner, "critic_weights", None)
-    if critic_weights is None:
+    if not isinstance(learner, CriticPublisher):
         return None
     learner.load_state_dict(state["algo"])
     log.info("deploy: the help desk scores with the critics of %s", path)
-    return critic_weights(), int(meta.get("policy_version", 0))
+    return learner.critic_weights(), int(meta.get("policy_version", 0))
 
 
 def policy_act_fn(policy: Policy, deterministic: bool = True) -> Any:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from robot_rl.core.rate import RateLoop
 from robot_rl.hardware.intervention import InterventionConfig, InterventionController
 from robot_rl.hardware.limits import Compliant, LimitsRecorder
-from robot_rl.hardware.robot import Robot, hold_action
+from robot_rl.hardware.robot import Robot, hold_action, measures_pose
 from robot_rl.hardware.safety import SafetyLayer
 from robot_rl.hardware.teleop import TeleopDevice
 
@@ -34,7 +34,7 @@ def by_hand(robot: Robot, seconds: float, hz: float, stop: threading.Event | Non
                          "device (--device leader_arm, keyboard, …) to move it instead")
     rec = LimitsRecorder()
     stop = stop or threading.Event()
-    has_pose = bool(getattr(robot, "has_pose", True))
+    has_pose = measures_pose(robot)
     loop = RateLoop(hz)
     end = time.monotonic() + seconds
     robot.set_compliant(True)
@@ -57,7 +57,7 @@ def by_device(layer: SafetyLayer, device: TeleopDevice, seconds: float, stop: th
                                         joint_step_rad=robot.config.max_step_joint_rad)
     rec = LimitsRecorder()
     stop = stop or threading.Event()
-    has_pose = bool(getattr(robot, "has_pose", True))
+    has_pose = measures_pose(robot)
     loop = RateLoop(layer.config.control_hz)
     end = time.monotonic() + seconds
     while not stop.is_set() and time.monotonic() < end:

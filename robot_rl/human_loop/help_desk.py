@@ -41,7 +41,7 @@ from typing import IO, Any, Protocol
 import numpy as np
 import torch
 
-from robot_rl.core.algorithm import Policy, ValueEstimator, Weights
+from robot_rl.core.algorithm import BuildsValueEstimator, Policy, ValueEstimator, Weights
 from robot_rl.core.specs import EnvSpec
 from robot_rl.human_loop.help_gate import HelpDecision, HelpGate, HelpGateConfig
 
@@ -80,12 +80,11 @@ class HelpCounts:
 
 def _value_estimator(algo: Any, spec: EnvSpec, policy: Policy) -> ValueEstimator | None:
     """The algorithm's critics for ``policy``, or None (then no ``novelty`` and ``risk`` scores)."""
-    build = getattr(algo, "build_value_estimator", None)
-    try:
-        return build(spec, policy) if build is not None else None
-    except TypeError as e:  # a policy the algorithm's critics cannot read (e.g. loaded from elsewhere)
-        log.info("help: no critics at the actor (%s); novelty and risk are not scored", e)
-        return None
+    estimator = algo.build_value_estimator(spec, policy) if isinstance(algo, BuildsValueEstimator) else None
+    if estimator is None:
+        log.info("help: no critics at the actor for a %s under %s; novelty and risk are not scored",
+                 type(policy).__name__, type(algo).__name__)
+    return estimator
 
 
 class HelpDesk:

@@ -64,6 +64,7 @@ def _load_classifier(cfg: DeployConfig) -> tuple[Any, list[str]] | None:
         from robot_rl.rewards.service import RemoteClassifier, RewardClient
 
         model = RemoteClassifier(RewardClient(cfg.classifier), max_wait_s=cfg.classifier_max_wait_s)
+        cameras = list(model.cameras)
     else:
         from robot_rl.rewards.classifier import SuccessClassifier
 
@@ -71,7 +72,7 @@ def _load_classifier(cfg: DeployConfig) -> tuple[Any, list[str]] | None:
             raise FileNotFoundError(f"classifier={cfg.classifier}: no such directory; train one with "
                                     "`robot-rl reward train-classifier DEMOS --out DIR`")
         model = SuccessClassifier.load(cfg.classifier)
-    cameras = sorted(model.encoder.shapes) if hasattr(model, "encoder") else list(model.cameras)
+        cameras = sorted(model.encoder.shapes)
     return model, cameras
 
 

@@ -53,7 +53,7 @@ from robot_rl.data.recorder import EpisodeSink
 from robot_rl.hardware.intervention import leader_ee_step
 from robot_rl.hardware.robot import RobotState, TaskRobot, hold_action, joints_to_action
 from robot_rl.hardware.safety import SafetyLayer, counts_text
-from robot_rl.hardware.teleop import TeleopDevice, TeleopReading
+from robot_rl.hardware.teleop import JointReading, TeleopDevice, TeleopReading
 from robot_rl.viz.base import StepViz
 
 log = logging.getLogger(__name__)
@@ -253,7 +253,7 @@ class DemoRecorder:
     def _leader_action(self, reading: TeleopReading, measured: RobotState) -> tuple[np.ndarray, bool]:
         from robot_rl.human_loop.devices.leader_arm import JointBlend
 
-        joints = getattr(reading, "joints", None)
+        joints = reading.joints if isinstance(reading, JointReading) else None
         if joints is None:
             raise TypeError(f"{self.device.name} is not relative but its readings carry no joints")
         grip = float(reading.gripper) if reading.gripper is not None else 2.0 * measured.gripper - 1.0

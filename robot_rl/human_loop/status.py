@@ -146,7 +146,7 @@ class StatusLine:
             root.setLevel(logging.INFO)
         for handler in root.handlers:
             if handler is not self._file_handler and isinstance(handler, logging.StreamHandler) \
-                    and getattr(handler, "stream", None) in (sys.stderr, sys.stdout):
+                    and handler.stream in (sys.stderr, sys.stdout):
                 self._diverted.append((handler, handler.level))
                 handler.setLevel(max(handler.level, logging.ERROR))
 

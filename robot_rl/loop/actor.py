@@ -22,6 +22,7 @@ import torch
 
 from robot_rl.core.algorithm import Policy
 from robot_rl.core.env import VecEnv
+from robot_rl.core.extras import GUIDED
 from robot_rl.core.transition import TransitionBatch, finite_obs_rows
 from robot_rl.core.transport import ActorEndpoint, RemoteActorEndpoint, VersionAwareEndpoint, wait_first_weights
 from robot_rl.loop.jsrl import GuidedActing
@@ -143,7 +144,7 @@ class Actor:
         action, extras = self.policy.act(safe_obs)
         if self.guide is not None:
             action, guided = self.guide.act(safe_obs, action)
-            extras = {**extras, "guided": guided}
+            extras = {**extras, GUIDED.name: guided}
         action = torch.where(self._bcast(self._quarantined, action), torch.zeros_like(action), action)
         intervened = torch.zeros(n, dtype=torch.bool, device=env.device)
         if self.hil is not None:

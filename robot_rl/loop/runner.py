@@ -27,6 +27,7 @@ from robot_rl.core.algorithm import Algorithm, NamedBufferStorage, OfflinePhaseA
 from robot_rl.core.config import ConfigError, OfflineTrainableConfig
 from robot_rl.core.data_parallel import DataParallel
 from robot_rl.core.env import VecEnv
+from robot_rl.core.extras import MC_RETURN
 from robot_rl.core.transport import FinishingEndpoint
 from robot_rl.data.provenance import warn_if_task_differs
 from robot_rl.durable import DiskFullError
@@ -218,7 +219,7 @@ class InProcessRunner:
         curve = pretrain(self.algo, data, off, cfg.algo.batch_size, cfg.run.seed, data_parallel=self.dp,
                          on_point=lambda p: self.runlog.scalars(p, int(p["update"]), prefix="offline/"))
         log.info("offline phase done: curve in %s", write_curve(curve, self.run_dir))
-        data.train.extras.pop("mc_return", None)  # online rows have no Monte-Carlo return: the replay holds neither
+        data.train.extras.pop(MC_RETURN.name, None)  # online rows have no Monte-Carlo return: the replay holds neither
         if off.keep_data:
             storage = self.learner.storage
             if isinstance(storage, NamedBufferStorage) and "demos" in storage.buffers:

@@ -22,6 +22,7 @@ from torch import nn
 from robot_rl.core.algorithm import OffPolicyAlgorithm, Policy, Weights
 from robot_rl.core.config import AlgoConfig
 from robot_rl.core.data_parallel import DataParallel, draw_rows
+from robot_rl.core.extras import DISCOUNT
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, TransitionBatch
 from robot_rl.policies.distributional import DistributionalCritic
@@ -248,7 +249,7 @@ class FastOffPolicyLearner(OffPolicyAlgorithm):
         encoder.update_normalizer({"state": dp.cat(batch.obs["state"])} if shared and dp else batch.obs)
         with torch.no_grad():  # the encoder is a normaliser only: no parameters to train
             features, next_features = encoder(batch.obs), encoder(batch.next_obs)
-        gamma = batch.extras.get("discount")
+        gamma = batch.extras.get(DISCOUNT.name)
         discount = (self.cfg.gamma if gamma is None else gamma) * (~batch.terminated).float()
         return features, next_features, self.actor.to_unit(batch.action), discount
 

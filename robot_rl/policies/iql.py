@@ -33,6 +33,7 @@ from torch import nn
 from robot_rl.core.algorithm import OffPolicyAlgorithm, Weights
 from robot_rl.core.config import ALGOS, AlgoConfig
 from robot_rl.core.data_parallel import DataParallel
+from robot_rl.core.extras import DISCOUNT
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, TransitionBatch
 from robot_rl.policies.modules.mlp import MLP
@@ -282,7 +283,7 @@ class IQLAlgorithm(OffPolicyAlgorithm):
         self.actor_optim.step()
 
         critic_loss, q = self._critic_loss(features, action, batch.reward, batch.terminated, next_features,
-                                           batch.extras.get("discount"))
+                                           batch.extras.get(DISCOUNT.name))
         self.critic_optim.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_optim.step()
@@ -306,7 +307,7 @@ class IQLAlgorithm(OffPolicyAlgorithm):
         """Mean squared TD error ``(Q_j(s, a) − r − γ(1 − terminated)·V(s'))²`` of the critics on ``batch``."""
         encode = self.actor.encoder
         loss, _ = self.critic_loss(encode(batch.obs), self.unit_action(batch.action), batch.reward, batch.terminated,
-                                   encode(batch.next_obs), batch.extras.get("discount"))
+                                   encode(batch.next_obs), batch.extras.get(DISCOUNT.name))
         return float(loss)  # ½·Σ_j mean_b over two critics: the mean over critics of the mean squared error
 
     # ---- checkpoints ----------------------------------------------------------------------------

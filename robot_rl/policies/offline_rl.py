@@ -26,6 +26,7 @@ import torch
 
 # Re-exported: Cal-QL's maths reads as one page here; the function lives beside the replay's online returns, where the
 # offline loader (robot_rl.data) reaches it without importing an algorithm.
+from robot_rl.core.extras import MC_RETURN
 from robot_rl.replay.returns import mc_returns  # noqa: F401
 
 
@@ -34,7 +35,7 @@ def mc_calibration(extras: dict[str, torch.Tensor], n: int) -> torch.Tensor:
 
     A NaN (a replayed row whose episode has not ended yet, :mod:`robot_rl.replay.returns`) becomes −inf: no clamp.
     """
-    mc = extras.get("mc_return")
+    mc = extras.get(MC_RETURN.name)
     if mc is None:
         raise ValueError("calql=true needs each row's Monte-Carlo return in batch.extras['mc_return'] (offline "
                          "data loaded with its returns, robot_rl.replay.returns.mc_returns)")

@@ -29,6 +29,7 @@ from torch import nn
 from robot_rl.core.algorithm import MLPActorParts, OnPolicyAlgorithm, Policy, Weights
 from robot_rl.core.config import ALGOS, AlgoConfig
 from robot_rl.core.data_parallel import DataParallel, moments
+from robot_rl.core.extras import LOG_PROB, MEAN, RAW_ACTION
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs
 from robot_rl.policies.modules.mlp import MLP
@@ -219,7 +220,7 @@ class PPOPolicy(Policy):
             raw, mean = raw.reshape(shape), mean.reshape(shape)
             bounded = self.low is not None or self.high is not None
             action = raw.clamp(self.low, self.high) if bounded else raw
-        return action, {"log_prob": log_prob, "raw_action": raw, "mean": mean}
+        return action, {LOG_PROB.name: log_prob, RAW_ACTION.name: raw, MEAN.name: mean}
 
 
     def deterministic_action(self, obs: Obs) -> torch.Tensor:
@@ -393,15 +394,15 @@ class PPOAlgorithm(OnPolicyAlgorithm):
                 adv_mean, adv_std = moments(advantages, dp)
                 advantages = (advantages - adv_mean) / (adv_std + 1e-8)
             flat = (*storage.reward.shape, policy.std_param.numel())
-            old_mean = storage.extras["mean"].reshape(flat) if "mean" in storage.extras else policy.actor(obs)
+            old_mean = storage.extras[MEAN.name].reshape(flat) if MEAN.name in storage.extras else policy.actor(obs)
             old_log_std = policy.log_std().detach().clone()
-            raw = storage.extras.get("raw_action", storage.action).reshape(flat)
+            raw = storage.extras.get(RAW_ACTION.name, storage.action).reshape(flat)
             applied = storage.action.reshape(flat)
             human = storage.intervened.unsqueeze(-1)
             raw = torch.where(human, applied, raw)
             # A human's action was not sampled by the policy: score it under the pre-update policy.
             scored = gaussian_log_prob(raw, old_mean, old_log_std)
-            stored = storage.extras.get("log_prob")
+            stored = storage.extras.get(LOG_PROB.name)
             old_log_prob = scored if stored is None else torch.where(storage.intervened, scored, stored)
 
         fields = {"obs": obs, "action": raw, "old_log_prob": old_log_prob, "old_mean": old_mean,

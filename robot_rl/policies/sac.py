@@ -38,6 +38,7 @@ from torch import nn
 
 from robot_rl.core.algorithm import OffPolicyAlgorithm, Weights
 from robot_rl.core.data_parallel import DataParallel, draw_rows
+from robot_rl.core.extras import DISCOUNT
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, TransitionBatch
 from robot_rl.policies import sac_networks as nets
@@ -140,7 +141,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
         # Critics: one Adam step on L_Q (+ the critic terms).
         with self._autocast():
             critic_loss, q_mean, features = self._critic_loss(obs, action, batch.reward, batch.terminated, next_obs,
-                                                              noise[0], subset, alpha, batch.extras.get("discount"),
+                                                              noise[0], subset, alpha, batch.extras.get(DISCOUNT.name),
                                                               inputs)
         self.critic_optim.zero_grad(set_to_none=True)
         critic_loss.backward()
@@ -330,7 +331,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
         noise = torch.randn((n, self.actor.act_dim), generator=gen, device=self.device)
         obs, next_obs = self.actor.embed(batch.obs), self.actor.embed(batch.next_obs)
         loss, _, _ = self.critic_loss(obs, self.actor.unit_action(batch.action), batch.reward, batch.terminated,
-                                      next_obs, noise, None, self.log_alpha.exp(), batch.extras.get("discount"))
+                                      next_obs, noise, None, self.log_alpha.exp(), batch.extras.get(DISCOUNT.name))
         return 2.0 * float(loss) / self.cfg.num_critics  # the loss is ½·Σ_j mean_b (Q_j − y)²
 
     def finish_offline(self) -> None:
@@ -377,8 +378,7 @@ class SACAlgorithm(OffPolicyAlgorithm):
             "log_alpha": self.log_alpha.detach().clone(),
             "actor_optim": self.actor_optim.state_dict(),
             "critic_optim": self.critic_optim.state_dict(),
-            "num_updates": self.num_updates,
-            "generator": self.generator.get_state(),
+            "num_updates": self.num_updates, "generator": self.generator.get_state(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -161,8 +161,6 @@ class SACConfig(AlgoConfig):
             torch.random.default_generator.manual_seed(seed)
             return SACPolicy(spec, self).to(device)
 
-    def build_value_estimator(self, spec: EnvSpec, policy: Policy) -> SACValueEstimator:
-        """The critic ensemble for an actor acting with ``policy`` (weights from ``critic_weights``)."""
-        if not isinstance(policy, SACPolicy):
-            raise TypeError(f"SAC's critics read a SACPolicy's encoder, got {type(policy).__name__}")
-        return SACValueEstimator(spec, self, policy)
+    def build_value_estimator(self, spec: EnvSpec, policy: Policy) -> SACValueEstimator | None:
+        """The critic ensemble for an actor acting with ``policy``, or None if not a SACPolicy (its encoder)."""
+        return SACValueEstimator(spec, self, policy) if isinstance(policy, SACPolicy) else None

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from robot_rl.core.extras import ACTION_PAD, DISCOUNT, MC_RETURN
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.replay.returns import EpisodeReturns
@@ -202,7 +203,7 @@ class ReplayBuffer(ReplayRing):
                 reward = reward + torch.where(step, self.gamma ** i * r["reward"][last], 0.0)
                 discount = torch.where(step, discount * self.gamma, discount)
                 active = step & ~(r["terminated"][last] | r["truncated"][last])
-            extras["discount"] = discount
+            extras[DISCOUNT.name] = discount
         action = r["action"].index_select(0, idx)
         if self.action_chunk > 1:
             steps, pads, cur = [idx], [torch.zeros_like(idx, dtype=torch.bool)], idx
@@ -215,7 +216,7 @@ class ReplayBuffer(ReplayRing):
                 steps.append(cur)
                 pads.append(~ok)
             action = r["action"][torch.stack(steps, 1)]
-            extras["action_pad"] = torch.stack(pads, 1)
+            extras[ACTION_PAD.name] = torch.stack(pads, 1)
         flags, ints = self._flags.index_select(0, idx), self._ints.index_select(0, idx)
         rows = {f: flags[:, i] for i, f in enumerate(_FLAG_FIELDS)}
         rows.update({f: ints[:, i] for i, f in enumerate(_INT_FIELDS) if f in _ROW_FIELDS})
@@ -226,7 +227,7 @@ class ReplayBuffer(ReplayRing):
             next_slot = r["next_slot"].index_select(0, last)
         rows.update(action=action, reward=reward)
         if self._returns is not None:
-            extras["mc_return"] = self._returns.read(idx)
+            extras[MC_RETURN.name] = self._returns.read(idx)
         return _batch(self._frames(ints[:, _INT_FIELDS.index("obs_slot")]), self._frames(next_slot), rows, extras)
 
     # ---- persistence (see robot_rl.replay.segments) --------------------------------------------

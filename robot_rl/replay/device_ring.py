@@ -29,6 +29,7 @@ import math
 
 import torch
 
+from robot_rl.core.extras import DISCOUNT
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.replay.buffer import _occurrence_rank
@@ -211,7 +212,7 @@ class DeviceReplay:
             action=self._action[e, slot].reshape(b, *self.spec.action.shape),
             reward=reward, terminated=end_flags[:, 0], truncated=end_flags[:, 1], intervened=first_flags[:, 2],
             policy_version=self._version[e, slot], env_index=self._stream_env[e],
-            extras={"discount": self.gamma ** steps.to(torch.float32)},
+            extras={DISCOUNT.name: self.gamma ** steps.to(torch.float32)},
         )
 
     # ---- sizes ------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from robot_rl.core.env import StepResult, check_action
+from robot_rl.core.env import StepResult, check_action, wrapped_envs
 from robot_rl.core.transition import Obs
 from robot_rl.sims.torch_task import TorchTask
 
@@ -66,10 +66,8 @@ class ChunkDemonstrator:
     task_id: ClassVar[str]
 
     def __init__(self, env: Any) -> None:
-        inner = env
-        while not isinstance(inner, self.task_type) and hasattr(inner, "env"):
-            inner = inner.env
-        if not isinstance(inner, self.task_type):
+        inner = next((e for e in wrapped_envs(env) if isinstance(e, self.task_type)), None)
+        if inner is None:
             raise TypeError(f"{type(self).__name__} needs a {self.task_id} env, got {type(env).__name__}")
         self.env: Any = inner
 

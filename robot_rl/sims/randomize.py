@@ -62,7 +62,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from robot_rl.core.config import ConfigError
-from robot_rl.core.env import StepResult, VecEnv, VecEnvWrapper, check_action
+from robot_rl.core.env import StepResult, VecEnv, VecEnvWrapper, check_action, observable
 from robot_rl.sims.base import ParamRange, RandomizeConfig
 
 __all__ = ["RandomizableEnv", "RandomizedVecEnv", "pop_summaries"]
@@ -225,9 +225,9 @@ class RandomizedVecEnv(VecEnvWrapper):
         obs_delay = self.obs_delay  # the finished episodes' latency, before they are resampled
         if bool(done.any()):
             self._resample(done)
-            observe = getattr(self.env, "observe", None)
-            if self.cfg.params and observe is not None:
-                fresh = observe()
+            source = observable(self.env) if self.cfg.params else None
+            if source is not None:
+                fresh = source.observe()
                 obs = {k: _where_rows(done, fresh[k], v) for k, v in obs.items()}
         self._episode_start = done
         obs, final_obs = self._delay_obs(obs, final_obs, done, obs_delay)
@@ -269,6 +269,14 @@ class RandomizedVecEnv(VecEnvWrapper):
             out_final[key] = delayed_final
             out_obs[key] = _where_rows(done, obs[key], delayed_final)
         return out_obs, out_final
+
+    def observation(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``obs`` with this wrapper's noise, not its delay.
+
+        An observation asked for outside ``step`` (a restored demo state) starts an episode, and an episode's first
+        observation is never delayed.
+        """
+        return self._noisy(obs)
 
     def _noisy(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out = dict(obs)

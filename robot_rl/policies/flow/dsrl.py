@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import torch
 
 from robot_rl.config_io import from_dict
-from robot_rl.core.config import TASKS, TaskConfig
+from robot_rl.core.config import TASKS, ChunkedTaskConfig, TaskConfig
 from robot_rl.core.env import StepResult, VecEnv
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.policies.flow.lerobot_base import lerobot_policy_type
@@ -75,8 +75,8 @@ class DSRLConfig(TaskConfig):
         task_dict = dict(meta["task"])
         task_dict["num_envs"] = num_envs or self.num_envs
         base = from_dict(TaskConfig, task_dict, where=f"{self.init_from} task")
-        if hasattr(base, "chunk_horizon"):
-            base.chunk_horizon = policy.cfg.horizon  # type: ignore[attr-defined]
+        if isinstance(base, ChunkedTaskConfig):
+            base.chunk_horizon = policy.cfg.horizon
         env = base.make(device, seed, num_envs or self.num_envs)
         return LatentNoiseEnv(env, policy, self.noise_bound)
 
@@ -92,7 +92,7 @@ class DSRLConfig(TaskConfig):
         cls, implied = resolve_task_id(self.base_task)
         base = from_dict(cls, {**implied, "num_envs": num_envs}, where=f"task.base_task={self.base_task}")
         chunk = json.loads((Path(self.init_from) / "config.json").read_text()).get("chunk_size")
-        if hasattr(base, "chunk_horizon") and isinstance(chunk, int):
+        if isinstance(base, ChunkedTaskConfig) and isinstance(chunk, int):
             base.chunk_horizon = chunk
         env = base.make(device, seed, num_envs)
         policy = load_lerobot_flow_policy(self.init_from, env, self.instruction, device)

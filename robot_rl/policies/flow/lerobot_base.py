@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from robot_rl.core.env import LanguageTask, wrapped_envs
 from robot_rl.core.specs import EnvSpec
 from robot_rl.policies.flow.model import clamp_to_bounds
 
@@ -232,12 +233,12 @@ def load_lerobot_flow_policy(path: Path | str, env: Any, instruction: str | None
 def env_instruction_table(env: Any) -> dict[tuple[int, ...], str]:
     """Language tokens → instruction text of an env that lists them (the built-in language tasks).
 
-    Reads ``env.instructions`` and ``env.instruction_tokens``; empty for any other env.
+    Reads a :class:`~robot_rl.core.env.LanguageTask`'s table; empty for any other env.
     """
-    texts, tokens = getattr(env, "instructions", None), getattr(env, "instruction_tokens", None)
-    if texts is None or tokens is None:
+    task = next((e for e in wrapped_envs(env) if isinstance(e, LanguageTask)), None)
+    if task is None:
         return {}
-    return {tuple(t): s for t, s in zip(tokens.tolist(), texts, strict=True)}
+    return {tuple(t): s for t, s in zip(task.instruction_tokens.tolist(), task.instructions, strict=True)}
 
 
 def load_lerobot_flow_policy_for_spec(path: Path | str, spec: EnvSpec, instruction_table: dict[tuple[int, ...], str],

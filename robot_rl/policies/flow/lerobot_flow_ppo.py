@@ -47,6 +47,7 @@ from torch import nn
 
 from robot_rl.core.algorithm import Policy, Weights
 from robot_rl.core.config import TASKS
+from robot_rl.core.extras import CHAIN, LOG_PROB
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import Obs
 from robot_rl.policies.flow.lerobot_base import (
@@ -224,7 +225,7 @@ class LeRobotFlowNoisePolicy(Policy):
             x0 = torch.randn(shape, device=device, generator=self.generator)
             chain, means = self.run_chain(ctx, x0, noise=True, generator=self.generator)
             log_prob = FlowVLAPolicy.gaussian_chain_log_prob(chain, means, self.log_sigma.unsqueeze(0))
-        return self.base._bound(self.to_env(chain[:, -1])), {"chain": chain, "log_prob": log_prob}
+        return self.base._bound(self.to_env(chain[:, -1])), {CHAIN.name: chain, LOG_PROB.name: log_prob}
 
     # ---- weights ------------------------------------------------------------------------------
 

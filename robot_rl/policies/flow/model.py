@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from robot_rl.core.algorithm import Policy
+from robot_rl.core.extras import CHAIN, LOG_PROB
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import Obs
 from robot_rl.policies.flow.backbone import ResNetCameras, load_backbone_weights
@@ -477,4 +478,4 @@ class FlowVLAPolicy(Policy):
                 x0 = torch.zeros(n, self.cfg.horizon, self.action_dim, device=ref.device)
                 return self._bound(self.sample(cond_obs, x0=x0)), {}
             chain, log_prob = self.sample_chain(obs, self.generator)
-        return self._bound(chain[:, -1]), {"chain": chain, "log_prob": log_prob}
+        return self._bound(chain[:, -1]), {CHAIN.name: chain, LOG_PROB.name: log_prob}

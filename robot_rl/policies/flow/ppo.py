@@ -46,6 +46,7 @@ from torch import nn
 from robot_rl.core.algorithm import Policy
 from robot_rl.core.config import ALGOS, AlgoConfig
 from robot_rl.core.data_parallel import DataParallel, moments
+from robot_rl.core.extras import CHAIN
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import Obs
 from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy, VLAEncoder
@@ -295,7 +296,7 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
     def _old_log_probs(self, storage: RolloutStorage) -> torch.Tensor:
         """The stored chains' log-densities at ``cfg.ratio`` level under the current (acting) weights."""
         t, n = storage.reward.shape
-        chain = storage.extras["chain"].flatten(0, 1)
+        chain = storage.extras[CHAIN.name].flatten(0, 1)
         obs = {k: v.flatten(0, 1) for k, v in storage.obs.items()}
         log_sigma = self.policy.log_sigma.clamp(max=math.log(self.sigma_bound())).unsqueeze(0)
         means = self.policy.chain_means(chain, self.policy.encoder(obs))
@@ -306,14 +307,14 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
         storage, c, policy = batch, self.cfg, self.policy
         if not storage.is_full():
             raise RuntimeError(f"flow_ppo update needs a full rollout; it holds {len(storage)} rows")
-        if "chain" not in storage.extras:
+        if CHAIN.name not in storage.extras:
             raise KeyError("flow_ppo needs extras['chain'] from FlowVLAPolicy.act (stochastic actions)")
         dp = self.data_parallel
         values, adv, ret = self._advantages(storage)
         adv_mean, adv_std = moments(adv, dp)  # over every rank's rollout
         adv = (adv - adv_mean) / (adv_std + 1e-8)
         fields = {f"obs.{k}": v for k, v in storage.obs.items()}
-        fields.update(chain=storage.extras["chain"], old_log_prob=self._old_log_probs(storage), advantage=adv,
+        fields.update(chain=storage.extras[CHAIN.name], old_log_prob=self._old_log_probs(storage), advantage=adv,
                       ret=ret, old_value=values)
         # The bound the rollout was sampled under; it tightens only after this update (the first ratio stays 1).
         log_bound = math.log(self.sigma_bound())

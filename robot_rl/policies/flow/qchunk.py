@@ -54,6 +54,7 @@ from torch import nn
 from robot_rl.core.algorithm import OffPolicyAlgorithm, Policy, Weights
 from robot_rl.core.config import ALGOS, AlgoConfig
 from robot_rl.core.data_parallel import DataParallel, draw_rows
+from robot_rl.core.extras import ACTION_MASK
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, TransitionBatch
 from robot_rl.policies.flow.model import FlowVLAConfig
@@ -390,7 +391,7 @@ class FlowQCAlgorithm(QCFQLSteps, OffPolicyAlgorithm):
             intervened=torch.cat([online.intervened, demo.intervened]),
             policy_version=torch.cat([online.policy_version, demo.policy_version]),
             env_index=torch.cat([online.env_index, demo.env_index]))
-        return rows, torch.cat([weight, demo.extras["action_mask"]]), (len(online), n_demo)
+        return rows, torch.cat([weight, demo.extras[ACTION_MASK.name]]), (len(online), n_demo)
 
     def update(self, batch: TransitionBatch) -> dict[str, float]:
         """One critic step on the chunk TD targets, a flow-matching step (every ``bc_every``), then the targets."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from robot_rl.core.extras import ACTION_MASK
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.data.episode import Episode
@@ -66,7 +67,7 @@ class ChunkTransitions:
             intervened=torch.zeros(n, dtype=torch.bool, device=device),
             policy_version=torch.full((n,), -1, dtype=torch.int64, device=device),
             env_index=torch.zeros(n, dtype=torch.int64, device=device),
-            extras={"action_mask": self.mask[rows].to(device)})
+            extras={ACTION_MASK.name: self.mask[rows].to(device)})
 
 
 def _episode_rows(ep: Episode, horizon: int, execute: int, discount: float) -> dict[str, np.ndarray]:

@@ -161,6 +161,10 @@ class MujocoVecEnv(VecEnv):
             return {"state": self._state(r)}
         return {**self._images(r), "state": self._state(r)}
 
+    def observe(self) -> dict[str, torch.Tensor]:
+        """The current observation of every world (after :meth:`set_state`: the restored state's)."""
+        return self._observe(self._r)
+
     # ---- VecEnv -----------------------------------------------------------------------------
 
     def reset(self, seed: int | None = None) -> dict[str, torch.Tensor]:
