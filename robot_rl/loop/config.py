@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from robot_rl.config_io import apply_overrides, flatten, load_yaml, merge_implied, parse_override
+from robot_rl.config_io import apply_overrides, flatten, load_yaml, merge_implied, open_sections, parse_override
 from robot_rl.core.config import ALGOS, TASKS, AlgoConfig, DiscountedConfig, TaskConfig, TransportConfig
+from robot_rl.core.extension import extension_sections
 from robot_rl.cotrain.config import CotrainConfig
 from robot_rl.hil.config import HILConfig
 from robot_rl.loop.jsrl import JSRLConfig
@@ -20,7 +21,6 @@ from robot_rl.loop.offline_phase import OfflineConfig
 from robot_rl.rewards.train_config import EnvRole, RewardModelsConfig
 from robot_rl.transport.config import InprocTransportConfig
 from robot_rl.twin.run_config import TwinRunConfig
-from robot_rl.viz.config import VizConfig
 
 if TYPE_CHECKING:
     from robot_rl.core.env import VecEnv
@@ -148,8 +148,6 @@ class TrainConfig:
     reward: RewardModelsConfig = field(default_factory=RewardModelsConfig)
     """Learned rewards in the training envs (success classifier, PRM shaping) and the keys the policy sees
     (docs/rewards.md); off by default."""
-    viz: VizConfig = field(default_factory=VizConfig)
-    """Live view in Rerun of sub-env 0 of actor 0 (``--viz rerun``; docs/visualisation.md); off by default."""
     offline: OfflineConfig = field(default_factory=OfflineConfig)
     """Pre-training on recorded data before the online run (``--offline DATA``; docs/offline-to-online.md)."""
     jsrl: JSRLConfig = field(default_factory=JSRLConfig)
@@ -158,6 +156,20 @@ class TrainConfig:
     twin: TwinRunConfig = field(default_factory=TwinRunConfig)
     """Train in a twin fitted by `robot-rl twin fit` (``twin.file=twin.json``), and refit it from the real robot's
     episodes while training (``twin.refit_every``; docs/real2sim.md); off by default."""
+    extensions: dict[str, Any] = open_sections(extension_sections)  # noqa: RUF009 (a field(), built once)
+    """The sections of the registered extensions (robot_rl.core.extension), each at the top level under its name:
+    ``viz`` (live view in Rerun, ``--viz rerun``; docs/visualisation.md) … (`robot-rl config train` lists them)."""
+
+    def __getattr__(self, name: str) -> Any:
+        # ``cfg.viz``: an extension's section reads like a fixed one (only called for names not found otherwise).
+        sections = self.__dict__.get("extensions") if not name.startswith("__") else None
+        if sections is not None and name in sections:
+            return sections[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute or extension section {name!r}")
+
+    def section(self, name: str) -> Any:
+        """The config section of extension ``name``."""
+        return self.extensions[name]
 
     def make_env(self, device: Any, seed: int, num_envs: int | None = None, role: EnvRole = "train") -> VecEnv:
         """The task's env as this run's policy meets it: with the ``reward`` section applied.

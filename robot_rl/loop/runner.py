@@ -15,6 +15,7 @@ import copy
 import logging
 import threading
 import time
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import numpy as np
 import torch
 
 from robot_rl.checkpoint import list_checkpoints
+from robot_rl.config_io import to_dict
 from robot_rl.core.algorithm import Algorithm, NamedBufferStorage, OfflinePhaseAware
 from robot_rl.core.config import ConfigError, OfflineTrainableConfig
 from robot_rl.core.data_parallel import DataParallel
@@ -35,18 +37,17 @@ from robot_rl.loop.config import TrainConfig
 from robot_rl.loop.data_parallel_run import attach, data_parallel_for, env_seed, prepare_rank, sync_counters
 from robot_rl.loop.evaluate import EvalResult
 from robot_rl.loop.evaluator import Evaluator
+from robot_rl.loop.extensions import RunExtensions
 from robot_rl.loop.jsrl import JSRL_GUIDE_FILE, OFFLINE_GUIDE
 from robot_rl.loop.learner_driver import LearnerDriver
 from robot_rl.loop.learner_state import check_resumable
 from robot_rl.loop.offline_phase import check_actor_warmup
-from robot_rl.loop.progress import TrainProgress, transport_summary
+from robot_rl.loop.progress import RecentEpisodes, TrainProgress, short_metrics, transport_summary
 from robot_rl.loop.run_context import (
     RunContext,
     load_run_config,
-    open_run_viz,
     resolve_device,
     run_title,
-    scalar_sinks,
     seed_everything,
     set_torch_threads,
 )
@@ -106,17 +107,21 @@ class InProcessRunner:
     def _build(self, resume: bool) -> None:
         cfg, seed, context = self.cfg, self.cfg.run.seed, self.context
         check_actor_warmup(cfg.algo, cfg.offline)
+        self.extensions = RunExtensions(cfg)
+        self._notes: list[str] = []
+        ext = self.extensions
         if self.remote:  # one small env, only for the spec; actors run theirs elsewhere
-            self.envs: list[VecEnv] = [cfg.make_env(self.device, seed, num_envs=1)]
+            self.envs: list[VecEnv] = [ext.wrap_env(cfg.make_env(self.device, seed, num_envs=1), "train")]
         else:
             first = env_seed(seed, self.dp)
-            self.envs = [cfg.make_env(self.device, first + 1000 * i) for i in range(max(cfg.loop.actor_threads, 1))]
+            self.envs = [ext.wrap_env(cfg.make_env(self.device, first + 1000 * i), "train")
+                         for i in range(max(cfg.loop.actor_threads, 1))]
         for env in self.envs:
             context.on_close(env.close)
         self.spec = self.envs[0].spec
         context.write_spec(self.spec)
-        self.eval_env = cfg.make_env(self.device, seed + 999_983, num_envs=min(cfg.loop.eval_episodes, 256),
-                                     role="eval")
+        self.eval_env = ext.wrap_env(cfg.make_env(self.device, seed + 999_983,
+                                                  num_envs=min(cfg.loop.eval_episodes, 256), role="eval"), "eval")
         context.on_close(self.eval_env.close)
         self.algo: Algorithm = cfg.algo.build(self.spec, self.device, seed)
         num_envs_total = (cfg.loop.remote_actors * cfg.task.num_envs if self.remote
@@ -135,6 +140,7 @@ class InProcessRunner:
                                       lambda: learner.updates, self.run_dir, resume)
         self.wall_offset = 0.0
         self._jsrl_state: list[dict[str, int]] | None = None
+        self._ext_state: dict[str, Any] | None = None
         self.evaluator = Evaluator(self.algo, self.eval_env, cfg.loop, seed=seed + 7)
         if resume:
             self._restore()
@@ -150,15 +156,12 @@ class InProcessRunner:
                   send_timeout_s=cfg.loop.max_wait_s, stop=self._stop) for i, env in enumerate(self.envs)]
         for a in self.actors:
             a.sync_weights()
-        self.viz = None if self.remote else open_run_viz(cfg, self.run_dir)
-        if self.viz is not None:
-            context.on_close(self.viz.close)  # after the actors stopped: train() stops them before closing
-            self.actors[0].viz = self.viz
+        ext.attach(self, self.actors, context.on_close, self._ext_state)
         if cfg.loop.hil is not None:
             self._attach_hil(cfg.loop.hil)
         self.updates: UpdateStrategy = make_updates(self.learner, self.algo, self.actors, cfg.loop, self._stop,
                                                     self.remote, self.dp)
-        self.runlog = RunLog(self.run_dir, scalar_sinks(cfg, self.run_dir))
+        self.runlog = RunLog(self.run_dir, [sink for e in ext for sink in e.scalar_sinks(self)])
         context.on_close(self.runlog.close)
         if cfg.offline.data is not None:
             self._offline_phase()
@@ -179,6 +182,25 @@ class InProcessRunner:
         """Release the envs, the transport and ``train.log`` of a runner that is not trained (``train`` does it)."""
         self.updates.stop(self.cfg.loop.max_wait_s)
         self.context.close()
+
+    # ---- what extensions see (core.extension.RunHandle) --------------------------------------
+
+    @property
+    def title(self) -> str:
+        """``<task> / <algo>``."""
+        return run_title(self.cfg)
+
+    def config_dict(self) -> dict[str, Any]:
+        """The run config as plain data."""
+        return typing.cast(dict[str, Any], to_dict(self.cfg))
+
+    def env_steps(self) -> int:
+        """Transitions the learner stored so far."""
+        return self.learner.transitions
+
+    def note(self, text: str) -> None:
+        """A line printed under the run directory when training starts."""
+        self._notes.append(text)
 
     @property
     def address(self) -> str | None:
@@ -259,6 +281,7 @@ class InProcessRunner:
         if meta is None:
             return
         self._jsrl_state = meta.get("jsrl")
+        self._ext_state = meta.get("extensions")
         self.wall_offset = float(meta.get("wall_s", 0.0))
         self.evaluator.resume_at(self.learner.transitions, float(meta.get("best_success", 0.0)))
 
@@ -271,6 +294,9 @@ class InProcessRunner:
         guides = [a.guide.schedule.state() for a in self.actors if a.guide is not None]
         if guides:
             meta["jsrl"] = guides
+        state = self.extensions.state()
+        if state:
+            meta["extensions"] = state
         return self.driver.checkpoint(meta)
 
     def _attach_hil(self, hil: Any) -> None:
@@ -298,9 +324,8 @@ class InProcessRunner:
         """Evaluate the learner's current actor weights on the evaluation env."""
         learner = self.learner
         result = self.evaluator.run(self.runlog, learner.transitions, learner.updates, learner.version, wall_s)
-        if self.viz is not None:
-            self.viz.note(f"eval @ {learner.transitions} env steps: success {result.success_rate:.0%}, "
-                          f"return {result.mean_return:.2f}")
+        for e in self.extensions:
+            e.evaluated(learner.transitions, result.success_rate, result.mean_return)
         return result
 
     # ---- main loop --------------------------------------------------------------------------
@@ -331,8 +356,8 @@ class InProcessRunner:
     def _run(self, progress: TrainProgress, t0: float) -> tuple[bool, str]:
         cfg, learner, evaluator = self.cfg, self.learner, self.evaluator
         progress.print(f"run directory: {self.run_dir}")
-        if self.viz is not None:
-            progress.print(f"live view (sub-env 0 of actor 0): {self.viz.where}")
+        for note in self._notes:
+            progress.print(note)
         if learner.transitions == 0 and self.is_main:
             # A baseline before any learning, so the curve starts where the policy started.
             ev = self.run_eval(0.0)
@@ -343,7 +368,7 @@ class InProcessRunner:
 
             run_offline_phase(learner, cfg.loop.hil.offline_updates)
         self.updates.start()
-        episodes = _RecentEpisodes()
+        episodes = RecentEpisodes()
         last_log = last_ckpt = time.monotonic()
         while learner.transitions < cfg.loop.total_env_steps:
             self.updates.iteration()
@@ -371,7 +396,7 @@ class InProcessRunner:
                 self.checkpoint(wall)
         return False, "budget"
 
-    def _log_metrics(self, progress: TrainProgress, episodes: _RecentEpisodes, wall: float) -> None:
+    def _log_metrics(self, progress: TrainProgress, episodes: RecentEpisodes, wall: float) -> None:
         step = self.learner.transitions
         metrics = self._metrics(episodes.returns, episodes.successes)
         net = self.link.metrics()
@@ -383,12 +408,13 @@ class InProcessRunner:
         if self.twin_refitter is not None:
             self.runlog.scalars(self.twin_refitter.poll(), step, prefix="twin/")
         self.runlog.scalars(pop_reward_terms(self.envs), step, prefix="reward/")
+        self.runlog.scalars(self.extensions.metrics(), step)
         guides = [a.guide.pop_metrics() for a in self.actors if a.guide is not None]
         if guides:
             self.runlog.scalars({k: sum(g[k] for g in guides) / len(guides) for k in guides[0]}, step, prefix="jsrl/")
         self.runlog.train_row({"env_steps": step, "wall_s": round(wall, 2), "updates": self.learner.updates,
                                "return": metrics.get("return", ""), "success": metrics.get("success", "")})
-        progress.update(step, self._short(metrics))
+        progress.update(step, short_metrics(metrics))
 
     def _finish(self, wall: float, reached: bool, reason: str) -> TrainResult:
         if not self.is_main:  # rank 0 writes the run; this rank commits its replay shard for a resume
@@ -446,34 +472,6 @@ class InProcessRunner:
         if self.cotrain is not None:
             m.update(self.cotrain.metrics(self.learner.transitions, self.learner.updates))
         return m
-
-    @staticmethod
-    def _short(metrics: dict[str, float]) -> dict[str, Any]:
-        keep = ("return", "success", "critic_loss", "actor_loss", "alpha", "value_loss", "surrogate_loss",
-                "kl")
-        out: dict[str, Any] = {k: metrics[k] for k in keep if k in metrics}
-        if "success" in out:
-            out["success"] = f"{out['success']:.0%}"
-        if "transport/transitions_per_s" in metrics:
-            rejects = sum(v for k, v in metrics.items() if k.startswith("transport/rejects/"))
-            out["net"] = (f"{metrics['transport/transitions_per_s']:,.0f}tr/s "
-                          f"{metrics['transport/mb_per_s']:.1f}MB/s acks {metrics['transport/acks_pending']:.0f} "
-                          f"lag {metrics['transport/weight_lag_max']:.0f} rej {rejects:.0f}")
-        return out
-
-
-
-class _RecentEpisodes:
-    """Returns and successes of the last 100 finished episodes, for the progress line."""
-
-    def __init__(self, keep: int = 100) -> None:
-        self.keep = keep
-        self.returns: list[float] = []
-        self.successes: list[bool] = []
-
-    def add(self, stats: Any) -> None:
-        self.returns = (self.returns + stats.returns)[-self.keep:]
-        self.successes = (self.successes + stats.successes)[-self.keep:]
 
 
 def train(cfg: TrainConfig | None = None, resume_dir: Path | None = None) -> TrainResult:

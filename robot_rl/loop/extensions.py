@@ -1,0 +1,63 @@
+"""The run's extensions (robot_rl.core.extension): built from their config sections, called in name order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from robot_rl.core.env import VecEnv
+from robot_rl.core.extension import EXTENSIONS, EnvRole, Extension, RunHandle
+
+
+class RunExtensions:
+    """The extensions a run config switches on, by section name (sorted), with the calls the loop makes."""
+
+    def __init__(self, cfg: Any) -> None:
+        self.active: dict[str, Extension] = {}
+        for name in EXTENSIONS.names():
+            ext = EXTENSIONS.get(name).build(cfg.section(name), cfg)
+            if ext is not None:
+                self.active[name] = ext
+
+    def __iter__(self) -> Iterator[Extension]:
+        return iter(self.active.values())
+
+    def wrap_env(self, env: VecEnv, role: EnvRole) -> VecEnv:
+        """``env`` wrapped by every extension in turn (closed if one of them fails)."""
+        try:
+            for ext in self:
+                env = ext.wrap_env(env, role)
+        except BaseException:
+            env.close()
+            raise
+        return env
+
+    def attach(self, run: RunHandle, actors: list[Any], on_close: Callable[[Callable[[], None]], None],
+               state: dict[str, Any] | None) -> None:
+        """Each extension meets the run, hooks into the actors' steps and is closed with the run.
+
+        Closed after the actors stopped (``train`` stops them before closing); ``state``: a resumed checkpoint's.
+        """
+        for ext in self:
+            ext.attach(run)
+            on_close(ext.close)
+            for i, actor in enumerate(actors):
+                hook = ext.step_hook(i, actor)
+                if hook is not None:
+                    actor.hooks.append(hook)
+        if state is not None:
+            self.load_state(state)
+
+    def metrics(self) -> dict[str, float]:
+        """Every extension's scalars since the last call, as ``<name>/<key>``."""
+        return {f"{name}/{k}": float(v) for name, ext in self.active.items() for k, v in ext.metrics().items()}
+
+    def state(self) -> dict[str, Any]:
+        """The checkpointed state of the extensions that keep any."""
+        return {name: s for name, ext in self.active.items() if (s := ext.state()) is not None}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Give each extension its part of a checkpoint's :meth:`state`."""
+        for name, ext in self.active.items():
+            if name in state:
+                ext.load_state(state[name])
