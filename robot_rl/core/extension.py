@@ -11,6 +11,7 @@ package lists its own the same way), so :data:`EXTENSIONS` imports it at its fir
 
 The hooks, in the order a run calls them (every one optional: subclass :class:`BaseExtension`):
 
+* ``adapt_task(task)`` — the task config each env of the run is made from;
 * ``wrap_env(env, role)`` — each env the run makes (``role`` ``"train"`` or ``"eval"``);
 * ``scalar_sinks(run)`` — sinks beside TensorBoard that get every logged scalar (``runlog.ScalarSink``);
 * ``attach(run)`` — once the learner and the actors exist (:class:`RunHandle`): add a loss term or a batch source
@@ -31,6 +32,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 
+from robot_rl.core.config import TaskConfig
 from robot_rl.core.env import StepResult, VecEnv
 from robot_rl.core.registry import Registry
 
@@ -136,6 +138,9 @@ class StepHook:
 class Extension(Protocol):
     """One run feature, built by its :class:`ExtensionSpec` from its config section (module docstring)."""
 
+    def adapt_task(self, task: TaskConfig) -> TaskConfig:
+        """The task config the run's envs are made from (or ``task`` itself)."""
+
     def wrap_env(self, env: VecEnv, role: EnvRole) -> VecEnv:
         """``env`` as this feature wants the run to see it (or ``env`` itself)."""
 
@@ -166,6 +171,10 @@ class Extension(Protocol):
 
 class BaseExtension:
     """No-op defaults for every hook of :class:`Extension`: subclass it and override what the feature needs."""
+
+    def adapt_task(self, task: TaskConfig) -> TaskConfig:
+        """Default: ``task``."""
+        return task
 
     def wrap_env(self, env: VecEnv, role: EnvRole) -> VecEnv:
         """Default: ``env``."""
@@ -209,7 +218,9 @@ class ExtensionSpec:
     """A registered feature: its config section's class and how to build it.
 
     ``build(section, run_config)`` returns the feature for one run, or None when ``section`` leaves it off (the
-    default instance of ``config`` must leave it off). ``run_config`` is the whole ``TrainConfig``.
+    default instance of ``config`` must leave it off). ``run_config`` is the whole ``TrainConfig``. Building is
+    cheap and opens nothing (each env the config makes builds the extensions again to ask ``adapt_task`` and
+    ``wrap_env``); resources are opened in ``attach``.
     """
 
     name: str

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from robot_rl.core.env import VecEnv
-from robot_rl.core.extension import EXTENSIONS, EnvRole, Extension, RunHandle
+from robot_rl.core.extension import EXTENSIONS, Extension, RunHandle
 
 
 class RunExtensions:
@@ -14,23 +13,13 @@ class RunExtensions:
 
     def __init__(self, cfg: Any) -> None:
         self.active: dict[str, Extension] = {}
-        for name in EXTENSIONS.names():
-            ext = EXTENSIONS.get(name).build(cfg.section(name), cfg)
+        for name, section in sorted(cfg.extensions.items()):
+            ext = EXTENSIONS.get(name).build(section, cfg)
             if ext is not None:
                 self.active[name] = ext
 
     def __iter__(self) -> Iterator[Extension]:
         return iter(self.active.values())
-
-    def wrap_env(self, env: VecEnv, role: EnvRole) -> VecEnv:
-        """``env`` wrapped by every extension in turn (closed if one of them fails)."""
-        try:
-            for ext in self:
-                env = ext.wrap_env(env, role)
-        except BaseException:
-            env.close()
-            raise
-        return env
 
     def attach(self, run: RunHandle, actors: list[Any], on_close: Callable[[Callable[[], None]], None],
                state: dict[str, Any] | None) -> None:

@@ -111,17 +111,16 @@ class InProcessRunner:
         self._notes: list[str] = []
         ext = self.extensions
         if self.remote:  # one small env, only for the spec; actors run theirs elsewhere
-            self.envs: list[VecEnv] = [ext.wrap_env(cfg.make_env(self.device, seed, num_envs=1), "train")]
+            self.envs: list[VecEnv] = [cfg.make_env(self.device, seed, num_envs=1)]
         else:
             first = env_seed(seed, self.dp)
-            self.envs = [ext.wrap_env(cfg.make_env(self.device, first + 1000 * i), "train")
-                         for i in range(max(cfg.loop.actor_threads, 1))]
+            self.envs = [cfg.make_env(self.device, first + 1000 * i) for i in range(max(cfg.loop.actor_threads, 1))]
         for env in self.envs:
             context.on_close(env.close)
         self.spec = self.envs[0].spec
         context.write_spec(self.spec)
-        self.eval_env = ext.wrap_env(cfg.make_env(self.device, seed + 999_983,
-                                                  num_envs=min(cfg.loop.eval_episodes, 256), role="eval"), "eval")
+        self.eval_env = cfg.make_env(self.device, seed + 999_983, num_envs=min(cfg.loop.eval_episodes, 256),
+                                     role="eval")
         context.on_close(self.eval_env.close)
         self.algo: Algorithm = cfg.algo.build(self.spec, self.device, seed)
         num_envs_total = (cfg.loop.remote_actors * cfg.task.num_envs if self.remote
@@ -167,16 +166,6 @@ class InProcessRunner:
             self._offline_phase()
         if cfg.jsrl.guide is not None:
             self._attach_jsrl()
-        self.twin_refitter: Any = None
-        if cfg.twin.refit_every and self.is_main:
-            if self.remote:
-                raise ConfigError("twin.refit_every moves the training envs to each new fit, so it needs them in "
-                                  "this process: with actor processes, refit with `robot-rl twin fit` and restart "
-                                  "the actors with the new file (twin.file=…)")
-            from robot_rl.twin.in_training import TwinRefitter
-
-            self.twin_refitter = TwinRefitter(cfg.twin, cfg.task, list(self.envs), self.run_dir)
-            context.on_close(self.twin_refitter.close)
 
     def close(self) -> None:
         """Release the envs, the transport and ``train.log`` of a runner that is not trained (``train`` does it)."""
@@ -405,8 +394,6 @@ class InProcessRunner:
             log.info("transport: %s", transport_summary(net))
         self.runlog.scalars(metrics, step, prefix="train/")
         self.runlog.scalars(pop_summaries(self.envs), step, prefix="randomize/")
-        if self.twin_refitter is not None:
-            self.runlog.scalars(self.twin_refitter.poll(), step, prefix="twin/")
         self.runlog.scalars(pop_reward_terms(self.envs), step, prefix="reward/")
         self.runlog.scalars(self.extensions.metrics(), step)
         guides = [a.guide.pop_metrics() for a in self.actors if a.guide is not None]
