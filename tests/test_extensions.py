@@ -60,4 +60,4 @@ def test_a_tiny_train_runs_the_extension_and_checkpoints_its_state(counter: type
     assert result.env_steps >= 400
     assert yaml.safe_load((tmp_path / "r" / "config.yaml").read_text())["counter"] == {"every": 1}
     meta = json.loads((list_checkpoints(tmp_path / "r")[-1] / "meta.json").read_text())
-    assert meta["extensions"]["counter"] >= 400 // 4  # one count per step of actor 0 (4 sub-envs)
+    assert meta["counter"] >= 400 // 4  # one count per step of actor 0 (4 sub-envs)

@@ -19,7 +19,8 @@ The hooks, in the order a run calls them (every one optional: subclass :class:`B
 * ``step_hook(index, actor)`` — a :class:`StepHook` for actor ``index`` (acts before/after the policy);
 * ``evaluated(env_steps, success_rate, mean_return)`` — after each evaluation;
 * ``metrics()`` — scalars for the run log, every logging period (keys are prefixed with the section name);
-* ``state()`` — JSON-able state a checkpoint keeps (``load_state`` gets it back on ``--resume``);
+* ``state()`` — JSON-able state a checkpoint keeps under the extension's name (``load_state`` gets it back on
+  ``--resume``, before ``step_hook``);
 * ``close()`` — the run ended (after the actors stopped).
 """
 
@@ -35,6 +36,7 @@ import torch
 from robot_rl.core.config import TaskConfig
 from robot_rl.core.env import StepResult, VecEnv
 from robot_rl.core.registry import Registry
+from robot_rl.core.specs import EnvSpec
 
 EnvRole = Literal["train", "eval"]
 Obs = dict[str, torch.Tensor]
@@ -54,6 +56,10 @@ class RunHandle(Protocol):
     @property
     def device(self) -> torch.device:
         """Where the learner's tensors live."""
+
+    @property
+    def spec(self) -> EnvSpec:
+        """What the envs observe and take."""
 
     @property
     def algo(self) -> Any:
@@ -119,7 +125,10 @@ class StepHook:
 
     def after_act(self, obs: Obs, action: torch.Tensor, extras: dict[str, torch.Tensor],
                   intervened: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
-        """After the policy: replace ``action`` ``[N, A]``, add per-row ``extras``, mark ``intervened`` ``[N]``."""
+        """After the policy: replace ``action`` ``[N, A]``, add per-row ``extras``, mark ``intervened`` ``[N]``.
+
+        ``obs`` is what the policy saw (:meth:`before_act`'s); sub-envs in quarantine get a zero action after.
+        """
         return action, extras, intervened
 
     def reward(self, reward: torch.Tensor) -> torch.Tensor:

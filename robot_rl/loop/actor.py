@@ -25,7 +25,6 @@ from robot_rl.core.env import VecEnv
 from robot_rl.core.extension import StepHook, StepView
 from robot_rl.core.transition import TransitionBatch, finite_obs_rows
 from robot_rl.core.transport import ActorEndpoint, RemoteActorEndpoint, VersionAwareEndpoint, wait_first_weights
-from robot_rl.loop.jsrl import GuidedActing
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +60,6 @@ class Actor:
         self.stale_s = 0.0
         #: Optional :class:`~robot_rl.hil.schedule.HILController`: teleop takeover, demo-state resets.
         self.hil: Any = None
-        #: Optional JSRL guide (``jsrl.guide``): acts for the first steps of each episode, rows flagged ``guided``.
-        self.guide: GuidedActing | None = None
         #: The run's extensions' hooks in this actor's step (robot_rl.core.extension), in their order.
         self.hooks: list[StepHook] = []
         self.episodes = EpisodeStats()
@@ -142,19 +139,14 @@ class Actor:
         for hook in self.hooks:
             safe_obs = hook.before_act(safe_obs)
         action, extras = self.policy.act(safe_obs)
-        if self.guide is not None:
-            action, guided = self.guide.act(safe_obs, action)
-            extras = {**extras, "guided": guided}
-        action = torch.where(self._bcast(self._quarantined, action), torch.zeros_like(action), action)
         intervened = torch.zeros(n, dtype=torch.bool, device=env.device)
+        for hook in self.hooks:
+            action, extras, intervened = hook.after_act(safe_obs, action, extras, intervened)
+        action = torch.where(self._bcast(self._quarantined, action), torch.zeros_like(action), action)
         if self.hil is not None:
             action, intervened = self.hil.act(obs, action)
-        for hook in self.hooks:
-            action, extras, intervened = hook.after_act(obs, action, extras, intervened)
         result = env.step(action)
         done = result.terminated | result.truncated
-        if self.guide is not None:
-            self.guide.after_step(done, result.info["success"])
         final_obs = result.info.get("final_obs", result.obs)
         next_obs = {k: torch.where(self._bcast(done, v), final_obs[k], v) for k, v in result.obs.items()}
         reward = result.reward if self.hil is None else self.hil.reward(result.reward)

@@ -16,7 +16,6 @@ from robot_rl.core.config import ALGOS, TASKS, AlgoConfig, DiscountedConfig, Tas
 from robot_rl.core.extension import EXTENSIONS, Extension, extension_sections
 from robot_rl.cotrain.config import CotrainConfig
 from robot_rl.hil.config import HILConfig
-from robot_rl.loop.jsrl import JSRLConfig
 from robot_rl.loop.offline_phase import OfflineConfig
 from robot_rl.rewards.train_config import EnvRole, RewardModelsConfig
 from robot_rl.transport.config import InprocTransportConfig
@@ -149,14 +148,12 @@ class TrainConfig:
     (docs/rewards.md); off by default."""
     offline: OfflineConfig = field(default_factory=OfflineConfig)
     """Pre-training on recorded data before the online run (``--offline DATA``; docs/offline-to-online.md)."""
-    jsrl: JSRLConfig = field(default_factory=JSRLConfig)
-    """Jump-start RL: a guide policy acts first in each episode and hands over earlier as the learner succeeds
-    (``jsrl.guide=RUN_DIR`` or ``offline``; docs/offline-to-online.md)."""
     extensions: dict[str, Any] = open_sections(extension_sections)  # noqa: RUF009 (a field(), built once)
     """The sections of the registered extensions (robot_rl.core.extension), each at the top level under its name:
-    ``twin`` (train in a twin fitted by `robot-rl twin fit`, ``twin.file=twin.json``, and refit it while training;
-    docs/real2sim.md), ``viz`` (live view in Rerun, ``--viz rerun``; docs/visualisation.md) … (`robot-rl config
-    train` lists them)."""
+    ``jsrl`` (a guide policy acts first in each episode, ``jsrl.guide=RUN_DIR`` or ``offline``;
+    docs/offline-to-online.md), ``twin`` (train in a twin fitted by `robot-rl twin fit`, ``twin.file=twin.json``,
+    and refit it while training; docs/real2sim.md), ``viz`` (live view in Rerun, ``--viz rerun``;
+    docs/visualisation.md) … (`robot-rl config train` lists them)."""
 
     def __getattr__(self, name: str) -> Any:
         # ``cfg.viz``: an extension's section reads like a fixed one (only called for names not found otherwise).

@@ -27,26 +27,21 @@ class RunExtensions:
 
         Closed after the actors stopped (``train`` stops them before closing); ``state``: a resumed checkpoint's.
         """
-        for ext in self:
+        for name, ext in self.active.items():
             ext.attach(run)
             on_close(ext.close)
+            if state is not None and name in state:
+                ext.load_state(state[name])
             for i, actor in enumerate(actors):
                 hook = ext.step_hook(i, actor)
                 if hook is not None:
                     actor.hooks.append(hook)
-        if state is not None:
-            self.load_state(state)
 
     def metrics(self) -> dict[str, float]:
         """Every extension's scalars since the last call, as ``<name>/<key>``."""
         return {f"{name}/{k}": float(v) for name, ext in self.active.items() for k, v in ext.metrics().items()}
 
     def state(self) -> dict[str, Any]:
-        """The checkpointed state of the extensions that keep any."""
+        """The checkpointed state of the extensions that keep any, by name (top-level keys of a checkpoint's meta)."""
         return {name: s for name, ext in self.active.items() if (s := ext.state()) is not None}
 
-    def load_state(self, state: dict[str, Any]) -> None:
-        """Give each extension its part of a checkpoint's :meth:`state`."""
-        for name, ext in self.active.items():
-            if name in state:
-                ext.load_state(state[name])

@@ -11,7 +11,6 @@ and the optional extensions (co-training, the graded HIL schedule, demonstration
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
@@ -138,7 +137,6 @@ class InProcessRunner:
             self.cotrain = CoTraining(cfg.cotrain, self.algo, self.spec, self.device, seed,
                                       lambda: learner.updates, self.run_dir, resume)
         self.wall_offset = 0.0
-        self._jsrl_state: list[dict[str, int]] | None = None
         self._ext_state: dict[str, Any] | None = None
         self.evaluator = Evaluator(self.algo, self.eval_env, cfg.loop, seed=seed + 7)
         if resume:
@@ -155,7 +153,6 @@ class InProcessRunner:
                   send_timeout_s=cfg.loop.max_wait_s, stop=self._stop) for i, env in enumerate(self.envs)]
         for a in self.actors:
             a.sync_weights()
-        ext.attach(self, self.actors, context.on_close, self._ext_state)
         if cfg.loop.hil is not None:
             self._attach_hil(cfg.loop.hil)
         self.updates: UpdateStrategy = make_updates(self.learner, self.algo, self.actors, cfg.loop, self._stop,
@@ -164,8 +161,8 @@ class InProcessRunner:
         context.on_close(self.runlog.close)
         if cfg.offline.data is not None:
             self._offline_phase()
-        if cfg.jsrl.guide is not None:
-            self._attach_jsrl()
+        # After the offline phase: a guide may be its policy (jsrl.guide=offline).
+        ext.attach(self, self.actors, context.on_close, self._ext_state)
 
     def close(self) -> None:
         """Release the envs, the transport and ``train.log`` of a runner that is not trained (``train`` does it)."""
@@ -244,22 +241,6 @@ class InProcessRunner:
         for actor in self.actors:
             actor.sync_weights()
 
-    def _attach_jsrl(self) -> None:
-        """``jsrl.guide``: each actor's guide acts first in each episode (:mod:`robot_rl.loop.jsrl`)."""
-        from robot_rl.loop.jsrl import GuidedActing, load_guide
-
-        jsrl = self.cfg.jsrl
-        if self.algo.on_policy or self.remote:
-            raise ConfigError("jsrl.guide runs in `robot-rl train` with an off-policy learner (algo=sac): "
-                              "on-policy updates need the actions their own policy chose")
-        guide = load_guide(jsrl, self.cfg.task, self.run_dir, self.spec, self.device, self.algo.make_policy)
-        for i, a in enumerate(self.actors):
-            a.guide = GuidedActing(jsrl, guide if i == 0 else copy.deepcopy(guide), a.env.num_envs, a.env.device)
-            if self._jsrl_state is not None and i < len(self._jsrl_state):
-                a.guide.schedule.load_state(self._jsrl_state[i])
-        log.info("jsrl: %s guides the first %d steps of each episode", jsrl.guide,
-                 self.actors[0].guide.schedule.guide_steps if self.actors and self.actors[0].guide else 0)
-
     def _restore(self) -> None:
         if not self.is_main:  # rank > 0: its replay shard only; rank 0's checkpoint reaches it through attach()
             self.driver.restore(checkpoint=False)
@@ -269,8 +250,7 @@ class InProcessRunner:
         meta = self.driver.restore()
         if meta is None:
             return
-        self._jsrl_state = meta.get("jsrl")
-        self._ext_state = meta.get("extensions")
+        self._ext_state = meta
         self.wall_offset = float(meta.get("wall_s", 0.0))
         self.evaluator.resume_at(self.learner.transitions, float(meta.get("best_success", 0.0)))
 
@@ -280,12 +260,7 @@ class InProcessRunner:
         Raises :class:`DiskFullError` when the disk is full (the previous checkpoint stays intact).
         """
         meta: dict[str, Any] = {"wall_s": wall_s, "best_success": self.evaluator.best_success}
-        guides = [a.guide.schedule.state() for a in self.actors if a.guide is not None]
-        if guides:
-            meta["jsrl"] = guides
-        state = self.extensions.state()
-        if state:
-            meta["extensions"] = state
+        meta.update(self.extensions.state())  # under each extension's name
         return self.driver.checkpoint(meta)
 
     def _attach_hil(self, hil: Any) -> None:
@@ -396,9 +371,6 @@ class InProcessRunner:
         self.runlog.scalars(pop_summaries(self.envs), step, prefix="randomize/")
         self.runlog.scalars(pop_reward_terms(self.envs), step, prefix="reward/")
         self.runlog.scalars(self.extensions.metrics(), step)
-        guides = [a.guide.pop_metrics() for a in self.actors if a.guide is not None]
-        if guides:
-            self.runlog.scalars({k: sum(g[k] for g in guides) / len(guides) for k in guides[0]}, step, prefix="jsrl/")
         self.runlog.train_row({"env_steps": step, "wall_s": round(wall, 2), "updates": self.learner.updates,
                                "return": metrics.get("return", ""), "success": metrics.get("success", "")})
         progress.update(step, short_metrics(metrics))
