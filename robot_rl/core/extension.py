@@ -26,7 +26,7 @@ The hooks, in the order a run calls them (every one optional: subclass :class:`B
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -34,6 +34,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import torch
 
 from robot_rl.core.config import TaskConfig
+from robot_rl.core.data_parallel import DataParallel
 from robot_rl.core.env import StepResult, VecEnv
 from robot_rl.core.registry import Registry
 from robot_rl.core.specs import EnvSpec
@@ -62,6 +63,14 @@ class RunHandle(Protocol):
         """What the envs observe and take."""
 
     @property
+    def learner(self) -> Any:
+        """The :class:`~robot_rl.loop.learner.Learner`: its ``storage`` takes rows, ``updates`` counts."""
+
+    @property
+    def data_parallel(self) -> DataParallel | None:
+        """The data-parallel group of this rank, else None."""
+
+    @property
     def algo(self) -> Any:
         """The learner's :class:`~robot_rl.core.algorithm.Algorithm`."""
 
@@ -86,6 +95,12 @@ class RunHandle(Protocol):
 
     def env_steps(self) -> int:
         """Transitions the learner has stored so far."""
+
+    def log_scalars(self, metrics: Mapping[str, float], step: int, prefix: str = "") -> None:
+        """Scalars to the run log (TensorBoard and the sinks) at ``step``."""
+
+    def publish(self) -> None:
+        """Publish the learner's weights and load them into the in-process actors (after changing them)."""
 
     def note(self, text: str) -> None:
         """A line for the person watching (the progress output)."""
@@ -229,28 +244,37 @@ class ExtensionSpec:
     ``build(section, run_config)`` returns the feature for one run, or None when ``section`` leaves it off (the
     default instance of ``config`` must leave it off). ``run_config`` is the whole ``TrainConfig``. Building is
     cheap and opens nothing (each env the config makes builds the extensions again to ask ``adapt_task`` and
-    ``wrap_env``); resources are opened in ``attach``.
+    ``wrap_env``); resources are opened in ``attach``. Extensions are called in ``(order, name)`` order.
     """
 
     name: str
     config: type
     build: Callable[[Any, Any], Extension | None]
     doc: str = ""
+    order: int = 0
 
 
 #: name → :class:`ExtensionSpec`; filled by the modules of the ``robot_rl.extensions`` entry-point group.
 EXTENSIONS: Registry[ExtensionSpec] = Registry("extension", "robot_rl.extensions")
 
 
-def register_extension(name: str, config: type, doc: str = "") -> Callable[[Callable[[Any, Any], Extension | None]],
-                                                                          Callable[[Any, Any], Extension | None]]:
-    """Decorator on a feature's build function: ``@register_extension("viz", VizConfig, "live view")``."""
+def register_extension(name: str, config: type, doc: str = "", order: int = 0) -> Callable[
+        [Callable[[Any, Any], Extension | None]], Callable[[Any, Any], Extension | None]]:
+    """Decorator on a feature's build function: ``@register_extension("viz", VizConfig, "live view")``.
+
+    ``order``: extensions with a lower one are called first (the offline phase attaches before a guide loads).
+    """
 
     def decorate(build: Callable[[Any, Any], Extension | None]) -> Callable[[Any, Any], Extension | None]:
-        EXTENSIONS.register(name)(ExtensionSpec(name, config, build, doc))
+        EXTENSIONS.register(name)(ExtensionSpec(name, config, build, doc, order))
         return build
 
     return decorate
+
+
+def extension_order(names: Iterable[str]) -> list[str]:
+    """``names`` in the order their extensions are called: ``(order, name)``."""
+    return sorted(names, key=lambda n: (EXTENSIONS.get(n).order, n))
 
 
 def extension_sections() -> dict[str, type]:

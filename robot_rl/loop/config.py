@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from robot_rl.config_io import apply_overrides, flatten, load_yaml, merge_implied, open_sections, parse_override
 from robot_rl.core.config import ALGOS, TASKS, AlgoConfig, DiscountedConfig, TaskConfig, TransportConfig
-from robot_rl.core.extension import EXTENSIONS, Extension, extension_sections
+from robot_rl.core.extension import EXTENSIONS, Extension, extension_order, extension_sections
 from robot_rl.cotrain.config import CotrainConfig
 from robot_rl.hil.config import HILConfig
-from robot_rl.loop.offline_phase import OfflineConfig
 from robot_rl.rewards.train_config import EnvRole, RewardModelsConfig
 from robot_rl.transport.config import InprocTransportConfig
 
@@ -146,10 +145,9 @@ class TrainConfig:
     reward: RewardModelsConfig = field(default_factory=RewardModelsConfig)
     """Learned rewards in the training envs (success classifier, PRM shaping) and the keys the policy sees
     (docs/rewards.md); off by default."""
-    offline: OfflineConfig = field(default_factory=OfflineConfig)
-    """Pre-training on recorded data before the online run (``--offline DATA``; docs/offline-to-online.md)."""
     extensions: dict[str, Any] = open_sections(extension_sections)  # noqa: RUF009 (a field(), built once)
     """The sections of the registered extensions (robot_rl.core.extension), each at the top level under its name:
+    ``offline`` (pre-training on recorded data before the online run, ``--offline DATA``; docs/offline-to-online.md),
     ``jsrl`` (a guide policy acts first in each episode, ``jsrl.guide=RUN_DIR`` or ``offline``;
     docs/offline-to-online.md), ``twin`` (train in a twin fitted by `robot-rl twin fit`, ``twin.file=twin.json``,
     and refit it while training; docs/real2sim.md), ``viz`` (live view in Rerun, ``--viz rerun``;
@@ -188,8 +186,8 @@ class TrainConfig:
         return env
 
     def build_extensions(self) -> list[Extension]:
-        """The extensions this config switches on, in section-name order (robot_rl.core.extension)."""
-        built = (EXTENSIONS.get(name).build(section, self) for name, section in sorted(self.extensions.items()))
+        """The extensions this config switches on, in the order they are called (robot_rl.core.extension)."""
+        built = (EXTENSIONS.get(name).build(self.extensions[name], self) for name in extension_order(self.extensions))
         return [ext for ext in built if ext is not None]
 
 

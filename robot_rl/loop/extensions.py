@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from robot_rl.core.extension import EXTENSIONS, Extension, RunHandle
+from robot_rl.core.extension import EXTENSIONS, Extension, RunHandle, extension_order
 
 
 class RunExtensions:
-    """The extensions a run config switches on, by section name (sorted), with the calls the loop makes."""
+    """The extensions a run config switches on, in the order they are called, with the calls the loop makes."""
 
     def __init__(self, cfg: Any) -> None:
         self.active: dict[str, Extension] = {}
-        for name, section in sorted(cfg.extensions.items()):
-            ext = EXTENSIONS.get(name).build(section, cfg)
+        for name in extension_order(cfg.extensions):
+            ext = EXTENSIONS.get(name).build(cfg.extensions[name], cfg)
             if ext is not None:
                 self.active[name] = ext
 

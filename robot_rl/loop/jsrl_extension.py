@@ -16,7 +16,7 @@ import torch
 from robot_rl.core.algorithm import Policy
 from robot_rl.core.config import ConfigError
 from robot_rl.core.extension import BaseExtension, RunHandle, StepHook, StepView, register_extension
-from robot_rl.loop.jsrl import GuidedActing, JSRLConfig, load_guide
+from robot_rl.loop.jsrl import JSRL_GUIDE_FILE, OFFLINE_GUIDE, GuidedActing, JSRLConfig, load_guide
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,11 @@ class JSRLExtension(BaseExtension):
         if run.algo.on_policy or run.remote:
             raise ConfigError("jsrl.guide runs in `robot-rl train` with an off-policy learner (algo=sac): "
                               "on-policy updates need the actions their own policy chose")
+        guide_file = run.run_dir / JSRL_GUIDE_FILE
+        if self.section.guide == OFFLINE_GUIDE and self.run_cfg.offline.data is not None and not guide_file.exists():
+            # The offline phase (attached just before) left its policy in the learner; kept apart, since a resumed
+            # run's weights are no longer the offline ones.
+            torch.save(run.algo.actor_weights(), guide_file)
         self.guide = load_guide(self.section, self.run_cfg.task, run.run_dir, run.spec, run.device,
                                 run.algo.make_policy)
 

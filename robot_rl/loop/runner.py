@@ -15,17 +15,17 @@ import logging
 import threading
 import time
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from robot_rl.checkpoint import list_checkpoints
 from robot_rl.config_io import to_dict
-from robot_rl.core.algorithm import Algorithm, NamedBufferStorage, OfflinePhaseAware
-from robot_rl.core.config import ConfigError, OfflineTrainableConfig
+from robot_rl.core.algorithm import Algorithm, NamedBufferStorage
+from robot_rl.core.config import ConfigError
 from robot_rl.core.data_parallel import DataParallel
 from robot_rl.core.env import VecEnv
 from robot_rl.core.transport import FinishingEndpoint
@@ -37,10 +37,8 @@ from robot_rl.loop.data_parallel_run import attach, data_parallel_for, env_seed,
 from robot_rl.loop.evaluate import EvalResult
 from robot_rl.loop.evaluator import Evaluator
 from robot_rl.loop.extensions import RunExtensions
-from robot_rl.loop.jsrl import JSRL_GUIDE_FILE, OFFLINE_GUIDE
 from robot_rl.loop.learner_driver import LearnerDriver
 from robot_rl.loop.learner_state import check_resumable
-from robot_rl.loop.offline_phase import check_actor_warmup
 from robot_rl.loop.progress import RecentEpisodes, TrainProgress, short_metrics, transport_summary
 from robot_rl.loop.run_context import (
     RunContext,
@@ -105,7 +103,6 @@ class InProcessRunner:
 
     def _build(self, resume: bool) -> None:
         cfg, seed, context = self.cfg, self.cfg.run.seed, self.context
-        check_actor_warmup(cfg.algo, cfg.offline)
         self.extensions = RunExtensions(cfg)
         self._notes: list[str] = []
         ext = self.extensions
@@ -159,9 +156,6 @@ class InProcessRunner:
                                                     self.remote, self.dp)
         self.runlog = RunLog(self.run_dir, [sink for e in ext for sink in e.scalar_sinks(self)])
         context.on_close(self.runlog.close)
-        if cfg.offline.data is not None:
-            self._offline_phase()
-        # After the offline phase: a guide may be its policy (jsrl.guide=offline).
         ext.attach(self, self.actors, context.on_close, self._ext_state)
 
     def close(self) -> None:
@@ -183,6 +177,21 @@ class InProcessRunner:
     def env_steps(self) -> int:
         """Transitions the learner stored so far."""
         return self.learner.transitions
+
+    @property
+    def data_parallel(self) -> DataParallel | None:
+        """The data-parallel group of this rank, or None."""
+        return self.dp
+
+    def log_scalars(self, metrics: Mapping[str, float], step: int, prefix: str = "") -> None:
+        """Scalars to the run log."""
+        self.runlog.scalars(dict(metrics), step, prefix=prefix)
+
+    def publish(self) -> None:
+        """Publish the learner's weights; the in-process actors load them."""
+        self.learner.publish()
+        for actor in self.actors:
+            actor.sync_weights()
 
     def note(self, text: str) -> None:
         """A line printed under the run directory when training starts."""
@@ -209,37 +218,6 @@ class InProcessRunner:
                if (loop.demos_correction_weight, loop.demos_rewind_weight) != (1, 1) else None)
         n = load_demos_into(self.learner.storage, path, self.spec, self.device, rac=rac)
         warn_if_task_differs(path, self.cfg.task, f"the demos ({n} transitions)")
-
-    def _offline_phase(self) -> None:
-        """``--offline DATA``: pre-train on recorded data before any env step (:mod:`robot_rl.loop.offline_phase`)."""
-        from robot_rl.data.offline import load_offline
-        from robot_rl.loop.offline_phase import pretrain, write_curve
-
-        cfg, off = self.cfg, self.cfg.offline
-        done = (self.run_dir / "offline_curve.json").exists()  # resumed: the phase is done, its data in the replay
-        if done if self.dp is None else self.dp.broadcast_flag(done, self.device):  # rank 0's (a new rank has none)
-            return
-        if not isinstance(cfg.algo, OfflineTrainableConfig) or self.algo.on_policy:
-            raise ConfigError(f"--offline trains an off-policy learner (sac), not {type(cfg.algo).__name__}")
-        data = load_offline(str(off.data), self.spec, cfg.algo.gamma, off.heldout_fraction, cfg.run.seed, self.device)
-        warn_if_task_differs(str(off.data), cfg.task, "the offline data")
-        curve = pretrain(self.algo, data, off, cfg.algo.batch_size, cfg.run.seed, data_parallel=self.dp,
-                         on_point=lambda p: self.runlog.scalars(p, int(p["update"]), prefix="offline/"))
-        log.info("offline phase done: curve in %s", write_curve(curve, self.run_dir))
-        data.train.extras.pop("mc_return", None)  # online rows have no Monte-Carlo return: the replay holds neither
-        if off.keep_data:
-            storage = self.learner.storage
-            if isinstance(storage, NamedBufferStorage) and "demos" in storage.buffers:
-                storage.add_to("demos", data.train)
-            else:
-                storage.add(data.train)
-        if isinstance(self.algo, OfflinePhaseAware) and not off.conservative_online:
-            self.algo.finish_offline()
-        if cfg.jsrl.guide == OFFLINE_GUIDE:  # kept apart: a resumed run's weights are no longer the offline ones
-            torch.save(self.algo.actor_weights(), self.run_dir / JSRL_GUIDE_FILE)
-        self.learner.publish()
-        for actor in self.actors:
-            actor.sync_weights()
 
     def _restore(self) -> None:
         if not self.is_main:  # rank > 0: its replay shard only; rank 0's checkpoint reaches it through attach()
