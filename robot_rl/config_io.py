@@ -21,6 +21,7 @@ import re
 import textwrap
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
@@ -30,6 +31,24 @@ from robot_rl.core.config import ConfigError
 from robot_rl.core.registry import Registered, Registry
 
 C = TypeVar("C")
+
+
+_SECTIONS = "robot_rl.sections"
+
+
+def open_sections(provider: Callable[[], dict[str, type]]) -> Any:
+    """A ``dict[str, Any]`` dataclass field whose entries are sections at the config's top level.
+
+    ``provider()`` maps each section name to its dataclass (a registry's, so that a new section needs no edit of
+    the config class); a missing section gets that class's defaults. In YAML and overrides the sections look like
+    any fixed one (``viz: {sink: rerun}``, ``viz.sink=rerun``).
+    """
+    return dataclasses.field(default_factory=lambda: {k: cls() for k, cls in provider().items()},
+                             metadata={_SECTIONS: provider})
+
+
+def _open_fields(cls: type) -> list[tuple[str, Callable[[], dict[str, type]]]]:
+    return [(f.name, f.metadata[_SECTIONS]) for f in dataclasses.fields(cls) if _SECTIONS in f.metadata]
 
 
 def _registry_of(tp: Any) -> Registry[Any] | None:
@@ -46,7 +65,10 @@ def to_dict(cfg: Any) -> Any:
         if reg is not None:
             out["type"] = reg.name_of(cfg)
         for f in dataclasses.fields(cfg):
-            out[f.name] = to_dict(getattr(cfg, f.name))
+            if _SECTIONS in f.metadata:  # open sections: each at the top level, under its own name
+                out.update({k: to_dict(v) for k, v in getattr(cfg, f.name).items()})
+            else:
+                out[f.name] = to_dict(getattr(cfg, f.name))
         return out
     if isinstance(cfg, Path):
         return str(cfg)
@@ -168,7 +190,14 @@ def from_dict(cls: type[C], data: dict[str, Any], where: str = "config") -> C:
             raise ConfigError(f"{where}: needs 'type'; valid {reg.kind} names: {', '.join(reg.names())}")
     hints = _field_types(target)
     names = {f.name for f in dataclasses.fields(target) if f.init}
-    unknown = sorted(set(data) - names)
+    for field_name, provider in _open_fields(target):
+        names.discard(field_name)
+        classes = provider()
+        names |= set(classes)
+        data[field_name] = {k: (_coerce(data.pop(k), classes[k], f"{where}.{k}") if k in data else cls())
+                            for k, cls in classes.items()}
+        hints[field_name] = Any
+    unknown = sorted(set(data) - names - {n for n, _ in _open_fields(target)})
     if unknown:
         raise ConfigError(
             f"{where}: unknown key(s) {', '.join(unknown)} for {target.__name__}; "
@@ -332,7 +361,10 @@ def describe(cfg: Any, prefix: str = "") -> list[tuple[str, Any, str]]:
         rows.append((f"{prefix}type", reg.name_of(cfg), f"one of: {', '.join(reg.names())}"))
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if _SECTIONS in f.metadata:
+            for name, section in value.items():
+                rows.extend(describe(section, f"{prefix}{name}."))
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
             rows.extend(describe(value, f"{prefix}{f.name}."))
         else:
             rows.append((f"{prefix}{f.name}", to_dict(value), docs.get(f.name, "")))

@@ -91,8 +91,6 @@ TEMPORARY: dict[tuple[str, str], str] = {
     ("loop", "cotrain"): _ITEM_2,
     ("loop", "hil"): _ITEM_2,
     ("loop", "rewards"): _ITEM_2,
-    ("loop", "twin"): _ITEM_2,
-    ("loop", "viz"): _ITEM_2,
 }
 
 

@@ -121,7 +121,8 @@ def test_sac_with_calql_learns_online_from_its_own_replay():
 
 def test_conservative_online_keeps_cql_and_calql_after_the_offline_phase(tmp_path: Path):
     from robot_rl.cli import main
-    from robot_rl.loop.runner import InProcessRunner
+    from robot_rl.core.extension import RunHandle
+    from robot_rl.loop.offline_extension import OfflinePhase
     from robot_rl.testing.fake_env import record_random_store
 
     record_random_store(tmp_path / "data", episodes=20)
@@ -131,15 +132,15 @@ def test_conservative_online_keeps_cql_and_calql_after_the_offline_phase(tmp_pat
               "algo.critic_hidden=[16]", "algo.demo_ratio=0.5", "algo.cql_alpha=1.0", "algo.calql=true",
               "offline.updates=20", "offline.log_every=10"]
     seen: dict[str, tuple[float, bool]] = {}
-    original = InProcessRunner._offline_phase
+    original = OfflinePhase.attach
 
-    def spy(self: InProcessRunner) -> None:
-        original(self)
-        cfg = self.algo.cfg  # type: ignore[attr-defined]
-        seen[self.run_dir.name] = (cfg.cql_alpha, cfg.calql)
+    def spy(self: OfflinePhase, run: RunHandle) -> None:
+        original(self, run)
+        cfg = run.algo.cfg
+        seen[run.run_dir.name] = (cfg.cql_alpha, cfg.calql)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(InProcessRunner, "_offline_phase", spy)
+        mp.setattr(OfflinePhase, "attach", spy)
         head = ["train", "--task", "fake", "--offline", str(tmp_path / "data"), "--name"]
         assert main([*head, "kept", *common, "offline.conservative_online=true"]) == 0
         assert main([*head, "plain", *common]) == 0

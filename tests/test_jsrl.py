@@ -10,6 +10,7 @@ import torch
 from robot_rl.core.algorithm import Policy
 from robot_rl.core.transition import Obs
 from robot_rl.loop.jsrl import GuidedActing, JSRLConfig, JSRLSchedule
+from robot_rl.loop.jsrl_extension import GuidedStep
 
 
 def test_the_guide_horizon_shrinks_in_stages_when_the_window_succeeds() -> None:
@@ -139,8 +140,8 @@ def test_the_actor_flags_the_rows_its_guide_acted() -> None:
     learner.publish()
     actor = Actor(env, algo.make_policy(), t.actor_endpoint(0), seed=0, send_timeout_s=1.0)
     actor.sync_weights()
-    actor.guide = GuidedActing(JSRLConfig(guide="teacher", horizon=2, stages=2, threshold=1.0, window=50),
-                               _ConstantPolicy(1.0), env.num_envs, "cpu")
+    actor.hooks.append(GuidedStep(GuidedActing(JSRLConfig(guide="teacher", horizon=2, stages=2, threshold=1.0,
+                                                          window=50), _ConstantPolicy(1.0), env.num_envs, "cpu")))
     flags = [actor.step().extras["guided"].tolist() for _ in range(8)]
     assert flags == [[True] * 3, [True] * 3, [False] * 3, [False] * 3] * 2  # 4-step episodes, the guide first 2
     received = 0

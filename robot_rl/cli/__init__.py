@@ -66,8 +66,15 @@ VERBS: dict[str, type[Command]] = {
     "twin": TwinArgs,
 }
 
-#: The sections a `--section.key VALUE` flag may name (verbs with ``config_flags``).
-_CONFIG_SECTIONS = ("task", "algo", "loop", "transport", "run", "replay", "cotrain", "reward", "viz")
+#: The fixed sections a `--section.key VALUE` flag may name (verbs with ``config_flags``); each registered
+#: extension's section is one too (:func:`_config_sections`).
+_CONFIG_SECTIONS = ("task", "algo", "loop", "transport", "run", "replay", "cotrain", "reward")
+
+
+def _config_sections() -> tuple[str, ...]:
+    from robot_rl.core.extension import EXTENSIONS
+
+    return _CONFIG_SECTIONS + tuple(EXTENSIONS.names())
 
 DESCRIPTION = "Reinforcement learning for robots: train, evaluate, inspect configs."
 
@@ -90,7 +97,7 @@ def dotted_flags(argv: list[str]) -> list[str]:
         arg = argv[i]
         head = arg[2:].split("=", 1)[0] if arg.startswith("--") else ""
         section, _, key = head.partition(".")
-        if section in _CONFIG_SECTIONS and key:
+        if key and section in _config_sections():
             if "=" in arg:
                 value = arg.split("=", 1)[1]
             elif i + 1 < len(argv):

@@ -59,6 +59,10 @@ class Registry(Generic[T]):
 
         return decorate
 
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (a test that registered a made-up entry cleans up with it)."""
+        self._entries.pop(name, None)
+
     def load_plugins(self) -> None:
         """Import every module of this registry's entry-point group once (later calls do nothing)."""
         if self._plugins_loaded:

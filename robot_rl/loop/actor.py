@@ -22,11 +22,9 @@ import torch
 
 from robot_rl.core.algorithm import Policy
 from robot_rl.core.env import VecEnv
-from robot_rl.core.extras import GUIDED
+from robot_rl.core.extension import StepHook, StepView
 from robot_rl.core.transition import TransitionBatch, finite_obs_rows
 from robot_rl.core.transport import ActorEndpoint, RemoteActorEndpoint, VersionAwareEndpoint, wait_first_weights
-from robot_rl.loop.jsrl import GuidedActing
-from robot_rl.viz.base import StepViz
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +60,8 @@ class Actor:
         self.stale_s = 0.0
         #: Optional :class:`~robot_rl.hil.schedule.HILController`: teleop takeover, demo-state resets.
         self.hil: Any = None
-        #: Optional JSRL guide (``jsrl.guide``): acts for the first steps of each episode, rows flagged ``guided``.
-        self.guide: GuidedActing | None = None
-        #: Optional live view (``viz.*``): sub-env 0's steps and episodes.
-        self.viz: StepViz | None = None
-        self._viz_episodes = 0
+        #: The run's extensions' hooks in this actor's step (robot_rl.core.extension), in their order.
+        self.hooks: list[StepHook] = []
         self.episodes = EpisodeStats()
         n = env.num_envs
         self._obs = env.reset(seed=seed)
@@ -141,21 +136,22 @@ class Actor:
         obs = self._obs
         safe_obs = {k: torch.where(self._bcast(self._quarantined, v), torch.zeros_like(v), v)
                     if v.is_floating_point() else v for k, v in obs.items()}
+        for hook in self.hooks:
+            safe_obs = hook.before_act(safe_obs)
         action, extras = self.policy.act(safe_obs)
-        if self.guide is not None:
-            action, guided = self.guide.act(safe_obs, action)
-            extras = {**extras, GUIDED.name: guided}
-        action = torch.where(self._bcast(self._quarantined, action), torch.zeros_like(action), action)
         intervened = torch.zeros(n, dtype=torch.bool, device=env.device)
+        for hook in self.hooks:
+            action, extras, intervened = hook.after_act(safe_obs, action, extras, intervened)
+        action = torch.where(self._bcast(self._quarantined, action), torch.zeros_like(action), action)
         if self.hil is not None:
             action, intervened = self.hil.act(obs, action)
         result = env.step(action)
         done = result.terminated | result.truncated
-        if self.guide is not None:
-            self.guide.after_step(done, result.info["success"])
         final_obs = result.info.get("final_obs", result.obs)
         next_obs = {k: torch.where(self._bcast(done, v), final_obs[k], v) for k, v in result.obs.items()}
         reward = result.reward if self.hil is None else self.hil.reward(result.reward)
+        for hook in self.hooks:
+            reward = hook.reward(reward)
         batch = TransitionBatch(
             obs=obs, action=action, reward=reward.to(torch.float32),
             terminated=result.terminated, truncated=result.truncated, next_obs=next_obs,
@@ -173,36 +169,21 @@ class Actor:
             self.nonfinite_rows += bad
         if n_done:
             self._record_episodes(result.info, done, good)
-        if self.viz is not None:
-            self._viz_step(obs, action, intervened, reward, result, n_done > 0)
+        if self.hooks:
+            view = StepView(self.env_steps // n, obs, action, intervened, reward, result, done, n_done > 0)
+            for hook in self.hooks:
+                hook.after_step(view)
         # Sub-envs with a non-finite fresh observation stay quarantined until they finish an episode.
         self._quarantined = (self._quarantined & ~done) | ~finite_obs_rows(result.obs, n) | (
             ~torch.isfinite(result.reward) & ~done)
         self._obs = result.obs if self.hil is None else self.hil.after_step(result)
+        for hook in self.hooks:
+            self._obs = hook.next_obs(result, self._obs)
         self.env_steps += n
         to_send = batch if bad == 0 else batch.index(good)
         if len(to_send):
             self._send(to_send)
         return batch
-
-    def _viz_step(self, obs: dict[str, torch.Tensor], action: torch.Tensor, intervened: torch.Tensor,
-                  reward: torch.Tensor, result: Any, any_done: bool) -> None:
-        """Sub-env 0's step (and episode end) to the live view (~50 us a logged step on CPU: visualisation.md)."""
-        viz = self.viz
-        assert viz is not None
-        t = self.env_steps // self.env.num_envs  # sub-env 0's steps before this one
-        info = result.info
-        if viz.due(t):
-            keys = [k for k in obs if k == "state" or (k.startswith("image.") and viz.camera_due(t))]
-            viz.step(t, _host(action)[0], source="human" if _host(intervened)[0] else "policy",
-                     reward=float(_host(reward)[0]), success=bool(_host(info["success"])[0]),
-                     obs={k: obs[k][0].cpu().numpy() for k in keys})
-        if any_done and (bool(_host(result.terminated)[0]) or bool(_host(result.truncated)[0])):
-            success, terminated = bool(_host(info["success"])[0]), bool(_host(result.terminated)[0])
-            viz.episode_end(t, index=self._viz_episodes,
-                            outcome="success" if success else ("terminated" if terminated else "time_limit"),
-                            ret=float(_host(info["episode_return"])[0]), length=int(_host(info["episode_length"])[0]))
-            self._viz_episodes += 1
 
     def _send(self, batch: TransitionBatch) -> None:
         # Wait in short slices so that a stop request is honoured promptly even when the queue is full.
@@ -238,7 +219,3 @@ class Actor:
         out, self.episodes = self.episodes, EpisodeStats()
         return out
 
-
-def _host(x: torch.Tensor) -> Any:
-    """``x`` as a numpy array (a view on CPU; one copy from an accelerator)."""
-    return x.detach().cpu().numpy()

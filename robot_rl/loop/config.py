@@ -11,16 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from robot_rl.config_io import apply_overrides, flatten, load_yaml, merge_implied, parse_override
+from robot_rl.config_io import apply_overrides, flatten, load_yaml, merge_implied, open_sections, parse_override
 from robot_rl.core.config import ALGOS, TASKS, AlgoConfig, DiscountedConfig, TaskConfig, TransportConfig
+from robot_rl.core.extension import EXTENSIONS, Extension, extension_order, extension_sections
 from robot_rl.cotrain.config import CotrainConfig
 from robot_rl.hil.config import HILConfig
-from robot_rl.loop.jsrl import JSRLConfig
-from robot_rl.loop.offline_phase import OfflineConfig
 from robot_rl.rewards.train_config import EnvRole, RewardModelsConfig
 from robot_rl.transport.config import InprocTransportConfig
-from robot_rl.twin.run_config import TwinRunConfig
-from robot_rl.viz.config import VizConfig
 
 if TYPE_CHECKING:
     from robot_rl.core.env import VecEnv
@@ -148,16 +145,24 @@ class TrainConfig:
     reward: RewardModelsConfig = field(default_factory=RewardModelsConfig)
     """Learned rewards in the training envs (success classifier, PRM shaping) and the keys the policy sees
     (docs/rewards.md); off by default."""
-    viz: VizConfig = field(default_factory=VizConfig)
-    """Live view in Rerun of sub-env 0 of actor 0 (``--viz rerun``; docs/visualisation.md); off by default."""
-    offline: OfflineConfig = field(default_factory=OfflineConfig)
-    """Pre-training on recorded data before the online run (``--offline DATA``; docs/offline-to-online.md)."""
-    jsrl: JSRLConfig = field(default_factory=JSRLConfig)
-    """Jump-start RL: a guide policy acts first in each episode and hands over earlier as the learner succeeds
-    (``jsrl.guide=RUN_DIR`` or ``offline``; docs/offline-to-online.md)."""
-    twin: TwinRunConfig = field(default_factory=TwinRunConfig)
-    """Train in a twin fitted by `robot-rl twin fit` (``twin.file=twin.json``), and refit it from the real robot's
-    episodes while training (``twin.refit_every``; docs/real2sim.md); off by default."""
+    extensions: dict[str, Any] = open_sections(extension_sections)  # noqa: RUF009 (a field(), built once)
+    """The sections of the registered extensions (robot_rl.core.extension), each at the top level under its name:
+    ``offline`` (pre-training on recorded data before the online run, ``--offline DATA``; docs/offline-to-online.md),
+    ``jsrl`` (a guide policy acts first in each episode, ``jsrl.guide=RUN_DIR`` or ``offline``;
+    docs/offline-to-online.md), ``twin`` (train in a twin fitted by `robot-rl twin fit`, ``twin.file=twin.json``,
+    and refit it while training; docs/real2sim.md), ``viz`` (live view in Rerun, ``--viz rerun``;
+    docs/visualisation.md) … (`robot-rl config train` lists them)."""
+
+    def __getattr__(self, name: str) -> Any:
+        # ``cfg.viz``: an extension's section reads like a fixed one (only called for names not found otherwise).
+        sections = self.__dict__.get("extensions") if not name.startswith("__") else None
+        if sections is not None and name in sections:
+            return sections[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute or extension section {name!r}")
+
+    def section(self, name: str) -> Any:
+        """The config section of extension ``name``."""
+        return self.extensions[name]
 
     def make_env(self, device: Any, seed: int, num_envs: int | None = None, role: EnvRole = "train") -> VecEnv:
         """The task's env as this run's policy meets it: with the ``reward`` section applied.
@@ -165,19 +170,25 @@ class TrainConfig:
         ``role="train"``: the reward models wrap it; ``"eval"``: only the policy's observation keys (evaluation
         scores the env's own success).
         """
+        extensions = self.build_extensions()
         task = self.task
-        if self.twin.active:
-            from robot_rl.twin.in_training import twin_task
-
-            task = twin_task(task, self.twin)
+        for ext in extensions:
+            task = ext.adapt_task(task)
         env = task.make(device, seed, num_envs=num_envs)
-        if not self.reward.active:
-            return env
         try:
-            return self.reward.wrap(env, role, self.algo.gamma if isinstance(self.algo, DiscountedConfig) else None)
+            if self.reward.active:
+                env = self.reward.wrap(env, role, self.algo.gamma if isinstance(self.algo, DiscountedConfig) else None)
+            for ext in extensions:
+                env = ext.wrap_env(env, role)
         except BaseException:
             env.close()
             raise
+        return env
+
+    def build_extensions(self) -> list[Extension]:
+        """The extensions this config switches on, in the order they are called (robot_rl.core.extension)."""
+        built = (EXTENSIONS.get(name).build(self.extensions[name], self) for name in extension_order(self.extensions))
+        return [ext for ext in built if ext is not None]
 
 
 def resolve_train_config(

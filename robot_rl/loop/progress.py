@@ -106,3 +106,32 @@ def transport_summary(m: dict[str, float]) -> str:
     if rejects:
         parts.append("rejects " + ",".join(f"{k}={v}" for k, v in rejects.items()))
     return "  ".join(parts)
+
+
+def short_metrics(metrics: dict[str, float]) -> dict[str, Any]:
+    """The few metrics the progress line shows, formatted."""
+    keep = ("return", "success", "critic_loss", "actor_loss", "alpha", "value_loss", "surrogate_loss",
+            "kl")
+    out: dict[str, Any] = {k: metrics[k] for k in keep if k in metrics}
+    if "success" in out:
+        out["success"] = f"{out['success']:.0%}"
+    if "transport/transitions_per_s" in metrics:
+        rejects = sum(v for k, v in metrics.items() if k.startswith("transport/rejects/"))
+        out["net"] = (f"{metrics['transport/transitions_per_s']:,.0f}tr/s "
+                      f"{metrics['transport/mb_per_s']:.1f}MB/s acks {metrics['transport/acks_pending']:.0f} "
+                      f"lag {metrics['transport/weight_lag_max']:.0f} rej {rejects:.0f}")
+    return out
+
+
+class RecentEpisodes:
+    """Returns and successes of the last 100 finished episodes, for the progress line."""
+
+    def __init__(self, keep: int = 100) -> None:
+        self.keep = keep
+        self.returns: list[float] = []
+        self.successes: list[bool] = []
+
+    def add(self, stats: Any) -> None:
+        """Keep the newest of an actor's :meth:`~robot_rl.loop.actor.Actor.pop_episode_stats`."""
+        self.returns = (self.returns + stats.returns)[-self.keep:]
+        self.successes = (self.successes + stats.successes)[-self.keep:]

@@ -20,12 +20,10 @@ import numpy as np
 import torch
 import yaml
 
-from robot_rl.config_io import apply_overrides, from_dict, load_yaml, save_yaml, to_dict
+from robot_rl.config_io import apply_overrides, from_dict, load_yaml, save_yaml
 from robot_rl.core.config import ConfigError, task_id
 from robot_rl.core.specs import EnvSpec
 from robot_rl.loop.config import TrainConfig
-from robot_rl.runlog import ScalarSink
-from robot_rl.viz import StepViz, open_viz
 
 log = logging.getLogger(__name__)
 
@@ -63,20 +61,6 @@ def algo_name(cfg: TrainConfig) -> str:
 def run_title(cfg: TrainConfig) -> str:
     """``<task id> / <algo>``: the learning curve's title."""
     return f"{task_id(cfg.task)} / {algo_name(cfg)}"
-
-
-def scalar_sinks(cfg: TrainConfig, run_dir: Path) -> list[ScalarSink]:
-    """The scalar sinks beside TensorBoard that ``run.*`` asks for: wandb with ``run.wandb=true``."""
-    if not cfg.run.wandb:
-        return []
-    from robot_rl.viz.wandb_sink import WandbSink
-
-    return [WandbSink(run_dir, to_dict(cfg), cfg.run.wandb_project, cfg.run.wandb_entity, cfg.run.wandb_mode)]
-
-
-def open_run_viz(cfg: TrainConfig, run_dir: Path) -> StepViz | None:
-    """The live view ``viz.*`` asks for (``<run>/viz.rrd`` when no viewer is reached), or None."""
-    return open_viz(cfg.viz, Path(run_dir) / "viz.rrd", Path(run_dir).resolve().name, run_title(cfg))
 
 
 def load_run_config(run_dir: Path, overrides: dict[str, Any] | None = None) -> TrainConfig:

@@ -11,23 +11,23 @@ and the optional extensions (co-training, the graded HIL schedule, demonstration
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from robot_rl.checkpoint import list_checkpoints
-from robot_rl.core.algorithm import Algorithm, NamedBufferStorage, OfflinePhaseAware
-from robot_rl.core.config import ConfigError, OfflineTrainableConfig
+from robot_rl.config_io import to_dict
+from robot_rl.core.algorithm import Algorithm, NamedBufferStorage
+from robot_rl.core.config import ConfigError
 from robot_rl.core.data_parallel import DataParallel
 from robot_rl.core.env import VecEnv
-from robot_rl.core.extras import MC_RETURN
 from robot_rl.core.transport import FinishingEndpoint
 from robot_rl.data.provenance import warn_if_task_differs
 from robot_rl.durable import DiskFullError
@@ -36,18 +36,15 @@ from robot_rl.loop.config import TrainConfig
 from robot_rl.loop.data_parallel_run import attach, data_parallel_for, env_seed, prepare_rank, sync_counters
 from robot_rl.loop.evaluate import EvalResult
 from robot_rl.loop.evaluator import Evaluator
-from robot_rl.loop.jsrl import JSRL_GUIDE_FILE, OFFLINE_GUIDE
+from robot_rl.loop.extensions import RunExtensions
 from robot_rl.loop.learner_driver import LearnerDriver
 from robot_rl.loop.learner_state import check_resumable
-from robot_rl.loop.offline_phase import check_actor_warmup
-from robot_rl.loop.progress import TrainProgress, transport_summary
+from robot_rl.loop.progress import RecentEpisodes, TrainProgress, short_metrics, transport_summary
 from robot_rl.loop.run_context import (
     RunContext,
     load_run_config,
-    open_run_viz,
     resolve_device,
     run_title,
-    scalar_sinks,
     seed_everything,
     set_torch_threads,
 )
@@ -106,7 +103,9 @@ class InProcessRunner:
 
     def _build(self, resume: bool) -> None:
         cfg, seed, context = self.cfg, self.cfg.run.seed, self.context
-        check_actor_warmup(cfg.algo, cfg.offline)
+        self.extensions = RunExtensions(cfg)
+        self._notes: list[str] = []
+        ext = self.extensions
         if self.remote:  # one small env, only for the spec; actors run theirs elsewhere
             self.envs: list[VecEnv] = [cfg.make_env(self.device, seed, num_envs=1)]
         else:
@@ -135,7 +134,7 @@ class InProcessRunner:
             self.cotrain = CoTraining(cfg.cotrain, self.algo, self.spec, self.device, seed,
                                       lambda: learner.updates, self.run_dir, resume)
         self.wall_offset = 0.0
-        self._jsrl_state: list[dict[str, int]] | None = None
+        self._ext_state: dict[str, Any] | None = None
         self.evaluator = Evaluator(self.algo, self.eval_env, cfg.loop, seed=seed + 7)
         if resume:
             self._restore()
@@ -151,35 +150,52 @@ class InProcessRunner:
                   send_timeout_s=cfg.loop.max_wait_s, stop=self._stop) for i, env in enumerate(self.envs)]
         for a in self.actors:
             a.sync_weights()
-        self.viz = None if self.remote else open_run_viz(cfg, self.run_dir)
-        if self.viz is not None:
-            context.on_close(self.viz.close)  # after the actors stopped: train() stops them before closing
-            self.actors[0].viz = self.viz
         if cfg.loop.hil is not None:
             self._attach_hil(cfg.loop.hil)
         self.updates: UpdateStrategy = make_updates(self.learner, self.algo, self.actors, cfg.loop, self._stop,
                                                     self.remote, self.dp)
-        self.runlog = RunLog(self.run_dir, scalar_sinks(cfg, self.run_dir))
+        self.runlog = RunLog(self.run_dir, [sink for e in ext for sink in e.scalar_sinks(self)])
         context.on_close(self.runlog.close)
-        if cfg.offline.data is not None:
-            self._offline_phase()
-        if cfg.jsrl.guide is not None:
-            self._attach_jsrl()
-        self.twin_refitter: Any = None
-        if cfg.twin.refit_every and self.is_main:
-            if self.remote:
-                raise ConfigError("twin.refit_every moves the training envs to each new fit, so it needs them in "
-                                  "this process: with actor processes, refit with `robot-rl twin fit` and restart "
-                                  "the actors with the new file (twin.file=…)")
-            from robot_rl.twin.in_training import TwinRefitter
-
-            self.twin_refitter = TwinRefitter(cfg.twin, cfg.task, list(self.envs), self.run_dir)
-            context.on_close(self.twin_refitter.close)
+        ext.attach(self, self.actors, context.on_close, self._ext_state)
 
     def close(self) -> None:
         """Release the envs, the transport and ``train.log`` of a runner that is not trained (``train`` does it)."""
         self.updates.stop(self.cfg.loop.max_wait_s)
         self.context.close()
+
+    # ---- what extensions see (core.extension.RunHandle) --------------------------------------
+
+    @property
+    def title(self) -> str:
+        """``<task> / <algo>``."""
+        return run_title(self.cfg)
+
+    def config_dict(self) -> dict[str, Any]:
+        """The run config as plain data."""
+        return typing.cast(dict[str, Any], to_dict(self.cfg))
+
+    def env_steps(self) -> int:
+        """Transitions the learner stored so far."""
+        return self.learner.transitions
+
+    @property
+    def data_parallel(self) -> DataParallel | None:
+        """The data-parallel group of this rank, or None."""
+        return self.dp
+
+    def log_scalars(self, metrics: Mapping[str, float], step: int, prefix: str = "") -> None:
+        """Scalars to the run log."""
+        self.runlog.scalars(dict(metrics), step, prefix=prefix)
+
+    def publish(self) -> None:
+        """Publish the learner's weights; the in-process actors load them."""
+        self.learner.publish()
+        for actor in self.actors:
+            actor.sync_weights()
+
+    def note(self, text: str) -> None:
+        """A line printed under the run directory when training starts."""
+        self._notes.append(text)
 
     @property
     def address(self) -> str | None:
@@ -203,53 +219,6 @@ class InProcessRunner:
         n = load_demos_into(self.learner.storage, path, self.spec, self.device, rac=rac)
         warn_if_task_differs(path, self.cfg.task, f"the demos ({n} transitions)")
 
-    def _offline_phase(self) -> None:
-        """``--offline DATA``: pre-train on recorded data before any env step (:mod:`robot_rl.loop.offline_phase`)."""
-        from robot_rl.data.offline import load_offline
-        from robot_rl.loop.offline_phase import pretrain, write_curve
-
-        cfg, off = self.cfg, self.cfg.offline
-        done = (self.run_dir / "offline_curve.json").exists()  # resumed: the phase is done, its data in the replay
-        if done if self.dp is None else self.dp.broadcast_flag(done, self.device):  # rank 0's (a new rank has none)
-            return
-        if not isinstance(cfg.algo, OfflineTrainableConfig) or self.algo.on_policy:
-            raise ConfigError(f"--offline trains an off-policy learner (sac), not {type(cfg.algo).__name__}")
-        data = load_offline(str(off.data), self.spec, cfg.algo.gamma, off.heldout_fraction, cfg.run.seed, self.device)
-        warn_if_task_differs(str(off.data), cfg.task, "the offline data")
-        curve = pretrain(self.algo, data, off, cfg.algo.batch_size, cfg.run.seed, data_parallel=self.dp,
-                         on_point=lambda p: self.runlog.scalars(p, int(p["update"]), prefix="offline/"))
-        log.info("offline phase done: curve in %s", write_curve(curve, self.run_dir))
-        data.train.extras.pop(MC_RETURN.name, None)  # online rows have no Monte-Carlo return: the replay holds neither
-        if off.keep_data:
-            storage = self.learner.storage
-            if isinstance(storage, NamedBufferStorage) and "demos" in storage.buffers:
-                storage.add_to("demos", data.train)
-            else:
-                storage.add(data.train)
-        if isinstance(self.algo, OfflinePhaseAware) and not off.conservative_online:
-            self.algo.finish_offline()
-        if cfg.jsrl.guide == OFFLINE_GUIDE:  # kept apart: a resumed run's weights are no longer the offline ones
-            torch.save(self.algo.actor_weights(), self.run_dir / JSRL_GUIDE_FILE)
-        self.learner.publish()
-        for actor in self.actors:
-            actor.sync_weights()
-
-    def _attach_jsrl(self) -> None:
-        """``jsrl.guide``: each actor's guide acts first in each episode (:mod:`robot_rl.loop.jsrl`)."""
-        from robot_rl.loop.jsrl import GuidedActing, load_guide
-
-        jsrl = self.cfg.jsrl
-        if self.algo.on_policy or self.remote:
-            raise ConfigError("jsrl.guide runs in `robot-rl train` with an off-policy learner (algo=sac): "
-                              "on-policy updates need the actions their own policy chose")
-        guide = load_guide(jsrl, self.cfg.task, self.run_dir, self.spec, self.device, self.algo.make_policy)
-        for i, a in enumerate(self.actors):
-            a.guide = GuidedActing(jsrl, guide if i == 0 else copy.deepcopy(guide), a.env.num_envs, a.env.device)
-            if self._jsrl_state is not None and i < len(self._jsrl_state):
-                a.guide.schedule.load_state(self._jsrl_state[i])
-        log.info("jsrl: %s guides the first %d steps of each episode", jsrl.guide,
-                 self.actors[0].guide.schedule.guide_steps if self.actors and self.actors[0].guide else 0)
-
     def _restore(self) -> None:
         if not self.is_main:  # rank > 0: its replay shard only; rank 0's checkpoint reaches it through attach()
             self.driver.restore(checkpoint=False)
@@ -259,7 +228,7 @@ class InProcessRunner:
         meta = self.driver.restore()
         if meta is None:
             return
-        self._jsrl_state = meta.get("jsrl")
+        self._ext_state = meta
         self.wall_offset = float(meta.get("wall_s", 0.0))
         self.evaluator.resume_at(self.learner.transitions, float(meta.get("best_success", 0.0)))
 
@@ -269,9 +238,7 @@ class InProcessRunner:
         Raises :class:`DiskFullError` when the disk is full (the previous checkpoint stays intact).
         """
         meta: dict[str, Any] = {"wall_s": wall_s, "best_success": self.evaluator.best_success}
-        guides = [a.guide.schedule.state() for a in self.actors if a.guide is not None]
-        if guides:
-            meta["jsrl"] = guides
+        meta.update(self.extensions.state())  # under each extension's name
         return self.driver.checkpoint(meta)
 
     def _attach_hil(self, hil: Any) -> None:
@@ -299,9 +266,8 @@ class InProcessRunner:
         """Evaluate the learner's current actor weights on the evaluation env."""
         learner = self.learner
         result = self.evaluator.run(self.runlog, learner.transitions, learner.updates, learner.version, wall_s)
-        if self.viz is not None:
-            self.viz.note(f"eval @ {learner.transitions} env steps: success {result.success_rate:.0%}, "
-                          f"return {result.mean_return:.2f}")
+        for e in self.extensions:
+            e.evaluated(learner.transitions, result.success_rate, result.mean_return)
         return result
 
     # ---- main loop --------------------------------------------------------------------------
@@ -332,8 +298,8 @@ class InProcessRunner:
     def _run(self, progress: TrainProgress, t0: float) -> tuple[bool, str]:
         cfg, learner, evaluator = self.cfg, self.learner, self.evaluator
         progress.print(f"run directory: {self.run_dir}")
-        if self.viz is not None:
-            progress.print(f"live view (sub-env 0 of actor 0): {self.viz.where}")
+        for note in self._notes:
+            progress.print(note)
         if learner.transitions == 0 and self.is_main:
             # A baseline before any learning, so the curve starts where the policy started.
             ev = self.run_eval(0.0)
@@ -344,7 +310,7 @@ class InProcessRunner:
 
             run_offline_phase(learner, cfg.loop.hil.offline_updates)
         self.updates.start()
-        episodes = _RecentEpisodes()
+        episodes = RecentEpisodes()
         last_log = last_ckpt = time.monotonic()
         while learner.transitions < cfg.loop.total_env_steps:
             self.updates.iteration()
@@ -372,7 +338,7 @@ class InProcessRunner:
                 self.checkpoint(wall)
         return False, "budget"
 
-    def _log_metrics(self, progress: TrainProgress, episodes: _RecentEpisodes, wall: float) -> None:
+    def _log_metrics(self, progress: TrainProgress, episodes: RecentEpisodes, wall: float) -> None:
         step = self.learner.transitions
         metrics = self._metrics(episodes.returns, episodes.successes)
         net = self.link.metrics()
@@ -381,15 +347,11 @@ class InProcessRunner:
             log.info("transport: %s", transport_summary(net))
         self.runlog.scalars(metrics, step, prefix="train/")
         self.runlog.scalars(pop_summaries(self.envs), step, prefix="randomize/")
-        if self.twin_refitter is not None:
-            self.runlog.scalars(self.twin_refitter.poll(), step, prefix="twin/")
         self.runlog.scalars(pop_reward_terms(self.envs), step, prefix="reward/")
-        guides = [a.guide.pop_metrics() for a in self.actors if a.guide is not None]
-        if guides:
-            self.runlog.scalars({k: sum(g[k] for g in guides) / len(guides) for k in guides[0]}, step, prefix="jsrl/")
+        self.runlog.scalars(self.extensions.metrics(), step)
         self.runlog.train_row({"env_steps": step, "wall_s": round(wall, 2), "updates": self.learner.updates,
                                "return": metrics.get("return", ""), "success": metrics.get("success", "")})
-        progress.update(step, self._short(metrics))
+        progress.update(step, short_metrics(metrics))
 
     def _finish(self, wall: float, reached: bool, reason: str) -> TrainResult:
         if not self.is_main:  # rank 0 writes the run; this rank commits its replay shard for a resume
@@ -447,34 +409,6 @@ class InProcessRunner:
         if self.cotrain is not None:
             m.update(self.cotrain.metrics(self.learner.transitions, self.learner.updates))
         return m
-
-    @staticmethod
-    def _short(metrics: dict[str, float]) -> dict[str, Any]:
-        keep = ("return", "success", "critic_loss", "actor_loss", "alpha", "value_loss", "surrogate_loss",
-                "kl")
-        out: dict[str, Any] = {k: metrics[k] for k in keep if k in metrics}
-        if "success" in out:
-            out["success"] = f"{out['success']:.0%}"
-        if "transport/transitions_per_s" in metrics:
-            rejects = sum(v for k, v in metrics.items() if k.startswith("transport/rejects/"))
-            out["net"] = (f"{metrics['transport/transitions_per_s']:,.0f}tr/s "
-                          f"{metrics['transport/mb_per_s']:.1f}MB/s acks {metrics['transport/acks_pending']:.0f} "
-                          f"lag {metrics['transport/weight_lag_max']:.0f} rej {rejects:.0f}")
-        return out
-
-
-
-class _RecentEpisodes:
-    """Returns and successes of the last 100 finished episodes, for the progress line."""
-
-    def __init__(self, keep: int = 100) -> None:
-        self.keep = keep
-        self.returns: list[float] = []
-        self.successes: list[bool] = []
-
-    def add(self, stats: Any) -> None:
-        self.returns = (self.returns + stats.returns)[-self.keep:]
-        self.successes = (self.successes + stats.successes)[-self.keep:]
 
 
 def train(cfg: TrainConfig | None = None, resume_dir: Path | None = None) -> TrainResult:

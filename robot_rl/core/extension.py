@@ -1,0 +1,282 @@
+"""Run features as extensions: the contract a feature implements and the registry that finds it.
+
+A run feature (a live view, a twin refit, a guide policy, co-training …) is not a branch in the runner. It
+registers an :class:`ExtensionSpec` under a name: the name is also its config section (``viz.sink=rerun`` sets
+the ``viz`` section, a dataclass of the spec's ``config`` class), and ``build`` makes the feature for one run,
+or returns None when the section leaves it off. The runner iterates over what was built; it never names one.
+
+Registration: a module calls :func:`register_extension` at import, and the module is listed under the
+``robot_rl.extensions`` entry-point group (robot_rl's own ``pyproject.toml`` lists the built-ins; a third-party
+package lists its own the same way), so :data:`EXTENSIONS` imports it at its first lookup.
+
+The hooks, in the order a run calls them (every one optional: subclass :class:`BaseExtension`):
+
+* ``adapt_task(task)`` — the task config each env of the run is made from;
+* ``wrap_env(env, role)`` — each env the run makes (``role`` ``"train"`` or ``"eval"``);
+* ``scalar_sinks(run)`` — sinks beside TensorBoard that get every logged scalar (``runlog.ScalarSink``);
+* ``attach(run)`` — once the learner and the actors exist (:class:`RunHandle`): add a loss term or a batch source
+  to the learner, take checkpointed state, register what to close;
+* ``step_hook(index, actor)`` — a :class:`StepHook` for actor ``index`` (acts before/after the policy);
+* ``evaluated(env_steps, success_rate, mean_return)`` — after each evaluation;
+* ``metrics()`` — scalars for the run log, every logging period (keys are prefixed with the section name);
+* ``state()`` — JSON-able state a checkpoint keeps under the extension's name (``load_state`` gets it back on
+  ``--resume``, before ``step_hook``);
+* ``close()`` — the run ended (after the actors stopped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import torch
+
+from robot_rl.core.config import TaskConfig
+from robot_rl.core.data_parallel import DataParallel
+from robot_rl.core.env import StepResult, VecEnv
+from robot_rl.core.registry import Registry
+from robot_rl.core.specs import EnvSpec
+
+EnvRole = Literal["train", "eval"]
+Obs = dict[str, torch.Tensor]
+
+
+class RunHandle(Protocol):
+    """What a run shows its extensions at :meth:`Extension.attach` (the runner implements it)."""
+
+    @property
+    def cfg(self) -> Any:
+        """The whole run config (``TrainConfig``); a section is ``cfg.section(name)``."""
+
+    @property
+    def run_dir(self) -> Path:
+        """The run directory."""
+
+    @property
+    def device(self) -> torch.device:
+        """Where the learner's tensors live."""
+
+    @property
+    def spec(self) -> EnvSpec:
+        """What the envs observe and take."""
+
+    @property
+    def learner(self) -> Any:
+        """The :class:`~robot_rl.loop.learner.Learner`: its ``storage`` takes rows, ``updates`` counts."""
+
+    @property
+    def data_parallel(self) -> DataParallel | None:
+        """The data-parallel group of this rank, else None."""
+
+    @property
+    def algo(self) -> Any:
+        """The learner's :class:`~robot_rl.core.algorithm.Algorithm`."""
+
+    @property
+    def envs(self) -> list[VecEnv]:
+        """The training envs of this process (one per actor thread; one spec-only env with actor processes)."""
+
+    @property
+    def remote(self) -> bool:
+        """Actors run in other processes (`robot-rl learner`): step hooks are not called here."""
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 of a data-parallel run, or the only process."""
+
+    @property
+    def title(self) -> str:
+        """``<task> / <algo>``: a name for the run in a viewer or a plot."""
+
+    def config_dict(self) -> dict[str, Any]:
+        """The run config as plain data (what ``config.yaml`` holds)."""
+
+    def env_steps(self) -> int:
+        """Transitions the learner has stored so far."""
+
+    def log_scalars(self, metrics: Mapping[str, float], step: int, prefix: str = "") -> None:
+        """Scalars to the run log (TensorBoard and the sinks) at ``step``."""
+
+    def publish(self) -> None:
+        """Publish the learner's weights and load them into the in-process actors (after changing them)."""
+
+    def note(self, text: str) -> None:
+        """A line for the person watching (the progress output)."""
+
+
+@dataclass
+class StepView:
+    """One actor step as its hooks see it after the env stepped (tensors ``[N, …]``, N sub-envs)."""
+
+    t: int
+    """Steps this actor took before this one (``env_steps // N``)."""
+    obs: Obs
+    """The observation the action was chosen on."""
+    action: torch.Tensor
+    """``[N, A]``: the action that was sent."""
+    intervened: torch.Tensor
+    """``[N]`` bool: a human acted instead of the policy."""
+    reward: torch.Tensor
+    """``[N]``: the reward stored (after every hook's :meth:`StepHook.reward`)."""
+    result: StepResult
+    """What ``env.step`` returned."""
+    done: torch.Tensor
+    """``[N]`` bool: the episode ended (terminated or truncated)."""
+    any_done: bool
+    """``bool(done.any())``, computed once per step by the actor."""
+
+
+class StepHook:
+    """Acts in one actor's step; every method's default leaves the step as it is.
+
+    Hooks run in the order of their extensions' names; each sees what the previous one returned.
+    """
+
+    def before_act(self, obs: Obs) -> Obs:
+        """The observation the policy sees (``obs`` with non-finite rows zeroed)."""
+        return obs
+
+    def after_act(self, obs: Obs, action: torch.Tensor, extras: dict[str, torch.Tensor],
+                  intervened: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+        """After the policy: replace ``action`` ``[N, A]``, add per-row ``extras``, mark ``intervened`` ``[N]``.
+
+        ``obs`` is what the policy saw (:meth:`before_act`'s); sub-envs in quarantine get a zero action after.
+        """
+        return action, extras, intervened
+
+    def reward(self, reward: torch.Tensor) -> torch.Tensor:
+        """The ``[N]`` reward stored for this step."""
+        return reward
+
+    def after_step(self, step: StepView) -> None:
+        """The env stepped and the transition is built (before it is sent)."""
+
+    def next_obs(self, result: StepResult, obs: Obs) -> Obs:
+        """The observation the next step acts on (``obs``: the env's, or the previous hook's)."""
+        return obs
+
+
+@runtime_checkable
+class Extension(Protocol):
+    """One run feature, built by its :class:`ExtensionSpec` from its config section (module docstring)."""
+
+    def adapt_task(self, task: TaskConfig) -> TaskConfig:
+        """The task config the run's envs are made from (or ``task`` itself)."""
+
+    def wrap_env(self, env: VecEnv, role: EnvRole) -> VecEnv:
+        """``env`` as this feature wants the run to see it (or ``env`` itself)."""
+
+    def scalar_sinks(self, run: RunHandle) -> list[Any]:
+        """Sinks beside TensorBoard for every logged scalar (:class:`~robot_rl.runlog.ScalarSink`)."""
+
+    def attach(self, run: RunHandle) -> None:
+        """The learner and the actors exist: take what the feature needs."""
+
+    def evaluated(self, env_steps: int, success_rate: float, mean_return: float) -> None:
+        """An evaluation finished at ``env_steps``."""
+
+    def step_hook(self, index: int, actor: Any) -> StepHook | None:
+        """Hooks for actor ``index``'s step, or None."""
+
+    def metrics(self) -> Mapping[str, float]:
+        """Scalars since the last call (logged under ``<name>/``)."""
+
+    def state(self) -> Any:
+        """JSON-able state for a checkpoint (None: nothing to keep)."""
+
+    def load_state(self, state: Any) -> None:
+        """The :meth:`state` of the checkpoint a resumed run started from."""
+
+    def close(self) -> None:
+        """Release what the feature holds; called once, after the actors stopped."""
+
+
+class BaseExtension:
+    """No-op defaults for every hook of :class:`Extension`: subclass it and override what the feature needs."""
+
+    def adapt_task(self, task: TaskConfig) -> TaskConfig:
+        """Default: ``task``."""
+        return task
+
+    def wrap_env(self, env: VecEnv, role: EnvRole) -> VecEnv:
+        """Default: ``env``."""
+        return env
+
+    def scalar_sinks(self, run: RunHandle) -> list[Any]:
+        """Default: ``[]``."""
+        return []
+
+    def attach(self, run: RunHandle) -> None:
+        """Default: nothing."""
+        return None
+
+    def evaluated(self, env_steps: int, success_rate: float, mean_return: float) -> None:
+        """Default: nothing."""
+        return None
+
+    def step_hook(self, index: int, actor: Any) -> StepHook | None:
+        """Default: nothing."""
+        return None
+
+    def metrics(self) -> Mapping[str, float]:
+        """Default: ``{}``."""
+        return {}
+
+    def state(self) -> Any:
+        """Default: nothing."""
+        return None
+
+    def load_state(self, state: Any) -> None:
+        """Default: nothing."""
+        return None
+
+    def close(self) -> None:
+        """Default: nothing."""
+        return None
+
+
+@dataclass(frozen=True)
+class ExtensionSpec:
+    """A registered feature: its config section's class and how to build it.
+
+    ``build(section, run_config)`` returns the feature for one run, or None when ``section`` leaves it off (the
+    default instance of ``config`` must leave it off). ``run_config`` is the whole ``TrainConfig``. Building is
+    cheap and opens nothing (each env the config makes builds the extensions again to ask ``adapt_task`` and
+    ``wrap_env``); resources are opened in ``attach``. Extensions are called in ``(order, name)`` order.
+    """
+
+    name: str
+    config: type
+    build: Callable[[Any, Any], Extension | None]
+    doc: str = ""
+    order: int = 0
+
+
+#: name → :class:`ExtensionSpec`; filled by the modules of the ``robot_rl.extensions`` entry-point group.
+EXTENSIONS: Registry[ExtensionSpec] = Registry("extension", "robot_rl.extensions")
+
+
+def register_extension(name: str, config: type, doc: str = "", order: int = 0) -> Callable[
+        [Callable[[Any, Any], Extension | None]], Callable[[Any, Any], Extension | None]]:
+    """Decorator on a feature's build function: ``@register_extension("viz", VizConfig, "live view")``.
+
+    ``order``: extensions with a lower one are called first (the offline phase attaches before a guide loads).
+    """
+
+    def decorate(build: Callable[[Any, Any], Extension | None]) -> Callable[[Any, Any], Extension | None]:
+        EXTENSIONS.register(name)(ExtensionSpec(name, config, build, doc, order))
+        return build
+
+    return decorate
+
+
+def extension_order(names: Iterable[str]) -> list[str]:
+    """``names`` in the order their extensions are called: ``(order, name)``."""
+    return sorted(names, key=lambda n: (EXTENSIONS.get(n).order, n))
+
+
+def extension_sections() -> dict[str, type]:
+    """Section name → config class, for every registered extension (sorted by name)."""
+    return {name: EXTENSIONS.get(name).config for name in EXTENSIONS.names()}

@@ -1,0 +1,63 @@
+"""Extensions (robot_rl.core.extension): a third-party feature as docs/contributing.md shows it, in a tiny `train`."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from robot_rl.checkpoint import list_checkpoints
+from robot_rl.config_io import from_dict, to_dict
+from robot_rl.core.config import ConfigError
+from robot_rl.core.extension import EXTENSIONS, Extension
+from robot_rl.loop.config import TrainConfig, resolve_train_config
+from robot_rl.loop.runner import train
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "contributing.md"
+TINY = ["loop.total_env_steps=400", "loop.eval_every_env_steps=400", "loop.eval_episodes=2", "loop.eval_num_envs=2",
+        "task.num_envs=4", "algo.actor_hidden=[16,16]", "algo.critic_hidden=[16,16]", "run.progress=false",
+        "replay.persist=false", "loop.success_threshold=null"]
+
+
+@pytest.fixture
+def counter(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
+    """The doc's example extension, registered for one test (its code block, run as a module)."""
+    block = re.search(r"```python\n(# my_pkg/counter\.py.*?)```", DOC.read_text(), re.S)
+    assert block, "docs/contributing.md lost its extension example"
+    module = types.ModuleType("my_pkg_counter")
+    monkeypatch.setitem(sys.modules, module.__name__, module)  # dataclasses look their module up
+    exec(compile(block.group(1), str(DOC), "exec"), module.__dict__)
+    try:
+        yield module
+    finally:
+        EXTENSIONS.unregister("counter")
+
+
+def test_a_registered_extension_gets_a_config_section(counter: types.ModuleType) -> None:
+    cfg = resolve_train_config(overrides=["counter.every=3"])
+    assert cfg.counter.every == 3 and cfg.section("counter") is cfg.extensions["counter"]
+    tree = to_dict(cfg)
+    assert tree["counter"] == {"every": 3} and tree["viz"]["sink"] == "none"  # top-level sections, as in YAML
+    assert from_dict(TrainConfig, tree) == cfg
+    assert from_dict(TrainConfig, {k: v for k, v in tree.items() if k != "counter"}).counter.every == 0  # old files
+    with pytest.raises(ConfigError, match=r"valid keys:.*counter"):
+        from_dict(TrainConfig, {**tree, "countr": {}})
+    off = EXTENSIONS.get("counter").build(TrainConfig().counter, TrainConfig())
+    on = EXTENSIONS.get("counter").build(cfg.counter, cfg)
+    assert off is None and isinstance(on, Extension)
+
+
+@pytest.mark.integration  # trains for seconds (actor thread + learner)
+def test_a_tiny_train_runs_the_extension_and_checkpoints_its_state(counter: types.ModuleType, tmp_path: Path) -> None:
+    cfg = resolve_train_config(overrides=[*TINY, f"run.root={tmp_path}", "run.name=r", "counter.every=1"])
+    result = train(cfg)
+    assert result.env_steps >= 400
+    assert yaml.safe_load((tmp_path / "r" / "config.yaml").read_text())["counter"] == {"every": 1}
+    meta = json.loads((list_checkpoints(tmp_path / "r")[-1] / "meta.json").read_text())
+    assert meta["counter"] >= 400 // 4  # one count per step of actor 0 (4 sub-envs)
