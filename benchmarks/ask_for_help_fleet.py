@@ -109,8 +109,9 @@ def run_seed(seed: int, minutes: float, log=print) -> dict[str, object]:
     """The demos, then watching and fleet from them."""
     with tempfile.TemporaryDirectory(prefix=f"fleet_bench_{seed}_") as tmp:
         work = Path(tmp)
-        _run([EXE, "record", "--robot", "sim_arm", "--device", "pick_demonstrator", "--out", "demos", "--format",
-              "episodes", "--episodes", "10", "--hz", "10", "--quiet", "robot.cameras={}", f"robot.seed={seed}"], work)
+        _run([EXE, "record", "--robot", "sim_arm", "--teleop", "pick_demonstrator", "--out", "demos", "--format",
+              "episodes", "--episodes", "10", "--hz", "10", "--no-status", "robot.cameras={}", f"robot.seed={seed}"],
+             work)
         runs = {setup: run_setup(work / setup, setup, minutes, seed, 5700 + 2 * seed + i, log)
                 for i, setup in enumerate(("watching", "fleet"))}
     w, f = runs["watching"]["successes_per_attention_min"], runs["fleet"]["successes_per_attention_min"]

@@ -44,7 +44,7 @@ def main() -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     os.chdir(run_dir)  # the fleet's files (summary, operator events, per-arm logs) go to the working directory
     # The learner binds a free port; the arms are told where with transport.address.
-    args = DeployArgs(fleet=str(a.robots), mode="learn", teleop="pick_helper", episodes=a.episodes, no_status=True,
+    args = DeployArgs(fleet=str(a.robots), mode="learn", teleop="pick_helper", episodes=a.episodes, status=False,
                       overrides=("robot.type=sim_arm", "robot.cameras={}", "help.enabled=true",
                                  f"help.budget={a.budget}", "transport.address=tcp://127.0.0.1:*"))
     cfg = args.resolved_config()

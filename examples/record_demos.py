@@ -61,8 +61,8 @@ def main() -> None:
         tmp = Path(tempfile.mkdtemp(prefix="robot_rl_demos_"))
         a.out = tmp / "demos"
     overrides = ("safety.workspace_low=[0.1,-0.5,0.0]", "safety.workspace_high=[0.8,0.5,0.7]")
-    args = RecordArgs(robot="sim_arm" if a.sim else "xarm", device="scripted", out=a.out, format=a.format,
-                      episodes=2, hz=20.0, task="push the block", overrides=overrides, quiet=True, min_free_mb=10)
+    args = RecordArgs(robot="sim_arm" if a.sim else "xarm", teleop="scripted", out=a.out, format=a.format,
+                      episodes=2, hz=20.0, task="push the block", overrides=overrides, status=False, min_free_mb=10)
     robot = None if a.sim else XArmRobot(XArmRobotConfig(), sdk=FakeXArmAPI)
     try:
         code = run_record(args, robot=robot, device=ScriptedDevice(operator))

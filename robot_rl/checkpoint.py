@@ -27,12 +27,13 @@ from typing import Any
 
 import torch
 
+from robot_rl.core.errors import UserError
 from robot_rl.durable import DiskFullError, crash_point, is_disk_full
 
 log = logging.getLogger(__name__)
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(RuntimeError, UserError):
     """No usable checkpoint could be loaded."""
 
 

@@ -7,7 +7,8 @@ A registry-typed section (``TaskConfig``, ``AlgoConfig``, ``TransportConfig``) n
     algo: {type: sac, actor_lr: 3.0e-4}
 
 Unknown keys, tasks and algorithms fail with :class:`~robot_rl.core.config.ConfigError` (or
-:class:`~robot_rl.core.registry.UnknownNameError`) listing the valid names. Nothing here knows a component:
+:class:`~robot_rl.core.registry.UnknownNameError`) listing the valid names; a value a config's own
+``__post_init__`` rejects with a ``ValueError`` becomes a ``ConfigError`` too. Nothing here knows a component:
 the engine works on any dataclass tree.
 """
 
@@ -204,7 +205,12 @@ def from_dict(cls: type[C], data: dict[str, Any], where: str = "config") -> C:
             f"valid keys: {', '.join(sorted(names))}"
         )
     kwargs = {k: _coerce(v, hints[k], f"{where}.{k}") for k, v in data.items()}
-    return typing.cast(C, target(**kwargs))
+    try:
+        return typing.cast(C, target(**kwargs))
+    except ConfigError:
+        raise
+    except ValueError as e:  # the config's own check of these values (__post_init__): the user's to fix
+        raise ConfigError(str(e)) from e
 
 
 def merge_implied(data: dict[str, Any], implied: dict[str, Any], where: str) -> dict[str, Any]:

@@ -80,8 +80,8 @@ def test_record_from_sim_so101_cameras_says_what_to_install(tmp_path: Path) -> N
     """The simulated arm renders in its own process: its failure reaches the user as the same one line."""
     pytest.importorskip("mujoco")
     pytest.importorskip("mink")
-    cmd = [ROBOT_RL, "record", "--robot", "sim_so101", "--device", "pick_demonstrator", "--episodes", "1",
-           "--quiet", "--out", str(tmp_path / "demos"), "robot.cameras={front: [32, 32]}"]
+    cmd = [ROBOT_RL, "record", "--robot", "sim_so101", "--teleop", "pick_demonstrator", "--episodes", "1",
+           "--no-status", "--out", str(tmp_path / "demos"), "robot.cameras={front: [32, 32]}"]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=_env(tmp_path, None),
                          stdin=subprocess.DEVNULL, cwd=tmp_path)
     assert "no display" in _one_line_error(run)
@@ -95,7 +95,7 @@ def test_record_with_libosmesa_hidden_says_what_to_install(tmp_path: Path) -> No
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     env.update(MUJOCO_GL="osmesa", PYOPENGL_PLATFORM="osmesa")
     cmd = [str(ROOT / "scripts" / "without-system-deps.sh"), ROBOT_RL, "record", "--robot", "sim_so101",
-           "--device", "pick_demonstrator", "--episodes", "1", "--quiet", "--out", str(tmp_path / "demos"),
+           "--teleop", "pick_demonstrator", "--episodes", "1", "--no-status", "--out", str(tmp_path / "demos"),
            "robot.cameras={front: [32, 32]}"]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL,
                          cwd=tmp_path)

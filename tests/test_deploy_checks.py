@@ -94,7 +94,7 @@ def test_a_check_that_fails_connects_neither_the_robot_nor_the_learner(monkeypat
     monkeypatch.setattr(deploy_actor, "ZmqActorEndpoint", refuse("learner"))
     monkeypatch.chdir(tmp_path)
     args = DeployArgs(overrides=("robot.cameras={}", *overrides), mode="learn", teleop=teleop,
-                      connect="tcp://127.0.0.1:9", no_status=True)
+                      connect="tcp://127.0.0.1:9", status=False)
     with pytest.raises(error) as raised:
         args.run_actor(args.resolved_config())
     assert not isinstance(raised.value, RuntimeError), raised.value

@@ -33,7 +33,7 @@ def _workflow():
 def test_the_docs_block_is_what_runs():
     cmds = _workflow().workflow_commands()
     assert [c.split()[1] for c in cmds] == ["record", "deploy", "deploy", "deploy"]
-    assert "--device pick_demonstrator" in cmds[0] and "--role learner" in cmds[1] and "--mode learn" in cmds[2]
+    assert "--teleop pick_demonstrator" in cmds[0] and "--role learner" in cmds[1] and "--mode learn" in cmds[2]
     assert "--mode eval" in cmds[3] and "--teleop scripted" in cmds[3]
 
 

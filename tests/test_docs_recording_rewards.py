@@ -50,7 +50,7 @@ def test_the_scripted_recording_block_records_converts_and_appends(tmp_path: Pat
 
     wf = _workflow()
     cmds = recording_commands()
-    assert len(cmds) == 3 and all("--device pick_demonstrator" in c for c in cmds) and "--append" in cmds[2]
+    assert len(cmds) == 3 and all("--teleop pick_demonstrator" in c for c in cmds) and "--append" in cmds[2]
     first, second, third = (wf.scaled(c, 4.0) for c in cmds)  # 4x real time: ~30 s of robot time in all
     done = _run(first, tmp_path)
     assert done.returncode == 0, done.stdout[-3000:]

@@ -45,7 +45,7 @@ def test_the_block_is_consistent() -> None:
     for cmd in (learner, actor, evaluate):
         assert "'policy_keys=[state]'" in cmd and "--max-episode-steps 60" in cmd
     assert "--out demos/so101" in record and "--append" in fumble and "demos/so101" in train
-    assert "--device pick_wanderer" in wander and "--append" in wander and "--out demos/so101" in wander
+    assert "--teleop pick_wanderer" in wander and "--append" in wander and "--out demos/so101" in wander
     assert "classifier=runs/so101_clf" in learner and "classifier=runs/so101_clf" in actor
     assert "--out runs/so101_clf" in train
 

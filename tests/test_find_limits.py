@@ -59,7 +59,7 @@ def test_cli_finds_limits_on_the_simulated_so101_with_a_scripted_device(tmp_path
 
     cli = str(Path(sys.executable).with_name("robot-rl"))
     out = tmp_path / "limits.yaml"
-    run = subprocess.run([cli, "robot", "find-limits", "--robot", "sim_so101", "--device", "pick_demonstrator",
+    run = subprocess.run([cli, "robot", "find-limits", "--robot", "sim_so101", "--teleop", "pick_demonstrator",
                           "--seconds", "4", "--out", str(out), "robot.cameras={}"],
                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -92,7 +92,7 @@ def test_ctrl_c_or_sigterm_ends_find_limits_early_and_still_writes_the_file(tmp_
     pytest.importorskip("mink")
     cli = str(Path(sys.executable).with_name("robot-rl"))
     out = tmp_path / "limits.yaml"
-    proc = subprocess.Popen([cli, "robot", "find-limits", "--robot", "sim_so101", "--device", "pick_demonstrator",
+    proc = subprocess.Popen([cli, "robot", "find-limits", "--robot", "sim_so101", "--teleop", "pick_demonstrator",
                              "--seconds", "120", "--out", str(out), "robot.cameras={}"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

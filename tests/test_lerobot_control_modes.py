@@ -236,7 +236,7 @@ def test_a_missing_calibration_file_is_refused_naming_the_command(tmp_path: Path
 
 
 def test_recording_with_a_relative_device_drives_the_so101_in_ee_delta(tmp_path: Path) -> None:
-    # The path `robot-rl record --robot lerobot --device spacemouse robot.control_mode=ee_delta` takes, with a
+    # The path `robot-rl record --robot lerobot --teleop spacemouse robot.control_mode=ee_delta` takes, with a
     # scripted device: +x held for steps 1..10, then success.
     from robot_rl.data.store import EpisodeStore
     from robot_rl.human_loop.devices.base import TeleopReading

@@ -209,9 +209,9 @@ def test_deploy_and_record_ask_for_it_and_the_library_does_not() -> None:
 
     assert SafetyConfig().realtime_priority == 0
     assert DeployConfig().safety.realtime_priority is None
-    args = RecordArgs(robot="sim_arm", device="scripted", out=Path("unused"))
+    args = RecordArgs(robot="sim_arm", teleop="scripted", out=Path("unused"))
     assert build_configs(args)[2].realtime_priority is None
-    args = RecordArgs(robot="sim_arm", device="scripted", out=Path("unused"), overrides=("safety.realtime_priority=0",))
+    args = RecordArgs(robot="sim_arm", teleop="scripted", out=Path("unused"), overrides=("safety.realtime_priority=0",))
     assert build_configs(args)[2].realtime_priority == 0
 
 
@@ -225,8 +225,8 @@ def test_default_watchdog_allows_one_late_tick_at_the_control_rate() -> None:
 
 def _record(out: Path, *, privileged: bool) -> subprocess.CompletedProcess[str]:
     """`robot-rl record` on the simulated SO-101 with the loop on SCHED_FIFO, typed as the docs show it."""
-    argv = [sys.executable, "-m", "robot_rl.cli", "record", "--robot", "sim_so101", "--device", "pick_demonstrator",
-            "--out", str(out), "--format", "episodes", "--episodes", "1", "--hz", "30", "--quiet",
+    argv = [sys.executable, "-m", "robot_rl.cli", "record", "--robot", "sim_so101", "--teleop", "pick_demonstrator",
+            "--out", str(out), "--format", "episodes", "--episodes", "1", "--hz", "30", "--no-status",
             "safety.realtime_priority=40"]
     return subprocess.run(argv if privileged else _unprivileged(argv), capture_output=True, text=True, timeout=300,
                           stdin=subprocess.DEVNULL, preexec_fn=None if privileged else _no_rtprio_limit)

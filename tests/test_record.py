@@ -185,8 +185,8 @@ def test_joint_blend_fades_the_gap() -> None:
 
 
 def _args(tmp_path: Path, **kw: object) -> RecordArgs:
-    base: dict[str, object] = {"robot": "xarm", "device": "scripted", "out": tmp_path / "out", "format": "episodes",
-                               "hz": HZ, "episodes": 1, "min_free_mb": 0.0, "quiet": True,
+    base: dict[str, object] = {"robot": "xarm", "teleop": "scripted", "out": tmp_path / "out", "format": "episodes",
+                               "hz": HZ, "episodes": 1, "min_free_mb": 0.0, "status": False,
                                "overrides": ("safety.watchdog_timeout_s=0.5", "safety.workspace_low=[0.1,-0.5,0.0]",
                                              "safety.workspace_high=[0.8,0.5,0.7]")}
     base.update(kw)
@@ -219,7 +219,7 @@ def test_run_record_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "MB free" in capsys.readouterr().err
     # missing device: the robot is never connected
     robot = _robot()
-    assert run_record(_args(tmp_path, out=tmp_path / "o3", device="gamepad"), robot=robot) == 2
+    assert run_record(_args(tmp_path, out=tmp_path / "o3", teleop="gamepad"), robot=robot) == 2
     assert "not available" in capsys.readouterr().err and robot._arm is None
     # robot not reachable
     unreachable = XArmRobot(XArmRobotConfig(), sdk=lambda ip: FakeXArmAPI(ip, do_not_open=True))
@@ -319,7 +319,7 @@ def test_deploy_learner_weights_rac_labelled_demos(tmp_path: Path, capsys: pytes
 @pytest.mark.sim
 @pytest.mark.integration
 def test_cli_records_scripted_pick_demos_without_a_keyboard(tmp_path: Path) -> None:
-    """`robot-rl record --device pick_demonstrator` as a user runs it with no terminal: it starts each episode
+    """`robot-rl record --teleop pick_demonstrator` as a user runs it with no terminal: it starts each episode
     itself on a freshly reset task and saves successes; the existing directory then gets a clear refusal."""
     import subprocess
     import sys
@@ -329,8 +329,8 @@ def test_cli_records_scripted_pick_demos_without_a_keyboard(tmp_path: Path) -> N
     out = tmp_path / "demos"
     # At 4x real time, the rate and the speed limits scaled with it (the same robot time per step), as the docs'
     # workflow test runs it.
-    cmd = [exe, "record", "--robot", "sim_arm", "--device", "pick_demonstrator", "--out", str(out),
-           "--format", "episodes", "--episodes", "3", "--quiet", "robot.cameras={}", "safety.watchdog_timeout_s=1",
+    cmd = [exe, "record", "--robot", "sim_arm", "--teleop", "pick_demonstrator", "--out", str(out),
+           "--format", "episodes", "--episodes", "3", "--no-status", "robot.cameras={}", "safety.watchdog_timeout_s=1",
            "robot.time_scale=4", "safety.control_hz=40", "safety.max_linear_speed=1", "safety.max_angular_speed=4"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -381,7 +381,7 @@ def test_cli_record_warns_once_per_kind_of_safety_event_and_counts_the_rest(tmp_
 
     pytest.importorskip("mujoco")
     exe = str(Path(sys.executable).with_name("robot-rl"))
-    cmd = [exe, "record", "--robot", "sim_arm", "--device", "pick_demonstrator", "--out", str(tmp_path / "demos"),
+    cmd = [exe, "record", "--robot", "sim_arm", "--teleop", "pick_demonstrator", "--out", str(tmp_path / "demos"),
            "--format", "episodes", "--episodes", "2", "--max-episode-steps", "30", "robot.cameras={}",
            "robot.time_scale=4", "safety.control_hz=40", "safety.watchdog_timeout_s=1", "safety.log_interval_s=0",
            "safety.workspace_low=[0.15,-0.35,0.1]"]  # the floor above the cube: the expert's reach down is cut

@@ -195,9 +195,9 @@ def test_record_with_the_scripted_demonstrator(tmp_path: Path) -> None:
     need_mujoco_rendering()
     out = tmp_path / "demos" / "so101"
     env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}
-    cmd = [sys.executable, "-m", "robot_rl.cli", "record", "--robot", "sim_so101", "--device",
+    cmd = [sys.executable, "-m", "robot_rl.cli", "record", "--robot", "sim_so101", "--teleop",
            "pick_demonstrator", "--out", str(out), "--format", "episodes", "--episodes", "3",
-           "--hz", "60", "--quiet", "robot.time_scale=2",  # ee_delta: sim_so101's default mode
+           "--hz", "60", "--no-status", "robot.time_scale=2",  # ee_delta: sim_so101's default mode
            # Room for a loaded test machine: at load 5 on 2 cores a tick stalled past the default 0.2 s in 2 of
            # 5 runs (the watchdog then latched and the third episode was discarded); what this tests is recording.
            "safety.watchdog_timeout_s=0.5"]

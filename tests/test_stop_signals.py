@@ -75,8 +75,8 @@ def test_record_stops_keeping_every_saved_episode(tmp_path: Path, how: str) -> N
     from robot_rl.data.store import EpisodeStore
 
     out_dir = tmp_path / "demos"
-    proc = _start([EXE, "record", "--robot", "sim_arm", "--device", "pick_demonstrator", "--out", str(out_dir),
-                   "--format", "episodes", "--episodes", "1000", "--quiet", "robot.cameras={}",
+    proc = _start([EXE, "record", "--robot", "sim_arm", "--teleop", "pick_demonstrator", "--out", str(out_dir),
+                   "--format", "episodes", "--episodes", "1000", "--no-status", "robot.cameras={}",
                    "safety.watchdog_timeout_s=1.0"])
 
     def saved() -> int:

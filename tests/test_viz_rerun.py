@@ -181,8 +181,8 @@ def test_record_on_the_simulated_arm_marks_the_operators_steps(tmp_path: Path, a
         return TeleopReading(0.0, delta=[0.2, 0, 0, 0, 0, 0], engage=4 <= i < 10 or 22 <= i < 26,
                              events=events.get(i, ()))
 
-    args = RecordArgs(robot="sim_arm", device="scripted", out=tmp_path / "demos", format="episodes", hz=50.0,
-                      episodes=2, min_free_mb=0.0, quiet=True, viz="rerun",
+    args = RecordArgs(robot="sim_arm", teleop="scripted", out=tmp_path / "demos", format="episodes", hz=50.0,
+                      episodes=2, min_free_mb=0.0, status=False, viz="rerun",
                       overrides=("safety.watchdog_timeout_s=0.5", "record.max_ticks=100"))
     assert run_record(args, robot=arm.make(), device=ScriptedDevice(script)) == 0
 

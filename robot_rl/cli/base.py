@@ -18,8 +18,11 @@ class Command(ABC):
     Python callers can build the dataclass and call it without touching argv.
     """
 
-    config_flags: ClassVar[bool] = False
-    """Whether `--section.key VALUE` flags are read as config overrides (verbs that resolve a TrainConfig)."""
+    sub_verbs: ClassVar[dict[str, type[Command]]] = {}
+    """A verb group's verbs by name (`robot-rl robot find-limits`); empty for a verb that runs itself."""
+    renamed_flags: ClassVar[dict[str, str]] = {}
+    """Old spelling → new one, for flags renamed to the vocabulary every verb shares (``--device`` → ``--teleop``).
+    The old spelling still works, with a one-line warning, for one release."""
     argv: list[str] | None = None
     """The command line after ``robot-rl`` it was parsed from (set by ``main``; None when built in Python). Not a
     dataclass field: the base is not a dataclass."""
@@ -27,6 +30,15 @@ class Command(ABC):
     @abstractmethod
     def run(self) -> int:
         """Run the verb; the exit code (0 ok, 1 the verb's own "found problems", 2 bad input)."""
+
+    @classmethod
+    def config_sections(cls) -> tuple[str, ...]:
+        """The sections its ``section.key=value`` overrides may name; () for a verb that takes no config.
+
+        Each also works as a flag, ``--section.key VALUE``. Derived from the verb's config
+        (:func:`~robot_rl.cli.vocabulary.sections_of`), so a section added to the config needs no edit here.
+        """
+        return ()
 
     def resolved_config(self) -> Any:
         """The config this command would run with, fully resolved (YAML file, defaults, overrides), or None.
@@ -42,6 +54,11 @@ class VerbGroup(Protocol):
     """A verb whose second word picks a sub-verb (``reward serve``, ``data inspect``) into ``action``."""
 
     action: Any
+
+
+def missing_extra(e: ImportError) -> bool:
+    """Whether ``e`` is an optional package that is not installed (one line, exit 2), not our own import broken."""
+    return not (e.name or "").startswith("robot_rl")
 
 
 def viz_overrides(args: Any) -> list[str]:

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 import tyro
 
 from robot_rl.cli.base import Command, sigterm_as_ctrl_c, viz_overrides
+from robot_rl.cli.vocabulary import VIZ_SINKS, overrides_help, robot_help, sections_of, teleop_help
 from robot_rl.config_io import apply_overrides, from_dict, load_yaml, parse_override
 from robot_rl.core.config import ConfigError
 from robot_rl.human_loop.operator import split_device_settings
@@ -30,13 +31,15 @@ class DeployArgs(Command):
     checkpoint for `--episodes`; `--mode learn` acts for a learner and sends every step (with who acted)
     to it. `--role learner` is that learner: it listens on transport.address, mixes interventions and
     demos 50/50 with the online data, and writes checkpoints to `--run-dir`. Config keys are set as
-    `section.key=value` (sections: robot, safety, intervention, help, audit, algo, transport, replay, viz),
-    e.g. `robot.type=sim_arm robot.latency_s=0.02 safety.control_hz=20 intervention.mode=toggle`.
+    `section.key=value` (or `--section.key VALUE`), e.g. `--robot sim_arm robot.latency_s=0.02
+    safety.control_hz=20 intervention.mode=toggle`; the device section is the teleop device's settings.
     """
 
-    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
-    """Dotted config overrides (robot.*, safety.*, intervention.*, help.*, audit.*, algo.*, transport.*, replay.*,
-    viz.*), and device.* for the teleop device's settings."""
+    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(
+        metavar="SECTION.KEY=VALUE", help=overrides_help(deploy_sections(), "`--safety.control-hz 20`"))]] = ()
+    robot: Annotated[str | None, tyro.conf.arg(
+        metavar="NAME", help=robot_help() + " The same as robot.type=NAME.",
+        help_behavior_hint="(default: the config's robot.type, or sim_arm)")] = None
     role: Literal["actor", "learner"] = "actor"
     """actor: drive the robot; learner: train on what actors send."""
     mode: Literal["eval", "learn"] = "eval"
@@ -45,11 +48,10 @@ class DeployArgs(Command):
     """A YAML file with any of the sections; command-line overrides win."""
     run_dir: Path | None = None
     """eval: the run to deploy; learn: optional starting weights; learner: where checkpoints go."""
-    teleop: Annotated[str, tyro.conf.arg(metavar="NAME")] = "keyboard"
-    """The intervention device: keyboard, gamepad, spacemouse, leader_arm (its settings as device.KEY=VALUE, e.g.
-    device.port=/dev/ttyACM1 device.id=my_leader), scripted (nobody), pick_intervener (a scripted person for the
-    simulated pick who takes over when the policy stalls) or pick_helper (one who helps only when the robot asks,
-    with help.enabled=true); `robot-rl devices` lists them and their controls."""
+    teleop: Annotated[str, tyro.conf.arg(metavar="NAME", help=teleop_help(
+        "The intervention device (scripted: nobody; pick_intervener: a scripted person for the simulated pick who "
+        "takes over when the policy stalls; pick_helper: one who helps only when the robot asks, with "
+        "help.enabled=true)"))] = "keyboard"
     episodes: int = 10
     """Episodes to run (0: until Ctrl-C)."""
     max_episode_steps: int = 40
@@ -73,8 +75,8 @@ class DeployArgs(Command):
     resume: bool = False
     """Learner: continue the run in --run-dir: reload its replay from disk and its newest checkpoint (an error when
     it holds neither)."""
-    no_status: bool = False
-    """Do not draw the live status line."""
+    status: bool = True
+    """Draw the live status line (--no-status: plain log lines)."""
     estop_guard: bool = False
     """Actor: run the e-stop guard process (holds the robot through its own connection when the e-stop key
     is pressed, when this process stops beating for --estop-heartbeat-s, or when --estop-file appears); needs
@@ -89,7 +91,7 @@ class DeployArgs(Command):
     stops the robot even while this process hangs; the keyboard teleop then gets its other keys from the
     guard. auto: /dev/tty when stdin is a terminal; off: the guard reads no key (the keyboard device reads
     the terminal, and its space bar latches in this process only); or a terminal's path."""
-    viz: Literal["none", "rerun"] | None = None
+    viz: Annotated[Literal["none", "rerun"] | None, tyro.conf.arg(metavar=VIZ_SINKS)] = None
     """Actor: live view of every step (cameras, the action by who acted, the policy's own action during a takeover,
     reward, success, interventions): `rerun` streams to a Rerun viewer on 127.0.0.1:9876 if one is running, else
     saves <run-dir>/deploy-<time>.rrd (./deploy-<time>.rrd without --run-dir) for `rerun FILE`. Sets viz.sink;
@@ -100,6 +102,11 @@ class DeployArgs(Command):
     help.enabled=true their requests queue for the one operator, risk first (docs/ask-for-help.md)."""
     viz_file: Path | None = None
     """Actor, with --viz rerun: save the recording here (also while streaming to a viewer)."""
+
+    @classmethod
+    def config_sections(cls) -> tuple[str, ...]:
+        """The deploy config's sections, and device (the teleop device's settings)."""
+        return deploy_sections()
 
     def run(self) -> int:
         """Run the role: the learner, the fleet, or the actor that drives the robot (eval or learn); print a summary."""
@@ -209,6 +216,13 @@ def help_summary(report: Any) -> str:
             f"takeovers, attention {attention:.0%} of {steps} steps")
 
 
+def deploy_sections() -> tuple[str, ...]:
+    """The sections of :class:`~robot_rl.human_loop.deploy.DeployConfig`, and device (the teleop device's)."""
+    from robot_rl.human_loop.deploy import DeployConfig
+
+    return (*sections_of(DeployConfig), "device")
+
+
 def resolve_deploy_config(args: DeployArgs) -> Any:
     """The :class:`~robot_rl.human_loop.deploy.DeployConfig` of ``args`` (YAML file, then overrides)."""
     import robot_rl.hardware.xarm  # noqa: F401 - registers robot.type=xarm
@@ -217,10 +231,14 @@ def resolve_deploy_config(args: DeployArgs) -> Any:
     data = load_yaml(args.config) if args.config is not None else {}
     data.pop("device", None)  # the teleop device's section: device_settings
     top = {"mode": args.mode, "episodes": args.episodes, "max_episode_steps": args.max_episode_steps,
-           "status": not args.no_status}
+           "status": args.status}
     cfg = from_dict(DeployConfig, {**top, **data}, where="deploy config")
     rest, _ = split_device_settings(args.overrides)
     overrides = dict(parse_override(o) for o in (*rest, *viz_overrides(args)))
+    if args.robot is not None:  # --robot NAME is robot.type=NAME, the spelling record and robot find-limits use
+        named = overrides.setdefault("robot.type", args.robot)
+        if named != args.robot:
+            raise ConfigError(f"--robot {args.robot} and robot.type={named} name two robots: give one")
     if args.connect:
         overrides["transport.address"] = args.connect
     return apply_overrides(cfg, overrides)

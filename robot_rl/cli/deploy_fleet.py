@@ -34,7 +34,7 @@ def member_args(args: Any, robot: FleetRobot, run_dir_default: Path) -> Any:
     """The deploy flags one robot's process runs with: its teleop, its own log files, no status line or e-stop key."""
     rest = split_device_settings(robot.set)[0]
     device = tuple(o for o in robot.set if o not in rest)  # the robot's own teleop settings
-    return replace(args, fleet=None, teleop=robot.teleop or args.teleop, no_status=True, estop_tty="off",
+    return replace(args, fleet=None, teleop=robot.teleop or args.teleop, status=False, estop_tty="off",
                    overrides=(*args.overrides, *device),
                    episode_log=_suffixed(args.episode_log, robot.name),
                    help_log=_suffixed(args.help_log or run_dir_default / "help_scores.jsonl", robot.name),

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 import tyro
 
 from robot_rl.cli.base import Command, sigterm_as_ctrl_c
+from robot_rl.cli.train import train_sections
+from robot_rl.cli.vocabulary import ALGO_DEFAULT, TASK_DEFAULT, algo_help, overrides_help
 from robot_rl.loop.config import TrainConfig, resolve_train_config
 
 
@@ -21,14 +23,11 @@ class LearnerArgs(Command):
     checkpoint and exits 0; `--resume` continues from it.
     """
 
-    config_flags: ClassVar[bool] = True
-
-    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
-    """Dotted config overrides."""
-    task: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
-    """Task name (defines the spec actors must match)."""
-    algo: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
-    """Learner: sac or ppo."""
+    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(
+        metavar="SECTION.KEY=VALUE", help=overrides_help(train_sections(), "`--loop.total-env-steps 1e6`"))]] = ()
+    task: Annotated[str | None, tyro.conf.arg(metavar="NAME", help_behavior_hint=TASK_DEFAULT)] = None
+    """Task name (defines the spec actors must match); `robot-rl tasks` lists them."""
+    algo: Annotated[str | None, tyro.conf.arg(metavar="NAME", help=algo_help(), help_behavior_hint=ALGO_DEFAULT)] = None
     config: Path | None = None
     """The run's YAML config (the same file the actors use)."""
     bind: str | None = None
@@ -38,6 +37,11 @@ class LearnerArgs(Command):
     """Continue the run in this directory from its last checkpoint."""
     name: str | None = None
     """Run name (directory under run.root)."""
+
+    @classmethod
+    def config_sections(cls) -> tuple[str, ...]:
+        """The run config's sections."""
+        return train_sections()
 
     def run(self) -> int:
         """Listen for actors and train until a stop rule fires."""
@@ -71,14 +75,13 @@ class ActorArgs(Command):
     chunk, says goodbye and exits 0; a second signal exits at once.
     """
 
-    config_flags: ClassVar[bool] = True
-
-    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
-    """Dotted config overrides."""
-    task: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
+    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(
+        metavar="SECTION.KEY=VALUE", help=overrides_help(train_sections(), "`--task.num-envs 16`"))]] = ()
+    task: Annotated[str | None, tyro.conf.arg(metavar="NAME", help_behavior_hint=TASK_DEFAULT)] = None
     """Task name (must match the learner's)."""
-    algo: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
-    """Learner's algorithm (the actor runs its policy)."""
+    algo: Annotated[str | None, tyro.conf.arg(
+        metavar="NAME", help=algo_help("The learner's algorithm (the actor runs its policy)"),
+        help_behavior_hint=ALGO_DEFAULT)] = None
     config: Path | None = None
     """The run's YAML config (the same file the learner uses)."""
     connect: str | None = None
@@ -87,6 +90,11 @@ class ActorArgs(Command):
     """This actor's id, unique among the learner's actors."""
     max_env_steps: int | None = None
     """Stop after this many env transitions (default: run until Ctrl-C or SIGTERM)."""
+
+    @classmethod
+    def config_sections(cls) -> tuple[str, ...]:
+        """The run config's sections."""
+        return train_sections()
 
     def run(self) -> int:
         """Act for the learner until it stops, Ctrl-C or --max-env-steps; print what was sent."""

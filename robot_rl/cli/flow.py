@@ -45,6 +45,11 @@ class FlowSFTArgs(Command):
     sft: FlowSFTConfig = field(default_factory=FlowSFTConfig)
     """Policy, optimisation and evaluation settings."""
 
+    @classmethod
+    def config_sections(cls) -> tuple[str, ...]:
+        """The evaluation task's settings (``task.KEY=VALUE``); the SFT settings are its own ``--sft.*`` flags."""
+        return ("task",)
+
     def run(self) -> int:
         """Record demos (--record, when DEMOS does not exist), train, write results.json, print the evaluations."""
         task = self.resolved_config()["task"]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any
 
 import tyro
 
 from robot_rl.cli.base import Command
+from robot_rl.cli.train import train_sections
+from robot_rl.cli.vocabulary import ALGO_DEFAULT, TASK_DEFAULT, algo_help, overrides_help, task_help
 from robot_rl.config_io import describe, to_dict
 from robot_rl.loop.config import resolve_train_config
 
@@ -23,18 +25,20 @@ class ConfigArgs(Command):
     for a file that command's --config takes. Nothing is connected, trained or written.
     """
 
-    config_flags: ClassVar[bool] = True
-
-    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
-    """Dotted overrides to apply before printing."""
-    task: str | None = None
-    """Task name."""
-    algo: str | None = None
-    """Learner name."""
+    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(
+        metavar="SECTION.KEY=VALUE", help=overrides_help(train_sections(), "`--offline.updates 5`") + " Applied "
+        "before printing.")]] = ()
+    task: Annotated[str | None, tyro.conf.arg(metavar="NAME", help=task_help(), help_behavior_hint=TASK_DEFAULT)] = None
+    algo: Annotated[str | None, tyro.conf.arg(metavar="NAME", help=algo_help(), help_behavior_hint=ALGO_DEFAULT)] = None
     config: Path | None = None
     """A YAML file to resolve."""
     yaml: bool = False
     """Print as YAML (a file you can pass to --config) instead of a table."""
+
+    @classmethod
+    def config_sections(cls) -> tuple[str, ...]:
+        """The run config's sections."""
+        return train_sections()
 
     def run(self) -> int:
         """Print the table (or the YAML)."""

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 import tyro
 
 from robot_rl.cli.base import Command
 from robot_rl.cli.distributed import zmq_config
+from robot_rl.cli.train import train_sections
+from robot_rl.cli.vocabulary import ALGO_DEFAULT, TASK_DEFAULT, algo_help, overrides_help
 
 
 @dataclass
@@ -23,18 +25,17 @@ class LaunchArgs(Command):
     printed or written to --script. Ctrl-C or SIGTERM stops everything: the learner checkpoints, actors drain.
     """
 
-    config_flags: ClassVar[bool] = True
-
-    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
-    """Dotted config overrides, passed to the learner and every actor."""
+    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(
+        metavar="SECTION.KEY=VALUE",
+        help=overrides_help(train_sections(), "`--loop.total-env-steps 1e6`") + " Passed to the learner and "
+        "every actor.")]] = ()
     backend: Literal["local", "ray", "slurm"] = "local"
     """Who starts the processes."""
     actors: int = 2
     """Actor processes (each with its task.num_envs sub-envs)."""
-    task: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
-    """Task name."""
-    algo: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
-    """Learner's algorithm."""
+    task: Annotated[str | None, tyro.conf.arg(metavar="NAME", help_behavior_hint=TASK_DEFAULT)] = None
+    """Task name; `robot-rl tasks` lists them."""
+    algo: Annotated[str | None, tyro.conf.arg(metavar="NAME", help=algo_help(), help_behavior_hint=ALGO_DEFAULT)] = None
     config: Path | None = None
     """The run's YAML config (learner and actors read the same file)."""
     bind: str | None = None
@@ -66,6 +67,11 @@ class LaunchArgs(Command):
     """slurm: GPUs per node."""
     port: int = 5555
     """slurm: the learner's port on its node."""
+
+    @classmethod
+    def config_sections(cls) -> tuple[str, ...]:
+        """The run config's sections."""
+        return train_sections()
 
     def run(self) -> int:
         """Launch and supervise; the learner's exit code."""

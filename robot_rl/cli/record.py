@@ -13,11 +13,12 @@ import logging
 import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import tyro
 
 from robot_rl.cli.base import Command, sigterm_as_ctrl_c, viz_overrides
+from robot_rl.cli.vocabulary import VIZ_SINKS, overrides_help, robot_help, teleop_help
 from robot_rl.config_io import from_dict, load_yaml, parse_override
 from robot_rl.core.config import ConfigError
 from robot_rl.durable import DiskFullError
@@ -26,6 +27,8 @@ from robot_rl.human_loop.record_sinks import TeeSink, check_output, open_sink, s
 log = logging.getLogger(__name__)
 
 SECTIONS = ("robot", "device", "safety", "record", "viz")
+"""What `record` resolves: the robot's, the teleop device's, the safety layer's, the recorder's and the live view's
+configs (:meth:`RecordArgs.resolved_config`), also the sections of its ``--config`` file."""
 
 
 @dataclass
@@ -36,17 +39,19 @@ class RecordArgs(Command):
     `robot-rl devices`): n start / stop+save, g success (labelled at that step), b failure, t discard,
     [ rewind segment, ] correction segment, space E-STOP. Set robot, device, safety, record and viz keys as
     `section.key=value`, e.g. `robot-rl record --robot xarm --out demos robot.ip=192.168.1.185` or
-    `robot-rl record --robot lerobot --device leader_arm --out demos robot.port=/dev/ttyACM0
+    `robot-rl record --robot lerobot --teleop leader_arm --out demos robot.port=/dev/ttyACM0
     device.port=/dev/ttyACM1`.
     """
 
-    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
-    """Dotted overrides (sections: robot, device, safety, record, viz)."""
-    robot: Annotated[str, tyro.conf.arg(metavar="NAME")] = "sim_arm"
-    """Robot: xarm, lerobot (SO-100/SO-101, Koch … through lerobot), sim_arm (the MuJoCo stand-in) or sim_so101 (a
-    simulated SO-101 behind the LeRobot driver)."""
-    device: Annotated[str, tyro.conf.arg(metavar="NAME")] = "keyboard"
-    """Teleop device: keyboard, gamepad, spacemouse (ee_delta robots) or leader_arm (joint mode)."""
+    renamed_flags: ClassVar[dict[str, str]] = {"--device": "--teleop", "--quiet": "--no-status"}
+
+    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(
+        metavar="SECTION.KEY=VALUE", help=overrides_help(SECTIONS, "`--robot.port /dev/ttyACM0`"))]] = ()
+    robot: Annotated[str | None, tyro.conf.arg(
+        metavar="NAME", help=robot_help(), help_behavior_hint="(default: the config's robot.type, or sim_arm)")] = None
+    teleop: Annotated[str, tyro.conf.arg(
+        metavar="NAME", help=teleop_help("Teleop device (relative ones need an ee_delta robot, a leader arm joint "
+                                         "mode)"))] = "keyboard"
     out: Path = Path("demos")
     """Output directory (must not exist or be empty; recordings are never overwritten)."""
     format: Literal["lerobot", "episodes"] = "lerobot"
@@ -70,14 +75,19 @@ class RecordArgs(Command):
     match). Without it an existing --out is refused."""
     min_free_mb: float = 500.0
     """Refuse to start with less free space than this on the output's disk."""
-    quiet: bool = False
-    """No live status line."""
-    viz: Literal["none", "rerun"] | None = None
+    status: bool = True
+    """Draw the live status line (on a terminal; --no-status: none)."""
+    viz: Annotated[Literal["none", "rerun"] | None, tyro.conf.arg(metavar=VIZ_SINKS)] = None
     """Live view of the recorded steps (cameras, the operator's actions vs holds, success, episode ends): `rerun`
     streams to a Rerun viewer on 127.0.0.1:9876 if one is running, else saves <out>.rrd next to the recording
     for `rerun <out>.rrd`. Sets viz.sink; needs `pip install 'robot-rl[viz]'`."""
     viz_file: Path | None = None
     """With --viz rerun: save the recording here (also while streaming to a viewer)."""
+
+    @classmethod
+    def config_sections(cls) -> tuple[str, ...]:
+        """Robot, device, safety, record and viz."""
+        return SECTIONS
 
     def run(self) -> int:
         """Record (see :func:`run_record`); 0 when at least one episode was saved, 1 when none, 2 on bad input."""
@@ -128,10 +138,10 @@ def build_configs(args: RecordArgs) -> tuple[Any, Any, Any, Any]:
     _ensure_robots()
     tree = resolve_sections(args)
     named = tree["robot"].pop("type", None)  # a file for deploy too (robot-rl robot find-limits writes one)
-    if named is not None and named != args.robot:
+    if named is not None and args.robot is not None and named != args.robot:
         raise ConfigError(f"the config's robot section is for robot type {named!r}, but --robot is {args.robot!r}")
-    robot_cfg = from_dict(ROBOTS.get(args.robot), tree["robot"], "robot")
-    device_cfg = from_dict(TELEOP_DEVICES.get(args.device), tree["device"], "device")
+    robot_cfg = from_dict(ROBOTS.get(args.robot or named or "sim_arm"), tree["robot"], "robot")
+    device_cfg = from_dict(TELEOP_DEVICES.get(args.teleop), tree["device"], "device")
     # The recorder's main thread is the loop: real-time scheduling where the OS allows it, unless the config says.
     safety_cfg = from_dict(SafetyConfig, {"control_hz": args.hz, "realtime_priority": None, **tree["safety"]},
                            "safety")
@@ -170,7 +180,10 @@ def run_record(args: RecordArgs, robot: Any = None, device: Any = None) -> int:
         print(f"robot-rl record: error: {msg}", file=sys.stderr)
         return 2
 
+    from robot_rl.hardware.robot import ROBOTS
+
     robot_cfg, device_cfg, safety_cfg, record_cfg = build_configs(args)
+    robot_name = ROBOTS.name_of(robot_cfg)
     try:
         check_output(args.out, args.format, args.min_free_mb, args.append)
     except (FileExistsError, DiskFullError) as e:
@@ -187,22 +200,22 @@ def run_record(args: RecordArgs, robot: Any = None, device: Any = None) -> int:
     try:
         device.connect()
     except (ImportError, RuntimeError, OSError) as e:
-        return fail(f"teleop device {args.device!r} not available: {e} (`robot-rl devices` lists what is "
+        return fail(f"teleop device {args.teleop!r} not available: {e} (`robot-rl devices` lists what is "
                     "connected)")
     sink: TeeSink | None = None
-    status = None if args.quiet or not sys.stderr.isatty() else RichStatus()
+    status = None if not args.status or not sys.stderr.isatty() else RichStatus()
     try:
         layer = SafetyLayer(robot, safety_cfg)
         try:
             layer.connect()
         except (RobotError, OSError, TimeoutError) as e:
             layer.close()
-            return fail(str(e) if isinstance(e, RealtimeError) else f"robot {args.robot!r} not reachable: {e}")
+            return fail(str(e) if isinstance(e, RealtimeError) else f"robot {robot_name!r} not reachable: {e}")
         viz = None
         try:
-            source = {"robot": args.robot, "device": args.device, "hz": args.hz}
+            source = {"robot": robot_name, "device": args.teleop, "hz": args.hz}
             sink = open_sink(args.out, args.format, robot.features, args.hz, args.task, source, args.video,
-                             args.repo_id, lerobot_robot_type(robot.config, args.robot), args.append)
+                             args.repo_id, lerobot_robot_type(robot.config, robot_name), args.append)
             viz = open_record_viz(args)
             recorder = DemoRecorder(layer, device, sink, record_cfg, status=status, viz=viz)
             keys = "the scripted device starts each episode itself" if device.drives_episodes else KEY_LINE

@@ -11,22 +11,22 @@ from typing import Annotated, Any, Literal, TypeVar, Union
 
 import tyro
 
-from robot_rl.cli.base import Command
+from robot_rl.cli.base import Command, missing_extra
+from robot_rl.core.errors import UserError
 
 _Verb = TypeVar("_Verb", bound=Command)
 
 
 def _bad_data_exits_2(run: Callable[[_Verb], int]) -> Callable[[_Verb], int]:
-    """Report bad data, a missing file or a missing extra as `robot-rl reward: error: …` and exit code 2."""
+    """Report bad data (a UserError), a missing file or a missing extra as `robot-rl reward: error: …`; exit 2."""
 
     @functools.wraps(run)
     def guarded(self: _Verb) -> int:
-        from robot_rl.data.store import StoreError
-        from robot_rl.rewards.data import RewardDataError
-
         try:
             return run(self)
-        except (RewardDataError, StoreError, ImportError, FileNotFoundError, ValueError) as e:
+        except (UserError, FileNotFoundError, ImportError) as e:
+            if isinstance(e, ImportError) and not missing_extra(e):
+                raise
             print(f"robot-rl reward: error: {e}", file=sys.stderr)
             return 2
 
@@ -190,7 +190,7 @@ class ServeArgs(Command):
                                   secret_key=str(self.secret_key) if self.secret_key else None,
                                   allowed_clients_dir=(str(self.allowed_clients_dir) if self.allowed_clients_dir
                                                        else None))
-        except (OSError, ValueError, KeyError) as e:
+        except (OSError, UserError) as e:  # a model directory of another kind, an address in use
             print(f"robot-rl reward serve: error: {e}", file=sys.stderr)
             return 2
         print(f"serving {server.kind} from {self.model} at {server.address} (inputs: "

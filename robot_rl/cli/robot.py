@@ -6,32 +6,39 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import tyro
 
 from robot_rl.cli.base import Command, sigterm_as_ctrl_c
+from robot_rl.cli.vocabulary import overrides_help, robot_help, sub_verb_union, teleop_help
 from robot_rl.core.config import ConfigError
+
+FIND_LIMITS_SECTIONS = ("robot", "device", "safety")
+"""The sections `find-limits` reads (record's, less its recorder and live view)."""
+CHECK_SECTIONS = ("robot", "safety")
 
 
 @dataclass
 class FindLimitsArgs(Command):
     """Move the arm through its whole range, by hand or with a teleop device; write its limits as a config file.
 
-    By hand (no --device) the motors are switched off (LeRobot followers; support the arm: it may fall) and
-    back on, holding where it was left, at the end. With --device (leader_arm, keyboard, spacemouse …) it moves
+    By hand (no --teleop) the motors are switched off (LeRobot followers; support the arm: it may fall) and
+    back on, holding where it was left, at the end. With --teleop (leader_arm, keyboard, spacemouse …) it moves
     through the safety layer as in `robot-rl record`, so the current box bounds what it reaches. The file has
     the ``robot`` (joint_low/high) and ``safety`` (workspace_low/high) sections that `robot-rl record --config`
     and `robot-rl deploy --config` read. E.g. `robot-rl robot find-limits --robot lerobot --out limits.yaml
     robot.port=/dev/ttyACM0 robot.id=my_follower`.
     """
 
-    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
-    """Dotted overrides (sections: robot, device, safety)."""
-    robot: Annotated[str, tyro.conf.arg(metavar="NAME")] = "lerobot"
-    """Robot: lerobot (SO-100/SO-101, Koch), xarm, sim_arm or sim_so101."""
-    device: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
-    """Teleop device that moves the arm; none: by hand, motors off."""
+    renamed_flags: ClassVar[dict[str, str]] = {"--device": "--teleop"}
+
+    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(
+        metavar="SECTION.KEY=VALUE", help=overrides_help(FIND_LIMITS_SECTIONS, "`--robot.port /dev/ttyACM0`"))]] = ()
+    robot: Annotated[str, tyro.conf.arg(metavar="NAME", help=robot_help())] = "lerobot"
+    teleop: Annotated[str | None, tyro.conf.arg(
+        metavar="NAME", help=teleop_help("Teleop device that moves the arm"),
+        help_behavior_hint="(default: none, by hand with the motors off)")] = None
     out: Path = Path("limits.yaml")
     """The config file to write (an existing one is refused unless --force)."""
     seconds: float = 60.0
@@ -46,6 +53,11 @@ class FindLimitsArgs(Command):
     """A YAML file with robot/device/safety sections; overrides on the command line win."""
     force: bool = False
     """Overwrite --out."""
+
+    @classmethod
+    def config_sections(cls) -> tuple[str, ...]:
+        """Robot, device (the teleop device's) and safety."""
+        return FIND_LIMITS_SECTIONS
 
     def run(self) -> int:
         """Record, then write --out; 0 on success, 2 on a config error."""
@@ -78,10 +90,10 @@ class FindLimitsArgs(Command):
         """``(robot config, device config or None, safety config)``."""
         from robot_rl.cli.record import RecordArgs, build_configs
 
-        as_record = RecordArgs(overrides=self.overrides, robot=self.robot, device=self.device or "scripted",
+        as_record = RecordArgs(overrides=self.overrides, robot=self.robot, teleop=self.teleop or "scripted",
                                hz=self.hz, config=self.config)
         robot_cfg, device_cfg, safety_cfg, _ = build_configs(as_record)
-        return robot_cfg, device_cfg if self.device else None, safety_cfg
+        return robot_cfg, device_cfg if self.teleop else None, safety_cfg
 
     def resolved_config(self) -> Any:
         """The robot config it would connect with."""
@@ -119,18 +131,22 @@ class CheckArgs(Command):
     end-effector position against the safety box, the cameras' shapes. Exit code 1 when something is outside.
     """
 
-    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
-    """Dotted overrides (sections: robot, safety)."""
-    robot: Annotated[str, tyro.conf.arg(metavar="NAME")] = "lerobot"
-    """Robot: lerobot (SO-100/SO-101, Koch), xarm, sim_arm or sim_so101."""
+    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(
+        metavar="SECTION.KEY=VALUE", help=overrides_help(CHECK_SECTIONS, "`--robot.port /dev/ttyACM0`"))]] = ()
+    robot: Annotated[str, tyro.conf.arg(metavar="NAME", help=robot_help())] = "lerobot"
     config: Path | None = None
     """A YAML file with robot/safety sections (e.g. what find-limits wrote)."""
+
+    @classmethod
+    def config_sections(cls) -> tuple[str, ...]:
+        """Robot and safety."""
+        return CHECK_SECTIONS
 
     def resolved_config(self) -> Any:
         """The robot config it would connect with."""
         from robot_rl.cli.record import RecordArgs, build_configs
 
-        return build_configs(RecordArgs(overrides=self.overrides, robot=self.robot, device="scripted",
+        return build_configs(RecordArgs(overrides=self.overrides, robot=self.robot, teleop="scripted",
                                         config=self.config))
 
     def run(self) -> int:
@@ -162,17 +178,20 @@ class CheckArgs(Command):
         return 1 if outside else 0
 
 
-RobotVerb = Union[
-    Annotated[FindLimitsArgs, tyro.conf.subcommand("find-limits")],
-    Annotated[CheckArgs, tyro.conf.subcommand("check")],
-]
+ROBOT_VERBS: dict[str, type[Command]] = {"find-limits": FindLimitsArgs, "check": CheckArgs}
+if TYPE_CHECKING:
+    RobotVerb = Command
+else:  # tyro's subcommands, one per sub-verb
+    RobotVerb = sub_verb_union(ROBOT_VERBS)
 
 
 @dataclass
 class RobotArgs(Command):
     """Set-up tools for an arm: `robot-rl robot find-limits`, `robot-rl robot check`. See docs/hardware.md."""
 
-    action: tyro.conf.OmitSubcommandPrefixes[RobotVerb]  # type: ignore[valid-type]
+    sub_verbs: ClassVar[dict[str, type[Command]]] = ROBOT_VERBS
+
+    action: tyro.conf.OmitSubcommandPrefixes[RobotVerb]
     """What to do."""
 
     def run(self) -> int:

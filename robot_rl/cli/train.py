@@ -5,13 +5,31 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 import tyro
 
-from robot_rl.cli.base import Command, sigterm_as_ctrl_c, viz_overrides
+from robot_rl.cli.base import Command, missing_extra, sigterm_as_ctrl_c, viz_overrides
+from robot_rl.cli.vocabulary import (
+    ALGO_DEFAULT,
+    TASK_DEFAULT,
+    VIZ_SINKS,
+    algo_help,
+    overrides_help,
+    sections_of,
+    task_help,
+)
 from robot_rl.core.config import ConfigError
-from robot_rl.loop.config import resolve_train_config
+from robot_rl.loop.config import TrainConfig, resolve_train_config
+
+
+def train_sections() -> tuple[str, ...]:
+    """The sections of a run's config (:class:`TrainConfig`): train, learner, actor, launch and config take them;
+    each registered extension's section is one too (``viz``, ``twin``, ``jsrl``, ``offline``, plugins).
+    """
+    from robot_rl.core.extension import EXTENSIONS
+
+    return (*(s for s in sections_of(TrainConfig) if s != "extensions"), *EXTENSIONS.names())
 
 
 @dataclass
@@ -25,24 +43,19 @@ class TrainArgs(Command):
     `robot-rl config --task T --algo A`.
     """
 
-    config_flags: ClassVar[bool] = True
-
-    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="SECTION.KEY=VALUE")]] = ()
-    """Dotted config overrides `section.key=value` (sections: task, algo, loop, replay, transport, run,
-    cotrain, reward, viz); `--section.key VALUE` flags work too, e.g. `--cotrain.real-dataset PATH
-    --cotrain.weight 0.1`."""
-    task: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
-    """Task id: a name (reach, push, pendulum, reach_pixels, mujoco/reach, ...) or `<backend>/<id>`
-    (gymnasium/Pendulum-v1, maniskill/PickCube-v1, isaacgym/cartpole); `robot-rl tasks` lists them."""
-    algo: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
-    """Learner: sac or ppo."""
+    overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(
+        metavar="SECTION.KEY=VALUE",
+        help=overrides_help(train_sections(), "`--cotrain.real-dataset PATH --cotrain.weight 0.1`"))]] = ()
+    # --task, --algo: their help lists what the registries hold when it is shown.
+    task: Annotated[str | None, tyro.conf.arg(metavar="NAME", help=task_help(), help_behavior_hint=TASK_DEFAULT)] = None
+    algo: Annotated[str | None, tyro.conf.arg(metavar="NAME", help=algo_help(), help_behavior_hint=ALGO_DEFAULT)] = None
     config: Path | None = None
     """A YAML file with any of the sections; overrides on the command line win over it."""
     resume: Path | None = None
     """Continue the run in this directory from its last checkpoint (overrides still apply)."""
     name: str | None = None
     """Run name (directory under run.root); default <task>-<algo>-<timestamp>."""
-    viz: Literal["none", "rerun"] | None = None
+    viz: Annotated[Literal["none", "rerun"] | None, tyro.conf.arg(metavar=VIZ_SINKS)] = None
     """Live view of sub-env 0 (cameras, actions, reward, success): `rerun` streams to a Rerun viewer on
     127.0.0.1:9876 if one is running, else saves <run>/viz.rrd (`rerun <run>/viz.rrd` opens it); sets viz.sink,
     other viz.* keys in docs/visualisation.md. Needs `pip install 'robot-rl[viz]'`."""
@@ -51,6 +64,11 @@ class TrainArgs(Command):
     offline: Path | None = None
     """Pre-train on this recorded data first (an episode store or LeRobotDataset v3 of this task), then learn
     online in the same run; `offline.updates`, `algo.cql_alpha`, `algo.calql` … in docs/offline-to-online.md."""
+
+    @classmethod
+    def config_sections(cls) -> tuple[str, ...]:
+        """The run config's sections."""
+        return train_sections()
 
     def run(self) -> int:
         """Train until a stop rule fires; print how it ended and where the run is."""
@@ -116,7 +134,7 @@ class EvalArgs(Command):
             result = evaluate_run(self.run_dir, episodes=self.episodes, seed=self.seed, device=self.device,
                                   video=self.video, video_episodes=self.video_episodes)
         except ImportError as e:  # an extra that is not installed (the video writer's, the task's simulator)
-            if (e.name or "").startswith("robot_rl"):
+            if not missing_extra(e):
                 raise  # our own import broke: a bug keeps its traceback
             print(f"robot-rl eval: error: {e}", file=sys.stderr)
             return 2

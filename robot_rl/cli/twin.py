@@ -6,11 +6,12 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import tyro
 
-from robot_rl.cli.base import Command
+from robot_rl.cli.base import Command, missing_extra
+from robot_rl.cli.vocabulary import sub_verb_union
 
 
 @dataclass
@@ -58,6 +59,11 @@ class TwinFitArgs(Command):
     """The twin file to write."""
     overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="task.KEY=VALUE")]] = ()
     """Task settings the logs were recorded with, e.g. task.action_scale=0.05."""
+
+    @classmethod
+    def config_sections(cls) -> tuple[str, ...]:
+        """The task's settings (``task.KEY=VALUE``)."""
+        return ("task",)
 
     def resolved_config(self) -> Any:
         """The :class:`~robot_rl.twin.calibrate.TwinFitConfig` this command runs."""
@@ -152,6 +158,11 @@ class TwinCameraArgs(Command):
     overrides: tyro.conf.Positional[Annotated[tuple[str, ...], tyro.conf.arg(metavar="task.KEY=VALUE")]] = ()
     """Task settings the logs were recorded with, e.g. task.image_size=96."""
 
+    @classmethod
+    def config_sections(cls) -> tuple[str, ...]:
+        """The task's settings (``task.KEY=VALUE``)."""
+        return ("task",)
+
     def run(self) -> int:
         """Fit with a progress bar, print the table and the override, write --out."""
         from rich.progress import Progress
@@ -204,11 +215,11 @@ class TwinConfigArgs(Command):
         return 0
 
 
-TwinVerb = Union[
-    Annotated[TwinFitArgs, tyro.conf.subcommand("fit")],
-    Annotated[TwinConfigArgs, tyro.conf.subcommand("config")],
-    Annotated[TwinCameraArgs, tyro.conf.subcommand("camera")],
-]
+TWIN_VERBS: dict[str, type[Command]] = {"fit": TwinFitArgs, "config": TwinConfigArgs, "camera": TwinCameraArgs}
+if TYPE_CHECKING:
+    TwinVerb = Command
+else:  # tyro's subcommands, one per sub-verb
+    TwinVerb = sub_verb_union(TWIN_VERBS)
 
 
 @dataclass
@@ -219,16 +230,20 @@ class TwinArgs(Command):
     `robot-rl train --task mujoco/reach "task.randomize=$(cat twin_dr.json)"`. See docs/real2sim.md.
     """
 
-    action: tyro.conf.OmitSubcommandPrefixes[TwinVerb]  # type: ignore[valid-type]
+    sub_verbs: ClassVar[dict[str, type[Command]]] = TWIN_VERBS
+
+    action: tyro.conf.OmitSubcommandPrefixes[TwinVerb]
     """What to do."""
 
     def run(self) -> int:
-        """Run the sub-verb; 2 on logs that cannot be replayed, a missing file or the missing extra."""
-        from robot_rl.data.store import StoreError
+        """Run the sub-verb; 2 on logs that cannot be replayed (a UserError), a missing file or the missing extra."""
+        from robot_rl.core.errors import UserError
 
         try:
             result: int = self.action.run()
-        except (StoreError, ImportError, FileNotFoundError, ValueError) as e:
+        except (UserError, FileNotFoundError, ImportError) as e:
+            if isinstance(e, ImportError) and not missing_extra(e):
+                raise
             print(f"robot-rl twin: error: {e}", file=sys.stderr)
             return 2
         return result

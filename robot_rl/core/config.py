@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
+from robot_rl.core.errors import UserError
 from robot_rl.core.registry import Registry, UnknownNameError
 
 if TYPE_CHECKING:
@@ -23,8 +24,11 @@ if TYPE_CHECKING:
     from robot_rl.core.transport import LearnerLink, RemoteActorEndpoint
 
 
-class ConfigError(ValueError):
-    """A config file or override is wrong; the message says which key and what is valid."""
+class ConfigError(ValueError, UserError):
+    """A config file, override or option is wrong, or what it names cannot be used; the message says what to do.
+
+    The command line prints it as one line (exit 2); a ``ValueError`` for Python callers.
+    """
 
 
 @dataclass

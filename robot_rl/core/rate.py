@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
+
 
 @dataclass
 class RateStats:
@@ -43,7 +45,7 @@ class RateLoop:
     def __init__(self, hz: float, window: int = 10_000, overrun_tolerance: float = 0.1,
                  max_ticks: int | None = None) -> None:
         if not 1.0 <= hz <= 1000.0:
-            raise ValueError(f"rate {hz} Hz outside 1..1000 Hz")
+            raise ConfigError(f"rate {hz} Hz outside 1..1000 Hz")
         self.period_s = 1.0 / hz
         self.overrun_tolerance = overrun_tolerance
         self.max_ticks = max_ticks

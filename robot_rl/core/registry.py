@@ -17,10 +17,12 @@ import importlib.metadata
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
+from robot_rl.core.errors import UserError
+
 T = TypeVar("T")
 
 
-class UnknownNameError(KeyError):
+class UnknownNameError(KeyError, UserError):
     """Raised for a name that is not registered; the message lists the valid names."""
 
     def __str__(self) -> str:  # KeyError quotes its message; we want it readable.

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from robot_rl.core.errors import UserError
+
 _DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "float64": torch.float64,
@@ -30,7 +32,7 @@ _DTYPES: dict[str, torch.dtype] = {
 }
 
 
-class SpecMismatchError(ValueError):
+class SpecMismatchError(ValueError, UserError):
     """Two specs (or a spec and an array) disagree; the message says where."""
 
 

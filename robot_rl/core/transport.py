@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from robot_rl.core.algorithm import Weights
+from robot_rl.core.errors import UserError
 from robot_rl.core.transition import TransitionBatch
 
 
@@ -212,7 +213,7 @@ class VersionAwareEndpoint(Protocol):
     learner_version: int
 
 
-class HandshakeRefused(RuntimeError):
+class HandshakeRefused(RuntimeError, UserError):
     """The learner refused this actor at connect time (spec mismatch, key not allowed): waiting cannot help."""
 
 

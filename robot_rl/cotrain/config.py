@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from robot_rl.core.config import ConfigError
+
 
 @dataclass
 class CotrainConfig:
@@ -77,5 +79,5 @@ class CotrainConfig:
         elif self.schedule == "cosine":
             shape = 0.5 * (1.0 + math.cos(math.pi * frac))
         else:
-            raise ValueError(f"cotrain.schedule {self.schedule!r} is not one of constant, linear, cosine")
+            raise ConfigError(f"cotrain.schedule {self.schedule!r} is not one of constant, linear, cosine")
         return self.final_weight + (self.weight - self.final_weight) * shape

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.specs import EnvSpec
 from robot_rl.cotrain.align import assert_aligned, rename_cameras
 from robot_rl.data.episode import Episode
@@ -71,7 +72,7 @@ def load_aligned_episodes(path: Path | str, sim_spec: EnvSpec, camera_map: dict[
 
     episodes, spec, _ = read_episodes(path)
     if not episodes:
-        raise ValueError(f"{path} holds no episodes")
+        raise ConfigError(f"{path} holds no episodes")
     spec, episodes = rename_cameras(spec, episodes, camera_map or {})
     assert_aligned(sim_spec, spec, f"{what} in {path}")
     return episodes

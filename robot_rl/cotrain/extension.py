@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from robot_rl.core.algorithm import Algorithm, Policy
+from robot_rl.core.config import ConfigError
 from robot_rl.core.specs import EnvSpec
 from robot_rl.cotrain.aux import AuxLoss, supervised, supervised_loss
 from robot_rl.cotrain.config import CotrainConfig
@@ -36,7 +37,7 @@ class CoTraining:
     def __init__(self, cfg: CotrainConfig, algo: Algorithm, spec: EnvSpec, device: torch.device | str, seed: int,
                  progress: Callable[[], int], run_dir: Path | None = None, resume: bool = False) -> None:
         if cfg.real_dataset is None:
-            raise ValueError("co-training needs cotrain.real_dataset")
+            raise ConfigError("co-training needs cotrain.real_dataset")
         supervised(algo)  # an algorithm without a supervised loss is refused before the datasets load
         self.cfg, self.algo = cfg, algo
         self._scoring_policy: Policy | None = None  # built at the first held-out report

@@ -53,7 +53,7 @@ def rac_weights(segment: np.ndarray | torch.Tensor, correction_weight: int = 3, 
              SEGMENT_CORRECTION: cfg.correction_weight}
     unknown = set(np.unique(seg).tolist()) - set(table)
     if unknown:
-        raise ValueError(f"unknown RaC segment label(s) {sorted(unknown)}; valid: {sorted(table)}")
+        raise ConfigError(f"unknown RaC segment label(s) {sorted(unknown)}; valid: {sorted(table)}")
     out = np.zeros(seg.shape, dtype=np.int64)
     for label, w in table.items():
         out[seg == label] = w
@@ -104,7 +104,7 @@ def load_demos(path: Path | str, spec: EnvSpec, device: torch.device | str = "cp
     """
     episodes, demo_spec, kind = read_episodes(path)
     if not episodes:
-        raise ValueError(f"{path} holds no episodes")
+        raise ConfigError(f"{path} holds no episodes")
     spec.assert_compatible(demo_spec, what=f"the demos in {path}")
     batch, dropped = to_transitions(episodes, device)
     if dropped:

@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.specs import ArraySpec, EnvSpec, SpecMismatchError
 from robot_rl.data.episode import Episode
 
@@ -338,7 +339,7 @@ class LeRobotWriter:
             raise FileExistsError(f"{self.root} exists and is not empty; a LeRobot dataset is written to a new "
                                   "directory")
         if fps <= 0 or abs(fps - round(fps)) > 1e-6:
-            raise ValueError(f"LeRobot datasets need a whole-number fps > 0, got {fps}")
+            raise ConfigError(f"LeRobot datasets need a whole-number fps > 0, got {fps}")
         self.spec = spec
         self.task = task or "robot_rl"
         self.rac_segments = rac_segments
@@ -359,7 +360,7 @@ class LeRobotWriter:
                 repo_id=repo_id, fps=round(fps), features=features, root=self.root, robot_type=robot_type,
                 use_videos=use_videos, vcodec=vcodec)
         else:
-            raise ValueError(f"unknown LeRobot writer backend {backend!r}; valid: native, lerobot")
+            raise ConfigError(f"unknown LeRobot writer backend {backend!r}; valid: native, lerobot")
         self.episodes = 0
         self.frames = 0
         self._closed = False

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
 from robot_rl.data import lerobot_stats
 from robot_rl.data.lerobot_video import VIDEO_PATH, CameraVideoWriter, next_file
 
@@ -168,7 +169,7 @@ class LeRobotV3Writer:
             raise FileExistsError(f"{self.root} exists and is not empty; a LeRobot dataset is written to a new "
                                   "directory")
         if not isinstance(fps, int) or fps <= 0:
-            raise ValueError(f"LeRobot datasets need a whole-number fps > 0, got {fps!r}")
+            raise ConfigError(f"LeRobot datasets need a whole-number fps > 0, got {fps!r}")
         for key in features:
             if "/" in key or key in BOOKKEEPING:
                 raise ValueError(f"feature name {key!r}: names may not contain '/' or be one of {list(BOOKKEEPING)}")

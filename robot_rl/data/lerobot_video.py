@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
+
 VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
 CODECS = ("libsvtav1", "h264", "hevc")
 
@@ -28,7 +30,7 @@ CODECS = ("libsvtav1", "h264", "hevc")
 def codec_options(vcodec: str) -> dict[str, str]:
     """The encoder options LeRobot's ``encode_video_frames`` uses (g=2, crf=30, SVT-AV1 preset 12)."""
     if vcodec not in CODECS:
-        raise ValueError(f"unknown video codec {vcodec!r}; valid: {', '.join(CODECS)}")
+        raise ConfigError(f"unknown video codec {vcodec!r}; valid: {', '.join(CODECS)}")
     options = {"g": "2", "crf": "30"}
     if vcodec == "libsvtav1":
         options["preset"] = "12"

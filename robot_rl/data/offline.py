@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.extras import MC_RETURN
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import TransitionBatch
@@ -67,7 +68,7 @@ def load_offline(source: Path | str | list[Episode], spec: EnvSpec, gamma: float
         episodes, data_spec, _ = read_episodes(source)
         where = str(source)
     if not episodes:
-        raise ValueError(f"{where} holds no episodes: record or import some first (robot-rl record, robot-rl data)")
+        raise ConfigError(f"{where} holds no episodes: record or import some first (robot-rl record, robot-rl data)")
     spec.assert_compatible(data_spec, what=f"the offline data in {where}")
     usable = [ep for ep in episodes if _finite(ep)]
     quarantined = len(episodes) - len(usable)
@@ -75,7 +76,7 @@ def load_offline(source: Path | str | list[Episode], spec: EnvSpec, gamma: float
         log.warning("%s: %d of %d episodes have NaN or infinite values and are left out", where, quarantined,
                     len(episodes))
     if not usable:
-        raise ValueError(f"every episode in {where} has NaN or infinite values; nothing to learn from")
+        raise ConfigError(f"every episode in {where} has NaN or infinite values; nothing to learn from")
     order = np.random.default_rng(seed).permutation(len(usable))
     n_held = min(len(usable) - 1, round(heldout_fraction * len(usable))) if heldout_fraction > 0 else 0
     if heldout_fraction > 0 and len(usable) > 1:

@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.env import StepResult, VecEnv
 from robot_rl.data.episode import Episode
 from robot_rl.data.store import EpisodeStore
@@ -169,7 +170,7 @@ def record_episodes(env: VecEnv, policy: Any, sink: EpisodeSink, episodes: int, 
     The sink is closed on return; the result's ``out`` is left empty for the caller to fill.
     """
     if episodes < 1:
-        raise ValueError("episodes must be >= 1")
+        raise ConfigError("episodes must be >= 1")
     rec = EpisodeRecorder(sink, env.num_envs, task=task, max_episodes=episodes)
     frames = 0
     obs = env.reset(seed=seed)

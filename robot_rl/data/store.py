@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.errors import UserError
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.data.episode import STEP_FIELDS, Episode
 from robot_rl.durable import commit_file
@@ -37,7 +38,7 @@ FORMAT = "robot_rl.episodes"
 VERSION = 1
 
 
-class StoreError(RuntimeError):
+class StoreError(RuntimeError, UserError):
     """The directory is not a usable episode store, or an episode failed verification."""
 
 

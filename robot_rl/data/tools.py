@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.specs import EnvSpec
 from robot_rl.data.lerobot_io import LeRobotReader, is_lerobot_dataset
 from robot_rl.data.store import EpisodeStore, StoreError, is_store
@@ -208,7 +209,7 @@ def export_lerobot(src: Path | str, out: Path | str, repo_id: str = "local/robot
     store = EpisodeStore(src)
     rate = fps or store.fps
     if not rate:
-        raise ValueError(f"{src} does not record its fps; pass --fps")
+        raise ConfigError(f"{src} does not record its fps; pass --fps")
     source = store.meta.get("source") or {}
     # `robot-rl record` stores the robot's LeRobot type (or at least its --robot name), `data record` the task.
     robot_type = robot_type or source.get("robot_type") or source.get("robot")

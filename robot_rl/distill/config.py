@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from robot_rl.core.errors import UserError
+
 StudentKind = Literal["small_cnn", "mlp"]
 """``small_cnn``: the DrQ conv encoder of pixel SAC, small, over cameras and ``state``; ``mlp``: an MLP over
 ``state`` (a teacher without cameras)."""
 
 
-class DistillError(ValueError):
+class DistillError(ValueError, UserError):
     """A distillation cannot start or finish as asked; the message says what to do instead."""
 
 

@@ -24,6 +24,7 @@ from typing import Literal
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
 from robot_rl.export.graph import DenseLayer, MLPGraph
 from robot_rl.export.quantize import quantize_rows
 
@@ -60,8 +61,8 @@ class CSources:
 def check_name(name: str) -> str:
     """``name`` if it is a valid C identifier prefix, else a ValueError saying why."""
     if not _IDENT.match(name):
-        raise ValueError(f"policy name {name!r} must be a C identifier (letters, digits, _; not starting "
-                         "with a digit)")
+        raise ConfigError(f"policy name {name!r} must be a C identifier (letters, digits, _; not starting "
+                          "with a digit)")
     return name
 
 
@@ -277,7 +278,7 @@ def generate_c(graph: MLPGraph, name: str, variant: Variant = "float32", origin:
     """The C99 header/source pair for ``graph`` with symbols prefixed by ``name``."""
     check_name(name)
     if variant not in VARIANTS:
-        raise ValueError(f"unknown C variant {variant!r}; valid: {', '.join(VARIANTS)}")
+        raise ConfigError(f"unknown C variant {variant!r}; valid: {', '.join(VARIANTS)}")
     data, calls = _emit_constants(graph, name, variant)
     workspace = 2 * max(graph.widths) * 4
     origin_line = f" * Source: {origin}\n" if origin else ""

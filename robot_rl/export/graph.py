@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from robot_rl.core.algorithm import MLPActor, MLPActorParts
+from robot_rl.core.errors import UserError
 
 Activation = Literal["relu", "elu", "tanh", "silu", "gelu", "identity"]
 OutputMap = Literal["tanh_scale", "clamp", "identity"]
@@ -37,7 +38,7 @@ _ACT_NAMES: dict[type[nn.Module], Activation] = {nn.ReLU: "relu", nn.ELU: "elu",
                                                  nn.SiLU: "silu", nn.GELU: "gelu"}
 
 
-class UnsupportedArchitectureError(ValueError):
+class UnsupportedArchitectureError(ValueError, UserError):
     """The C exporter cannot express this policy; the message names what it supports and suggests ONNX."""
 
     def __init__(self, found: str) -> None:

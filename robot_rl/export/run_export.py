@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from robot_rl.core.algorithm import Policy
-from robot_rl.core.config import TaskConfig
+from robot_rl.core.config import ConfigError, TaskConfig
 from robot_rl.core.specs import EnvSpec
 from robot_rl.export.c_codegen import VARIANTS, CSources, Variant, check_name, generate_c
 from robot_rl.export.c_fixed import generate_fixed_c
@@ -210,7 +210,7 @@ def export_run(run_dir: Path, fmt: Literal["onnx", "c"], out_dir: Path, name: st
     """Export ``run_dir``'s deterministic actor as ``fmt`` into ``out_dir`` and verify it (see module doc)."""
     check_name(name)
     if fmt not in ("onnx", "c"):
-        raise ValueError(f"unknown export format {fmt!r}; valid: onnx, c")
+        raise ConfigError(f"unknown export format {fmt!r}; valid: onnx, c")
     loaded = load_actor(run_dir)
     graph = extract_graph(loaded.policy, loaded.spec) if fmt == "c" else None  # fail fast on what C cannot take
     return export_actor(loaded.policy, loaded.spec, fmt, out_dir, name, variants, num_random, num_recorded,

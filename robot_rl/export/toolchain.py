@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
 from robot_rl.export.c_codegen import CSources
 
 HOST_CFLAGS = ("-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic")
@@ -316,7 +317,7 @@ def cross_compile(src: CSources, target: str, build_dir: Path, obs_dim: int, act
     entry point's; pixel policies pass :func:`robot_rl.export.c_vision.size_main`).
     """
     if target not in CORTEX_TARGETS:
-        raise ValueError(f"unknown target {target!r}; valid: {', '.join(CORTEX_TARGETS)}")
+        raise ConfigError(f"unknown target {target!r}; valid: {', '.join(CORTEX_TARGETS)}")
     if not arm_available():
         raise ToolchainError(f"{ARM_GCC} is not on PATH (Debian/Ubuntu: apt-get install gcc-arm-none-eabi "
                              "libnewlib-arm-none-eabi)")
@@ -412,7 +413,7 @@ def qemu_cost(policy_dir: Path, target: str, build_dir: Path, name: str = "polic
     optimisation flag (the firmware's ``POLICY_OPT``).
     """
     if target not in QEMU_BOARDS:
-        raise ValueError(f"no QEMU board for {target!r}; valid: {', '.join(QEMU_BOARDS)}")
+        raise ConfigError(f"no QEMU board for {target!r}; valid: {', '.join(QEMU_BOARDS)}")
     if not qemu_available():
         raise ToolchainError("instruction counts need arm-none-eabi-gcc, cmake and qemu-system-arm (apt-get install "
                              "gcc-arm-none-eabi libnewlib-arm-none-eabi cmake qemu-system-arm)")

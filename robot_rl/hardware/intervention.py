@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
 from robot_rl.hardware.teleop import JointReading, TeleopDevice, TeleopReading
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def leader_ee_step(fk: Callable[[np.ndarray], np.ndarray | None], leader: np.nda
     """
     target, now = fk(np.asarray(leader, np.float64)), fk(np.asarray(follower, np.float64))
     if target is None or now is None:
-        raise ValueError("a leader arm in ee_delta needs the follower's forward kinematics (robot.arm=so101, …)")
+        raise ConfigError("a leader arm in ee_delta needs the follower's forward kinematics (robot.arm=so101, …)")
     rot = (np.asarray(target[3:6]) - np.asarray(now[3:6]) + np.pi) % (2 * np.pi) - np.pi  # the short way round
     step = np.concatenate([(np.asarray(target[:3]) - np.asarray(now[:3])) / max_step_m, rot / max_step_rad])
     return np.clip(step, -1.0, 1.0)
@@ -95,10 +96,10 @@ def leader_ee_step(fk: Callable[[np.ndarray], np.ndarray | None], leader: np.nda
 def check_device_mode(device: TeleopDevice, control_mode: str) -> None:
     """Raise ``ValueError`` unless ``device`` can take over a robot in ``control_mode`` (no connection needed)."""
     if device.takes_over and device.relative and control_mode != "ee_delta":
-        raise ValueError("relative teleop devices need the ee_delta control mode (deltas on the measured pose)")
+        raise ConfigError("relative teleop devices need the ee_delta control mode (deltas on the measured pose)")
     if device.takes_over and not device.relative and control_mode not in ("joint_delta", "ee_delta"):
-        raise ValueError(f"{device.name} is absolute (joint positions): it intervenes in "
-                         "robot.control_mode=joint_delta or ee_delta, stepping the follower towards it")
+        raise ConfigError(f"{device.name} is absolute (joint positions): it intervenes in "
+                          "robot.control_mode=joint_delta or ee_delta, stepping the follower towards it")
 
 
 def check_leader_kinematics(device: TeleopDevice, robot: Any) -> None:
@@ -109,8 +110,8 @@ def check_leader_kinematics(device: TeleopDevice, robot: Any) -> None:
     rc = robot.config
     if device.takes_over and not device.relative and robot.control_mode == "ee_delta" and \
             robot.forward_kinematics(np.asarray(rc.joint_low)) is None:
-        raise ValueError(f"{device.name} (a leader arm) in ee_delta needs the robot's forward kinematics (set "
-                         "robot.arm, e.g. so101), or use robot.control_mode=joint_delta")
+        raise ConfigError(f"{device.name} (a leader arm) in ee_delta needs the robot's forward kinematics (set "
+                          "robot.arm, e.g. so101), or use robot.control_mode=joint_delta")
 
 
 class InterventionController:
@@ -235,7 +236,7 @@ class InterventionController:
         self.waiting_gap_deg = None
         if self.control_mode == "ee_delta":
             if self.fk is None:
-                raise ValueError("a leader arm in ee_delta needs the follower's forward kinematics")
+                raise ConfigError("a leader arm in ee_delta needs the follower's forward kinematics")
             return leader_ee_step(self.fk, np.asarray(leader), np.asarray(measured), *self.ee_steps)
         return np.clip(gap / self.joint_step_rad, -1.0, 1.0)
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from robot_rl.core.config import ConfigError
 from robot_rl.hardware.kinematics.config import ARM_MODELS, arm_model
 from robot_rl.hardware.robot import RobotError
 
@@ -62,7 +63,7 @@ def infer_arm(robot_type: str, arm: str | None) -> str | None:
     if arm == "auto":
         return LEROBOT_ARMS.get(robot_type)
     if arm not in ARM_MODELS:
-        raise ValueError(f"unknown arm model {arm!r}; known: {', '.join(sorted(ARM_MODELS.names()))}, or null")
+        raise ConfigError(f"unknown arm model {arm!r}; known: {', '.join(sorted(ARM_MODELS.names()))}, or null")
     return arm
 
 
@@ -84,7 +85,7 @@ class JointMap:
         missing = [n for n in names if f"{n}.pos" not in features]
         if missing:
             have = sorted(k for k in features if k.endswith(".pos"))
-            raise ValueError(f"{what} has no motor(s) {missing}; its motors: {have} (set joint_names/gripper_name)")
+            raise ConfigError(f"{what} has no motor(s) {missing}; its motors: {have} (set joint_names/gripper_name)")
 
     def joints(self, values: dict[str, Any]) -> np.ndarray:
         """Joint vector (radians, unless lerobot's -100..100 passes through) from a lerobot dict."""
@@ -161,17 +162,17 @@ def check_units(robot: Any, joints: list[str], degrees: bool, robot_type: str) -
     want = norm.DEGREES if degrees else norm.RANGE_M100_100
     wrong = [m for m in joints if m in bus.motors and bus.motors[m].norm_mode is not want]
     if wrong:
-        raise ValueError(f"lerobot's {robot_type} reports {wrong} in {bus.motors[wrong[0]].norm_mode.value}, but "
-                         f"robot.degrees={str(degrees).lower()} expects {want.value}: set robot.degrees="
-                         f"{str(not degrees).lower()} (it sets lerobot's use_degrees)")
+        raise ConfigError(f"lerobot's {robot_type} reports {wrong} in {bus.motors[wrong[0]].norm_mode.value}, but "
+                          f"robot.degrees={str(degrees).lower()} expects {want.value}: set robot.degrees="
+                          f"{str(not degrees).lower()} (it sets lerobot's use_degrees)")
 
 
 def degrees_per_unit(robot: Any, joints: list[str]) -> np.ndarray:
     """Per joint, degrees per unit of lerobot's -100..100 range, from its calibration (see the module docstring)."""
     bus = motor_bus(robot)
     if bus is None:
-        raise ValueError(f"{robot} has no lerobot motor bus to read its calibration from, so its -100..100 joint "
-                         "values cannot be turned into angles: use degrees (robot.degrees=true)")
+        raise ConfigError(f"{robot} has no lerobot motor bus to read its calibration from, so its -100..100 joint "
+                          "values cannot be turned into angles: use degrees (robot.degrees=true)")
     out = []
     for m in joints:
         cal = robot.calibration[m]

@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.hardware.kinematics.config import arm_model
 from robot_rl.hardware.lerobot_arm import (
@@ -106,7 +107,7 @@ def make_lerobot_device(kind: str, device_type: str, fields: dict[str, Any]) -> 
         cfg_cls = base_cfg.get_choice_class(device_type)
     except KeyError:
         known = ", ".join(sorted(base_cfg.get_known_choices()))
-        raise ValueError(f"unknown lerobot {kind} type {device_type!r}; known: {known}") from None
+        raise ConfigError(f"unknown lerobot {kind} type {device_type!r}; known: {known}") from None
     fields = dict(fields)
     if fields.get("calibration_dir") is not None:
         fields["calibration_dir"] = Path(fields["calibration_dir"])
@@ -118,7 +119,7 @@ def make_lerobot_device(kind: str, device_type: str, fields: dict[str, Any]) -> 
     try:
         cfg = cfg_cls(**fields)
     except TypeError as e:
-        raise ValueError(f"lerobot {device_type} config: {e}") from e
+        raise ConfigError(f"lerobot {device_type} config: {e}") from e
     utils = lerobot_module(f"{'robots' if kind == 'robot' else 'teleoperators'}.utils")
     make = utils.make_robot_from_config if kind == "robot" else utils.make_teleoperator_from_config
     try:
@@ -129,7 +130,7 @@ def make_lerobot_device(kind: str, device_type: str, fields: dict[str, Any]) -> 
         for cls in _subclasses(base_dev):  # a plugin's class (or our fake) that lerobot's factory cannot locate
             if getattr(cls, "config_class", None) is cfg_cls and not getattr(cls, "__abstractmethods__", None):
                 return cls(cfg)
-        raise ValueError(f"lerobot could not build a {device_type} {kind}: {e}") from e
+        raise ConfigError(f"lerobot could not build a {device_type} {kind}: {e}") from e
 
 
 @ROBOTS.register("lerobot")
@@ -196,22 +197,22 @@ class LeRobotRobotConfig(RobotConfig):
     def _check_arm(self, arm: str | None) -> None:
         if arm is None:
             if self.control_mode == "ee_delta":
-                raise ValueError(f"control_mode=ee_delta needs an arm model for its IK, and {self.robot_type} has "
-                                 "none: set arm=so100, so101 or koch (or use joint / joint_delta)")
+                raise ConfigError(f"control_mode=ee_delta needs an arm model for its IK, and {self.robot_type} has "
+                                  "none: set arm=so100, so101 or koch (or use joint / joint_delta)")
             return
         model = arm_model(arm)
         if tuple(self.joint_names) != tuple(model.joint_names):
             lacks = [n for n in self.joint_names if n not in model.joint_names]
             what = f"names {lacks}, which it lacks" if lacks else "orders them differently"
-            raise ValueError(f"arm {arm}'s kinematic model has the joints {list(model.joint_names)}; joint_names "
-                             f"{self.joint_names} {what}. Use lerobot's motor names in that order, or arm=null")
+            raise ConfigError(f"arm {arm}'s kinematic model has the joints {list(model.joint_names)}; joint_names "
+                              f"{self.joint_names} {what}. Use lerobot's motor names in that order, or arm=null")
         # The longest step: all three axes at 1.0 (√3 times the per-axis step); a turn made of three rpy
         # increments is at most their sum.
         if self.control_mode == "ee_delta" and (self.max_step_m * math.sqrt(3.0) > model.max_delta_m
                                                 or self.max_step_rad * 3.0 > model.max_delta_rad):
-            raise ValueError(f"ee_delta steps up to max_step_m*√3 = {self.max_step_m * math.sqrt(3.0):g} m and "
-                             f"turns up to max_step_rad*3 = {self.max_step_rad * 3.0:g} rad, beyond the IK's "
-                             f"{model.max_delta_m:g} m / {model.max_delta_rad:g} rad: lower them")
+            raise ConfigError(f"ee_delta steps up to max_step_m*√3 = {self.max_step_m * math.sqrt(3.0):g} m and "
+                              f"turns up to max_step_rad*3 = {self.max_step_rad * 3.0:g} rad, beyond the IK's "
+                              f"{model.max_delta_m:g} m / {model.max_delta_rad:g} rad: lower them")
 
     @property
     def arm_name(self) -> str | None:
@@ -287,7 +288,7 @@ class LeRobotRobot(Robot):
         for name, (h, w) in cfg.cameras.items():
             shape = obs_ft.get(name)
             if shape is not None and tuple(shape) != (h, w, 3):
-                raise ValueError(f"camera {name}: lerobot delivers {tuple(shape)}, config.cameras says {(h, w, 3)}")
+                raise ConfigError(f"camera {name}: lerobot delivers {tuple(shape)}, config.cameras says {(h, w, 3)}")
 
     @property
     def _has_pose(self) -> bool:
@@ -306,8 +307,8 @@ class LeRobotRobot(Robot):
         """
         bus = getattr(self._robot, "bus", None)
         if bus is None or not self.is_connected:
-            raise ValueError(f"{type(self).__name__} has no motor bus to switch off (a simulated arm cannot be moved "
-                             "by hand): move it with a teleop device instead")
+            raise ConfigError(f"{type(self).__name__} has no motor bus to switch off (a simulated arm cannot be moved "
+                              "by hand): move it with a teleop device instead")
         with self._lock:
             if on:
                 bus.disable_torque()

@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import yaml
 
+from robot_rl.core.config import ConfigError
 from robot_rl.hardware.robot import RobotState
 
 
@@ -87,7 +88,7 @@ class LimitsRecorder:
                names: list[str] | None = None) -> FoundLimits:
         """The limits with each range shrunk by its margin at both ends; warnings for joints that barely moved."""
         if self.joint_low is None or self.joint_high is None:
-            raise ValueError("no measurement was recorded: is the robot connected and answering?")
+            raise ConfigError("no measurement was recorded: is the robot connected and answering?")
         margin = math.radians(margin_deg)
         span = self.joint_high - self.joint_low
         names = names or [f"joint {i}" for i in range(len(span))]

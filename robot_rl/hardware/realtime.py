@@ -24,6 +24,7 @@ import os
 import sys
 import threading
 
+from robot_rl.core.config import ConfigError
 from robot_rl.hardware.robot import RobotError
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ class RealtimeError(RobotError):
 def check_priority(priority: int) -> None:
     """Refuse a priority outside 0 (off) .. 99."""
     if not 0 <= priority <= MAX_PRIORITY:
-        raise ValueError(f"realtime_priority must be 0 (off) or 1..{MAX_PRIORITY} (SCHED_FIFO), got {priority}")
+        raise ConfigError(f"realtime_priority must be 0 (off) or 1..{MAX_PRIORITY} (SCHED_FIFO), got {priority}")
 
 
 def thread_policy(native_id: int = 0) -> tuple[int, int]:

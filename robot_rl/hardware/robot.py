@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.registry import Registry
 from robot_rl.core.specs import ArraySpec, EnvSpec
 
@@ -327,7 +328,7 @@ class Robot(abc.ABC):
         declared = {n: tuple(hw) for n, hw in self.config.cameras.items()}
         given = {n: (c.config.height, c.config.width) for n, c in cameras.items()}
         if declared != given:
-            raise ValueError(f"cameras {given} do not match the declared config.cameras {declared}")
+            raise ConfigError(f"cameras {given} do not match the declared config.cameras {declared}")
         self.cameras = dict(cameras)
 
     def stale_sensors(self) -> list[str]:

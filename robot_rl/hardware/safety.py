@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
 from robot_rl.hardware.estop import EStop, EStopGuard
 from robot_rl.hardware.kinematics.config import ARM_MODELS
 from robot_rl.hardware.realtime import RealtimeScheduling, check_priority, enter_realtime
@@ -134,8 +135,8 @@ class SafetyConfig:
         preset = self.workspace_preset or robot_arm
         if preset is not None:
             if preset not in ARM_MODELS:
-                raise ValueError(f"workspace_preset {preset!r} is not an arm model; known: "
-                                 f"{', '.join(ARM_MODELS.names())}")
+                raise ConfigError(f"workspace_preset {preset!r} is not an arm model; known: "
+                                  f"{', '.join(ARM_MODELS.names())}")
             model = ARM_MODELS.get(preset)
             default_low, default_high = model.workspace_low, model.workspace_high
         else:
@@ -143,7 +144,7 @@ class SafetyConfig:
         lo = np.asarray(self.workspace_low if self.workspace_low is not None else default_low, dtype=np.float64)
         hi = np.asarray(self.workspace_high if self.workspace_high is not None else default_high, dtype=np.float64)
         if lo.shape != (3,) or hi.shape != (3,) or not (lo < hi).all():
-            raise ValueError(f"workspace box must be two xyz corners with low < high, got {lo} / {hi}")
+            raise ConfigError(f"workspace box must be two xyz corners with low < high, got {lo} / {hi}")
         return lo, hi
 
 

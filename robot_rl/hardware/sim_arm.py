@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.hardware.robot import ROBOTS, Robot, RobotConfig, RobotState
 from robot_rl.hardware.sim_pick import PickIntervener, PickView, pick_expert
@@ -195,7 +196,7 @@ class SimulatedArm(SimProcess, Robot):
     def pick_view(self) -> PickView | None:
         """The pick task at the last observation, from its state (:class:`~robot_rl.hardware.sim_pick.PickScene`)."""
         if not self.config.object_in_state:
-            raise ValueError("the scripted pick reads the cube from the state: set object_in_state=True")
+            raise ConfigError("the scripted pick reads the cube from the state: set object_in_state=True")
         obs = self.last_observation
         return None if obs is None else _view(obs["state"], self.config)
 

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
+
 ALLOWED_DTYPES = ("float32", "float64", "uint8", "bool", "int64")
 #: Physics may fall this far behind the wall clock (a long render, a busy machine) before it skips ahead.
 MAX_LAG_S = 0.25
@@ -253,7 +255,7 @@ def make_world(cfg: dict[str, Any]) -> Any:
 
         return So101World(cfg)
     if kind != "arm":
-        raise ValueError(f"unknown simulated world {kind!r}; known: arm, so101")
+        raise ConfigError(f"unknown simulated world {kind!r}; known: arm, so101")
     return SimArmWorld(cfg)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.hardware.lerobot_robot import SO_JOINTS, LeRobotRobot, LeRobotRobotConfig
 from robot_rl.hardware.robot import ROBOTS, RobotState
@@ -243,7 +244,7 @@ class SimSo101Robot(LeRobotRobot):
     def pick_view(self) -> PickView | None:
         """The pick task at the last observation (:class:`~robot_rl.hardware.sim_pick.PickScene`)."""
         if self.config.control_mode != "ee_delta":
-            raise ValueError("the scripted pick acts in ee_delta: set robot.control_mode=ee_delta")
+            raise ConfigError("the scripted pick acts in ee_delta: set robot.control_mode=ee_delta")
         if self.last_observation is None:
             return None
         state = self.last_observation["state"]

@@ -19,6 +19,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from robot_rl.core.config import ConfigError
+
 log = logging.getLogger(__name__)
 
 
@@ -27,7 +29,7 @@ class Watchdog:
 
     def __init__(self, timeout_s: float, on_trip: Callable[[float], None], name: str = "robot-watchdog") -> None:
         if timeout_s <= 0:
-            raise ValueError("watchdog timeout must be positive")
+            raise ConfigError("watchdog timeout must be positive")
         self.timeout_s = timeout_s
         self._on_trip = on_trip
         self._lock = threading.Lock()

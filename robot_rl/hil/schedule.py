@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from robot_rl.core.algorithm import NamedBufferStorage
+from robot_rl.core.config import ConfigError
 from robot_rl.core.env import CountsEpisodes, StepResult, VecEnv, observable, wrapped_envs
 from robot_rl.hil.config import PHASES, HILConfig, HILPhase, HILSchedule
 
@@ -108,8 +109,8 @@ def demo_buffer(learner: Any) -> Any:
     storage = learner.storage
     demos = storage.buffers.get("demos") if isinstance(storage, NamedBufferStorage) else None
     if demos is None or len(demos) == 0:
-        raise ValueError("loop.hil: the offline phase trains on demos; set loop.demos_path and give the "
-                         "algorithm a demo buffer (e.g. algo.demo_ratio=0.5), or loop.hil.offline_updates=0")
+        raise ConfigError("loop.hil: the offline phase trains on demos; set loop.demos_path and give the "
+                          "algorithm a demo buffer (e.g. algo.demo_ratio=0.5), or loop.hil.offline_updates=0")
     return demos
 
 
@@ -159,8 +160,8 @@ class HILController:
         from robot_rl.hardware.intervention import InterventionConfig, InterventionController
 
         if self.action_dim not in (3, 4, 6, 7):
-            raise ValueError(f"teleop takeover needs end-effector delta actions of 3, 4, 6 or 7 numbers; "
-                             f"this env's actions have {self.action_dim}")
+            raise ConfigError(f"teleop takeover needs end-effector delta actions of 3, 4, 6 or 7 numbers; "
+                              f"this env's actions have {self.action_dim}")
         device.connect()
         self.device_obj = device
         self.intervention = InterventionController(device, InterventionConfig(mode=self.cfg.intervention_mode))

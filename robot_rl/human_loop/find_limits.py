@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.rate import RateLoop
 from robot_rl.hardware.intervention import InterventionConfig, InterventionController
 from robot_rl.hardware.limits import Compliant, LimitsRecorder
@@ -30,8 +31,8 @@ def by_hand(robot: Robot, seconds: float, hz: float, stop: threading.Event | Non
             progress: Progress | None = None) -> LimitsRecorder:
     """Motors off for ``seconds`` (or until ``stop``) while a person moves the arm; holding again after."""
     if not isinstance(robot, Compliant):
-        raise ValueError(f"{type(robot).__name__} cannot switch its motors off to be moved by hand: pass a teleop "
-                         "device (--device leader_arm, keyboard, …) to move it instead")
+        raise ConfigError(f"{type(robot).__name__} cannot switch its motors off to be moved by hand: pass a teleop "
+                          "device (--teleop leader_arm, keyboard, …) to move it instead")
     rec = LimitsRecorder()
     stop = stop or threading.Event()
     has_pose = measures_pose(robot)

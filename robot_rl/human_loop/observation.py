@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import TransitionBatch
 
@@ -79,8 +80,8 @@ def _load_classifier(cfg: DeployConfig) -> tuple[Any, list[str]] | None:
 def _missing(cameras: list[str], observed: Any) -> None:
     missing = [c for c in cameras if c not in observed]
     if missing:
-        raise ValueError(f"the success classifier reads {missing}, which the robot does not observe "
-                         f"(it has {sorted(observed)}); set robot.cameras")
+        raise ConfigError(f"the success classifier reads {missing}, which the robot does not observe "
+                          f"(it has {sorted(observed)}); set robot.cameras")
 
 
 class SuccessJudge:

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.interrupts import interrupts_held
 from robot_rl.core.rate import RateLoop, RateStats
 from robot_rl.data.episode import SEGMENT_CORRECTION, SEGMENT_NAMES, SEGMENT_NONE, SEGMENT_REWIND, Episode
@@ -198,13 +199,13 @@ class DemoRecorder:
         self.robot_cfg = layer.robot.config
         self.leader = not device.relative
         if device.relative and self.robot_cfg.control_mode != "ee_delta":
-            raise ValueError(f"{device.name} sends pose deltas: record with the robot in ee_delta control mode "
-                             f"(robot.control_mode=ee_delta), or use a leader arm for joint mode")
+            raise ConfigError(f"{device.name} sends pose deltas: record with the robot in ee_delta control mode "
+                              f"(robot.control_mode=ee_delta), or use a leader arm for joint mode")
         if self.leader and self.robot_cfg.control_mode == "ee_delta" and \
                 layer.robot.forward_kinematics(np.asarray(self.robot_cfg.joint_low)) is None:
-            raise ValueError(f"{device.name} is a leader arm (absolute joint positions): in ee_delta its pose comes "
-                             "from the follower's forward kinematics, which this robot lacks (set robot.arm, e.g. "
-                             "so101), or record in robot.control_mode=joint_delta")
+            raise ConfigError(f"{device.name} is a leader arm (absolute joint positions): in ee_delta its pose comes "
+                              "from the follower's forward kinematics, which this robot lacks (set robot.arm, e.g. "
+                              "so101), or record in robot.control_mode=joint_delta")
         self.summary = RecordSummary()
         self.segmenter = Segmenter()
         self._episode: _EpisodeBuffer | None = None

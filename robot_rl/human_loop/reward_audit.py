@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from robot_rl.core.config import ConfigError
 from robot_rl.hardware.teleop import AnswersRewardAudits, TeleopDevice
 from robot_rl.human_loop.observation import SuccessJudge
 from robot_rl.rewards.audit import AuditConfig, RewardAudit
@@ -37,11 +38,11 @@ def load_audit(cfg: AuditConfig, judge: SuccessJudge | None, classifier: str | N
     if not cfg.enabled:
         return None
     if judge is None or not classifier:
-        raise ValueError("audit.enabled=true audits a success classifier: set reward_source=classifier "
-                         "classifier=DIR")
+        raise ConfigError("audit.enabled=true audits a success classifier: set reward_source=classifier "
+                          "classifier=DIR")
     if classifier.startswith(("tcp://", "ipc://")):
-        raise ValueError("audit.enabled=true needs the classifier's directory (classifier=DIR): a served classifier "
-                         f"({classifier}) cannot be retrained from the actor")
+        raise ConfigError("audit.enabled=true needs the classifier's directory (classifier=DIR): a served classifier "
+                          f"({classifier}) cannot be retrained from the actor")
     where = run_dir or Path(".")
     return RewardAudit.from_dir(judge.model, classifier, cfg, log_path=where / AUDIT_LOG)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from robot_rl.core.config import ConfigError
 from robot_rl.launch.plan import LaunchPlan
 
 
@@ -40,7 +41,7 @@ def sbatch_script(plan: LaunchPlan, opts: SlurmOptions) -> str:
     The commands use ``plan.python`` (by default this interpreter): a venv on a filesystem every node shares.
     """
     if opts.nodes < 1:
-        raise ValueError(f"a SLURM job needs at least one node, got nodes={opts.nodes}")
+        raise ConfigError(f"a SLURM job needs at least one node, got nodes={opts.nodes}")
     actor_nodes = max(opts.nodes - 1, 1)
     header = [
         "#!/usr/bin/env bash",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from robot_rl.core.algorithm import Policy
+from robot_rl.core.config import ConfigError
 from robot_rl.core.env import VecEnv
 from robot_rl.core.transition import finite_obs_rows
 
@@ -40,7 +41,7 @@ def evaluate(policy: Policy, env: VecEnv, episodes: int, seed: int = 12345, dete
     sub-env gets zero actions until the episode ends.
     """
     if episodes < 1:
-        raise ValueError("episodes must be >= 1")
+        raise ConfigError("episodes must be >= 1")
     n = env.num_envs
     per_env = -(-episodes // n)
     obs = env.reset(seed=seed)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from robot_rl.core.config import ConfigError
 from robot_rl.data.provenance import task_settings
 from robot_rl.data.recorder import EpisodeSink, RecordResult, StoreSink, record_episodes
 from robot_rl.data.store import EpisodeStore
@@ -49,7 +50,7 @@ def record_run(run_dir: Path, out: Path, episodes: int = 10, fmt: str = "episode
 
         sink = LeRobotWriter(out, env.spec, fps, task=task, use_videos=use_videos, robot_type=task)
     else:
-        raise ValueError(f"unknown recording format {fmt!r}; valid: episodes, lerobot")
+        raise ConfigError(f"unknown recording format {fmt!r}; valid: episodes, lerobot")
     try:
         result = record_episodes(env, policy, sink, episodes, seed=seed, deterministic=deterministic, task=task)
     finally:

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from robot_rl.core.algorithm import OffPolicyAlgorithm, Policy, Weights
-from robot_rl.core.config import AlgoConfig
+from robot_rl.core.config import AlgoConfig, ConfigError
 from robot_rl.core.data_parallel import DataParallel, draw_rows
 from robot_rl.core.extras import DISCOUNT
 from robot_rl.core.specs import EnvSpec
@@ -87,10 +87,10 @@ class FastOffPolicyConfig(AlgoConfig):
     def validate(self) -> None:
         """Raise ``ValueError`` on an impossible setting."""
         if self.updates_per_step <= 0 or self.batch_size < 1 or self.n_step < 1 or not 0 < self.tau <= 1:
-            raise ValueError("batch_size and n_step must be >= 1, updates_per_step > 0 and tau in (0, 1]")
+            raise ConfigError("batch_size and n_step must be >= 1, updates_per_step > 0 and tau in (0, 1]")
         if self.num_atoms < 2 or not self.v_min < self.v_max:
-            raise ValueError(f"need num_atoms >= 2 and v_min < v_max, got {self.num_atoms}, [{self.v_min}, "
-                             f"{self.v_max}]")
+            raise ConfigError(f"need num_atoms >= 2 and v_min < v_max, got {self.num_atoms}, [{self.v_min}, "
+                              f"{self.v_max}]")
 
 
 def state_encoder(spec: EnvSpec, normalize: bool, algo: str) -> ObsEncoder:

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from robot_rl.core.algorithm import MLPActorParts
-from robot_rl.core.config import ALGOS
+from robot_rl.core.config import ALGOS, ConfigError
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs, TransitionBatch
 from robot_rl.policies.distributional import cross_entropy
@@ -63,7 +63,7 @@ class FastSACConfig(FastOffPolicyConfig):
         """Raise ``ValueError`` on an impossible setting."""
         super().validate()
         if not self.log_std_min < self.log_std_max or self.init_temperature <= 0 or self.policy_frequency < 1:
-            raise ValueError("need log_std_min < log_std_max, init_temperature > 0 and policy_frequency >= 1")
+            raise ConfigError("need log_std_min < log_std_max, init_temperature > 0 and policy_frequency >= 1")
 
     def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> FastSACAlgorithm:
         """The learner for environments with ``spec``, its networks seeded by ``seed``."""

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from robot_rl.core.algorithm import OffPolicyAlgorithm, Weights
-from robot_rl.core.config import ALGOS, AlgoConfig
+from robot_rl.core.config import ALGOS, AlgoConfig, ConfigError
 from robot_rl.core.data_parallel import DataParallel
 from robot_rl.core.extras import DISCOUNT
 from robot_rl.core.specs import EnvSpec
@@ -102,18 +102,18 @@ class IQLConfig(AlgoConfig):
     def validate(self) -> None:
         """Raise ``ValueError`` on an impossible setting (checked when the config is made)."""
         if not 0.0 < self.expectile < 1.0:
-            raise ValueError(f"expectile must be in (0, 1), got {self.expectile}: 0.7 (paper, locomotion) or 0.9 "
-                             "(manipulation); 0.5 fits the data's mean value, 1 would be an unbounded max")
+            raise ConfigError(f"expectile must be in (0, 1), got {self.expectile}: 0.7 (paper, locomotion) or 0.9 "
+                              "(manipulation); 0.5 fits the data's mean value, 1 would be an unbounded max")
         if not self.beta > 0:
-            raise ValueError(f"beta (the inverse temperature of the advantage weights) must be > 0, got {self.beta}")
+            raise ConfigError(f"beta (the inverse temperature of the advantage weights) must be > 0, got {self.beta}")
         if not self.max_weight > 0:
-            raise ValueError(f"max_weight (the clip of the advantage weights) must be > 0, got {self.max_weight}")
+            raise ConfigError(f"max_weight (the clip of the advantage weights) must be > 0, got {self.max_weight}")
         if not 0.0 < self.tau <= 1.0 or not 0.0 < self.gamma <= 1.0:
-            raise ValueError(f"tau and gamma must be in (0, 1], got tau={self.tau}, gamma={self.gamma}")
+            raise ConfigError(f"tau and gamma must be in (0, 1], got tau={self.tau}, gamma={self.gamma}")
         if self.batch_size < 1 or self.n_step < 1 or self.buffer_size < 1 or self.demo_buffer_size < 1:
-            raise ValueError("batch_size, n_step, buffer_size and demo_buffer_size must be >= 1")
+            raise ConfigError("batch_size, n_step, buffer_size and demo_buffer_size must be >= 1")
         if min(self.actor_lr, self.critic_lr, self.value_lr) <= 0:
-            raise ValueError("actor_lr, critic_lr and value_lr must be > 0")
+            raise ConfigError("actor_lr, critic_lr and value_lr must be > 0")
         check_demo_ratio(self.demo_ratio)
 
     def networks(self) -> SACConfig:

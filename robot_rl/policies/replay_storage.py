@@ -11,6 +11,7 @@ from typing import Protocol
 
 import torch
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.specs import EnvSpec
 from robot_rl.replay.buffer import MixingSampler, ReplayBuffer
 
@@ -28,7 +29,7 @@ class ReplaySettings(Protocol):
 def check_demo_ratio(demo_ratio: float) -> None:
     """Raise ``ValueError`` unless ``0 <= demo_ratio < 1`` (a batch made only of demos learns nothing online)."""
     if not 0.0 <= demo_ratio < 1.0:
-        raise ValueError(f"demo_ratio must be in [0, 1), got {demo_ratio}")
+        raise ConfigError(f"demo_ratio must be in [0, 1), got {demo_ratio}")
 
 
 def make_replay(spec: EnvSpec, device: torch.device, cfg: ReplaySettings,

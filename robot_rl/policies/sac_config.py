@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 import torch
 
 from robot_rl.core.algorithm import Policy
-from robot_rl.core.config import ALGOS, AlgoConfig
+from robot_rl.core.config import ALGOS, AlgoConfig, ConfigError
 from robot_rl.core.specs import EnvSpec
 from robot_rl.policies.modules.pretrained import check_image_encoder
 from robot_rl.policies.sac_networks import SACPolicy, SACValueEstimator
@@ -127,18 +127,18 @@ class SACConfig(AlgoConfig):
         """Raise ``ValueError`` on an impossible setting."""
         check_image_encoder(self.image_encoder)
         if self.image_backbone and self.image_encoder == "cnn":
-            raise ValueError("image_backbone needs image_encoder resnet10 or resnet18")
+            raise ConfigError("image_backbone needs image_encoder resnet10 or resnet18")
         if (min(self.cql_alpha, self.actor_bc_updates, self.cql_samples - 1, self.image_conv_stride - 1) < 0
                 or (self.calql and not self.cql_alpha)):
-            raise ValueError("cql_alpha and actor_bc_updates must be >= 0, cql_samples and image_conv_stride >= 1; "
-                             "calql needs cql_alpha > 0")
+            raise ConfigError("cql_alpha and actor_bc_updates must be >= 0, cql_samples and image_conv_stride >= 1; "
+                              "calql needs cql_alpha > 0")
         terms = self.loss_term_configs()
         for term in terms:
             term.validate()
         names = [SAC_LOSS_TERMS.name_of(t) for t in terms]
         if len(set(names)) < len(names):
-            raise ValueError(f"a loss term is given twice ({', '.join(names)}): set CQL by algo.cql_alpha or "
-                             "algo.loss_terms, the BC warm-up by algo.actor_bc_updates or algo.loss_terms")
+            raise ConfigError(f"a loss term is given twice ({', '.join(names)}): set CQL by algo.cql_alpha or "
+                              "algo.loss_terms, the BC warm-up by algo.actor_bc_updates or algo.loss_terms")
 
     def loss_term_configs(self) -> list[SACLossTermConfig]:
         """The terms these settings switch on: the flat keys' (CQL / Cal-QL, the BC warm-up), then ``loss_terms``."""

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.registry import Registry
 from robot_rl.core.transition import Obs, TransitionBatch
 from robot_rl.policies.offline_rl import cql_penalty, mc_calibration, sampled_action_q
@@ -125,7 +126,7 @@ class CQLConfig(SACLossTermConfig):
     def validate(self) -> None:
         """Raise ``ValueError`` on an impossible setting."""
         if self.alpha <= 0 or self.samples < 1:
-            raise ValueError(f"the cql term needs alpha > 0 and samples >= 1, got {self.alpha} and {self.samples}")
+            raise ConfigError(f"the cql term needs alpha > 0 and samples >= 1, got {self.alpha} and {self.samples}")
 
     def build(self) -> CQL:
         """The term."""
@@ -177,7 +178,7 @@ class BCWarmupConfig(SACLossTermConfig):
     def validate(self) -> None:
         """Raise ``ValueError`` on an impossible setting."""
         if self.updates < 0:
-            raise ValueError(f"the bc_warmup term needs updates >= 0, got {self.updates}")
+            raise ConfigError(f"the bc_warmup term needs updates >= 0, got {self.updates}")
 
     def build(self) -> BCWarmup:
         """The term."""

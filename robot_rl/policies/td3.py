@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from robot_rl.core.config import ALGOS
+from robot_rl.core.config import ALGOS, ConfigError
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.policies.distributional import cross_entropy
@@ -65,10 +65,10 @@ class TD3Config(FastOffPolicyConfig):
         """Raise ``ValueError`` on an impossible setting."""
         super().validate()
         if not 0.0 <= self.std_min <= self.std_max or self.noise_hold_steps < 1:
-            raise ValueError(f"need 0 <= std_min <= std_max and noise_hold_steps >= 1, got {self.std_min}, "
-                             f"{self.std_max}, {self.noise_hold_steps}")
+            raise ConfigError(f"need 0 <= std_min <= std_max and noise_hold_steps >= 1, got {self.std_min}, "
+                              f"{self.std_max}, {self.noise_hold_steps}")
         if self.policy_frequency < 1 or self.policy_noise < 0 or self.noise_clip < 0:
-            raise ValueError("policy_frequency must be >= 1, policy_noise and noise_clip >= 0")
+            raise ConfigError("policy_frequency must be >= 1, policy_noise and noise_clip >= 0")
 
     def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> TD3Algorithm:
         """The learner for environments with ``spec``, its networks seeded by ``seed``."""

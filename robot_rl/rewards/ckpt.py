@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from robot_rl.core.config import ConfigError
 from robot_rl.durable import commit_file
 
 FORMAT = "robot_rl.reward_model"
@@ -37,6 +38,6 @@ def load_model_dir(path: Path | str, kind: str) -> tuple[dict[str, torch.Tensor]
         raise FileNotFoundError(f"{path} is not a reward model directory (no meta.json)")
     meta = json.loads(meta_file.read_text())
     if meta.get("format") != FORMAT or meta.get("kind") != kind:
-        raise ValueError(f"{path} holds a {meta.get('kind', 'unknown')!r} model, expected {kind!r}")
+        raise ConfigError(f"{path} holds a {meta.get('kind', 'unknown')!r} model, expected {kind!r}")
     state = torch.load(path / "model.pt", map_location="cpu", weights_only=True)
     return state, meta

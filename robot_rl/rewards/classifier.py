@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from robot_rl.core.config import ConfigError
 from robot_rl.data.episode import Episode
 from robot_rl.policies.modules.pretrained import check_image_encoder
 from robot_rl.rewards.audit import save_anchors
@@ -171,9 +172,9 @@ def calibrate(scores: np.ndarray, labels: np.ndarray, target_precision: float,
     threshold is set above every score (the classifier never fires) and ``reached`` is False.
     """
     if not 0.0 < target_precision <= 1.0:
-        raise ValueError(f"target_precision must be in (0, 1], got {target_precision}")
+        raise ConfigError(f"target_precision must be in (0, 1], got {target_precision}")
     if not 0.0 <= min_threshold < 1.0:
-        raise ValueError(f"min_threshold must be in [0, 1), got {min_threshold}")
+        raise ConfigError(f"min_threshold must be in [0, 1), got {min_threshold}")
     labels = labels.astype(bool)
     order = np.argsort(-scores, kind="stable")
     s, y = scores[order], labels[order]

@@ -15,12 +15,13 @@ from typing import Literal
 
 import numpy as np
 
+from robot_rl.core.errors import UserError
 from robot_rl.data.episode import Episode
 
 LabelRule = Literal["success", "last_k"]
 
 
-class RewardDataError(ValueError):
+class RewardDataError(ValueError, UserError):
     """The data cannot train a reward model (no labels, wrong cameras, too few episodes)."""
 
 

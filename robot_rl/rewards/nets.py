@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from robot_rl.core.config import ConfigError
 from robot_rl.policies.modules.pretrained import CameraTrunk, SpatialEmbeddingCameras
 
 
@@ -57,7 +58,7 @@ class CameraEncoder(nn.Module):
         self.keys = sorted(image_shapes)
         self.shapes = {k: tuple(int(x) for x in image_shapes[k]) for k in self.keys}
         if shared and len(set(self.shapes.values())) > 1:
-            raise ValueError(f"shared=True needs cameras of one shape, got {self.shapes}")
+            raise ConfigError(f"shared=True needs cameras of one shape, got {self.shapes}")
         self.shared, self.features, self.channels, self.layers = shared, features, channels, layers
         names = ["shared"] if shared else [k.replace(".", "_") for k in self.keys]
         first = self.shapes[self.keys[0]]
@@ -84,7 +85,7 @@ class CameraEncoder(nn.Module):
         """
         state = torch.load(Path(path), map_location="cpu", weights_only=True)
         if not isinstance(state, dict):
-            raise ValueError(f"{path}: expected a state dict of tensors")
+            raise ConfigError(f"{path}: expected a state dict of tensors")
         state = {k.removeprefix("encoder."): v for k, v in state.items()}
         loaded = 0
         for name, cnn in self.cnns.items():
@@ -93,8 +94,8 @@ class CameraEncoder(nn.Module):
                 {k: v for k, v in state.items() if k in own}
             bad = [k for k, v in sub.items() if k in own and own[k].shape != v.shape]
             if bad or not sub:
-                raise ValueError(f"{path}: no matching weights for camera CNN {name!r}"
-                                 + (f" (shape mismatch in {bad[:3]})" if bad else ""))
+                raise ConfigError(f"{path}: no matching weights for camera CNN {name!r}"
+                                  + (f" (shape mismatch in {bad[:3]})" if bad else ""))
             cnn.load_state_dict(sub, strict=True)
             loaded += len(sub)
             if freeze:
@@ -140,10 +141,10 @@ def check_frames(shapes: Mapping[str, tuple[int, ...]], images: Mapping[str, tor
     """Raise ``ValueError`` naming the camera whose frames are missing or are not ``shapes[camera]``."""
     for k, shape in shapes.items():
         if k not in images:
-            raise ValueError(f"the reward model needs camera {k!r}; got {sorted(images)}")
+            raise ConfigError(f"the reward model needs camera {k!r}; got {sorted(images)}")
         got = tuple(images[k].shape[-3:])
         if got != shape:
-            raise ValueError(f"{k}: frames are {list(got)} (H, W, C), the reward model was trained on {list(shape)}")
+            raise ConfigError(f"{k}: frames are {list(got)} (H, W, C), the reward model was trained on {list(shape)}")
 
 
 def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator | None = None) -> torch.Tensor:

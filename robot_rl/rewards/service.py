@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.specs import ArraySpec
 from robot_rl.transport.codec import (
     DEFAULT_LIMITS,
@@ -107,7 +108,7 @@ def load_reward_model(path: Path | str, on_unseen: str = "error") -> torch.nn.Mo
         from robot_rl.rewards.prm import ProcessRewardModel
 
         return ProcessRewardModel.load(path, on_unseen=on_unseen)  # type: ignore[arg-type]
-    raise ValueError(f"{path} holds a {kind!r} model; the service serves {', '.join(KINDS)}")
+    raise ConfigError(f"{path} holds a {kind!r} model; the service serves {', '.join(KINDS)}")
 
 
 @dataclass
@@ -411,7 +412,7 @@ class _Remote:
         self.client, self.max_wait_s = client, max_wait_s
         info = client.info or client.describe(connect_timeout_s)
         if info["kind"] != kind:
-            raise ValueError(f"the reward server at {client.address} serves a {info['kind']}, not a {kind}")
+            raise ConfigError(f"the reward server at {client.address} serves a {info['kind']}, not a {kind}")
         self.info = info
         self.shapes = {k: tuple(v[0]) for k, v in info["inputs"].items() if not k.startswith("first.")}
         self.healthy = True

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from robot_rl.core.config import ConfigError
+
 if TYPE_CHECKING:
     from robot_rl.core.env import VecEnv
 
@@ -57,9 +59,9 @@ class RewardModelsConfig:
     def validate(self) -> None:
         """Raise ``ValueError`` on settings no run can use (before any env is built)."""
         if self.prm and not self.goal:
-            raise ValueError("reward.prm needs reward.goal: the language goal the PRM scores progress toward")
+            raise ConfigError("reward.prm needs reward.goal: the language goal the PRM scores progress toward")
         if self.max_wait_s <= 0:
-            raise ValueError(f"reward.max_wait_s must be > 0, got {self.max_wait_s}")
+            raise ConfigError(f"reward.max_wait_s must be > 0, got {self.max_wait_s}")
 
     def wrap(self, env: VecEnv, role: EnvRole, algo_gamma: float | None = None) -> VecEnv:
         """``env`` with the reward models (training envs only) and the policy's view of the observation.

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from robot_rl.core.config import ConfigError
+
 _NUMBER = re.compile(r"[-+]?\d*\.?\d+")
 
 
@@ -56,14 +58,14 @@ class VLMProgressModel:
         self.camera, self.device, self.max_new_tokens = camera, device, max_new_tokens
         ids = [self.tokenizer.convert_tokens_to_ids(t) for t in ("yes", "no")]
         if any(i is None or i == self.tokenizer.unk_token_id for i in ids):
-            raise ValueError(f"{path}: the tokenizer has no single 'yes'/'no' tokens for the done probability")
+            raise ConfigError(f"{path}: the tokenizer has no single 'yes'/'no' tokens for the done probability")
         self.yes_no = ids
         self.unparsed = 0
 
     def _images(self, obs: dict[str, torch.Tensor]) -> np.ndarray:
         key = self.camera or sorted(k for k in obs if k.startswith("image."))[0]
         if key not in obs:
-            raise ValueError(f"the VLM backend reads {key!r}; got {sorted(obs)}")
+            raise ConfigError(f"the VLM backend reads {key!r}; got {sorted(obs)}")
         return obs[key].detach().cpu().numpy()
 
     @torch.no_grad()

@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 
 import torch
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.env import StepResult, VecEnv, VecEnvWrapper
 from robot_rl.rewards.classifier import SuccessClassifier
 from robot_rl.rewards.composer import shaping
@@ -84,13 +85,13 @@ class RewardWrapper(_TermsWrapper):
                  success_reward: float = 0.0, fail_reward: float = -1.0, success_bonus: float = 1.0) -> None:
         missing = [k for k in classifier.cameras if k not in env.spec.observation]
         if missing:
-            raise ValueError(f"the classifier reads {missing}, the env observes {sorted(env.spec.observation)}")
+            raise ConfigError(f"the classifier reads {missing}, the env observes {sorted(env.spec.observation)}")
         shapes = _input_shapes(classifier)
         for k in classifier.cameras:
             shape = tuple(env.spec.observation[k].shape)
             if shape != tuple(shapes[k]):
-                raise ValueError(f"{k}: the env's frames are {list(shape)}, the classifier was trained on "
-                                 f"{list(shapes[k])}")
+                raise ConfigError(f"{k}: the env's frames are {list(shape)}, the classifier was trained on "
+                                  f"{list(shapes[k])}")
         if isinstance(classifier, torch.nn.Module):
             classifier = classifier.to(env.device).eval()
         super().__init__(env, ("env", "classifier"))
@@ -159,7 +160,7 @@ class ProgressShapingWrapper(_TermsWrapper):
         self.prm, self.goal, self.gamma, self.weight = prm, goal, gamma, weight
         self.cameras = cameras or sorted(k for k in env.spec.observation if k.startswith("image."))
         if not self.cameras:
-            raise ValueError(f"PRM shaping needs camera observations; the env observes {sorted(env.spec.observation)}")
+            raise ConfigError(f"PRM shaping needs camera observations; the env observes {sorted(env.spec.observation)}")
         self.first: dict[str, torch.Tensor] = {}
         self.phi = torch.zeros(self.num_envs, device=self.device)
 
@@ -208,7 +209,7 @@ def remote_reward_wrapper(env: VecEnv, address: str, goal: str = "", max_wait_s:
         if kind == "success_classifier":
             return RewardWrapper(env, RemoteClassifier(client, max_wait_s), **kwargs)
         if not goal:
-            raise ValueError("a served PRM needs the task's language goal: remote_reward_wrapper(..., goal=...)")
+            raise ConfigError("a served PRM needs the task's language goal: remote_reward_wrapper(..., goal=...)")
         prm = RemotePRM(client, max_wait_s)
         return ProgressShapingWrapper(env, prm, goal, cameras=prm.cameras, **kwargs)
     except BaseException:

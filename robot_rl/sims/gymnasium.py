@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import numpy as np
 import torch
 
-from robot_rl.core.config import TASKS
+from robot_rl.core.config import TASKS, ConfigError
 from robot_rl.core.env import StepResult, VecEnv, check_action
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.sims.base import SimTaskConfig
@@ -82,7 +82,7 @@ class GymnasiumTaskConfig(SimTaskConfig):
 
         n = num_envs if num_envs is not None else self.num_envs
         if n < 1:
-            raise ValueError(f"num_envs must be >= 1, got {n}")
+            raise ConfigError(f"num_envs must be >= 1, got {n}")
         kwargs = dict(self.env_kwargs)
         if self.render:
             kwargs["render_mode"] = "rgb_array"

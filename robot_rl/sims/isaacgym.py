@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Literal
 
 import torch
 
-from robot_rl.core.config import TASKS
+from robot_rl.core.config import TASKS, ConfigError
 from robot_rl.sims.base import SimTaskConfig
 from robot_rl.sims.isaacgym_env import GymApi, IsaacGymTask
 from robot_rl.sims.isaacgym_tasks import CARTPOLE_URDF, CartpoleTask, JointTargetTask
@@ -104,14 +104,14 @@ def _task_from_id(cfg: IsaacGymTaskConfig) -> tuple[type[IsaacGymTask], str, str
         module, _, name = env_id.partition(":")
         cls = getattr(importlib.import_module(module), name, None)
         if not (isinstance(cls, type) and issubclass(cls, IsaacGymTask)):
-            raise ValueError(f"isaacgym/{env_id}: {name!r} in {module} is not a subclass of IsaacGymTask")
+            raise ConfigError(f"isaacgym/{env_id}: {name!r} in {module} is not a subclass of IsaacGymTask")
         if not cls.asset_file:
-            raise ValueError(f"{cls.__name__} sets no asset_file (a URDF/MJCF path, relative to task.asset_root)")
+            raise ConfigError(f"{cls.__name__} sets no asset_file (a URDF/MJCF path, relative to task.asset_root)")
         return cls, cfg.asset_root or ".", cls.asset_file
     if env_id.endswith((".urdf", ".xml")):
         path = Path(cfg.asset_root or ".") / env_id
         if not path.is_file():
             raise FileNotFoundError(f"isaacgym/{env_id}: asset file {path} does not exist")
         return JointTargetTask, str(path.parent), path.name
-    raise ValueError(f"isaacgym task id {env_id!r}: use 'cartpole', a .urdf/.xml asset path, or "
-                     "'package.module:TaskClass'")
+    raise ConfigError(f"isaacgym task id {env_id!r}: use 'cartpole', a .urdf/.xml asset path, or "
+                      "'package.module:TaskClass'")

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from robot_rl.core.config import TASKS
+from robot_rl.core.config import TASKS, ConfigError
 from robot_rl.core.env import StepResult
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.sims.base import SimTaskConfig
@@ -88,16 +88,16 @@ class LangPushConfig(SimTaskConfig):
         """Raise ``ValueError`` on geometry or settings the task cannot handle."""
         contact = self.pusher_radius + self.block_radius
         if self.action_scale >= contact:
-            raise ValueError(f"action_scale {self.action_scale:g} must be < pusher + block radius {contact:g}")
+            raise ConfigError(f"action_scale {self.action_scale:g} must be < pusher + block radius {contact:g}")
         if not 0.2 <= self.success_line <= 0.8:
-            raise ValueError(f"success_line must be in [0.2, 0.8], got {self.success_line}")
+            raise ConfigError(f"success_line must be in [0.2, 0.8], got {self.success_line}")
         if self.image_size < 16:
-            raise ValueError(f"image_size must be >= 16, got {self.image_size}")
+            raise ConfigError(f"image_size must be >= 16, got {self.image_size}")
         if self.chunk_horizon < 1:
-            raise ValueError(f"chunk_horizon must be >= 1, got {self.chunk_horizon}")
+            raise ConfigError(f"chunk_horizon must be >= 1, got {self.chunk_horizon}")
         execute = self.execute_steps or self.chunk_horizon
         if not 1 <= execute <= self.chunk_horizon:
-            raise ValueError(f"execute_steps must be in [1, chunk_horizon={self.chunk_horizon}], got {execute}")
+            raise ConfigError(f"execute_steps must be in [1, chunk_horizon={self.chunk_horizon}], got {execute}")
         check_chunk_discount(self.chunk_discount)
 
     def make(self, device: torch.device | str, seed: int, num_envs: int | None = None) -> LangPushTask:

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from robot_rl.core.config import TASKS
+from robot_rl.core.config import TASKS, ConfigError
 from robot_rl.core.env import StepResult
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.sims.chunked import ChunkDemonstrator, check_chunk_discount, chunk_extras, execute_chunk
@@ -96,17 +96,17 @@ class LangReachTask(ReachTask):
 
     def __init__(self, cfg: LangReachConfig, num_envs: int, device: torch.device | str, seed: int) -> None:
         if not 1 <= cfg.num_targets <= len(COLORS):
-            raise ValueError(f"num_targets must be 1, 2 or 3, got {cfg.num_targets}")
+            raise ConfigError(f"num_targets must be 1, 2 or 3, got {cfg.num_targets}")
         if not cfg.observe_language and cfg.num_targets != 1:
-            raise ValueError(f"observe_language=false needs num_targets=1: without the instruction, which of "
-                             f"{cfg.num_targets} targets to reach is unobservable")
+            raise ConfigError(f"observe_language=false needs num_targets=1: without the instruction, which of "
+                              f"{cfg.num_targets} targets to reach is unobservable")
         if cfg.image_size < 16:
-            raise ValueError(f"image_size must be >= 16, got {cfg.image_size}")
+            raise ConfigError(f"image_size must be >= 16, got {cfg.image_size}")
         if cfg.chunk_horizon < 1:
-            raise ValueError(f"chunk_horizon must be >= 1, got {cfg.chunk_horizon}")
+            raise ConfigError(f"chunk_horizon must be >= 1, got {cfg.chunk_horizon}")
         execute = cfg.execute_steps or cfg.chunk_horizon
         if not 1 <= execute <= cfg.chunk_horizon:
-            raise ValueError(f"execute_steps must be in [1, chunk_horizon={cfg.chunk_horizon}], got {execute}")
+            raise ConfigError(f"execute_steps must be in [1, chunk_horizon={cfg.chunk_horizon}], got {execute}")
         check_chunk_discount(cfg.chunk_discount)
         self.lang_cfg = cfg
         self.execute_steps = execute

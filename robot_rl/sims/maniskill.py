@@ -34,7 +34,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 
-from robot_rl.core.config import TASKS
+from robot_rl.core.config import TASKS, ConfigError
 from robot_rl.core.env import StepResult, VecEnv, check_action
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.sims.base import SimTaskConfig
@@ -89,7 +89,7 @@ class ManiSkillTaskConfig(SimTaskConfig):
         gym = _import_maniskill()
         n = num_envs if num_envs is not None else self.num_envs
         if n < 1:
-            raise ValueError(f"num_envs must be >= 1, got {n}")
+            raise ConfigError(f"num_envs must be >= 1, got {n}")
         dev = torch.device(device)
         _check_env_id(self.env_id)
         sim, render = self.backends(dev)
@@ -131,7 +131,7 @@ def _check_env_id(env_id: str) -> None:
 
     if env_id not in REGISTERED_ENVS:
         known = ", ".join(sorted(REGISTERED_ENVS))
-        raise ValueError(f"unknown ManiSkill env id {env_id!r}; registered ids: {known}")
+        raise ConfigError(f"unknown ManiSkill env id {env_id!r}; registered ids: {known}")
     missing = []
     for asset_id in REGISTERED_ENVS[env_id].asset_download_ids or []:
         ids = (assets.expand_data_group_into_individual_data_source_ids(asset_id)
@@ -196,7 +196,7 @@ class ManiSkillVecEnv(VecEnv):
             for cam, cam_space in obs_space["sensor_data"].spaces.items():
                 obs_spec[f"image.{cam}"] = ArraySpec(cam_space["rgb"].shape, "uint8", 0, 255)
         else:
-            raise ValueError(f"obs must be 'state' or 'rgb', got {obs_mode!r}")
+            raise ConfigError(f"obs must be 'state' or 'rgb', got {obs_mode!r}")
         act = base.single_action_space
         if not isinstance(act, gymnasium.spaces.Box):
             raise TypeError(f"action: only Box action spaces are supported, got {act}")

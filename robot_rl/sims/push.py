@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from robot_rl.core.config import TASKS
+from robot_rl.core.config import TASKS, ConfigError
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.sims.base import SimTaskConfig
 from robot_rl.sims.render2d import Disc, Shape
@@ -58,9 +58,9 @@ class PushConfig(SimTaskConfig):
         """Raise ``ValueError`` for geometry the reset sampler or contact model cannot handle."""
         contact = self.pusher_radius + self.object_radius
         if self.action_scale >= contact:
-            raise ValueError(f"action_scale {self.action_scale:g} must be < pusher + object radius {contact:g}")
+            raise ConfigError(f"action_scale {self.action_scale:g} must be < pusher + object radius {contact:g}")
         if contact + 0.05 > 0.6 * self.arena_half or self.success_radius >= 0.3 * self.arena_half:
-            raise ValueError("arena_half is too small for the discs and the success radius")
+            raise ConfigError("arena_half is too small for the discs and the success radius")
 
     def make(self, device: torch.device | str, seed: int, num_envs: int | None = None) -> PushTask:
         """Build the batched push task."""

@@ -51,7 +51,7 @@ from typing import Any, ClassVar, Literal
 
 import torch
 
-from robot_rl.core.config import TASKS
+from robot_rl.core.config import TASKS, ConfigError
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.sims.base import SimTaskConfig
 from robot_rl.sims.render2d import Capsule, Disc, Shape
@@ -133,7 +133,7 @@ class ReachConfig(SimTaskConfig):
         """Raise ``ValueError`` if the goal annulus is not inside the arm's workspace."""
         inner, outer = abs(self.link1 - self.link2), self.link1 + self.link2
         if not max(inner, 0.1) <= self.goal_min_radius < self.goal_max_radius <= outer:
-            raise ValueError(
+            raise ConfigError(
                 f"need {max(inner, 0.1):g} <= goal_min_radius < goal_max_radius <= {outer:g} (the arm's "
                 f"workspace), got {self.goal_min_radius:g}, {self.goal_max_radius:g}"
             )

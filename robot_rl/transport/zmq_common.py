@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.core.algorithm import Weights
+from robot_rl.core.config import ConfigError
 from robot_rl.transport.codec import WireLimits
 
 OUTBOX_POLICIES = ("block", "spill")
@@ -87,7 +88,7 @@ def load_cert(path: str, what: str) -> tuple[bytes, bytes | None]:
     try:
         return zmq.auth.load_certificate(path)
     except (OSError, ValueError) as e:
-        raise ValueError(f"cannot read the {what} at {path}: {e}; make one with `robot-rl keys generate`") from None
+        raise ConfigError(f"cannot read the {what} at {path}: {e}; make one with `robot-rl keys generate`") from None
 
 
 def curve_server_context(secret_key: str | None, allowed_clients_dir: str | None, who: str) -> tuple[Any, Any]:
@@ -104,7 +105,7 @@ def curve_server_context(secret_key: str | None, allowed_clients_dir: str | None
     from zmq.auth.thread import ThreadAuthenticator
 
     if not allowed_clients_dir:
-        raise ValueError(f"CURVE needs allowed_clients_dir: the public keys of the {who} to accept")
+        raise ConfigError(f"CURVE needs allowed_clients_dir: the public keys of the {who} to accept")
     ctx: zmq.Context[Any] = zmq.Context()
     auth = ThreadAuthenticator(ctx, log=logging.getLogger("robot_rl.transport.auth"))
     auth.start()
@@ -118,7 +119,7 @@ def curve_server(sock: Any, secret_key: str | None, what: str) -> None:
         return
     public, secret = load_cert(secret_key, what)
     if secret is None:
-        raise ValueError(f"{secret_key} holds no secret key (use the .key_secret file)")
+        raise ConfigError(f"{secret_key} holds no secret key (use the .key_secret file)")
     sock.curve_publickey = public
     sock.curve_secretkey = secret
     sock.curve_server = True
@@ -134,11 +135,11 @@ def curve_client_keys(server_public_key: str | None, client_secret_key: str | No
     if not server_public_key:
         return None
     if not client_secret_key:
-        raise ValueError(f"CURVE needs server_public_key and client_secret_key (this {client}'s .key_secret file)")
+        raise ConfigError(f"CURVE needs server_public_key and client_secret_key (this {client}'s .key_secret file)")
     server_public, _ = load_cert(server_public_key, f"{server}'s public key")
     public, secret = load_cert(client_secret_key, f"{client}'s secret key")
     if secret is None:
-        raise ValueError(f"{client_secret_key} holds no secret key (use the .key_secret file)")
+        raise ConfigError(f"{client_secret_key} holds no secret key (use the .key_secret file)")
     return server_public, public, secret
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
 from robot_rl.sims.mujoco.camera_pose import ADJUST_FIELDS, NEUTRAL, nominal_camera, set_camera
 from robot_rl.sims.mujoco.tasks import MujocoTaskConfig
 from robot_rl.twin.logs import LogError, read_log_episodes
@@ -60,12 +61,12 @@ class CameraFitConfig:
         lo, hi = self.fovy_range
         unknown = sorted(set(self.free) - set(ADJUST_FIELDS))
         if unknown or len(set(self.free)) < 2:
-            raise ValueError(f"free: {unknown or list(self.free)}: name 2 or more of {', '.join(ADJUST_FIELDS)} "
-                             "(CMA-ES searches 2 or more dimensions)")
+            raise ConfigError(f"free: {unknown or list(self.free)}: name 2 or more of {', '.join(ADJUST_FIELDS)} "
+                              "(CMA-ES searches 2 or more dimensions)")
         if self.frames < 1 or self.population < 2 or self.iterations < 1 or self.restarts < 1:
-            raise ValueError("frames >= 1, population >= 2, iterations >= 1 and restarts >= 1")
+            raise ConfigError("frames >= 1, population >= 2, iterations >= 1 and restarts >= 1")
         if self.max_shift <= 0 or self.max_turn <= 0 or not 0.1 <= lo < 1.0 < hi <= 10.0:
-            raise ValueError("max_shift and max_turn must be > 0 and fovy_range must hold 1 within [0.1, 10]")
+            raise ConfigError("max_shift and max_turn must be > 0 and fovy_range must hold 1 within [0.1, 10]")
 
 
 @dataclass
@@ -133,7 +134,7 @@ class CameraScorer:
                            f"{cfg.state_dim()}: the camera fit needs the full state (task.obs=state_pixels)")
         self.cam_id = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
         if self.cam_id < 0:
-            raise ValueError(f"the scene has no camera {camera!r}")
+            raise ConfigError(f"the scene has no camera {camera!r}")
         self.nominal = nominal_camera(self.model, self.cam_id)
         self.qpos, self.mocap = scene_pose(cfg, self.model, ix, states)
         self.target = _gray(frames)

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
 from robot_rl.twin.params import FitParam, values_from_unit
 from robot_rl.twin.polish import jacobian, polish
 from robot_rl.twin.rollout import Replayer
@@ -70,7 +71,7 @@ class FitConfig:
 
     def __post_init__(self) -> None:
         if self.population < 2 or self.iterations < 1 or self.restarts < 1 or self.bootstrap < 0:
-            raise ValueError("population must be >= 2, iterations and restarts >= 1, bootstrap >= 0")
+            raise ConfigError("population must be >= 2, iterations and restarts >= 1, bootstrap >= 0")
 
 
 @dataclass

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.errors import UserError
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.data.episode import Episode
 
@@ -41,7 +42,7 @@ GAP_PERIODS = 1.5
 RATE_TOLERANCE = 0.01
 
 
-class LogError(ValueError):
+class LogError(ValueError, UserError):
     """The logs cannot be replayed in the simulator as they are."""
 
 

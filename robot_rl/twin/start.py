@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from robot_rl.core.config import ConfigError
 from robot_rl.sims.mujoco.scene import FINGER_MAX
 from robot_rl.sims.mujoco.tasks import (
     MujocoPegInsertConfig,
@@ -87,8 +88,8 @@ def scene_pose(cfg: MujocoTaskConfig, model: Any, ix: Any, state: np.ndarray) ->
     import mujoco
 
     if not supported(cfg):
-        raise ValueError(f"{type(cfg).__name__}: the twin cannot rebuild this task's start state from its state "
-                         "observation (supported: mujoco/reach, push, pick_cube, peg_insert and their variants)")
+        raise ConfigError(f"{type(cfg).__name__}: the twin cannot rebuild this task's start state from its state "
+                          "observation (supported: mujoco/reach, push, pick_cube, peg_insert and their variants)")
     e = len(state)
     qpos = np.tile(ix.home_qpos, (e, 1)).astype(np.float64)
     mocap = np.tile(ix.home_mocap, (e, 1, 1)).astype(np.float64)

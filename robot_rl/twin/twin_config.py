@@ -30,6 +30,7 @@ from typing import Any, Literal
 import numpy as np
 
 from robot_rl.config_io import from_dict
+from robot_rl.core.config import ConfigError
 from robot_rl.sims.base import RandomizeConfig
 from robot_rl.twin.fit import FitResult
 from robot_rl.twin.params import DELAY
@@ -97,9 +98,9 @@ class TwinReport:
         """Parse a twin file, refusing other formats and newer versions."""
         data = json.loads(text)
         if data.pop("format", None) != FORMAT:
-            raise ValueError(f"{where} is not a twin file (format {FORMAT!r}; written by `robot-rl twin fit`)")
+            raise ConfigError(f"{where} is not a twin file (format {FORMAT!r}; written by `robot-rl twin fit`)")
         if int(data.pop("version", 0)) > VERSION:
-            raise ValueError(f"{where} was written by a newer toolkit (version > {VERSION})")
+            raise ConfigError(f"{where} was written by a newer toolkit (version > {VERSION})")
         data["params"] = [ParamFit(**p) for p in data["params"]]
         return cls(**data)
 

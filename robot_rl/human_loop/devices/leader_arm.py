@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
 from robot_rl.hardware.teleop import TELEOP_DEVICES, TeleopConfig, TeleopDevice, TeleopReading
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ class JointBlend:
         """Control starts now, with the follower at ``follower`` and the leader at ``leader`` (radians)."""
         follower, leader = np.asarray(follower, np.float64), np.asarray(leader, np.float64)
         if follower.shape != leader.shape:
-            raise ValueError(f"leader has {leader.shape[0]} joints, follower {follower.shape[0]}")
+            raise ConfigError(f"leader has {leader.shape[0]} joints, follower {follower.shape[0]}")
         self.offset = follower - leader
         self.grip_offset = float(follower_grip - leader_grip)
         self._t0 = self.clock()

@@ -156,7 +156,7 @@ class _SimArmScriptConfig(TeleopConfig):
 class PickDemonstratorConfig(_SimArmScriptConfig):
     """The simulated arm's scripted expert in control of every step: demonstrations without a person.
 
-    `robot-rl record --robot sim_arm --device pick_demonstrator` records pick demos; it presses success when
+    `robot-rl record --robot sim_arm --teleop pick_demonstrator` records pick demos; it presses success when
     the cube is lifted. Needs ``robot.type=sim_arm`` or ``sim_so101`` (in ``ee_delta``).
     """
 
@@ -175,7 +175,7 @@ class PickFumblerConfig(_SimArmScriptConfig):
     """The scripted expert's motions grasping ``miss_m`` beside the cube: failed attempts, labelled *failure*.
 
     A success classifier needs negatives that look like success (a closed gripper lifted, with no cube):
-    `robot-rl record --robot sim_arm --device pick_fumbler --append` adds them to the demos' store.
+    `robot-rl record --robot sim_arm --teleop pick_fumbler --append` adds them to the demos' store.
     """
 
     name: ClassVar[str] = "pick_fumbler"
@@ -196,7 +196,7 @@ class PickWandererConfig(_SimArmScriptConfig):
     """The arm moved around the cell without picking: failures everywhere a policy may go, for a classifier.
 
     What a person does with the leader arm for HIL-SERL's negatives (random points around the cube, the gripper
-    opened and closed, the cube left alone): `robot-rl record --robot sim_so101 --device pick_wanderer --append`.
+    opened and closed, the cube left alone): `robot-rl record --robot sim_so101 --teleop pick_wanderer --append`.
     """
 
     name: ClassVar[str] = "pick_wanderer"

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import torch
 
 from robot_rl.config_io import from_dict
-from robot_rl.core.config import TASKS, ChunkedTaskConfig, TaskConfig
+from robot_rl.core.config import TASKS, ChunkedTaskConfig, ConfigError, TaskConfig
 from robot_rl.core.env import StepResult, VecEnv
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.policies.flow.lerobot_base import lerobot_policy_type
@@ -65,13 +65,13 @@ class DSRLConfig(TaskConfig):
         from robot_rl.policies.flow.sft import load_checkpoint_meta, load_flow_policy
 
         if not self.init_from:
-            raise ValueError("the dsrl task needs task.init_from=<flow SFT run directory>")
+            raise ConfigError("the dsrl task needs task.init_from=<flow SFT run directory>")
         if lerobot_policy_type(self.init_from) is not None:
             return self._make_lerobot(device, seed, num_envs or self.num_envs)
         policy, _ = load_flow_policy(self.init_from, device)
         meta = load_checkpoint_meta(self.init_from)
         if "task" not in meta:
-            raise ValueError(f"{self.init_from}: the checkpoint does not record its task; re-run flow-sft")
+            raise ConfigError(f"{self.init_from}: the checkpoint does not record its task; re-run flow-sft")
         task_dict = dict(meta["task"])
         task_dict["num_envs"] = num_envs or self.num_envs
         base = from_dict(TaskConfig, task_dict, where=f"{self.init_from} task")
@@ -87,8 +87,8 @@ class DSRLConfig(TaskConfig):
 
         assert self.init_from is not None
         if not self.base_task:
-            raise ValueError(f"{self.init_from} is a LeRobot checkpoint: set task.base_task=<task id> "
-                             "(the env it acts in)")
+            raise ConfigError(f"{self.init_from} is a LeRobot checkpoint: set task.base_task=<task id> "
+                              "(the env it acts in)")
         cls, implied = resolve_task_id(self.base_task)
         base = from_dict(cls, {**implied, "num_envs": num_envs}, where=f"task.base_task={self.base_task}")
         chunk = json.loads((Path(self.init_from) / "config.json").read_text()).get("chunk_size")
@@ -104,8 +104,8 @@ class LatentNoiseEnv(VecEnv):
 
     def __init__(self, env: VecEnv, policy: FlowVLAPolicy, noise_bound: float = 2.0) -> None:
         if len(env.spec.action.shape) != 2 or env.spec.action.shape[0] != policy.cfg.horizon:
-            raise ValueError(f"DSRL needs a chunk env with horizon {policy.cfg.horizon}, got action "
-                             f"{list(env.spec.action.shape)}")
+            raise ConfigError(f"DSRL needs a chunk env with horizon {policy.cfg.horizon}, got action "
+                              f"{list(env.spec.action.shape)}")
         if noise_bound <= 0:
             raise ValueError(f"noise_bound must be > 0, got {noise_bound}")
         self.env, self.policy = env, policy.eval().requires_grad_(False)

@@ -34,7 +34,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from robot_rl.core.config import ConfigError
 from robot_rl.core.env import LanguageTask, wrapped_envs
+from robot_rl.core.errors import UserError
 from robot_rl.core.specs import EnvSpec
 from robot_rl.policies.flow.model import clamp_to_bounds
 
@@ -54,7 +56,7 @@ def lerobot_policy_type(path: Path | str) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-class ObservationMismatchError(ValueError):
+class ObservationMismatchError(ValueError, UserError):
     """The env's observations/actions cannot feed the LeRobot checkpoint; the message lists every difference."""
 
 
@@ -124,8 +126,8 @@ class LeRobotFlowPolicy(nn.Module):
                  noise_seed: int = 0) -> None:
         super().__init__()
         if kind not in LEROBOT_FLOW_TYPES:
-            raise ValueError(f"lerobot policy type {kind!r} is not a flow VLA this adapter drives "
-                             f"({', '.join(LEROBOT_FLOW_TYPES)})")
+            raise ConfigError(f"lerobot policy type {kind!r} is not a flow VLA this adapter drives "
+                              f"({', '.join(LEROBOT_FLOW_TYPES)})")
         self.policy, self.preprocess, self.postprocess, self.kind = policy, preprocess, postprocess, kind
         self.spec = spec
         lcfg = policy.config
@@ -137,8 +139,8 @@ class LeRobotFlowPolicy(nn.Module):
         self.instruction = instruction
         self.instruction_table = instruction_table or {}
         if not self.instruction_table and instruction is None:
-            raise ValueError("the LeRobot base policy needs an instruction: pass instruction='...' "
-                             "(task.instruction) or use an env with an instruction table")
+            raise ConfigError("the LeRobot base policy needs an instruction: pass instruction='...' "
+                              "(task.instruction) or use an env with an instruction table")
         gen = torch.Generator().manual_seed(noise_seed)
         self.pad_noise: torch.Tensor
         self.register_buffer("pad_noise", torch.randn(int(lcfg.chunk_size), int(lcfg.max_action_dim), generator=gen))
@@ -249,7 +251,7 @@ def load_lerobot_flow_policy_for_spec(path: Path | str, spec: EnvSpec, instructi
     if kind is None:
         raise FileNotFoundError(f"{path}: no lerobot config.json (expected a directory from lerobot's save_pretrained)")
     if kind not in LEROBOT_FLOW_TYPES:
-        raise ValueError(f"{path}: lerobot policy type {kind!r} is not a flow VLA ({', '.join(LEROBOT_FLOW_TYPES)})")
+        raise ConfigError(f"{path}: lerobot policy type {kind!r} is not a flow VLA ({', '.join(LEROBOT_FLOW_TYPES)})")
     try:
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
     except ImportError:

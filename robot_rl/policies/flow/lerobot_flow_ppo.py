@@ -46,7 +46,7 @@ import torch
 from torch import nn
 
 from robot_rl.core.algorithm import Policy, Weights
-from robot_rl.core.config import TASKS
+from robot_rl.core.config import TASKS, ConfigError
 from robot_rl.core.extras import CHAIN, LOG_PROB
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import Obs
@@ -108,9 +108,9 @@ class LeRobotFlowNoisePolicy(Policy):
                                       "use DSRL (--task dsrl --algo sac task.init_from=...) for it")
         lcfg = base.policy.config
         if getattr(lcfg, "adapt_to_pi_aloha", False):
-            raise ValueError("SmolVLA checkpoints with adapt_to_pi_aloha=True are not supported by Flow-Noise PPO")
+            raise ConfigError("SmolVLA checkpoints with adapt_to_pi_aloha=True are not supported by Flow-Noise PPO")
         if not getattr(lcfg, "use_cache", True):
-            raise ValueError("Flow-Noise PPO needs the SmolVLA prefix KV cache (config use_cache=True)")
+            raise ConfigError("Flow-Noise PPO needs the SmolVLA prefix KV cache (config use_cache=True)")
         if init_noise_std <= 0:
             raise ValueError(f"init_noise_std must be > 0, got {init_noise_std}")
         self.base = base
@@ -374,8 +374,8 @@ def load_smolvla_for_task(init_from: str, instruction: str | None, spec: EnvSpec
                                   f"{kind!r}; use DSRL (--task dsrl --algo sac task.init_from=...) for it")
     table = instruction_table(spec)
     if not table and instruction is None:
-        raise ValueError(f"the task {spec.extras.get('task')!r} has no instruction table: set "
-                         "algo.instruction='<what the robot should do>' for the LeRobot policy")
+        raise ConfigError(f"the task {spec.extras.get('task')!r} has no instruction table: set "
+                          "algo.instruction='<what the robot should do>' for the LeRobot policy")
     return load_lerobot_flow_policy_for_spec(init_from, spec, table, instruction, device)
 
 

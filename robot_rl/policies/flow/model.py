@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from robot_rl.core.algorithm import Policy
+from robot_rl.core.config import ConfigError
 from robot_rl.core.extras import CHAIN, LOG_PROB
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import Obs
@@ -97,18 +98,18 @@ class FlowVLAConfig:
     def validate(self) -> None:
         """Raise ``ValueError`` on an impossible setting."""
         if self.horizon < 1 or self.num_steps < 1:
-            raise ValueError(f"horizon and num_steps must be >= 1, got {self.horizon}, {self.num_steps}")
+            raise ConfigError(f"horizon and num_steps must be >= 1, got {self.horizon}, {self.num_steps}")
         if self.integrator not in ("euler", "midpoint"):
-            raise ValueError(f"integrator must be 'euler' or 'midpoint', got {self.integrator!r}")
+            raise ConfigError(f"integrator must be 'euler' or 'midpoint', got {self.integrator!r}")
         if self.camera_encoder not in ("spatial_softmax", "conv", "resnet18"):
-            raise ValueError(f"camera_encoder must be 'spatial_softmax', 'conv' or 'resnet18', got "
-                             f"{self.camera_encoder!r}")
+            raise ConfigError(f"camera_encoder must be 'spatial_softmax', 'conv' or 'resnet18', got "
+                              f"{self.camera_encoder!r}")
         if self.pretrained_path and self.camera_encoder == "conv":
-            raise ValueError("pretrained_path needs camera_encoder 'resnet18' or 'spatial_softmax'")
+            raise ConfigError("pretrained_path needs camera_encoder 'resnet18' or 'spatial_softmax'")
         if self.expert not in ("mlp", "transformer"):
-            raise ValueError(f"expert must be 'mlp' or 'transformer', got {self.expert!r}")
+            raise ConfigError(f"expert must be 'mlp' or 'transformer', got {self.expert!r}")
         if self.init_noise_std <= 0:
-            raise ValueError(f"init_noise_std must be > 0, got {self.init_noise_std}")
+            raise ConfigError(f"init_noise_std must be > 0, got {self.init_noise_std}")
 
 
 def time_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:

@@ -52,7 +52,7 @@ import torch
 from torch import nn
 
 from robot_rl.core.algorithm import OffPolicyAlgorithm, Policy, Weights
-from robot_rl.core.config import ALGOS, AlgoConfig
+from robot_rl.core.config import ALGOS, AlgoConfig, ConfigError
 from robot_rl.core.data_parallel import DataParallel, draw_rows
 from robot_rl.core.extras import ACTION_MASK
 from robot_rl.core.specs import EnvSpec
@@ -150,24 +150,24 @@ class FlowQCConfig(AlgoConfig):
         self.policy.validate()
         execute = self.execute_steps or self.policy.horizon
         if not 1 <= execute <= self.policy.horizon:
-            raise ValueError(f"execute_steps must be in [1, horizon={self.policy.horizon}], got {execute}")
+            raise ConfigError(f"execute_steps must be in [1, horizon={self.policy.horizon}], got {execute}")
         if self.num_samples < 1 or (self.target_samples is not None and self.target_samples < 1):
-            raise ValueError(f"num_samples and target_samples must be >= 1, got {self.num_samples}, "
-                             f"{self.target_samples}")
+            raise ConfigError(f"num_samples and target_samples must be >= 1, got {self.num_samples}, "
+                              f"{self.target_samples}")
         if self.num_critics < 1 or self.bc_every < 1:
-            raise ValueError(f"num_critics and bc_every must be >= 1, got {self.num_critics}, {self.bc_every}")
+            raise ConfigError(f"num_critics and bc_every must be >= 1, got {self.num_critics}, {self.bc_every}")
         if self.actor not in ("best_of_n", "fql"):
-            raise ValueError(f"actor must be 'best_of_n' or 'fql', got {self.actor!r}")
+            raise ConfigError(f"actor must be 'best_of_n' or 'fql', got {self.actor!r}")
         if not self.fql_alpha >= 0 or not self.fql_lr > 0 or not self.fql_hidden or self.fql_warmup_steps < 0:
-            raise ValueError(f"fql_alpha must be >= 0, fql_lr > 0, fql_hidden non-empty and fql_warmup_steps >= 0, "
-                             f"got {self.fql_alpha}, {self.fql_lr}, {self.fql_hidden}, {self.fql_warmup_steps}")
+            raise ConfigError(f"fql_alpha must be >= 0, fql_lr > 0, fql_hidden non-empty and fql_warmup_steps >= 0, "
+                              f"got {self.fql_alpha}, {self.fql_lr}, {self.fql_hidden}, {self.fql_warmup_steps}")
         if self.select not in ("mean", "min") or self.target not in ("mean", "min"):
-            raise ValueError(f"select and target must be 'mean' or 'min', got {self.select!r}, {self.target!r}")
+            raise ConfigError(f"select and target must be 'mean' or 'min', got {self.select!r}, {self.target!r}")
         if not 0.0 <= self.demo_ratio < 1.0 or self.bc_weight < 0:
-            raise ValueError(f"demo_ratio must be in [0, 1) and bc_weight >= 0, got {self.demo_ratio}, "
-                             f"{self.bc_weight}")
+            raise ConfigError(f"demo_ratio must be in [0, 1) and bc_weight >= 0, got {self.demo_ratio}, "
+                              f"{self.bc_weight}")
         if not 0.0 < self.gamma <= 1.0 or not 0.0 < self.tau <= 1.0:
-            raise ValueError(f"gamma and tau must be in (0, 1], got {self.gamma}, {self.tau}")
+            raise ConfigError(f"gamma and tau must be in (0, 1], got {self.gamma}, {self.tau}")
 
     def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> FlowQCAlgorithm:
         """The Q-chunking learner (over a frozen LeRobot VLA when ``init_from`` is a LeRobot checkpoint)."""

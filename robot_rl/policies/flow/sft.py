@@ -25,7 +25,7 @@ import torch
 
 from robot_rl.checkpoint import load_latest, save_checkpoint
 from robot_rl.config_io import to_dict
-from robot_rl.core.config import TaskConfig
+from robot_rl.core.config import ConfigError, TaskConfig
 from robot_rl.core.env import VecEnv
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.data.episode import Episode
@@ -50,7 +50,7 @@ class ChunkDataset:
 def chunk_dataset(episodes: list[Episode], spec: EnvSpec, horizon: int) -> ChunkDataset:
     """Every step of ``episodes`` as (observation, next-``horizon``-actions chunk, validity mask)."""
     if not episodes:
-        raise ValueError("no demo episodes")
+        raise ConfigError("no demo episodes")
     missing = sorted(set(spec.observation) - set(episodes[0].obs))
     if missing:
         raise SpecMismatchError(f"the demos lack observation keys {missing} that the task has")
@@ -181,7 +181,7 @@ def load_flow_policy(run_dir: Path | str, device: torch.device | str = "cpu") ->
     """The newest checkpoint of ``run_dir`` (written by :func:`save_flow_policy`) as a policy, and its spec."""
     state, meta, path = load_latest(Path(run_dir))
     if meta.get("kind") != "flow_vla":
-        raise ValueError(f"{path} is not a flow-VLA checkpoint (kind {meta.get('kind')!r})")
+        raise ConfigError(f"{path} is not a flow-VLA checkpoint (kind {meta.get('kind')!r})")
     spec = EnvSpec.from_dict(meta["spec"])
     # The checkpoint holds the backbone weights: do not read (or require) the original pretrained file.
     flow_config = {**meta["flow_config"], "pretrained_path": None}

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from robot_rl.core.config import ConfigError
 from robot_rl.policies.modules.resnet import IMAGENET_MEAN, IMAGENET_STD, build_resnet, load_backbone
 
 #: The camera encoders a config can name: the small CNN, or a pretrained ResNet trunk.
@@ -33,7 +34,7 @@ IMAGE_ENCODERS = ("cnn", "resnet10", "resnet18")
 def check_image_encoder(name: str, field: str = "image_encoder") -> None:
     """``ValueError`` for an encoder name that is not one of :data:`IMAGE_ENCODERS`."""
     if name not in IMAGE_ENCODERS:
-        raise ValueError(f"{field} must be one of {list(IMAGE_ENCODERS)}, got {name!r}")
+        raise ConfigError(f"{field} must be one of {list(IMAGE_ENCODERS)}, got {name!r}")
 
 
 class CameraTrunk(nn.Module):
@@ -47,7 +48,7 @@ class CameraTrunk(nn.Module):
         self.keys = sorted(image_shapes)
         not_rgb = {k: list(s) for k, s in image_shapes.items() if s[-1] != 3}
         if not_rgb:
-            raise ValueError(f"a {arch} trunk needs RGB images [H, W, 3]; got {not_rgb}")
+            raise ConfigError(f"a {arch} trunk needs RGB images [H, W, 3]; got {not_rgb}")
         self.arch = arch
         self.resnet = build_resnet(arch)
         self.register_buffer("mean", torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), persistent=False)

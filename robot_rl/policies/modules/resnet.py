@@ -21,6 +21,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from robot_rl.core.errors import UserError
+
 #: ImageNet normalisation, what torchvision's pretrained weights expect.
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -29,7 +31,7 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 ARCHS: dict[str, tuple[int, ...]] = {"resnet10": (1, 1, 1, 1), "resnet18": (2, 2, 2, 2)}
 
 
-class BackboneWeightsError(ValueError):
+class BackboneWeightsError(ValueError, UserError):
     """A pretrained weights file does not fit the backbone (missing/unexpected keys, shapes)."""
 
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.config import ConfigError
+
 #: What each of the seven numbers is, in order (reports and errors).
 ADJUST_FIELDS = ("dx", "dy", "dz", "roll", "pitch", "yaw", "fovy_scale")
 #: The adjustment that changes nothing.
@@ -25,13 +27,13 @@ def check_adjust(adjust: Mapping[str, Sequence[float]], cameras: Sequence[str]) 
     """Raise ``ValueError`` unless every entry names a scene camera and holds seven finite numbers."""
     for name, values in adjust.items():
         if name not in cameras:
-            raise ValueError(f"camera_adjust: {name!r} is not one of {', '.join(map(repr, cameras))}")
+            raise ConfigError(f"camera_adjust: {name!r} is not one of {', '.join(map(repr, cameras))}")
         v = np.asarray(values, dtype=np.float64)
         if v.shape != (7,) or not np.isfinite(v).all():
-            raise ValueError(f"camera_adjust.{name} needs 7 finite numbers [{', '.join(ADJUST_FIELDS)}], "
-                             f"got {list(values)}")
+            raise ConfigError(f"camera_adjust.{name} needs 7 finite numbers [{', '.join(ADJUST_FIELDS)}], "
+                              f"got {list(values)}")
         if not 0.1 <= v[6] <= 10.0:
-            raise ValueError(f"camera_adjust.{name}: fovy_scale {v[6]:g} must be in [0.1, 10]")
+            raise ConfigError(f"camera_adjust.{name}: fovy_scale {v[6]:g} must be in [0.1, 10]")
 
 
 def set_camera(model: Any, nominal: tuple[np.ndarray, np.ndarray, float], cam_id: int,
@@ -62,5 +64,5 @@ def apply_camera_adjust(model: Any, adjust: Mapping[str, Sequence[float]]) -> No
     for name, values in adjust.items():
         cam_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name)
         if cam_id < 0:
-            raise ValueError(f"camera_adjust: the scene has no camera {name!r}")
+            raise ConfigError(f"camera_adjust: the scene has no camera {name!r}")
         set_camera(model, nominal_camera(model, cam_id), cam_id, values)

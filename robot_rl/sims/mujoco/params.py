@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from robot_rl.core.config import ConfigError
+
 PARAM_NAMES = ("body_mass", "geom_friction", "dof_damping", "actuator_gain")
 
 
@@ -59,9 +61,9 @@ def check_param_values(name: str, values: torch.Tensor | np.ndarray, shape: tupl
     v = values.detach().to("cpu", torch.float64).numpy() if isinstance(values, torch.Tensor) else np.asarray(
         values, np.float64)
     if v.shape != shape:
-        raise ValueError(f"{name}: values of shape {list(v.shape)}, expected {list(shape)} ([worlds, ...])")
+        raise ConfigError(f"{name}: values of shape {list(v.shape)}, expected {list(shape)} ([worlds, ...])")
     if not np.isfinite(v).all():
-        raise ValueError(f"{name}: values contain NaN or inf")
+        raise ConfigError(f"{name}: values contain NaN or inf")
     if (v < 0).any():
-        raise ValueError(f"{name}: values must be >= 0")
+        raise ConfigError(f"{name}: values must be >= 0")
     return v

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.core.errors import UserError
+
 #: The library each headless backend loads.
 _GL_LIBRARIES = {"osmesa": ("OSMesa", "libOSMesa"), "egl": ("EGL", "libEGL")}
 #: MUJOCO_GL values that mean GLFW on Linux, which needs a display.
@@ -26,7 +28,7 @@ _GLFW = ("", "glfw", "enable", "enabled", "on", "true", "1")
 _FIX = "headless CPU: `apt-get install libosmesa6` and MUJOCO_GL=osmesa, with an NVIDIA GPU: MUJOCO_GL=egl"
 
 
-class RenderingUnavailableError(RuntimeError):
+class RenderingUnavailableError(RuntimeError, UserError):
     """MuJoCo cannot render here: no OpenGL for the chosen backend. The message is one line saying what to do."""
 
 

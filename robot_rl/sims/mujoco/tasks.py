@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
 
-from robot_rl.core.config import TASKS
+from robot_rl.core.config import TASKS, ConfigError
 from robot_rl.sims.base import SimTaskConfig
 from robot_rl.sims.mujoco.arrays import Array, namespace
 from robot_rl.sims.mujoco.camera_pose import check_adjust
@@ -109,14 +109,14 @@ class MujocoTaskConfig(SimTaskConfig):
     def validate(self) -> None:
         """Raise ``ValueError`` on settings no env can run with."""
         if self.frame_skip < 1 or self.max_episode_steps < 1:
-            raise ValueError("frame_skip and max_episode_steps must be >= 1")
+            raise ConfigError("frame_skip and max_episode_steps must be >= 1")
         if self.image_size < 8:
-            raise ValueError(f"image_size must be >= 8 px, got {self.image_size}")
+            raise ConfigError(f"image_size must be >= 8 px, got {self.image_size}")
         for cam in (self.camera, *self.extra_cameras):
             if cam not in CAMERAS:
-                raise ValueError(f"camera {cam!r} is not one of {', '.join(map(repr, CAMERAS))}")
+                raise ConfigError(f"camera {cam!r} is not one of {', '.join(map(repr, CAMERAS))}")
         if len({self.camera, *self.extra_cameras}) != 1 + len(self.extra_cameras):
-            raise ValueError(f"cameras repeat: camera={self.camera!r}, extra_cameras={self.extra_cameras}")
+            raise ConfigError(f"cameras repeat: camera={self.camera!r}, extra_cameras={self.extra_cameras}")
         check_adjust(self.camera_adjust, CAMERAS)
 
     def make(self, device: torch.device | str, seed: int, num_envs: int | None = None) -> MujocoVecEnv:
@@ -406,7 +406,7 @@ class MujocoPegInsertConfig(MujocoTaskConfig):
         """The peg starts in the hand of the home pose: joint start noise would drop it."""
         super().validate()
         if self.start_noise != 0.0:
-            raise ValueError("peg_insert places the peg in the home pose's hand; start_noise must be 0")
+            raise ConfigError("peg_insert places the peg in the home pose's hand; start_noise must be 0")
 
     def state_dim(self) -> int:
         """16 arm numbers + peg tip (3) + peg quat (4) + hole (3) + hole − tip (3) + magnified (3)."""
