@@ -24,9 +24,7 @@ from robot_rl.loop.config import TrainConfig, resolve_train_config
 
 
 def train_sections() -> tuple[str, ...]:
-    """The sections of a run's config (:class:`TrainConfig`): train, learner, actor, launch and config take them;
-    each registered extension's section is one too (``viz``, ``twin``, ``jsrl``, ``offline``, plugins).
-    """
+    """The sections of a run's config: TrainConfig's own and each registered extension's (viz, twin, jsrl, …)."""
     from robot_rl.core.extension import EXTENSIONS
 
     return (*(s for s in sections_of(TrainConfig) if s != "extensions"), *EXTENSIONS.names())
