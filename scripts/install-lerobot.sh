@@ -19,8 +19,9 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 pip="$venv/bin/pip"
 
 "$pip" install torch==2.14.1 torchvision==0.29.1
-# robot_rl with its LeRobotDataset reader/writer; pytest to run the LeRobot tests in this venv.
-"$pip" install -e "$repo[datasets]" pytest pytest-timeout
+# robot_rl with its LeRobotDataset reader/writer; pytest to run the LeRobot tests in this venv (pytest-xdist: the
+# addopts in pyproject.toml name its options).
+"$pip" install -e "$repo[datasets]" pytest pytest-timeout 'pytest-xdist>=3.8'
 "$pip" install --no-deps lerobot==0.4.4 torchcodec==0.14.0
 # lerobot's datasets (numpy<2.4: NumPy 2.4 made `float(array)` of a (1,) array an error), SmolVLA/pi0 (transformers,
 # num2words; diffusers because lerobot.policies imports GR00T once transformers is present), its robots, cameras and

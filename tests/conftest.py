@@ -37,6 +37,22 @@ if importlib.util.find_spec("mujoco") is not None:
     import mujoco  # noqa: F401
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files with a slow test first, then files with an integration test, then the rest, each file's tests together.
+
+    pytest-xdist (`-n`, pyproject.toml) hands out whole files as its workers free up; a file of minutes that came
+    last in the alphabet would leave one worker running it alone at the end.
+    """
+    def rank(item: pytest.Item) -> int:
+        return 0 if item.get_closest_marker("slow") else 1 if item.get_closest_marker("integration") else 2
+
+    files: dict[object, int] = {}
+    for item in items:
+        files[item.path] = min(files.get(item.path, 2), rank(item))
+    first = {path: i for i, path in enumerate(files)}
+    items.sort(key=lambda item: (files[item.path], first[item.path]))
+
+
 @pytest.fixture(autouse=True)
 def _one_torch_thread():
     # CI has 2 cores shared with other jobs; idle intra-op threads spin and slow tiny ops down 10-20x.
@@ -73,6 +89,16 @@ def smolvla_dir(tmp_path_factory: pytest.TempPathFactory):
 
     return build_tiny_smolvla(tmp_path_factory.mktemp("smolvla"), {"top": (48, 48)}, state_dim=6, action_dim=2,
                               chunk_size=8, words="reach the red green blue target".split())
+
+
+@pytest.fixture(scope="session")
+def gloo_rank_pair():
+    """Two gloo rank processes for the session (one per pytest-xdist worker), spawned when a module first asks."""
+    from gloo_ranks import RankPair
+
+    pair = RankPair()
+    yield pair
+    pair.close()
 
 
 @pytest.fixture(scope="module")

@@ -3,14 +3,17 @@
 A test's rank function ``fn(rank, world, port, out)`` (module level, so that ``spawn`` can pickle it) calls
 :func:`join` first, saves what it measured to ``f"{out}.{rank}"`` and calls :func:`leave`. A test module names it
 ``GLOO_RANKS = fn`` and its tests take the ``two_ranks`` fixture (tests/conftest.py, :func:`shared_ranks`): one
-pair of spawned processes runs the rank functions of every such module the session collected, one after the other
-(starting the processes, which import torch and the package, is most of each test's time).
+pair of spawned processes (:class:`RankPair`) runs the rank function of each such module when its first test asks,
+one after the other (starting the processes, which import torch and the package, is most of each test's time).
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import socket
+import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -47,37 +50,99 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _run_all(rank: int, world: int, jobs: list[tuple[Callable[[int, int, int, str], None], int, str]]) -> None:
-    for fn, port, out in jobs:
-        fn(rank, world, port, out)
+class RankPair:
+    """``world`` spawned processes that run rank functions on request, one job after another, until closed.
+
+    Spawned at the first :meth:`run` (each imports torch and the package: most of a data-parallel test's time), so
+    a session, or each pytest-xdist worker, pays for one spawn however many modules it runs. A job that fails on a
+    rank, or a rank that dies, stops the pair and fails the test with what the rank said; the next job spawns a new
+    pair.
+    """
+
+    def __init__(self, world: int = 2, timeout_s: float = 240.0) -> None:
+        self.world, self.timeout_s = world, timeout_s
+        self._procs: list[Any] = []
+        self._inboxes: list[Any] = []
+        self._done: Any = None
+
+    def _start(self) -> None:
+        ctx = mp.get_context("spawn")
+        self._inboxes = [ctx.SimpleQueue() for _ in range(self.world)]
+        self._done = ctx.Queue()
+        self._procs = [ctx.Process(target=_serve, args=(r, self.world, self._inboxes[r], self._done), daemon=True,
+                                   name=f"gloo-rank-{r}") for r in range(self.world)]
+        for proc in self._procs:
+            proc.start()
+
+    def run(self, fn: Callable[[int, int, int, str], None], out: str) -> list[Any]:
+        """Run ``fn(rank, world, port, out)`` on every rank (a fresh port); what each saved to ``f"{out}.{rank}"``."""
+        if not self._procs:
+            self._start()
+        port = free_port()
+        for inbox in self._inboxes:
+            inbox.put((fn, port, out))
+        finished: set[int] = set()
+        deadline = time.monotonic() + self.timeout_s
+        while len(finished) < self.world:
+            try:
+                rank, error = self._done.get(timeout=1.0)
+            except queue.Empty:
+                dead = [p.name for p in self._procs if not p.is_alive()]
+                if dead or time.monotonic() > deadline:
+                    self.close()
+                    pytest.fail(f"gloo ranks: {', '.join(dead)} died" if dead else
+                                f"gloo ranks: {fn.__module__}.{fn.__name__} not done after {self.timeout_s:.0f} s")
+                continue
+            if error is not None:
+                self.close()
+                pytest.fail(f"gloo rank {rank} failed in {fn.__module__}.{fn.__name__}:\n{error}")
+            finished.add(rank)
+        return [torch.load(f"{out}.{r}", weights_only=False) for r in range(self.world)]
+
+    def close(self) -> None:
+        """Stop the ranks (a rank stuck in a collective is killed)."""
+        for inbox in self._inboxes:
+            inbox.put(None)
+        for proc in self._procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        self._procs, self._inboxes, self._done = [], [], None
 
 
-#: What each module's rank function saved, by module name, once the shared spawn ran it.
+def _serve(rank: int, world: int, inbox: Any, done: Any) -> None:
+    """A rank's loop: run each job from ``inbox`` and say so on ``done`` (with the traceback if it raised)."""
+    while (job := inbox.get()) is not None:
+        fn, port, out = job
+        try:
+            fn(rank, world, port, out)
+        except BaseException:  # the test that asked reports it
+            done.put((rank, traceback.format_exc()))
+            break
+        done.put((rank, None))
+    # Out without the interpreter's finalisation, which takes seconds with torch loaded (the pair's close waited
+    # 9 s for two ranks here); the answers are flushed first.
+    done.close()
+    done.join_thread()
+    os._exit(0)
+
+
+#: What each module's rank function saved, by module name, once the pair ran it.
 _SAVED: dict[str, list[Any]] = {}
 
 
-def shared_ranks(request: pytest.FixtureRequest, world: int = 2) -> list[Any]:
+def shared_ranks(request: pytest.FixtureRequest) -> list[Any]:
     """What the requesting module's ``GLOO_RANKS`` function saved on each rank, in rank order.
 
-    The first request spawns ``world`` processes that run the function of every collected module that has one and
-    has not run yet; later requests read what they saved.
+    The session's rank pair (the ``gloo_rank_pair`` fixture, tests/conftest.py) runs it at the module's first
+    request; later requests read what it saved.
     """
     name = request.module.__name__
     if name not in _SAVED:
-        modules = {item.module.__name__: item.module for item in request.session.items
-                   if hasattr(getattr(item, "module", None), "GLOO_RANKS")}
-        modules[name] = request.module
-        todo = [m for n, m in sorted(modules.items()) if n not in _SAVED]
+        pair: RankPair = request.getfixturevalue("gloo_rank_pair")
         base = request.getfixturevalue("tmp_path_factory").mktemp("gloo_ranks")
-        ports: list[int] = []
-        while len(ports) < len(todo):  # a port per group: a group's store is not reused by the next one
-            port = free_port()
-            if port not in ports:
-                ports.append(port)
-        jobs = [(m.GLOO_RANKS, port, str(base / m.__name__)) for m, port in zip(todo, ports)]
-        mp.spawn(_run_all, args=(world, jobs), nprocs=world, join=True)
-        for m, (_, _, out) in zip(todo, jobs):
-            _SAVED[m.__name__] = [torch.load(f"{out}.{r}", weights_only=False) for r in range(world)]
+        _SAVED[name] = pair.run(request.module.GLOO_RANKS, str(base / name))
     return _SAVED[name]
 
 

@@ -59,6 +59,7 @@ def _batch(obs: dict[str, torch.Tensor], action: torch.Tensor) -> TransitionBatc
                            policy_version=torch.zeros(n, dtype=torch.int64), env_index=torch.arange(n))
 
 
+@pytest.mark.integration
 def test_actor_bc_updates_clone_the_batch_then_hand_over_to_q() -> None:
     """``algo.actor_bc_updates`` (CQL's policy_eval_start): the first updates clone the batch's actions whatever Q
     says, the later ones maximise Q; without the warm-up the actor goes where Q points from the start."""

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from waiting import wait_until
 
 from robot_rl.checkpoint import load_latest, state_digest
 from robot_rl.replay.crashtest import run_writer, verify_run
@@ -28,13 +29,33 @@ def ctx():
     return c
 
 
-def _run_until_killed(ctx, run: Path, events: Path, seed: int, point: str, delay: float) -> None:
+def _events(path: Path) -> int:
+    return len(path.read_bytes().splitlines()) if path.exists() else 0
+
+
+def _run_until_killed(ctx, run: Path, events: Path, seed: int, point: str, after_events: int, extra_s: float) -> None:
+    """One writer run: it dies at its crash ``point``, or is killed -9 once it has logged ``after_events`` events
+    (its OPEN, COMMITs and CKPTs) and ``extra_s`` more have passed (a random moment inside the next round).
+
+    Counted in the writer's own progress, not in wall-clock seconds: on a loaded machine a fixed delay killed runs
+    before they had done anything (90 rows after 24 restarts in a stress-suite pass), and a crash point a run had
+    not reached within its 5 s was a plain kill that the test could not tell from one.
+    """
+    start = _events(events)
     p = ctx.Process(target=run_writer, args=(str(run), str(events), seed, point))
     p.start()
-    p.join(delay)
-    if p.is_alive():
-        p.kill()  # SIGKILL
-        p.join(10)
+    try:
+        if point:  # the writer kills itself there; the deadline is only for a writer that hangs
+            p.join(120)
+            assert not p.is_alive(), f"the writer did not reach its crash point {point} in 120 s"
+        else:
+            wait_until(lambda: _events(events) >= start + after_events or not p.is_alive(), 120,
+                       f"{after_events} events from the writer", seen=lambda: _events(events) - start)
+            p.join(extra_s)
+    finally:
+        if p.is_alive():
+            p.kill()  # SIGKILL
+            p.join(10)
     assert p.exitcode is not None and p.exitcode < 0, f"writer ended with {p.exitcode}, expected a kill"
 
 
@@ -42,11 +63,11 @@ def _run_until_killed(ctx, run: Path, events: Path, seed: int, point: str, delay
 def test_kill_9_in_a_loop_loses_nothing_committed(tmp_path: Path, ctx):
     run, events = tmp_path / "run", tmp_path / "events.log"
     rng = random.Random(1234)
-    plan = [(p, 5.0) for p in CRASH_POINTS] + [("", rng.uniform(0.05, 0.5)) for _ in range(18)]
+    plan = [(p, 0, 0.0) for p in CRASH_POINTS] + [("", rng.randint(1, 12), rng.uniform(0.0, 0.05)) for _ in range(18)]
     rng.shuffle(plan)
     checkpoints = set()
-    for i, (point, delay) in enumerate(plan):
-        _run_until_killed(ctx, run, events, seed=i, point=point, delay=delay)
+    for i, (point, after_events, extra_s) in enumerate(plan):
+        _run_until_killed(ctx, run, events, seed=i, point=point, after_events=after_events, extra_s=extra_s)
         result = verify_run(run, events)
         checkpoints.add(result["checkpoint"])
     # The runs really got somewhere: rows and several checkpoints across the 24 restarts.

@@ -98,6 +98,7 @@ def train_bandit(seed: int, updates: int, algo_name: str = "fasttd3", **override
     return algo
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("algo_name", ["fasttd3", "fastsac"])
 def test_a_bandit_is_learned_within_a_small_budget(algo_name: str) -> None:
     algo = train_bandit(0, 1000, algo_name)

@@ -54,6 +54,7 @@ def test_the_q_term_climbs_the_critic_and_the_distillation_term_follows_the_flow
         assert float((close(features, z) - flow(z)).abs().mean()) < 0.1
 
 
+@pytest.mark.integration
 def test_the_td_target_bootstraps_from_the_one_step_policy_s_chunk(sft_run: Path) -> None:  # noqa: F811
     spec = chunk_spec()
     algo = qc_config(sft_run, actor="fql", execute_steps=2, target="min", fql_warmup_steps=0).build(spec, "cpu", 0)
@@ -71,6 +72,7 @@ def test_the_td_target_bootstraps_from_the_one_step_policy_s_chunk(sft_run: Path
     assert torch.all(gain == 0.0)
 
 
+@pytest.mark.integration
 def test_fql_updates_act_and_round_trip(sft_run: Path, tmp_path: Path) -> None:  # noqa: F811
     spec = chunk_spec()
     cfg = qc_config(sft_run, actor="fql", fql_hidden=(32, 32), demo_ratio=0.5, fql_warmup_steps=50)
@@ -114,6 +116,7 @@ def test_fql_updates_act_and_round_trip(sft_run: Path, tmp_path: Path) -> None: 
         qc_config(actor="best").validate()
 
 
+@pytest.mark.integration
 def test_robot_rl_train_runs_qc_fql_and_its_checkpoint_acts(sft_run: Path, tmp_path: Path) -> None:  # noqa: F811
     from robot_rl.cli import main
     from robot_rl.policy_io import load_policy
@@ -135,6 +138,7 @@ def test_robot_rl_train_runs_qc_fql_and_its_checkpoint_acts(sft_run: Path, tmp_p
     assert chunk.shape == (2, H, A) and bool(torch.isfinite(chunk).all()) and float(chunk.abs().max()) <= 1.0
 
 
+@pytest.mark.integration
 def test_the_warm_up_distils_the_flow_before_the_one_step_policy_first_acts(sft_run: Path) -> None:  # noqa: F811
     spec = chunk_spec()
     cold = qc_config(sft_run, actor="fql", fql_hidden=(32, 32), fql_warmup_steps=0).build(spec, "cpu", 0)
@@ -157,6 +161,7 @@ def test_the_warm_up_distils_the_flow_before_the_one_step_policy_first_acts(sft_
     assert torch.equal(cold.generator.get_state(), warm.generator.get_state())
 
 
+@pytest.mark.integration
 def test_a_resumed_run_keeps_its_one_step_policy_and_skips_the_warm_up(sft_run: Path,  # noqa: F811
                                                                          caplog: pytest.LogCaptureFixture) -> None:
     spec = chunk_spec()

@@ -131,6 +131,7 @@ def test_chunk_targets_stop_at_an_episode_end_inside_the_chunk() -> None:
     assert float(y_env[0]) == pytest.approx(2 * float(r.reward[0]))
 
 
+@pytest.mark.integration
 def test_demo_rows_and_the_learner_use_the_task_s_chunk_discount(sft_run: Path, caplog: pytest.LogCaptureFixture
                                                                     ) -> None:
     spec = chunk_spec()
@@ -171,6 +172,7 @@ class PreferredChunk(nn.Module):
         return torch.stack([q, q + 1.0])
 
 
+@pytest.mark.integration
 def test_best_of_n_executes_the_chunk_the_critic_prefers(sft_run: Path) -> None:
     spec = chunk_spec()
     cfg = qc_config(sft_run, num_samples=8)
@@ -217,6 +219,7 @@ def replay_rows(algo: FlowQCAlgorithm, steps: int) -> TransitionBatch:
     return storage.sample(algo.batch_size)
 
 
+@pytest.mark.integration
 def test_updates_train_critic_and_flow_and_the_state_round_trips(sft_run: Path, tmp_path: Path) -> None:
     spec = chunk_spec()
     cfg = qc_config(sft_run, demo_ratio=0.5)
@@ -278,6 +281,7 @@ def test_flow_qc_rejects_per_step_tasks_and_bad_settings() -> None:
     assert algo.actor.critic.q.weights[0].shape[1] == algo.actor.critic_encoder.out_dim + 2 * 2
 
 
+@pytest.mark.integration
 def test_flow_qc_trains_from_sft_with_robot_rl_train(sft_run: Path, tmp_path: Path) -> None:
     from robot_rl.cli import main
     from robot_rl.policy_io import load_policy

@@ -79,6 +79,7 @@ def sft_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, LangReachCo
     return root, task
 
 
+@pytest.mark.integration
 def test_sft_then_flow_ppo_updates_and_logs_the_kl_guard(sft_run: tuple[Path, LangReachConfig]) -> None:
     root, _ = sft_run
     spec = LangReachConfig(num_envs=4, image_size=16, chunk_horizon=4).make("cpu", 0).spec
@@ -121,6 +122,7 @@ def test_sft_then_flow_ppo_updates_and_logs_the_kl_guard(sft_run: tuple[Path, La
     assert fresh.kl_coef == algo.kl_coef
 
 
+@pytest.mark.integration
 def test_flow_ppo_runs_in_the_training_loop(sft_run: tuple[Path, LangReachConfig], tmp_path: Path) -> None:
     from robot_rl.loop.runner import train
 
@@ -136,6 +138,7 @@ def test_flow_ppo_runs_in_the_training_loop(sft_run: tuple[Path, LangReachConfig
     assert (tmp_path / "rl" / "checkpoints" / "latest").is_file()
 
 
+@pytest.mark.integration
 def test_flow_ppo_rejects_a_per_step_task_and_a_mismatched_sft(sft_run: tuple[Path, LangReachConfig]) -> None:
     root, _ = sft_run
     step_spec = LangReachConfig(num_envs=2, image_size=16).make("cpu", 0).spec
@@ -163,6 +166,7 @@ def test_flow_sft_cli_records_trains_and_checkpoints(tmp_path: Path) -> None:
     assert main(["flow-sft", str(tmp_path / "demos"), "algo.lr=1"]) == 2  # only task.* overrides
 
 
+@pytest.mark.integration
 def test_dsrl_noise_to_action_is_deterministic_and_sac_acts_in_noise_space(sft_run: tuple[Path, LangReachConfig]
                                                                           ) -> None:
     from robot_rl.policies.flow.dsrl import DSRLConfig

@@ -34,6 +34,7 @@ def _frames(seed: int) -> np.ndarray:
     return episode_frames(ep, ["image.top"])[0]["image.top"]
 
 
+@pytest.mark.integration
 def test_a_stall_scores_higher_than_progress(prm_dir: Path) -> None:
     moving, stuck = [], []
     for seed in (101, 102, 103):
@@ -72,6 +73,7 @@ def test_the_gate_asks_for_progress_when_the_robot_stalls(prm_dir: Path, tmp_pat
     assert asked_while_moving <= 3
 
 
+@pytest.mark.integration
 def test_bad_progress_settings_are_refused(prm_dir: Path) -> None:
     with pytest.raises(ValueError, match=r"help\.prm needs help\.goal"):
         HelpGateConfig(prm=str(prm_dir))

@@ -2,20 +2,17 @@
 
 It used to be silent for the whole ``max_wait_s`` (60 s) and only then fail: the user could not tell a slow start
 from a wrong address. The commands run as a user types them, output to a pipe (no terminal), at a port the OS
-chose with nothing listening; the test reads the first lines, then stops the process.
+chose with nothing listening, with a short ``max_wait_s``: each runs until it gives up, and its lines are read.
 """
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
-from waiting import wait_until
 
 from robot_rl.core.transport import LearnerWaitNotice
 from robot_rl.human_loop.status import StatusLine
@@ -29,27 +26,29 @@ def _nobody_listening() -> str:
         return f"tcp://127.0.0.1:{s.getsockname()[1]}"
 
 
-def _first_lines_naming(cmd: list[str], address: str, timeout_s: float, cwd: Path) -> list[str]:
-    """Start ``cmd``, collect its stderr until a line names ``address`` (or it exits), stop it; the lines so far."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                            cwd=cwd)
-    lines: list[str] = []
-    stream = proc.stderr
-    assert stream is not None
-    reader = threading.Thread(target=lambda: lines.extend(iter(stream.readline, "")), daemon=True)
-    reader.start()
-    try:
-        wait_until(lambda: any(address in line for line in lines) or proc.poll() is not None, timeout_s,
-                   f"a line naming {address}", seen=lambda: lines[-5:])
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        reader.join(10)
-    return lines
+MAX_WAIT_S = 5
+"""The commands' ``max_wait_s``: they give up after it, so each test runs a command to its own end."""
+
+
+def _lines_until_it_gives_up(cmd: list[str], cwd: Path) -> list[str]:
+    """Run ``cmd`` until it gives up waiting (exit code 2); its stderr lines.
+
+    "At once" is read from what the command says in its own clock (the first wait line says 0 s of MAX_WAIT_S,
+    before the line that gives up), not from how soon the line arrives here: on a loaded machine the start-up
+    (Python, torch, a simulator) alone took longer than the 15 s this test used to wait (scripts/stress-suite.sh).
+    The timeout only catches a command that never gives up.
+    """
+    done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd=cwd, timeout=240)
+    assert done.returncode == 2, done.stdout + done.stderr
+    return done.stderr.splitlines()
+
+
+def _says_where_it_waits_at_once(lines: list[str], address: str) -> None:
+    waiting = [line for line in lines if address in line]
+    gives_up = [i for i, line in enumerate(lines) if f"no weights from the learner at {address} within" in line]
+    assert waiting and "waiting for the learner at" in waiting[0], lines
+    assert f": 0s of {MAX_WAIT_S}s" in waiting[0], lines  # said when the wait began, not when it ended
+    assert gives_up and lines.index(waiting[0]) < gives_up[0], lines
 
 
 def test_the_notice_says_it_at_once_then_every_ten_seconds_and_the_status_line_counts() -> None:
@@ -86,9 +85,8 @@ def test_plain_output_gets_the_last_status_frame_as_whole_lines(capsys: pytest.C
 @pytest.mark.slow
 def test_actor_without_a_learner_says_where_it_waits_at_once(tmp_path: Path) -> None:
     address = _nobody_listening()
-    lines = _first_lines_naming([EXE, "actor", "--connect", address, "loop.max_wait_s=20"], address, 15.0, tmp_path)
-    waiting = [line for line in lines if address in line]
-    assert waiting and "waiting for the learner at" in waiting[0] and "0s of 20s" in waiting[0], lines
+    lines = _lines_until_it_gives_up([EXE, "actor", "--connect", address, f"loop.max_wait_s={MAX_WAIT_S}"], tmp_path)
+    _says_where_it_waits_at_once(lines, address)
 
 
 @pytest.mark.sim
@@ -96,7 +94,6 @@ def test_actor_without_a_learner_says_where_it_waits_at_once(tmp_path: Path) -> 
 def test_deploy_learn_without_a_learner_says_where_it_waits_at_once(tmp_path: Path) -> None:
     pytest.importorskip("mujoco")
     address = _nobody_listening()
-    lines = _first_lines_naming([EXE, "deploy", "--mode", "learn", "--teleop", "scripted", "--connect", address,
-                                 "robot.cameras={}", "max_wait_s=20"], address, 15.0, tmp_path)
-    waiting = [line for line in lines if address in line]
-    assert waiting and "waiting for the learner at" in waiting[0] and "0s of 20s" in waiting[0], lines
+    lines = _lines_until_it_gives_up([EXE, "deploy", "--mode", "learn", "--teleop", "scripted", "--connect", address,
+                                      "robot.cameras={}", f"max_wait_s={MAX_WAIT_S}"], tmp_path)
+    _says_where_it_waits_at_once(lines, address)

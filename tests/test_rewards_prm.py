@@ -33,6 +33,7 @@ def _frames(ep: object) -> dict[str, np.ndarray]:
     return episode_frames(ep, ["image.top"])[0]  # type: ignore[arg-type]
 
 
+@pytest.mark.integration
 def test_progress_ranks_with_true_progress_on_held_out_demos(prm: tuple[ProcessRewardModel, Path]) -> None:
     model, _ = prm
     rhos = []
@@ -42,6 +43,7 @@ def test_progress_ranks_with_true_progress_on_held_out_demos(prm: tuple[ProcessR
     assert float(np.mean(rhos)) >= 0.8, rhos
 
 
+@pytest.mark.integration
 def test_reversed_pairs_are_negative_and_mismatched_goals_near_zero(prm: tuple[ProcessRewardModel, Path]) -> None:
     model, _ = prm
     # Demos whose arm visibly moves: a start within a few pixels of the goal gives near-identical
@@ -58,6 +60,7 @@ def test_reversed_pairs_are_negative_and_mismatched_goals_near_zero(prm: tuple[P
     assert mismatched.abs().max() < 0.15 and done.max() < 0.5
 
 
+@pytest.mark.integration
 def test_unseen_instruction_errors_or_falls_back_and_checkpoint_round_trips(
         prm: tuple[ProcessRewardModel, Path]) -> None:
     model, out = prm

@@ -98,6 +98,7 @@ def test_a_twin_that_does_not_fit_the_run_is_refused(twin: tuple[Path, Path]) ->
         resolve_train_config("mujoco/reach", "sac", None, ["twin.refit_every=5"])
 
 
+@pytest.mark.integration  # waits on a refit (a CMA-ES fit) running in a background thread
 def test_new_real_episodes_refit_the_twin_and_move_the_envs(twin: tuple[Path, Path], tmp_path: Path) -> None:
     twin_file, _ = twin
     store = tmp_path / "real"
