@@ -42,6 +42,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from robot_rl.core.config import ConfigError
+
 log = logging.getLogger(__name__)
 
 ANCHORS_FILE = "anchors.pt"
@@ -81,11 +83,11 @@ class AuditConfig:
 
     def __post_init__(self) -> None:
         if self.budget < 0 or self.heads < 0 or self.retrain_steps < 1:
-            raise ValueError("audit.budget and audit.heads must be >= 0, audit.retrain_steps >= 1")
+            raise ConfigError("audit.budget and audit.heads must be >= 0, audit.retrain_steps >= 1")
         if not 0.0 <= self.random_rate <= 1.0:
-            raise ValueError("audit.random_rate must be in [0, 1]")
+            raise ConfigError("audit.random_rate must be in [0, 1]")
         if self.min_suspicion < 0 or self.label_weight <= 0 or self.answer_timeout_s <= 0 or self.bar_step < 1:
-            raise ValueError("audit.min_suspicion must be >= 0, audit.label_weight and answer_timeout_s > 0, "
+            raise ConfigError("audit.min_suspicion must be >= 0, audit.label_weight and answer_timeout_s > 0, "
                              "audit.bar_step >= 1")
 
 
