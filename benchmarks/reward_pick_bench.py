@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from reward_sac_common import plot_curves, print_table, train_capped
+from reward_sac_bench import plot_curves, print_table, train_capped
 
 from robot_rl.data.episode import Episode
 from robot_rl.data.recorder import record_episodes
