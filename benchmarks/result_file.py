@@ -73,14 +73,22 @@ def machine() -> dict[str, Any]:
             "python": platform.python_version(), "torch": getattr(torch, "__version__", None)}
 
 
+def _source_state() -> dict[str, Any]:
+    """The commit and whether the code differs from it; both None outside a git checkout (an unpacked copy), which
+    the file then says instead of naming a commit it cannot know."""
+    commit = _git("rev-parse", "--short", "HEAD")
+    if not commit:
+        return {"commit": None, "dirty": None}
+    return {"commit": commit, "dirty": bool(_git("status", "--porcelain", "--", "robot_rl", "benchmarks"))}
+
+
 def run_record(name: str, args: argparse.Namespace | dict[str, Any] | None, results: dict[str, Any],
                started: dt.datetime | None = None) -> dict[str, Any]:
     """The result file's content for benchmark ``name`` (see the module docstring)."""
     arg_dict = vars(args) if isinstance(args, argparse.Namespace) else dict(args or {})
     return {"benchmark": name, "schema": SCHEMA, "args": _jsonable(arg_dict),
             "command": " ".join(shlex.quote(a) for a in ["python", *_relative_argv()]),
-            "commit": _git("rev-parse", "--short", "HEAD"), "dirty": bool(_git("status", "--porcelain", "--",
-                                                                                   "robot_rl", "benchmarks")),
+            **_source_state(),
             "date": (started or dt.datetime.now(dt.UTC)).isoformat(timespec="seconds"),
             "machine": machine(), "results": _jsonable(results)}
 

@@ -27,6 +27,11 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # (physics tests run) and the rendering tests skip naming the package (tests/needs.py).
 if "MUJOCO_GL" not in os.environ and ctypes.util.find_library("OSMesa") is not None:
     os.environ["MUJOCO_GL"] = "osmesa"
+elif os.environ.get("MUJOCO_GL") in ("osmesa", "egl") and ctypes.util.find_library(
+        {"osmesa": "OSMesa", "egl": "EGL"}[os.environ["MUJOCO_GL"]]) is None:
+    # Exported by the user (as the docs suggest) before its library is installed: the same as not set.
+    del os.environ["MUJOCO_GL"]
+    os.environ.pop("PYOPENGL_PLATFORM", None)
 if os.environ.get("MUJOCO_GL") == "osmesa":
     os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 if importlib.util.find_spec("mujoco") is not None:

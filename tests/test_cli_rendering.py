@@ -102,3 +102,23 @@ def test_record_with_libosmesa_hidden_says_what_to_install(tmp_path: Path) -> No
     if "cannot hide" in run.stderr:
         pytest.skip("libosmesa6 is installed and cannot be hidden here (without-system-deps.sh needs root and unshare)")
     assert "libOSMesa is not installed" in _one_line_error(run)
+
+
+def test_a_camera_less_simulated_arm_starts_with_libosmesa_hidden(tmp_path: Path) -> None:
+    """MUJOCO_GL=osmesa exported before libosmesa6 is installed: the arm's physics needs no OpenGL, so a camera-less
+    arm starts (its server drops the unusable backend) while one with cameras says what to install."""
+    pytest.importorskip("mujoco")
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env.update(MUJOCO_GL="osmesa", PYOPENGL_PLATFORM="osmesa")
+    code = ("from robot_rl.hardware.sim_arm import SimulatedArm, SimulatedArmConfig\n"
+            "arm = SimulatedArm(SimulatedArmConfig(cameras={})); arm.connect(); arm.disconnect(); print('STARTED')\n"
+            "try:\n    SimulatedArm(SimulatedArmConfig()).connect()\n"
+            "except Exception as e:\n    print(type(e).__name__, e)\n")
+    run = subprocess.run([str(ROOT / "scripts" / "without-system-deps.sh"), sys.executable, "-c", code],
+                         capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    if "cannot hide" in run.stderr or "none of" in run.stderr:
+        pytest.skip("libosmesa6 cannot be hidden here (without-system-deps.sh needs root, unshare and the package)")
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.splitlines()
+    assert lines[0] == "STARTED"
+    assert lines[1].startswith("RenderingUnavailableError") and "apt-get install libosmesa6" in lines[1]

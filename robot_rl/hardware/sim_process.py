@@ -84,6 +84,11 @@ class SimProcess:
                 env["MUJOCO_GL"] = "glfw"
             elif ctypes.util.find_library("OSMesa") is not None:
                 env["MUJOCO_GL"] = "osmesa"
+        if not cfg.get("cameras") and _gl_library_missing(env.get("MUJOCO_GL", "")):
+            # A camera-less arm never renders, but `import mujoco` under a backend whose library is absent fails
+            # inside PyOpenGL: run the physics without one rather than refuse to start.
+            env.pop("MUJOCO_GL", None)
+            env.pop("PYOPENGL_PLATFORM", None)
         if env.get("MUJOCO_GL") == "osmesa":
             env.setdefault("PYOPENGL_PLATFORM", "osmesa")
         # Its own session: Ctrl-C in the terminal reaches the owner only, which holds the arm and then shuts the
@@ -221,3 +226,9 @@ class SimProcess:
         """Simulated seconds so far and how often the physics had to skip ahead of a lagging clock."""
         r = self._call("stats")
         return {"sim_time": float(r["sim_time"]), "lag_skips": float(r["lag_skips"])}
+
+
+def _gl_library_missing(backend: str) -> bool:
+    """``MUJOCO_GL`` names a headless backend (osmesa, egl) whose library is not installed."""
+    lib = {"osmesa": "OSMesa", "egl": "EGL"}.get(backend.lower().strip())
+    return lib is not None and ctypes.util.find_library(lib) is None
