@@ -90,8 +90,8 @@ def _fires(model: SuccessClassifier, images: np.ndarray) -> np.ndarray:
 
 def test_a_novel_fire_is_asked_about_and_a_no_teaches_the_classifier_to_stop(tmp_path: Path) -> None:
     model, out = _classifier(tmp_path, QuadrantEncoder())
-    audit = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, heads=2), log_path=tmp_path / "audit.jsonl",
-                                 background=False)
+    audit = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, heads=2, follow_rejections=0),
+                                 log_path=tmp_path / "audit.jsonl", background=False)
     rng = np.random.default_rng(1)
     lift, hack = _frames("lift", 5, 9, rng), _frames("hack", 5, 9, rng)
     assert _fires(model, hack).all() and _fires(model, lift).all()
@@ -221,6 +221,10 @@ def test_an_unanswered_question_pays_the_reward(tmp_path: Path) -> None:
     report = d.run()
     assert report.episodes[0].success and report.episodes[0].end == "success"
     assert audit.counts.unanswered == 1
+    # The point arm knows its task (never done at goal_x=10): the learned reward's success is checked against it
+    assert report.episodes[0].task_success is False
+    assert ("learned reward vs the task: 1 successes, the task agreed on 0 (alone 0 of 1); 0 task successes it "
+            "missed") in actor_summary(d.cfg, report, d.safety, False)
 
 
 @pytest.mark.integration
@@ -271,3 +275,27 @@ def test_random_questions_estimate_the_precision_on_the_policys_frames_and_leave
     assert "precision on the policy's frames ~ 0.50" in audit.summary()
     none = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, heads=0), background=False)
     assert none.review(lift)[0] == "accept"
+
+
+def test_unsuspicious_fires_are_asked_about_as_often_as_recent_answers_were_no(tmp_path: Path) -> None:
+    model, out = _classifier(tmp_path, QuadrantEncoder())
+    audit = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, heads=0, retrain_steps=1, follow_rejections=4,
+                                                         budget=1000), background=False)
+    feature, s = torch.zeros(4), Suspicion(2.0, 0.0)
+    assert audit.random_rate == 0.0  # no answers yet: only the suspicious fires are asked about
+    audit.answer(feature, False, s)
+    assert audit.random_rate == pytest.approx(1 / 3)  # two "yes" of prior: one "no" does not ask about everything
+    for ok in (False, False, False):
+        audit.answer(feature, ok, s)
+    assert audit.random_rate == pytest.approx(4 / 6)
+    lift = {"image.front": torch.as_tensor(_frames("lift", 1, 9, np.random.default_rng(5)))}
+    verdicts = [audit.review(lift)[0] for _ in range(400)]
+    assert 0.55 < verdicts.count("ask") / 400 < 0.78
+    for _ in range(4):  # the classifier right again: the rate falls back to random_rate
+        audit.answer(feature, True, s)
+    assert audit.random_rate == 0.0
+    off = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, heads=0, retrain_steps=1, follow_rejections=0),
+                               background=False)
+    off.answer(feature, False, s)
+    assert off.random_rate == 0.0
+    audit.wait()

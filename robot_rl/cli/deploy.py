@@ -20,6 +20,7 @@ from robot_rl.cli.base import Command, sigterm_as_ctrl_c, viz_overrides
 from robot_rl.cli.vocabulary import VIZ_SINKS, overrides_help, robot_help, sections_of, teleop_help
 from robot_rl.config_io import apply_overrides, from_dict, load_yaml, parse_override
 from robot_rl.core.config import ConfigError
+from robot_rl.human_loop.deploy_report import learned_reward_check
 from robot_rl.human_loop.operator import split_device_settings
 
 
@@ -203,7 +204,7 @@ def actor_summary(cfg: Any, report: Any, safety: Any, interrupted: bool) -> str:
     return (f"{len(report.episodes)} episodes{stopped}: success {report.success_rate:.0%} ({report.split()}), "
             f"mean intervention rate {(sum(rates) / len(rates) if rates else 0.0):.0%}, policy "
             f"v{report.policy_version}; {report.rate.summary()}; safety events {counts_text(report.safety_counts)}"
-            f"{estop}")
+            f"{estop}" + (f"; {check}" if (check := learned_reward_check(report.episodes)) else ""))
 
 
 def help_summary(report: Any) -> str:

@@ -335,6 +335,9 @@ class Deployer:
         flags: list[bool] = []  # who acted, per step sent to the robot
         shown: tuple[Any, ...] = ()  # the pending step for the live view: step, action sent, source, proposal, obs
         task = self.robot if isinstance(self.robot, TaskRobot) and self.cfg.reward_source == "robot" else None
+        # A learned reward on a robot that knows its task (a simulated arm): its verdict is kept beside the reward's
+        truth = self.robot if isinstance(self.robot, TaskRobot) and task is None else None
+        task_success: bool | None = None
         while not self.stop.is_set():
             self.rate.wait()
             if t > 0:
@@ -361,6 +364,8 @@ class Deployer:
             elif self.safety.latched is not None:
                 end = "safety"
             done = success or end != "time_limit" or t == self.cfg.max_episode_steps
+            if done and truth is not None:
+                task_success = bool(truth.task_status().success)
             if pending is not None:
                 reward = float(status.reward) if status is not None else float(success)
                 ret += reward
@@ -393,7 +398,8 @@ class Deployer:
         self.controller.reset_episode()
         lengths, aids = intervention_runs(flags), [a.end_episode() for a in (self.help, self.audit) if a is not None]
         record = EpisodeRecord(success, t, ret, sum(flags), len(lengths), lengths, end, time.monotonic() - t0,
-                               self.version, **{k: v for fields in aids for k, v in fields.items()})
+                               self.version, **{k: v for fields in aids for k, v in fields.items()},
+                               task_success=task_success)
         if self._ear is not None:  # the request ended with the episode
             self._ear.hear_help_request(False)
         if self.viz is not None:

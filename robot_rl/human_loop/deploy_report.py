@@ -33,6 +33,9 @@ class EpisodeRecord:
     """Times the operator was asked whether the classifier's success was one (``audit.enabled``)."""
     audit_rejected: int = 0
     """Of those, answered "not a success" (the reward withheld, the episode went on)."""
+    task_success: bool | None = None
+    """Where the reward is learned (``reward_source`` classifier or keys) and the robot knows its task (a
+    simulated arm): the task's own verdict at the episode's end, to measure the learned reward against."""
 
     @property
     def intervention_rate(self) -> float:
@@ -67,6 +70,22 @@ class DeployReport:
         helped = [e.success for e in self.episodes if e.intervened_steps > 0]
         rate = f" ({sum(alone) / len(alone):.0%})" if alone else ""
         return f"alone {sum(alone)}/{len(alone)}{rate}, with help {sum(helped)}/{len(helped)}"
+
+
+def learned_reward_check(episodes: list[EpisodeRecord]) -> str:
+    """The learned reward's successes checked against the task's verdicts; empty when no episode has one.
+
+    ``learned reward vs the task: 40 successes, the task agreed on 31 (alone 18 of 20); 2 task successes it missed``
+    """
+    known = [e for e in episodes if e.task_success is not None]
+    if not known:
+        return ""
+    said = [e for e in known if e.success]
+    agreed = sum(bool(e.task_success) for e in said)
+    alone = [e for e in said if e.intervened_steps == 0]
+    missed = sum(bool(e.task_success) and not e.success for e in known)
+    return (f"learned reward vs the task: {len(said)} successes, the task agreed on {agreed} (alone "
+            f"{sum(bool(e.task_success) for e in alone)} of {len(alone)}); {missed} task successes it missed")
 
 
 def intervention_runs(flags: list[bool]) -> list[int]:

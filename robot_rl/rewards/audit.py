@@ -70,6 +70,11 @@ class AuditConfig:
     """Also ask about this fraction of the unsuspicious fires, chosen at random (within the budget): their answers
     estimate the classifier's precision on the policy's own frames, which neither its held-out split nor the
     suspicious questions measure (the summary gives it), and they teach the head as the others do."""
+    follow_rejections: int = 10
+    """Ask about unsuspicious fires at the rate the last this-many answers were "no" (with two "yes" of prior; 0:
+    off; ``random_rate`` is the floor): a classifier often wrong on the policy's frames, also where they look
+    familiar, is asked about more, and its random answers bring the rate down again once it is right. On
+    sim_so101, 15 of seed 1's 21 suspicious questions were answered "no" while the bar stayed at its floor."""
     heads: int = 5
     """Ensemble heads for the disagreement (0: novelty alone)."""
     label_weight: float = 20.0
@@ -83,8 +88,9 @@ class AuditConfig:
     """Seed of the ensemble's bootstraps and the retraining batches."""
 
     def __post_init__(self) -> None:
-        if self.budget < 0 or self.heads < 0 or self.retrain_steps < 1:
-            raise ConfigError("audit.budget and audit.heads must be >= 0, audit.retrain_steps >= 1")
+        if self.budget < 0 or self.heads < 0 or self.retrain_steps < 1 or self.follow_rejections < 0:
+            raise ConfigError("audit.budget, audit.heads and audit.follow_rejections must be >= 0, "
+                              "audit.retrain_steps >= 1")
         if not 0.0 <= self.random_rate <= 1.0:
             raise ConfigError("audit.random_rate must be in [0, 1]")
         if self.min_suspicion < 0 or self.label_weight <= 0 or self.answer_timeout_s <= 0 or self.bar_step < 1:
@@ -248,7 +254,7 @@ class RewardAudit:
             return "withhold", s, feat
         self._random = False
         if s.score < self.bar:
-            if self.counts.asked >= self.cfg.budget or self._ask_rng.random() >= self.cfg.random_rate:
+            if self.counts.asked >= self.cfg.budget or self._ask_rng.random() >= self.random_rate:
                 return "accept", s, feat
             self._random = True  # an unbiased sample of the fires the classifier is sure of
         elif self.counts.asked >= self.cfg.budget:
@@ -256,6 +262,13 @@ class RewardAudit:
             return "accept", s, feat
         self.counts.asked += 1
         return "ask", s, feat
+
+    @property
+    def random_rate(self) -> float:
+        """The chance of asking about an unsuspicious fire now (``random_rate``, ``follow_rejections``)."""
+        recent = [ok for _, ok in self.labels[-self.cfg.follow_rejections:]] if self.cfg.follow_rejections else []
+        # Two "yes" answers of prior: one "no" alone does not put every fire to the person.
+        return max(self.cfg.random_rate, sum(not ok for ok in recent) / (len(recent) + 2))
 
     def answer(self, feature: torch.Tensor, success: bool | None, suspicion: Suspicion,
                where: dict[str, Any] | None = None) -> bool:
