@@ -18,6 +18,9 @@ benchmarks/RESULTS*.md.
     python benchmarks/report.py --check      # what CI runs: exit 1, with a diff, when a table differs from its files
     python benchmarks/report.py --write      # rewrite every marked table from its files
     python benchmarks/report.py --unbacked   # the markdown tables that no marker covers, by page, and their count
+
+A table that is not a measurement (settings, a file layout) carries ``<!-- reference table: what it is -->`` on
+the line before it and is not listed by --unbacked.
     python benchmarks/report.py --check --files README.md docs/real2sim.md   # only these pages
 
 A marker that cannot be built (a missing file, a script or function that does not exist, a marker without its
@@ -50,6 +53,9 @@ OPEN = re.compile(r"^(?P<indent>\s*)<!--\s*table:(?P<spec>.*?)-->\s*$")
 CLOSE = re.compile(r"^\s*<!--\s*/table\s*-->\s*$")
 SPEC = re.compile(r"^(?P<script>[A-Za-z_]\w*)\.(?P<function>[A-Za-z_]\w*)$")
 FENCE = re.compile(r"^\s*(```|~~~)")
+#: On the line before a table: not a measurement (settings, a file layout, a comparison of features), so no
+#: result file stands behind it. The text after the colon says what the table is.
+REFERENCE = re.compile(r"^\s*<!--\s*reference table:\s*\S.*-->\s*$")
 
 
 @dataclass
@@ -256,11 +262,18 @@ def unbacked(root: Path, only: list[str] | None = None) -> Iterator[tuple[Path, 
             if FENCE.match(line):
                 fenced = not fenced
             table = not fenced and i not in covered and line.lstrip().startswith("|")
-            if table and not previous:
+            if table and not previous and not _marked_reference(page.lines, i):
                 starts.append(i + 1)
             previous = table
         if starts:
             yield path, starts
+
+
+def _marked_reference(lines: list[str], first: int) -> bool:
+    """Whether the table starting at line ``first`` (0-based) carries ``<!-- reference table: ... -->`` on the
+    line before it (a blank line between the two is allowed)."""
+    before = [line for line in lines[max(0, first - 2):first] if line.strip()]
+    return bool(before) and REFERENCE.match(before[-1]) is not None
 
 
 def main(argv: list[str] | None = None) -> int:

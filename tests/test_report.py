@@ -146,6 +146,15 @@ def test_unbacked_lists_each_pages_tables_outside_markers(tmp_path: Path, capsys
                                                     "3 tables without a marker"]
 
 
+def test_a_reference_table_is_not_listed_as_unbacked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _tree(tmp_path)
+    (root / "docs" / "guide.md").write_text("<!-- reference table: the settings -->\n| a |\n| - |\n\n"
+                                            "<!-- reference table: layout -->\n\n| b |\n\n<!-- reference table: -->\n"
+                                            "| c: the comment names nothing |\n")
+    assert _report(root, "--unbacked", "--files", "docs/guide.md") == 0
+    assert capsys.readouterr().out.splitlines() == ["docs/guide.md: 1 (10)", "1 tables without a marker"]
+
+
 def test_files_limits_the_pages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = _tree(tmp_path, FRESH.replace("| b | 0.25 |", "| b | 0.30 |"))
     assert _report(root, "--check", "--files", "README.md") == 0
