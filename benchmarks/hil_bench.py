@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 from hil_learn import LearnBenchConfig, bench_learn
+from result_file import default_path, write_result
 
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.sim_arm import SimulatedArmConfig
@@ -208,6 +209,9 @@ def main() -> None:
         a.out_dir.mkdir(parents=True, exist_ok=True)
         out["learn"] = bench_learn(b, a.out_dir)["finals"]
     print(json.dumps(out, indent=1, default=str))
+    timing = {k: out[k] for k in ("loop", "watchdog") if k in out}
+    if timing:  # the learn part writes its own hil_learning*.json
+        print(f"wrote {write_result(default_path('hil_bench'), 'hil_bench', a, timing)}")
 
 
 if __name__ == "__main__":
