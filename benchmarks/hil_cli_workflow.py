@@ -328,6 +328,49 @@ def task_table(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+_RUN_LABELS = {"run4_change_limit_20min": "run B (2026-12-04, 07:50–08:12 UTC)",
+               "hil_cli_workflow_so101": "the first run (2026-12-01, 23:33–23:54 UTC)"}
+
+
+def _events(text: str) -> str:
+    """A line's safety events (``{'change_limit': 42}`` or ``change_limit 42, workspace 3``) as ``change_limit 42``."""
+    found = re.search(r"safety events \{?([^}]*)\}?$", text)
+    if not found or not found.group(1).strip():
+        return "none"
+    return ", ".join(f"{k} {v}" for k, v in re.findall(r"'?(\w+)'?:? (\d+)", found.group(1)))
+
+
+def block_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_so101.md's single runs of docs/so101.md's block, one column per run: the actor and the learner while
+    learning, the policy alone and its safety events (what the result file's lines say)."""
+    head, cols = [""], []
+    for rec in records:
+        label = _RUN_LABELS.get(Path(str(rec["benchmark"])).stem, str(rec["results"].get("date", "?")))
+        for r in rec["results"]["runs"]:
+            head.append(label)
+            actor, learner, ev = str(r["actor"]), str(r["learner"]), str(r["eval"])
+            acted = re.search(r"^(\d+) episodes.*alone (\d+)/(\d+).*with help (\d+)/(\d+)\), mean intervention rate "
+                              r"(\d+)%", actor)
+            loop = re.search(r"p99 ([0-9.]+) ms, max [0-9.]+ ms, (\d+) overruns in (\d+) ticks", actor)
+            learned = re.search(r"(\d+) transitions \((\d+) intervened\), (\d+) updates", learner)
+            alone = re.search(r"alone (\d+)/(\d+)", ev)
+            if not (acted and loop and learned and alone):
+                raise ValueError(f"{label}: the actor's, learner's or evaluation's line is not the workflow's")
+            trips = re.search(r"'?watchdog'?:? (\d+)", actor)
+            ok, n = int(alone[1]), int(alone[2])
+            cols.append([f"{int(acted[1]):,} ({acted[2]} of {acted[3]} / {acted[4]} of {acted[5]})", f"{acted[6]} %",
+                         f"p99 {loop[1]} ms, {int(loop[2]):,} overruns in {int(loop[3]):,} ticks"
+                         + (f", {int(trips[1]):,} watchdog trips" if trips else ""),
+                         f"{int(learned[1]):,} transitions ({int(learned[2]):,} intervened), "
+                         f"{int(learned[3]):,} updates",
+                         f"{ok} / {n} ({100 * ok / n:.0f} %)", _events(ev)])
+    names = ["training episodes (alone / with help)", "intervention rate", "10 Hz loop while learning", "learner",
+             "policy alone, 20 episodes (the task's success)", "safety events in the evaluation"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += [f"| {name} | " + " | ".join(c[i] for c in cols) + " |" for i, name in enumerate(names)]
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--minutes", type=float, default=10.0, help="wall-clock minutes of learning (steps 1+2)")
