@@ -165,6 +165,49 @@ def plot(schemes: dict[str, dict[int, dict[str, Any]]], threshold: float, dip_st
     fig.savefig(path, dpi=110)
 
 
+#: The page's name for each scheme of ``offline_online_seeds.json``, in the page's order.
+PAGE_NAMES = {"scratch": "SAC from scratch", "rlpd": "RLPD (the data, half of every batch)",
+              "jsrl_scripted": "JSRL, the scripted controller as guide (no data)",
+              "iql": "IQL offline → IQL online, data kept", "wsrl_iql": "WSRL from IQL (no data online)",
+              "jsrl_iql": "JSRL, IQL's offline policy as guide",
+              "calql · clone warm-up": "Cal-QL → online, the mixture, clone warm-up (`actor_bc_updates=2000`)",
+              "calql · authors' settings": "Cal-QL → online, the mixture, the authors' three settings",
+              "calql · demos only · authors' settings": "Cal-QL → online, demos only, the authors' three settings"}
+
+
+def sources(summary: dict[str, Any]) -> list[str]:
+    """The run files behind ``offline_online_seeds.json``, in the order they first appear in it (the order a
+    ``report.py`` marker lists them after the summary)."""
+    seen: list[str] = []
+    for runs in summary["schemes"].values():
+        for run in runs.values():
+            if run["source"] not in seen:
+                seen.append(run["source"])
+    return seen
+
+
+def seeds_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_offline_online.md's table: the summary file first (which scheme and seed come from which run file),
+    then every run file it names, in :func:`sources`' order; the numbers are read from the run files."""
+    summary, *runs_files = records
+    names = sources(summary["results"])
+    if len(names) != len(runs_files) or any(Path(n).stem != Path(str(r["benchmark"])).stem
+                                            for n, r in zip(names, runs_files, strict=False)):
+        raise ValueError(f"list the run files after the summary in this order: {' '.join(names)}")
+    by_source = dict(zip(names, (r["results"] for r in runs_files), strict=True))
+    threshold, dip_steps = float(summary["results"]["threshold"]), float(summary["results"]["dip_steps"])
+    schemes: dict[str, dict[int, dict[str, Any]]] = {}
+    for name in PAGE_NAMES:
+        for seed, kept in summary["results"]["schemes"][name].items():
+            data = by_source[kept["source"]]
+            run = data["results"][seed][name.split(" · ")[0]]
+            schemes.setdefault(PAGE_NAMES[name], {})[int(seed)] = dict(
+                run, budget=data["args"].get("budget"), recovered=recovery(run["evals"], threshold, dip_steps))
+    schemes = {"scratch": schemes.pop(PAGE_NAMES["scratch"]), **schemes}  # table() takes scratch's median as 1
+    lines = table(schemes, threshold, dip_steps)
+    return "\n".join(lines).replace("| scratch |", f"| {PAGE_NAMES['scratch']} |", 1)
+
+
 def main() -> None:
     """Parse the flags, print the table, write the JSON and the plot."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
