@@ -50,7 +50,7 @@ def docs_table(records: list[dict[str, Any]]) -> str:
         how = f"`{TASK}`' default" if side == r["teacher_image_size"] else f"`--image-size {side}`"
         rows.append([f"{side}×{side} ({how})", f"{r['float32_const']:,} / {r['float32_workspace']:,} B",
                      f"{r['int8_full_const']:,} / {r['int8_full_workspace']:,} B"])
-    return markdown_table(["image", "float32 flash / RAM", "int8_full flash / RAM"], rows, "lrr")
+    return markdown_table(["image", "float32 flash / RAM", "int8_full flash / RAM"], rows, "-rr")
 
 
 def main() -> None:
