@@ -163,5 +163,50 @@ def student_table(records: list[dict[str, Any]]) -> str:
                       *_rows(student, {k: v for k, v in labels.items() if k in student})])
 
 
+C_VARIANTS = {"float32 C": "float32 C", VARIANTS[1]: "int8_full C", VARIANTS[3]: "q15 C", VARIANTS[4]: "q7 C"}
+
+
+def _c_row(result: dict[str, Any], key: str) -> tuple[str, str]:
+    """The C variants the file holds, named, and the same statistic of each, joined by " / "."""
+    have = [k for k in C_VARIANTS if k in result]
+    names = " / ".join(C_VARIANTS[k] for k in have)
+    return names, " / ".join(f"{result[k][key]:{'.2f' if key == 'success_rate' else '.1f'}}" for k in have)
+
+
+def docs_student_summary(records: list[dict[str, Any]]) -> str:
+    """docs/distill.md's trained pixel SAC teacher and its distilled student: success of the teacher (its result
+    file first), of the student in torch and of each of its C variants (its result file second)."""
+    teacher, student = records[0]["results"], records[1]["results"]
+    t, s = teacher["torch"]["success_rate"], student["torch"]["success_rate"]
+    names, successes = _c_row(student, "success_rate")
+    return "\n".join(["| policy (the same 100 episodes) | success |", "| --- | ---: |",
+                      f"| teacher (SAC, 64×64, torch) | {t:.2f} |",
+                      f"| student (`small_cnn`, 32×32, torch) | **{s:.2f}** ({s / t:.2f}× the teacher) |",
+                      f"| student as {names} | {successes} |"])
+
+
+def docs_flow_student(records: list[dict[str, Any]]) -> str:
+    """docs/distill.md's flow chunk student: success and mean episode length in torch and of each C variant."""
+    r = records[0]["results"]
+    names, successes = _c_row(r, "success_rate")
+    _, lengths = _c_row(r, "mean_length")
+    return "\n".join(["| policy (the same 100 episodes) | success | mean length (steps) |", "| --- | ---: | ---: |",
+                      f"| student (`small_cnn`, 48×48, predicts the chunk `[8, 2]`; torch) | "
+                      f"{r['torch']['success_rate']:.2f} | {r['torch']['mean_length']:.1f} |",
+                      f"| student as {names} | {successes} | {lengths} |"])
+
+
+def docs_scripted_student(records: list[dict[str, Any]]) -> str:
+    """docs/distill.md's closing summary: the scripted teacher's 32×32 student in torch and as the int8_full C that
+    `distill` exports, with that C's size as the generator gives it."""
+    r = records[0]["results"]
+    c = r[VARIANTS[1]]
+    return "\n".join(["| | success, same 100 episodes | int8_full C, generator's flash / RAM |",
+                      "| --- | ---: | ---: |",
+                      f"| student, torch | {r['torch']['success_rate']:.2f} | |",
+                      f"| student, its int8_full C in closed loop (host build) | {c['success_rate']:.2f} | "
+                      f"{c['const_bytes']:,} / {c['workspace_bytes']:,} B |"])
+
+
 if __name__ == "__main__":
     main()

@@ -214,5 +214,23 @@ def main() -> None:
         args.json.write_text(json.dumps(result, indent=2, default=str))
 
 
+def docs_table(records: list[dict[str, Any]]) -> str:
+    """docs/distill.md's table: one row per run, its fine-tuning, the teacher's and the student's success (with
+    return and length) on the same episodes, and the run's wall time."""
+    lines = ["| fine-tuning (all 200 demos) | final loss | teacher (SmolVLA) success | "
+             "student (`small_cnn`, 32×32) success | wall time |", "| --- | ---: | ---: | ---: | ---: |"]
+
+    def score(e: dict[str, Any]) -> str:
+        ret = f"{e['mean_return']:.0f}".replace("-", "−")
+        return f"**{e['success_rate']:.2f}** (return {ret}, {e['mean_length']:.1f} steps)"
+
+    for r in records:
+        res = r["results"]
+        ft, d = res["fine_tune"], res["distill"]
+        lines.append(f"| {ft['steps']:,} steps × {ft['batch_size']} | {ft['final_loss']:.2g} | "
+                     f"{score(d['teacher_eval'])} | {score(d['student_eval'])} | {res['seconds']:.0f} s |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     main()

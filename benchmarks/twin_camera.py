@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -70,6 +71,27 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "twin_camera.json").write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                                            "truth": truth.tolist(), "runs": rows}, indent=1))
+
+
+def docs_table(records: list[dict[str, Any]]) -> str:
+    """docs/real2sim.md's table: each run's largest error on the position, the turns and the field of view against
+    the truth, with the restarts' spread of the position; its image error before and after; its wall time."""
+    r = records[0]["results"]
+    lines = ["| `--free` | position error (max over x, y, z) | turn error (max) | field-of-view factor | image error | "
+             "time |", "| --- | ---: | ---: | ---: | --- | ---: |"]
+    for run in r["runs"]:
+        free = run["free"].split(",")
+        std = run["std"][:3]
+        unit, scale = ("cm", 100) if run["position_error_m"] >= 1e-3 else ("mm", 1000)
+        position = (f"{scale * run['position_error_m']:.3g} {unit} "
+                    f"(std {' / '.join(f'{scale * s:.2g}' for s in std)} {unit})")
+        turned = any(a in free for a in ("roll", "pitch", "yaw"))
+        turn = f"{run['turn_error_deg']:.2g}°" if turned else "–"
+        fov = f"{run['values'][6]:.4f} (true {r['truth'][6]:g})" if "fovy_scale" in free else "–"
+        label = "all seven" if len(free) == 7 else f"`{run['free']}`"
+        lines.append(f"| {label} | {position} | {turn} | {fov} | "
+                     f"{run['image_error_before']:.3f} → {run['image_error_after']:.2g} | {run['wall_s']:.0f} s |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -4,17 +4,23 @@
 
 Logs 20 episodes (20 steps each) of ``mujoco/reach`` with hidden parameters (as examples/twin_fit.py does),
 fits actuator_gain, dof_damping, body_mass, geom_friction and the action delay with 4 CMA-ES restarts (population
-8, 40 iterations, then 12 Levenberg–Marquardt steps) and 8 bootstrap refits, prints the numbers, and writes
-``twin_params.png`` and ``twin_trajectory.png``.
+8, 40 iterations, then 12 Levenberg–Marquardt steps) and 8 bootstrap refits, prints the numbers, writes them to a
+result file (``--result``; default ``benchmarks/results/twin_figures/<UTC time>.json``), from which
+docs/real2sim.md's table is built (``docs_table``), and writes ``twin_params.png`` and ``twin_trajectory.png``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime as dt
 import json
+import math
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -24,9 +30,13 @@ from robot_rl.sims.mujoco.shifted import ScriptedReachDemonstrator, record_demos
 from robot_rl.twin.calibrate import TwinFitConfig, calibrate, prepare
 from robot_rl.twin.fit import FitConfig
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from result_file import add_out_argument, default_path, write_result
+
 HIDDEN = {"actuator_gain": 0.6, "dof_damping": 2.0, "body_mass": 1.3}
 HIDDEN_DELAY = 1
 PARAMS = "actuator_gain,dof_damping,body_mass,geom_friction,action_delay"
+NAME = "twin_figures"
 
 
 def record(out: Path, episodes: int = 20, steps: int = 20) -> Path:
@@ -110,31 +120,66 @@ def plot_trajectory(cfg: TwinFitConfig, report, path: Path, episode: int = 0) ->
 
 
 def main() -> None:
-    """Record, fit, print, plot."""
+    """Record, fit, print, write the result file, plot."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", type=Path, default=Path("docs/figures"))
+    p.add_argument("--out", type=Path, default=Path("docs/figures"), help="where the two figures go")
+    add_out_argument(p, NAME, flag="--result")
     args = p.parse_args()
+    started = dt.datetime.now(dt.UTC)
     root = Path(tempfile.mkdtemp(prefix="twin-fig-"))
     logs = record(root / "real")
-    cfg = TwinFitConfig(episodes=logs, params=PARAMS, fit=FitConfig(population=8, iterations=40, restarts=4,
-                                                                    bootstrap=8), out=root / "twin.json")
+    fit = FitConfig(population=8, iterations=40, restarts=4, bootstrap=8)
+    cfg = TwinFitConfig(episodes=logs, params=PARAMS, fit=fit, out=root / "twin.json")
     t0 = time.perf_counter()
     report, result = calibrate(cfg)
     wall = time.perf_counter() - t0
-    print(json.dumps({"wall_s": round(wall, 1), "evaluations": result.evaluations,
-                      "params": {q.key: {"value": q.value, "std": q.std, "std_restarts": q.std_restarts,
-                                         "std_bootstrap": q.std_bootstrap, "std_local": q.std_local,
-                                         "restarts": q.restarts} for q in report.params},
-                      "restart_losses": report.fit["restart_losses"],
-                      "converged_restarts": report.fit["converged_restarts"],
-                      "loss_before": report.loss_before, "loss_after": report.loss_after,
-                      "rms_before_mean": float(np.mean(report.errors_before)),
-                      "rms_after_mean": float(np.mean(report.errors_after))}, indent=2))
+    results = {"wall_s": round(wall, 1), "evaluations": result.evaluations,
+               "hidden": {**HIDDEN, "action_delay": HIDDEN_DELAY},
+               "fit": dataclasses.asdict(fit),
+               "params": {q.key: {"value": q.value, "std": q.std, "std_restarts": q.std_restarts,
+                                  "std_bootstrap": q.std_bootstrap, "std_local": q.std_local,
+                                  "restarts": q.restarts} for q in report.params},
+               "restart_losses": report.fit["restart_losses"],
+               "converged_restarts": report.fit["converged_restarts"],
+               "loss_before": report.loss_before, "loss_after": report.loss_after,
+               "rms_before_mean": float(np.mean(report.errors_before)),
+               "rms_after_mean": float(np.mean(report.errors_after))}
+    print(json.dumps(results, indent=2))
+    path = write_result(args.result or default_path(NAME, started), NAME, args, results, started)
     args.out.mkdir(parents=True, exist_ok=True)
     plot_params(report, args.out / "twin_params.png")
     plot_trajectory(cfg, report, args.out / "twin_trajectory.png")
-    print(f"wrote {args.out / 'twin_params.png'} and {args.out / 'twin_trajectory.png'}")
+    print(f"wrote {path}, {args.out / 'twin_params.png'} and {args.out / 'twin_trajectory.png'}")
 
+
+def _num(x: float | None) -> str:
+    """A spread as the page prints it: ``5.0e-5``, ``0.715``, ``0``."""
+    if x is None:
+        return "–"
+    if x == 0:
+        return "0"
+    if abs(x) >= 0.01:
+        return f"{x:#.3g}"
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def docs_table(records: list[dict[str, Any]]) -> str:
+    """docs/real2sim.md's table: each parameter's hidden value, fit and spread (the fit to the spread's second
+    significant digit, at least three decimals), the spread split into its three terms."""
+    r = records[0]["results"]
+    lines = ["| parameter | hidden | fit | std | restarts / bootstrap / local |", "| --- | --- | --- | --- | --- |"]
+    for key, q in r["params"].items():
+        hidden = r["hidden"].get(key)
+        if key == "action_delay":
+            fit = f"{q['value']:g}"
+        else:
+            decimals = 3 if not q["std"] else max(3, 1 - math.floor(math.log10(q["std"])))
+            fit = f"{q['value']:.{decimals}f}"
+        terms = " / ".join(_num(q[t]) for t in ("std_restarts", "std_bootstrap", "std_local"))
+        lines.append(f"| `{key}` | {'— (never acts)' if hidden is None else f'{hidden:g}'} | {fit} | "
+                     f"{_num(q['std'])} | {terms} |")
+    return "\n".join(lines)
 
 if __name__ == "__main__":
     main()

@@ -15,6 +15,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -119,6 +120,27 @@ def main() -> None:
     print(json.dumps(results, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def docs_table(records: list[dict[str, Any]]) -> str:
+    """docs/visualisation.md's table: per step, the loop's median time without and with the sink, and the time
+    inside the actor's hook from the least disturbed block to the median."""
+    r = records[0]["results"]
+    lines = ["| loop | without | with `--viz rerun` | where |", "| --- | --- | --- | --- |"]
+    for a in r["actor"]:
+        med, low = a["median"], a["min"]
+        off, on = med["wall_us_off"], med["wall_us_on"]
+        camera = " (one 64x64 camera)" if a["task"] == "reach_pixels" else ""
+        lines.append(f"| train actor, `{a['task']}`{camera}, {a['num_envs']} sub-envs, `viz.every={a['every']}` | "
+                     f"{off:.0f} µs per vectorised step | "
+                     f"{on:.0f} µs ({on - off:+.0f} µs, {100 * (on - off) / off:+.1f} %); "
+                     f"{low['hook_us']:.0f}–{med['hook_us']:.0f} µs of it in the actor's thread | "
+                     "actor hook + Rerun's thread |")
+    cameras = {"deploy_state": "state only", "deploy_cameras": "two 64x64 RGB cameras"}
+    for k in r["sink"]:
+        lines.append(f"| deploy / record step, {cameras[k['loop']]} | – | {k['us_per_step_min']:.0f}–"
+                     f"{k['us_per_step_median']:.0f} µs per step, sending and writing included | the sink alone |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
