@@ -286,26 +286,57 @@ def runs_table(records: list[dict[str, Any]]) -> str:
     return markdown_table({"runs": [r for rec in records for r in rec["results"]["runs"]]})
 
 
-def audit_comparison(records: list[dict[str, Any]]) -> str:
-    """Per seed, the policy alone without and with ``audit.enabled`` (the last file holds the audited runs; the
-    others the same seeds without it), and the questions from ``audit_seed<N>_reward_audit.jsonl`` beside them."""
-    *base, audited = records
+def _audit_answers(record: dict[str, Any], seed: Any) -> list[dict[str, Any]]:
+    """The questions of one audited run: ``<prefix>_seed<N>_reward_audit.jsonl`` beside its result file, the prefix
+    being the file's name before ``_seeds`` (``audit_seeds312_load2.json`` -> ``audit_seed3_reward_audit.jsonl``)."""
+    prefix = str(record["benchmark"]).split("_seeds")[0]
+    path = ROOT / "benchmarks" / "results" / "so101_workflow" / f"{prefix}_seed{seed}_reward_audit.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def audit_rounds(records: list[dict[str, Any]]) -> str:
+    """Per seed, the policy alone without the audit (the files whose name does not start with ``audit``) and in
+    each audited round (the others, in order), with the questions asked and answered "no" in each round."""
+    base = [rec for rec in records if not str(rec["benchmark"]).startswith("audit")]
+    rounds = [rec for rec in records if str(rec["benchmark"]).startswith("audit")]
     without = {r.get("seed"): r for rec in base for r in rec["results"]["runs"]}
-    lines = ["| seed | policy alone without the audit | **with the audit** | learner updates without / with | "
-             "questions asked | answered \"not a success\" | last question at episode |",
-             "|---|---|---|---|---|---|---|"]
-    for r in audited["results"]["runs"]:
-        b = without.get(r.get("seed"), {})
-        alone = [re.search(r"alone (\d+/\d+)", str(x.get("eval", ""))) for x in (b, r)]
-        ups = [re.search(r"(\d+) updates", str(x.get("learner", ""))) for x in (b, r)]
-        answers = [json.loads(line) for line in (ROOT / "benchmarks" / "results" / "so101_workflow" /
-                                                 f"audit_seed{r.get('seed')}_reward_audit.jsonl").read_text().splitlines()]
-        episodes = re.search(r"^(\d+) episodes", str(r.get("actor", "")))
-        lines.append(f"| {r.get('seed')} | {alone[0].group(1) if alone[0] else '?'} | "
-                     f"**{alone[1].group(1) if alone[1] else '?'}** | {ups[0].group(1) if ups[0] else '?'} / "
-                     f"{ups[1].group(1) if ups[1] else '?'} | {len(answers)} | "
-                     f"{sum(a['answer'] is False for a in answers)} | "
-                     f"{answers[-1]['episode'] if answers else '-'} of {episodes.group(1) if episodes else '?'} |")
+    seeds = [r.get("seed") for r in rounds[0]["results"]["runs"]]
+    head = ["seed", "without the audit"] + [f"audit, {rec['benchmark']}" for rec in rounds]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def alone(run: dict[str, Any] | None) -> str:
+        found = re.search(r"alone (\d+/\d+)", str((run or {}).get("eval", "")))
+        return found.group(1) if found else "?"
+
+    for seed in seeds:
+        cells = [str(seed), alone(without.get(seed))]
+        for rec in rounds:
+            run = next((r for r in rec["results"]["runs"] if r.get("seed") == seed), None)
+            answers = _audit_answers(rec, seed) if run is not None else []
+            cells.append(f"**{alone(run)}** ({len(answers)} questions, "
+                         f"{sum(a['answer'] is False for a in answers)} \"no\")")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def learned_vs_task(records: list[dict[str, Any]]) -> str:
+    """Per run, the classifier's successes during learning checked against the task's own verdict (the actor's
+    ``learned reward vs the task`` line), the episodes a person helped with, and the policy alone at the end."""
+    lines = ["| seed | episodes (with help) | the classifier's successes: the task agreed (alone: agreed of "
+             "successes) | random questions: \"no\" of asked | **policy alone at the end** |", "|---|---|---|---|---|"]
+    for rec in records:
+        for r in rec["results"]["runs"]:
+            actor = str(r.get("actor", ""))
+            check = re.search(r"(\d+) successes, the task agreed on (\d+) \(alone (\d+) of (\d+)\)", actor)
+            helped = re.search(r"^(\d+) episodes.*with help \d+/(\d+)", actor)
+            answers = [a for a in _audit_answers(rec, r.get("seed")) if a.get("kind") == "random"]
+            if check is None or helped is None:
+                raise ValueError(f"seed {r.get('seed')}: the actor's line has no 'learned reward vs the task'")
+            said, agreed, alone_ok, alone_n = (int(g) for g in check.groups())
+            ev = re.search(r"alone (\d+/\d+)", str(r.get("eval", "")))
+            lines.append(f"| {r.get('seed')} | {helped[1]} ({helped[2]}) | {agreed} of {said} ({agreed / said:.0%}; "
+                         f"alone {alone_ok} of {alone_n}) | {sum(a['answer'] is False for a in answers)} of "
+                         f"{len(answers)} | **{ev.group(1) if ev else '?'}** |")
     return "\n".join(lines)
 
 
