@@ -107,6 +107,16 @@ def sac_table(records: list[dict[str, Any]]) -> str:
     return markdown_table(["", "sb3 wall s", "ours wall s", "ours vs sb3", "ours eval return (10 ep)"], rows, "lrrrr")
 
 
+def sac_summary(records: list[dict[str, Any]]) -> str:
+    """RESULTS.md's SAC against Stable-Baselines3: the redesign's 'after' run (fp32, the default)."""
+    d = records[0]["results"]["sac_vs_sb3"]["after"]
+    sb3, ours = d["sb3"], d["robot_rl fp32"]
+    return markdown_table(["learner", "wall s", "speed-up vs SB3", "eval return (10 episodes)"], [
+        ["Stable-Baselines3 2.9.2", f"{sb3['wall_s']:.1f}", "1.00×", f"{sb3['return']:.1f}"],
+        ["robot_rl, fp32 (default)", f"{ours['wall_s']:.1f}", f"{sb3['wall_s'] / ours['wall_s']:.2f}×",
+         f"{ours['return']:.1f}"]], "lrrr")
+
+
 def ppo_table(records: list[dict[str, Any]]) -> str:
     d = records[0]["results"]["ppo_vs_rsl_rl"]
     rows = []
