@@ -147,9 +147,8 @@ def fleet_table(records: list[dict[str, Any]]) -> str:
             label = name if name == "watching" else f"{name}, budget {result.get('budget', 0.1):g}"
             requests = "–" if name == "watching" else f"{r['requests']} ({r['timeouts']})"
             lines.append(f"| {label} | {r['robots']} | {r['episodes']} | {r['successes']} | "
-                         f"{r['attention_min']:.2f} min | {r['successes_per_attention_min']:.1f} | {r['acted_steps']} | "
-                         f"{requests} | "
-                         f"{round(20 * r['policy_alone'])}/20 |")
+                         f"{r['attention_min']:.2f} min | {r['successes_per_attention_min']:.1f} | "
+                         f"{r['acted_steps']} | {requests} | {round(20 * r['policy_alone'])}/20 |")
     return "\n".join(lines)
 
 if __name__ == "__main__":
