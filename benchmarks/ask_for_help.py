@@ -118,6 +118,71 @@ def supervision_table(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _merged(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{seed: {supervision: run}}`` over the result files (a later file adds runs to a seed: ``--only gated``)."""
+    seeds: dict[str, dict[str, Any]] = {}
+    for rec in records:
+        for seed, runs in rec["results"]["results"].items():
+            seeds.setdefault(seed, {}).update(runs)
+    return seeds
+
+
+def _supervisions(seeds: dict[str, dict[str, Any]]) -> list[str]:
+    """Watching first, the gated runs by budget, nobody last."""
+    names = {name for runs in seeds.values() for name in runs}
+    gated = sorted((n for n in names if n.startswith("gated")), key=lambda n: float(n.split()[1]))
+    return [n for n in ("watching", *gated, "none") if n in names]
+
+
+def _vs_watching(runs: dict[str, Any], name: str) -> float:
+    return runs[name]["cost"]["attention_steps"] / max(runs["watching"]["cost"]["attention_steps"], 1)
+
+
+def so101_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_ask_for_help.md's ``sim_so101`` table: per supervision and seed, the policy alone at the end and at
+    its best, every evaluation, and the operator's cost against the watching run of the same seed."""
+    seeds = _merged(records)
+    lines = ["| supervision | seed | policy alone at the end | best | evals | attention steps (share) | "
+             "attention vs watching | steps the person acted | takeovers | requests |", "|" + "---|" * 10]
+    for name in _supervisions(seeds):
+        label = {"watching": "watching (HIL-SERL)", "none": "none"}.get(name, name.replace("gated ", "gated, budget "))
+        for i, (seed, runs) in enumerate((s, r) for s, r in seeds.items() if name in r):
+            run, cost = runs[name], runs[name]["cost"]
+            evals = ", ".join(f"{100 * e['success']:.0f}" for e in run["evals"]) + " %"
+            share = f" ({100 * cost['attention_steps'] / cost['train_steps']:.{0 if name == 'watching' else 1}f} %)"
+            att = f"{cost['attention_steps']}{share if cost['attention_steps'] else ''}"
+            ratio = f"{_vs_watching(runs, name):.2f}×" if cost["attention_steps"] else "0"
+            best = max(e["success"] for e in run["evals"])
+            lines.append(f"| {label if i == 0 else ''} | {seed} | {100 * run['final']:.0f} % | {100 * best:.0f} % | "
+                         f"{evals} | {att} | {ratio} | {cost['acted_steps']} | {cost['takeovers']} | "
+                         f"{'–' if name == 'watching' else cost['requests']} |")
+    return "\n".join(lines)
+
+
+def shortfall_table(records: list[dict[str, Any]]) -> str:
+    """The gated runs whose final success fell below the watching run's of the same seed."""
+    seeds = _merged(records)
+    lines = ["| budget | seed | final success | watching |", "|---|---|---|---|"]
+    for name in [n for n in _supervisions(seeds) if n.startswith("gated")]:
+        for seed, runs in seeds.items():
+            if name in runs and runs[name]["final"] < runs["watching"]["final"]:
+                lines.append(f"| {name.split()[1]} | {seed} | {100 * runs[name]['final']:.0f} % | "
+                             f"{100 * runs['watching']['final']:.0f} % |")
+    return "\n".join(lines)
+
+
+def mean_table(records: list[dict[str, Any]]) -> str:
+    """Per supervision, the mean final success and attention against watching over the seeds."""
+    seeds = _merged(records)
+    lines = ["| supervision | mean final success | attention vs watching |", "|---|---|---|"]
+    for name in _supervisions(seeds):
+        runs = [r for r in seeds.values() if name in r]
+        final = sum(r[name]["final"] for r in runs) / len(runs)
+        ratio = sum(_vs_watching(r, name) for r in runs) / len(runs)
+        lines.append(f"| {name} | {100 * final:.0f} % | {'0' if name == 'none' else f'{ratio:.2f}×'} |")
+    return "\n".join(lines)
+
+
 def plot(results: dict[int, dict[str, Any]], path: Path, time_scale: float) -> None:
     """Policy-alone success against training wall-clock, and cumulative attention, per supervision."""
     import matplotlib

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from hil_cli_workflow import ctrl_c, start_logged
 
@@ -134,6 +135,21 @@ def main() -> None:
                                  f"{os.cpu_count()} CPUs", "results": results}, indent=1))
     print(f"results: {a.out}")
 
+
+
+def fleet_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_ask_for_help.md's fleet table: per setup, what the learning run produced and what it cost the
+    operator, and the policy alone after it."""
+    lines = ["| setup | arms | episodes | successes (any) | operator attention | successes per attention minute | "
+             "steps the person acted | requests (timed out) | policy alone after, 20 episodes |", "|" + "---|" * 9]
+    for result in records[0]["results"]["results"]:
+        for name, r in result["runs"].items():
+            label = name if name == "watching" else f"{name}, budget {result.get('budget', 0.1):g}"
+            requests = "–" if name == "watching" else f"{r['requests']} ({r['timeouts']})"
+            lines.append(f"| {label} | {r['robots']} | {r['episodes']} | {r['successes']} | "
+                         f"{r['attention_min']:.2f} min | {r['successes_per_attention_min']:.1f} | "
+                         f"{r['acted_steps']} | {requests} | {round(20 * r['policy_alone'])}/20 |")
+    return "\n".join(lines)
 
 if __name__ == "__main__":
     main()

@@ -208,5 +208,39 @@ def docs_scripted_student(records: list[dict[str, Any]]) -> str:
                       f"{c['const_bytes']:,} / {c['workspace_bytes']:,} B |"])
 
 
+
+def _student_labels(result: dict[str, Any], torch_label: str) -> dict[str, str]:
+    labels = {"torch": torch_label, "float32 C": "student, float32 C",
+              VARIANTS[1]: f"student, {VARIANTS[1]} (what `distill` exports)", VARIANTS[2]: f"student, {VARIANTS[2]}",
+              VARIANTS[3]: "student, q15 C", VARIANTS[4]: "student, q7 C"}
+    return {k: v for k, v in labels.items() if k in result}
+
+
+def scripted_student_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_export.md's student of the scripted pixel teacher: torch and each C variant (one result file; the
+    teacher's own evaluation is not in it)."""
+    result = records[0]["results"]
+    return "\n".join([*HEAD, *_rows(result, _student_labels(result, "student (32×32, torch)"))])
+
+
+def chunk_student_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_export.md's student of the flow chunk teacher (its errors are over the 16 values of a chunk)."""
+    result = records[0]["results"]
+    head = [HEAD[0].replace("(400 held-out", "over the 16 chunk values (400 held-out"), HEAD[1]]
+    return "\n".join([*head, *_rows(result, _student_labels(result, "student (predicts the whole chunk `[8, 2]`, "
+                                                                      "torch)"))])
+
+
+def sizes_table(records: list[dict[str, Any]]) -> str:
+    """The C generator's constants and workspace per variant (each variant calibrated on recorded observations)."""
+    result = records[0]["results"]
+    rows = ["| variant | generator: constants / workspace B |", "| --- | ---: |"]
+    for key in VARIANTS:
+        if key in result and "random" not in key:
+            r = result[key]
+            rows.append(f"| {key.split(' C')[0]} | {r['const_bytes']:,} / {r['workspace_bytes']:,} |")
+    return "\n".join(rows)
+
+
 if __name__ == "__main__":
     main()

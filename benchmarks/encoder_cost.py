@@ -204,6 +204,28 @@ def float32_table(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+_STRIDE_NAMES = {"cnn": "cnn (DrQ, stride 2 then 1)", "cnn_s2": "cnn, `image_conv_stride=2`",
+                 "resnet10": "resnet10 (frozen, random weights)"}
+
+
+def stride_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_encoders.md's strided-CNN table: every file's encoders (one file per channel count), each against the
+    first file's first encoder (the small CNN at its default channels)."""
+    base = records[0]["results"]["rows"][0]
+    lines = ["| encoder (two 64×64 cameras) | channels | update s | × cnn (32) | act ms | trainable params | "
+             "payload MB |", "|" + " --- |" * 7]
+    for rec in records:
+        channels = rec["results"]["meta"].get("image_channels", 32)
+        for r in rec["results"]["rows"]:
+            name = _STRIDE_NAMES.get(r["encoder"], r["encoder"])
+            if r["encoder"] == "cnn" and channels != 32:
+                name = "cnn"
+            lines.append(f"| {name} | {'–' if r['encoder'] == 'resnet10' else channels} | {r['update_s']:.2f} | "
+                         f"{r['update_s'] / base['update_s']:.2f} | {1e3 * r['act_s']:.1f} | "
+                         f"{r['trainable_params']:,} | {r['payload_bytes'] / 1e6:.1f} |")
+    return "\n".join(lines)
+
+
 def bf16_table(records: list[dict[str, Any]]) -> str:
     """RESULTS_encoders.md's bf16 autocast table (``--amp-bf16``)."""
     rows, base = _rows(records)

@@ -114,5 +114,17 @@ def main() -> None:
         args.json.write_text(json.dumps(results, indent=1))
 
 
+
+def table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_datasets.md's table: best-of wall time of each writer per camera encoding, their ratio, the size."""
+    r = records[0]["results"]
+    lines = ["| cameras as | native s | LeRobot s | LeRobot / native | size on disk (both) |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for key, label in (("image", "PNG `image` features"), ("video", "AV1 `video` features")):
+        native, lerobot = r[f"{key}/native"], r[f"{key}/lerobot"]
+        lines.append(f"| {label} | {native['best_s']:.2f} | {lerobot['best_s']:.2f} | {r[f'{key}/ratio']:.1f}x | "
+                     f"{native['bytes'] / 2**20:.1f} MiB |")
+    return "\n".join(lines)
+
 if __name__ == "__main__":
     main()

@@ -146,6 +146,53 @@ def capacity(rows: list[dict[str, Any]]) -> None:
           f"producing {one['steps_per_s']:,.0f} tr/s each")
 
 
+_CONFIG = {"actors=1": "actors=1 (SAC, 1 learner + 1 actor process)", "actors=2": "actors=2 (SAC, 1 learner + 2 actor "
+           "processes)", "ranks=1": "ranks=1 (PPO, 1,024 envs, one process)",
+           "ranks=2": "ranks=2 (PPO, 2 gloo ranks × 512 envs)"}
+
+
+def _speedups(r: dict[str, Any]) -> list[str]:
+    return [f"{r['speedup_time']:.2f}", f"{r['speedup_steps_per_s']:.2f}", f"{r['efficiency']:.2f}"]
+
+
+def ranks_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_scale.md's PPO on 1 and 2 gloo ranks, one result file per seed."""
+    lines = ["| seed | configuration | wall s | env steps to threshold | env steps/s | time speed-up | "
+             "steps/s speed-up | efficiency |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for rec in records:
+        res = rec["results"]
+        for r in res["rows"]:
+            steps = f"{r['env_steps']:,}" if r["reached"] else f"not reached ({r['env_steps']:,})"
+            lines.append(f"| {res['seed']} | {_CONFIG.get(r['name'], r['name'])} | {r['wall_s']:.1f} | {steps} | "
+                         f"{r['steps_per_s']:,.0f} | {' | '.join(_speedups(r))} |")
+    return "\n".join(lines)
+
+
+def complete_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_scale.md's complete run: SAC with 1 and 2 actor processes, PPO on 1 and 2 ranks."""
+    rows = sorted(records[0]["results"]["rows"], key=lambda r: r["name"])
+    lines = ["| configuration | wall s | env steps | reached 90 % | env steps/s | time speed-up | steps/s speed-up | "
+             "efficiency |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {_CONFIG.get(r['name'], r['name'])} | {r['wall_s']:.1f} | {r['env_steps']:,} | "
+                     f"{'yes' if r['reached'] else 'no'} | {r['steps_per_s']:,.0f} | {' | '.join(_speedups(r))} |")
+    return "\n".join(lines)
+
+
+def sac_ranks_table(records: list[dict[str, Any]]) -> str:
+    """RESULTS_scale.md's data-parallel SAC: one result file per run, 1 rank then 2 in each."""
+    lines = ["| run | configuration | loop s | env steps/s | updates/s | samples/s | env steps/s ratio | "
+             "updates/s ratio | samples/s ratio | final success |", "|" + " --- |" * 10]
+    for i, rec in enumerate(records, 1):
+        for r in rec["results"]["rows"]:
+            samples = r["updates_per_s"] * r["samples_per_update"]
+            lines.append(f"| {i} | {r['name'].removeprefix('sac-')} | {r['loop_s']:.1f} | {r['steps_per_s']:,.0f} | "
+                         f"{r['updates_per_s']:.1f} × {r['samples_per_update']} | {samples:,.0f} | "
+                         f"{r['speedup_steps_per_s']:.2f} | {r['updates_per_s_ratio']:.2f} | "
+                         f"{r['samples_per_s_ratio']:.2f} | {100 * r['final_success']:.0f} % |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=["actors", "ranks", "sac-ranks"], default=None)
