@@ -131,40 +131,6 @@ def _median(runs: dict[int, dict[str, Any]], threshold: float) -> tuple[float, b
     return med, all(ok for v, ok in vals if v >= med)
 
 
-def plot(schemes: dict[str, dict[int, dict[str, Any]]], threshold: float, dip_steps: float, path: Path) -> None:
-    """Left: env steps to the threshold, one dot per seed (× at the budget: not reached). Right: the dip."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = list(schemes)
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 0.55 * len(names) + 1.8), sharey=True)
-    for i, name in enumerate(names):
-        for run in schemes[name].values():
-            steps, reached = effective_steps(run, threshold)
-            ax.plot(max(steps, 1000.0) / 1e3, i, "o" if reached else "x", color=f"C{i % 10}", ms=7)
-            bx.plot([run["start_success"], run["dip_min_success"]], [i, i], "-", color=f"C{i % 10}", alpha=0.5)
-            bx.plot(run["start_success"], i, "|", color=f"C{i % 10}", ms=12)
-            bx.plot(run["dip_min_success"], i, "o", color=f"C{i % 10}", ms=5)
-        med = _median(schemes[name], threshold)
-        if med is not None:
-            ax.plot(max(med[0], 1000.0) / 1e3, i, "D", mfc="none", color="black", ms=9)
-    ax.set_yticks(range(len(names)), names)
-    ax.set_xscale("log")
-    ax.set_xlabel(f"online env steps to {threshold:.0%} success that holds (thousands, log)\n"
-                  "◇ median; × not reached (at its budget); 1 = from the start")
-    bx.set_xlabel(f"policy-alone success: at the switch to online (|)\nand lowest in the first "
-                  f"{dip_steps / 1e3:.0f}k online env steps (●)")
-    bx.set_xlim(-0.02, 1.02)
-    for a in (ax, bx):
-        a.grid(alpha=0.3)
-    ax.invert_yaxis()
-    fig.suptitle("mujoco/pick_cube: offline-to-online schemes, every seed")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
 #: docs/offline-to-online.md's names of the schemes, in its order, and whether each starts online from an offline
 #: policy (whose success at the switch, and dip after it, the table gives).
 DOCS_SCHEMES = {"scratch": ("SAC from scratch", False), "rlpd": ("RLPD", False),
@@ -217,6 +183,40 @@ def docs_table(records: list[dict[str, Any]]) -> str:
             dip = f"{_pct_span(starts)} → {_pct_span(lows)}"
         lines.append(f"| {label} | {cell} | {at_least}{med[0]:,.0f} | {at_least}{med[0] / ref[0]:.2f} | {dip} |")
     return "\n".join(lines)
+
+
+def plot(schemes: dict[str, dict[int, dict[str, Any]]], threshold: float, dip_steps: float, path: Path) -> None:
+    """Left: env steps to the threshold, one dot per seed (× at the budget: not reached). Right: the dip."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(schemes)
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 0.55 * len(names) + 1.8), sharey=True)
+    for i, name in enumerate(names):
+        for run in schemes[name].values():
+            steps, reached = effective_steps(run, threshold)
+            ax.plot(max(steps, 1000.0) / 1e3, i, "o" if reached else "x", color=f"C{i % 10}", ms=7)
+            bx.plot([run["start_success"], run["dip_min_success"]], [i, i], "-", color=f"C{i % 10}", alpha=0.5)
+            bx.plot(run["start_success"], i, "|", color=f"C{i % 10}", ms=12)
+            bx.plot(run["dip_min_success"], i, "o", color=f"C{i % 10}", ms=5)
+        med = _median(schemes[name], threshold)
+        if med is not None:
+            ax.plot(max(med[0], 1000.0) / 1e3, i, "D", mfc="none", color="black", ms=9)
+    ax.set_yticks(range(len(names)), names)
+    ax.set_xscale("log")
+    ax.set_xlabel(f"online env steps to {threshold:.0%} success that holds (thousands, log)\n"
+                  "◇ median; × not reached (at its budget); 1 = from the start")
+    bx.set_xlabel(f"policy-alone success: at the switch to online (|)\nand lowest in the first "
+                  f"{dip_steps / 1e3:.0f}k online env steps (●)")
+    bx.set_xlim(-0.02, 1.02)
+    for a in (ax, bx):
+        a.grid(alpha=0.3)
+    ax.invert_yaxis()
+    fig.suptitle("mujoco/pick_cube: offline-to-online schemes, every seed")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def main() -> None:
