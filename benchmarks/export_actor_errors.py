@@ -11,7 +11,8 @@ no recorded ones, no cross builds), one variant at a time: max |C − torch|, th
 one (int8, q15, q7), and the generator's constants / workspace bytes.
 
 docs/export.md's error tables are built from this file together with ``export_variants.py``'s two (its reach and
-reach_pixels actors, and the trained reach actors): ``int8_table``, ``q15_table``, ``q7_table``.
+reach_pixels actors, and the trained reach actors): ``int8_table``, ``q15_table``, ``q7_table``,
+``variants_table``.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def _g(x: float) -> str:
     if x < 1e-3:
         mantissa, exponent = f"{x:.1e}".split("e")
         return f"{mantissa}e{int(exponent)}"
-    return f"{x:.2g}"
+    return f"{x:#.2g}"
 
 
 def _span(values: list[float], fmt: Any = _g) -> str:
@@ -142,23 +143,31 @@ def _bound(x: float | None, bounds: list[float] | None) -> str:
     return _g(x)
 
 
-def _actors(records: list[dict[str, Any]]) -> list[tuple[str, list[float] | None, list[dict[str, Any]], bool]]:
-    """Every actor of the files in the pages' order: (label, action bounds, its variants per run, trained?). A
+Actor = tuple[str, list[float] | None, list[dict[str, Any]], bool, dict[str, Any]]
+
+
+def _actors(records: list[dict[str, Any]]) -> list[Actor]:
+    """Every actor of the files in the pages' order: (label, action bounds, its variants per run, trained?, the
+    variants of a random-weight actor of the same architecture, whose generator sizes are the trained one's). A
     trained actor groups the runs of one architecture (the three reach seeds); its errors are on recorded
     observations."""
     by = {r["benchmark"]: r["results"] for r in records}
-    rows: list[tuple[str, list[float] | None, list[dict[str, Any]], bool]] = []
+    rows: list[Actor] = []
+    sized: dict[str, dict[str, Any]] = {}
     for name, r in by.get(NAME, {}).items():
         if isinstance(r, dict) and "variants" in r:
-            rows.append((LABELS[name], r["action_bounds"], [r["variants"]], False))
+            rows.append((LABELS[name], r["action_bounds"], [r["variants"]], False, r["variants"]))
     for name in ("reach", "pixels32", "pixels64"):
         if name in by.get("export_variants", {}):
-            rows.append((LABELS[name], BENCH_BOUNDS, [by["export_variants"][name]["variants"]], False))
+            r = by["export_variants"][name]
+            sized[r["architecture"]] = r["variants"]
+            rows.append((LABELS[name], BENCH_BOUNDS, [r["variants"]], False, r["variants"]))
     trained = by.get("export_variants_trained", {})
     for prefix in ("reach-s", "pix"):
-        runs = [r["variants"] for k, r in trained.items() if k.startswith(prefix)]
+        runs = [r for k, r in trained.items() if k.startswith(prefix)]
         if runs:
-            rows.append((LABELS[prefix], BENCH_BOUNDS, runs, True))
+            rows.append((LABELS[prefix], BENCH_BOUNDS, [r["variants"] for r in runs], True,
+                         sized.get(runs[0]["architecture"], {})))
     return rows
 
 
@@ -171,11 +180,10 @@ def int8_table(records: list[dict[str, Any]]) -> str:
     """docs/export.md's int8_full section: the error of weight-only int8 and of int8_full, and float32's flash
     against int8_full's (the generator's constants)."""
     rows = []
-    for label, bounds, runs, trained in _actors(records):
+    for label, bounds, runs, trained, sizes in _actors(records):
         flash = "–"
-        if all("const_bytes" in v.get("float32", {}) and "const_bytes" in v.get("int8_full", {}) for v in runs):
-            flash = _span([v["float32"]["const_bytes"] for v in runs], "{:,}".format) + " → " + _span(
-                [v["int8_full"]["const_bytes"] for v in runs], "{:,}".format) + " B"
+        if "float32" in sizes and "int8_full" in sizes:
+            flash = f"{sizes['float32']['const_bytes']:,} → {sizes['int8_full']['const_bytes']:,} B"
         rows.append([label, _range(bounds), _err(runs, "int8", trained), _err(runs, "int8_full", trained), flash])
     return markdown_table(["actor", "action range", "weight-only int8", "int8_full", "flash float32 → int8_full"],
                           rows, "--rrr")
@@ -189,7 +197,7 @@ def _bounds(runs: list[dict[str, Any]], variant: str, bounds: list[float] | None
 def q15_table(records: list[dict[str, Any]]) -> str:
     """docs/export.md's q15 section: int8_full's and q15's errors and q15's computed bound."""
     rows = [[label, _range(bounds), _err(runs, "int8_full", trained), _err(runs, "q15", trained),
-             _bounds(runs, "q15", bounds)] for label, bounds, runs, trained in _actors(records) if "q15" in runs[0]]
+             _bounds(runs, "q15", bounds)] for label, bounds, runs, trained, _ in _actors(records) if "q15" in runs[0]]
     return markdown_table(["actor", "action range", "int8_full", "q15", "q15 bound"], rows, "--rrr")
 
 
@@ -197,8 +205,39 @@ def q7_table(records: list[dict[str, Any]]) -> str:
     """docs/export.md's q7 section: int8_full's, q15's and q7's errors and q7's computed bound."""
     rows = [[label, _range(bounds), _err(runs, "int8_full", trained), _err(runs, "q15", trained),
              _err(runs, "q7", trained), _bounds(runs, "q7", bounds)]
-            for label, bounds, runs, trained in _actors(records) if "q7" in runs[0]]
+            for label, bounds, runs, trained, _ in _actors(records) if "q7" in runs[0]]
     return markdown_table(["actor", "action range", "int8_full", "q15", "q7", "q7 bound"], rows, "--rrrr")
+
+
+#: docs/export.md's "Which variant when": what each variant is, and what it is for.
+VARIANT_ROWS = {
+    "float32": ("float32 / float32", "all of it", "cores with an FPU (M4F, M7) when flash allows"),
+    "int8": ("int8 per row / float32", "all of it", "MLP actors on an FPU core short of flash"),
+    "int8_full": ("int8 / int8", "LayerNorm, softmax, normaliser, output",
+                  "the most accurate 8-bit variant; FPU cores short of flash"),
+    "q15": ("int16 / int16", "none", "FPU-less cores (M0/M0+/M3) when accuracy matters"),
+    "q7": ("int8 / int8 (int16 state, action)", "none", "FPU-less cores short of flash, RAM or time"),
+}
+#: How each variant's error is known: checked against a tolerance, bounded per observation, or measured only.
+ERROR_KIND = {"float32": "checked (≤ 1e-5)", "int8": "bounded", "int8_full": "measured", "q15": "bounded",
+              "q7": "bounded"}
+
+
+def variants_table(records: list[dict[str, Any]]) -> str:
+    """docs/export.md's "Which variant when" from export_variants.py's two files: each variant's error on the
+    recorded observations of the trained reach actors (every seed), and its generator constants against float32's
+    on the benchmark's random-weight reach and reach_pixels actors."""
+    by = {r["benchmark"]: r["results"] for r in records}
+    trained = [r["variants"] for k, r in by["export_variants_trained"].items() if k.startswith("reach-s")]
+    bench = [by["export_variants"][n]["variants"] for n in ("reach", "pixels32", "pixels64")]
+    rows = []
+    for variant, (widths, floats, use) in VARIANT_ROWS.items():
+        ratios = [v[variant]["const_bytes"] / v["float32"]["const_bytes"] for v in bench if variant in v]
+        rows.append([f"`{variant}`", widths, floats, f"{ERROR_KIND[variant]}; {_err(trained, variant, True)}",
+                     _span(ratios, lambda x: f"{x:.2g}"), use])
+    return markdown_table(["variant", "weights / activations", "float in the forward pass",
+                           "error vs torch on the trained reach actor", "flash vs float32", "use it for"],
+                          rows, "----r-")
 
 
 def main() -> None:

@@ -131,6 +131,60 @@ def _median(runs: dict[int, dict[str, Any]], threshold: float) -> tuple[float, b
     return med, all(ok for v, ok in vals if v >= med)
 
 
+#: docs/offline-to-online.md's names of the schemes, in its order, and whether each starts online from an offline
+#: policy (whose success at the switch, and dip after it, the table gives).
+DOCS_SCHEMES = {"scratch": ("SAC from scratch", False), "rlpd": ("RLPD", False),
+                "jsrl_scripted": ("JSRL, the scripted controller as guide", False),
+                "iql": ("IQL → online, data kept", True), "wsrl_iql": ("WSRL from IQL, no data online", True),
+                "calql · clone warm-up": ("Cal-QL → online, clone warm-up only", True),
+                "calql · authors' settings": ("Cal-QL → online, the authors' settings", True),
+                "jsrl_iql": ("JSRL, IQL's offline policy as guide", True),
+                "calql · demos only · authors' settings": ("Cal-QL, **demos only**, the authors' settings", True)}
+
+
+def _pct_span(values: list[float]) -> str:
+    lo, hi = f"{100 * min(values):.0f}", f"{100 * max(values):.0f}"
+    return f"{lo} %" if lo == hi else f"{lo}–{hi} %"
+
+
+def docs_table(records: list[dict[str, Any]]) -> str:
+    """docs/offline-to-online.md's summary from ``offline_online_seeds.json`` (this script's output): per scheme, each
+    seed's online env steps to a success that holds, their median and its ratio to scratch's, and the offline
+    policy's success at the switch and its lowest in the first ``dip_steps`` online."""
+    data = records[0]["results"]
+    threshold, schemes = data["threshold"], data["schemes"]
+    ref = _median(schemes["scratch"], threshold)
+    assert ref is not None
+    lines = [f"| scheme | seeds {' / '.join(sorted(next(iter(schemes.values()))))} | median | × scratch | "
+             f"policy-alone success at the switch → lowest in the first {data['dip_steps'] / 1e3:.0f}k env steps |",
+             "|---|---|---:|---:|---|"]
+    for key, (label, offline) in DOCS_SCHEMES.items():
+        runs = schemes[key]
+        steps = {seed: effective_steps(r, threshold) for seed, r in sorted(runs.items())}
+        missed = [seed for seed, (_, reached) in steps.items() if not reached]
+        if len(missed) == len(steps):
+            budget = max(r["env_steps"] for r in runs.values())
+            seeds = "all three" if len(missed) == 3 else f"seeds {', '.join(missed)}"
+            cell = f"not reached in {budget:,} ({seeds})"
+        else:
+            cell = " / ".join(f"{v:,.0f}" if ok else "not reached" for v, ok in steps.values())
+        med = _median(runs, threshold)
+        assert med is not None
+        at_least = "" if med[1] else "≥ "
+        starts = [r["start_success"] for r in runs.values()]
+        lows = [r["dip_min_success"] for r in runs.values()]
+        if not offline:
+            dip = "–"
+        elif max(starts) == 0 and max(lows) == 0:
+            dip = "0 %"
+        elif all(low >= start for low, start in zip(lows, starts)):
+            dip = f"{_pct_span(starts)} → never below the start"
+        else:
+            dip = f"{_pct_span(starts)} → {_pct_span(lows)}"
+        lines.append(f"| {label} | {cell} | {at_least}{med[0]:,.0f} | {at_least}{med[0] / ref[0]:.2f} | {dip} |")
+    return "\n".join(lines)
+
+
 def plot(schemes: dict[str, dict[int, dict[str, Any]]], threshold: float, dip_steps: float, path: Path) -> None:
     """Left: env steps to the threshold, one dot per seed (× at the budget: not reached). Right: the dip."""
     import matplotlib

@@ -156,7 +156,7 @@ def _num(x: float | None) -> str:
     """A spread as the page prints it: ``5.0e-5``, ``0.715``, ``0``."""
     if x is None:
         return "–"
-    if x == 0:
+    if abs(x) < 1e-12:  # a spread of identical refits, up to rounding
         return "0"
     if abs(x) >= 0.01:
         return f"{x:#.3g}"
@@ -177,7 +177,8 @@ def docs_table(records: list[dict[str, Any]]) -> str:
             decimals = 3 if not q["std"] else max(3, 1 - math.floor(math.log10(q["std"])))
             fit = f"{q['value']:.{decimals}f}"
         terms = " / ".join(_num(q[t]) for t in ("std_restarts", "std_bootstrap", "std_local"))
-        lines.append(f"| `{key}` | {'— (never acts)' if hidden is None else f'{hidden:g}'} | {fit} | "
+        shown = "— (never acts)" if hidden is None else f"{hidden:g}" if key == "action_delay" else repr(float(hidden))
+        lines.append(f"| `{key}` | {shown} | {fit} | "
                      f"{_num(q['std'])} | {terms} |")
     return "\n".join(lines)
 
