@@ -88,9 +88,7 @@ ROLE: dict[str, str] = {
 _ITEM_2 = "issue 51 item 2: features become extensions registered with the core, and TrainConfig's sections come " \
           "from that registry, so the loop imports no feature"
 TEMPORARY: dict[tuple[str, str], str] = {
-    ("loop", "cotrain"): _ITEM_2,
     ("loop", "hil"): _ITEM_2,
-    ("loop", "rewards"): _ITEM_2,
 }
 
 
@@ -296,7 +294,7 @@ def test_the_walker_sees_lazy_and_type_checking_imports():
     graph = import_graph()
     assert "robot_rl.core.algorithm" in graph["robot_rl.core.config"]  # only under TYPE_CHECKING there
     assert "robot_rl.data.demos" in graph["robot_rl.loop.runner"]  # only inside InProcessRunner._load_demos
-    assert "robot_rl.cotrain.extension" in graph["robot_rl.loop.runner"]  # only inside a method
+    assert "robot_rl.twin.in_training" in graph["robot_rl.twin.extension"]  # only inside methods
     assert "robot_rl.sims.randomize" in graph["robot_rl.sims.base"]  # only inside a nested function
     assert "robot_rl.hardware.teleop" in graph["robot_rl.hil.config"]  # under TYPE_CHECKING and in a method
 

@@ -79,6 +79,10 @@ class RunHandle(Protocol):
         """The training envs of this process (one per actor thread; one spec-only env with actor processes)."""
 
     @property
+    def resumed(self) -> bool:
+        """The run continues from a checkpoint (``--resume``): work done on a fresh run only is skipped."""
+
+    @property
     def remote(self) -> bool:
         """Actors run in other processes (`robot-rl learner`): step hooks are not called here."""
 

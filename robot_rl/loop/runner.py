@@ -49,7 +49,6 @@ from robot_rl.loop.run_context import (
     set_torch_threads,
 )
 from robot_rl.loop.updates import UpdateStrategy, make_updates
-from robot_rl.rewards.wrapper import pop_reward_terms
 from robot_rl.runlog import RunLog
 from robot_rl.sims.randomize import pop_summaries
 
@@ -86,6 +85,7 @@ class InProcessRunner:
                               "transport.type=zmq start `robot-rl learner` and `robot-rl actor`")
         self.cfg = cfg
         self.remote = remote_actors
+        self.resumed = resume
         self.dp = data_parallel
         self.is_main = data_parallel is None or data_parallel.is_main
         self.device = resolve_device(cfg.run.device)
@@ -126,13 +126,6 @@ class InProcessRunner:
         self.driver = LearnerDriver(self.algo, self.spec, self.link, self.device, num_envs_total, self.run_dir,
                                     cfg.replay, resume, f"robot-rl train --resume {self.run_dir}")
         self.learner = self.driver.learner
-        self.cotrain: Any = None
-        if cfg.cotrain.enabled:  # sim–real co-training: stage-1 SFT, then the aux-loss hook on the algorithm
-            from robot_rl.cotrain.extension import CoTraining
-
-            learner = self.learner
-            self.cotrain = CoTraining(cfg.cotrain, self.algo, self.spec, self.device, seed,
-                                      lambda: learner.updates, self.run_dir, resume)
         self.wall_offset = 0.0
         self._ext_state: dict[str, Any] | None = None
         self.evaluator = Evaluator(self.algo, self.eval_env, cfg.loop, seed=seed + 7)
@@ -347,7 +340,6 @@ class InProcessRunner:
             log.info("transport: %s", transport_summary(net))
         self.runlog.scalars(metrics, step, prefix="train/")
         self.runlog.scalars(pop_summaries(self.envs), step, prefix="randomize/")
-        self.runlog.scalars(pop_reward_terms(self.envs), step, prefix="reward/")
         self.runlog.scalars(self.extensions.metrics(), step)
         self.runlog.train_row({"env_steps": step, "wall_s": round(wall, 2), "updates": self.learner.updates,
                                "return": metrics.get("return", ""), "success": metrics.get("success", "")})
@@ -406,8 +398,6 @@ class InProcessRunner:
             m["return"] = float(np.mean(ep_returns))
             m["success"] = float(np.mean(ep_success))
         m.update({k: float(v) for k, v in self.learner.last_stats.items()})
-        if self.cotrain is not None:
-            m.update(self.cotrain.metrics(self.learner.transitions, self.learner.updates))
         return m
 
 
