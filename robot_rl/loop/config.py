@@ -8,17 +8,25 @@ from __future__ import annotations
 
 import typing
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from robot_rl.config_io import apply_overrides, flatten, load_yaml, merge_implied, open_sections, parse_override
 from robot_rl.core.config import ALGOS, TASKS, AlgoConfig, TaskConfig, TransportConfig
 from robot_rl.core.extension import EXTENSIONS, EnvRole, Extension, extension_order, extension_sections
-from robot_rl.hil.config import HILConfig
 from robot_rl.transport.config import InprocTransportConfig
 
 if TYPE_CHECKING:
     from robot_rl.core.env import VecEnv
+
+
+def _section_attr(cfg: Any, name: str) -> Any:
+    """``cfg.<name>`` for an extension's section in ``cfg.extensions``; AttributeError for anything else."""
+    sections = cfg.__dict__.get("extensions") if not name.startswith("__") else None
+    if sections is not None and name in sections:
+        return sections[name]
+    raise AttributeError(f"{type(cfg).__name__} has no attribute or extension section {name!r}")
 
 
 @dataclass
@@ -65,9 +73,13 @@ class LoopConfig:
     docs/recording.md) is loaded; > 1 weights recovery behaviour up."""
     demos_rewind_weight: int = 1
     """Times each demo row labelled *rewind* is loaded (0 leaves the rewinds out)."""
-    hil: HILConfig | None = None
-    """Graded human-in-the-loop schedule (offline demos → return-and-explore → human-guided; docs/rewards.md);
-    null = ordinary training."""
+    extensions: dict[str, Any] = open_sections(partial(extension_sections, "loop"))  # noqa: RUF009 (a field())
+    """The sections of the extensions whose parent is ``loop`` (robot_rl.core.extension), each under its name:
+    ``hil`` (the graded human-in-the-loop schedule, ``loop.hil={…}``; null = ordinary training; docs/rewards.md)."""
+
+    def __getattr__(self, name: str) -> Any:
+        # ``cfg.loop.hil``: an extension's section reads like a fixed field (only called for names not found).
+        return _section_attr(self, name)
 
 
 @dataclass
@@ -150,14 +162,15 @@ class TrainConfig:
 
     def __getattr__(self, name: str) -> Any:
         # ``cfg.viz``: an extension's section reads like a fixed one (only called for names not found otherwise).
-        sections = self.__dict__.get("extensions") if not name.startswith("__") else None
-        if sections is not None and name in sections:
-            return sections[name]
-        raise AttributeError(f"{type(self).__name__} has no attribute or extension section {name!r}")
+        return _section_attr(self, name)
 
     def section(self, name: str) -> Any:
-        """The config section of extension ``name``."""
-        return self.extensions[name]
+        """The config section of extension ``name`` (``loop.hil``'s too)."""
+        return self.sections()[name]
+
+    def sections(self) -> dict[str, Any]:
+        """Every extension's section by name: the top-level ones and those inside a fixed section (``loop.hil``)."""
+        return {**self.extensions, **self.loop.extensions}
 
     def make_env(self, device: Any, seed: int, num_envs: int | None = None, role: EnvRole = "train") -> VecEnv:
         """The task's env as this run's policy meets it: as each extension adapts its task and wraps it.
@@ -180,7 +193,8 @@ class TrainConfig:
 
     def build_extensions(self) -> list[Extension]:
         """The extensions this config switches on, in the order they are called (robot_rl.core.extension)."""
-        built = (EXTENSIONS.get(name).build(self.extensions[name], self) for name in extension_order(self.extensions))
+        sections = self.sections()
+        built = (EXTENSIONS.get(name).build(sections[name], self) for name in extension_order(sections))
         return [ext for ext in built if ext is not None]
 
 

@@ -6,7 +6,7 @@ the transport's :class:`~robot_rl.core.transport.LearnerLink` (built by the conf
 :class:`~robot_rl.loop.learner.Learner` (validate, store, update, publish), an update strategy
 (:mod:`robot_rl.loop.updates`: off-policy actor threads or on-policy rollouts),
 :class:`~robot_rl.loop.evaluator.Evaluator`, checkpoints and resume (:mod:`robot_rl.loop.learner_state`),
-and the optional extensions (co-training, the graded HIL schedule, demonstrations).
+the demonstrations, and the run's extensions (:mod:`robot_rl.loop.extensions`; the runner names none).
 """
 
 from __future__ import annotations
@@ -143,8 +143,6 @@ class InProcessRunner:
                   send_timeout_s=cfg.loop.max_wait_s, stop=self._stop) for i, env in enumerate(self.envs)]
         for a in self.actors:
             a.sync_weights()
-        if cfg.loop.hil is not None:
-            self._attach_hil(cfg.loop.hil)
         self.updates: UpdateStrategy = make_updates(self.learner, self.algo, self.actors, cfg.loop, self._stop,
                                                     self.remote, self.dp)
         self.runlog = RunLog(self.run_dir, [sink for e in ext for sink in e.scalar_sinks(self)])
@@ -234,20 +232,6 @@ class InProcessRunner:
         meta.update(self.extensions.state())  # under each extension's name
         return self.driver.checkpoint(meta)
 
-    def _attach_hil(self, hil: Any) -> None:
-        """One schedule controller per actor; the teleop device (one human) drives actor 0's sub-env 0."""
-        from robot_rl.hil.schedule import HILController, demo_buffer
-
-        if self.algo.on_policy or self.remote:
-            raise ConfigError("loop.hil runs with an off-policy algorithm in `robot-rl train` (e.g. algo=sac)")
-        if hil.offline_updates > 0:
-            demo_buffer(self.learner)  # fail now, not after the actors started
-        for i, a in enumerate(self.actors):
-            a.hil = HILController(hil, a.env, lambda: self.learner.transitions,
-                                  hil.make_device() if i == 0 else None, seed=self.cfg.run.seed + i)
-            if i == 0 and a.hil is not None:
-                self.context.on_close(a.hil.close)
-
     # ---- evaluation -------------------------------------------------------------------------
 
     @property
@@ -298,10 +282,7 @@ class InProcessRunner:
             ev = self.run_eval(0.0)
             state = "after the offline phase" if cfg.offline.data is not None else "untrained"
             progress.print(f"eval @ 0 steps ({state}): success {ev.success_rate:.0%}, return {ev.mean_return:.2f}")
-        if cfg.loop.hil is not None and learner.updates == 0:
-            from robot_rl.hil.schedule import run_offline_phase
-
-            run_offline_phase(learner, cfg.loop.hil.offline_updates)
+        self.extensions.start(self)  # work the actors wait for (the HIL schedule's offline phase)
         self.updates.start()
         episodes = RecentEpisodes()
         last_log = last_ckpt = time.monotonic()
