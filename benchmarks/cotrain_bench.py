@@ -102,7 +102,7 @@ def rl_run(args: argparse.Namespace, data: Path, runs: Path, n: int, seed: int, 
         f"cotrain.sft_real_fraction={args.real_fraction}", f"cotrain.weight={weight}",
         f"cotrain.batch_size={args.aux_batch}"])
     runner = InProcessRunner(cfg)
-    ct = runner.cotrain
+    ct = runner.extensions.active["cotrain"].cotraining
     start_heldout, start_mse = ct.score(ct.heldout), ct.action_error(ct.heldout)
     t0 = time.monotonic()
     result = runner.train()

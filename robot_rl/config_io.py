@@ -37,19 +37,27 @@ C = TypeVar("C")
 _SECTIONS = "robot_rl.sections"
 
 
-def open_sections(provider: Callable[[], dict[str, type]]) -> Any:
+def open_sections(provider: Callable[[], dict[str, Any]]) -> Any:
     """A ``dict[str, Any]`` dataclass field whose entries are sections at the config's top level.
 
     ``provider()`` maps each section name to its dataclass (a registry's, so that a new section needs no edit of
-    the config class); a missing section gets that class's defaults. In YAML and overrides the sections look like
-    any fixed one (``viz: {sink: rerun}``, ``viz.sink=rerun``).
+    the config class); a missing section gets that class's defaults, or None for a section typed ``X | None``
+    (null while off, like an optional fixed section). In YAML and overrides the sections look like any fixed one
+    (``viz: {sink: rerun}``, ``viz.sink=rerun``).
     """
-    return dataclasses.field(default_factory=lambda: {k: cls() for k, cls in provider().items()},
+    return dataclasses.field(default_factory=lambda: {k: _section_default(tp) for k, tp in provider().items()},
                              metadata={_SECTIONS: provider})
 
 
-def _open_fields(cls: type) -> list[tuple[str, Callable[[], dict[str, type]]]]:
+def _open_fields(cls: type) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
     return [(f.name, f.metadata[_SECTIONS]) for f in dataclasses.fields(cls) if _SECTIONS in f.metadata]
+
+
+def _section_default(tp: Any) -> Any:
+    """An open section's value when a config leaves it out: ``X()``, or None for ``X | None``."""
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        return None
+    return tp()
 
 
 def _registry_of(tp: Any) -> Registry[Any] | None:
@@ -195,8 +203,8 @@ def from_dict(cls: type[C], data: dict[str, Any], where: str = "config") -> C:
         names.discard(field_name)
         classes = provider()
         names |= set(classes)
-        data[field_name] = {k: (_coerce(data.pop(k), classes[k], f"{where}.{k}") if k in data else cls())
-                            for k, cls in classes.items()}
+        data[field_name] = {k: (_coerce(data.pop(k), tp, f"{where}.{k}") if k in data else _section_default(tp))
+                            for k, tp in classes.items()}
         hints[field_name] = Any
     unknown = sorted(set(data) - names - {n for n, _ in _open_fields(target)})
     if unknown:
@@ -369,9 +377,19 @@ def describe(cfg: Any, prefix: str = "") -> list[tuple[str, Any, str]]:
         value = getattr(cfg, f.name)
         if _SECTIONS in f.metadata:
             for name, section in value.items():
-                rows.extend(describe(section, f"{prefix}{name}."))
+                if section is None:  # an optional section that is off: one row, its class's summary as the doc
+                    rows.append((f"{prefix}{name}", None, _first_paragraph(f.metadata[_SECTIONS]().get(name))))
+                else:
+                    rows.extend(describe(section, f"{prefix}{name}."))
         elif dataclasses.is_dataclass(value) and not isinstance(value, type):
             rows.extend(describe(value, f"{prefix}{f.name}."))
         else:
             rows.append((f"{prefix}{f.name}", to_dict(value), docs.get(f.name, "")))
     return rows
+
+
+def _first_paragraph(tp: Any) -> str:
+    """The first paragraph of the docstring of ``tp``'s dataclass (``X`` or ``X | None``), on one line."""
+    options = typing.get_args(tp) if typing.get_origin(tp) in (Union, types.UnionType) else (tp,)
+    doc = next((inspect.getdoc(t) for t in options if isinstance(t, type) and dataclasses.is_dataclass(t)), None)
+    return " ".join((doc or "").split("\n\n")[0].split())

@@ -84,14 +84,9 @@ ROLE: dict[str, str] = {
 }
 
 # Edges outside the table that the code still has, each with the work that removes it. The test fails on any edge
-# not in ALLOWED or here, and on an entry here whose edge is gone (delete it then): this list only shrinks.
-_ITEM_2 = "issue 51 item 2: features become extensions registered with the core, and TrainConfig's sections come " \
-          "from that registry, so the loop imports no feature"
-TEMPORARY: dict[tuple[str, str], str] = {
-    ("loop", "cotrain"): _ITEM_2,
-    ("loop", "hil"): _ITEM_2,
-    ("loop", "rewards"): _ITEM_2,
-}
+# not in ALLOWED or here, and on an entry here whose edge is gone (delete it then): this list only shrinks. Empty since
+# issue 51 item 2 made the loop's features extensions (the loop imports no feature package).
+TEMPORARY: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)
@@ -296,7 +291,7 @@ def test_the_walker_sees_lazy_and_type_checking_imports():
     graph = import_graph()
     assert "robot_rl.core.algorithm" in graph["robot_rl.core.config"]  # only under TYPE_CHECKING there
     assert "robot_rl.data.demos" in graph["robot_rl.loop.runner"]  # only inside InProcessRunner._load_demos
-    assert "robot_rl.cotrain.extension" in graph["robot_rl.loop.runner"]  # only inside a method
+    assert "robot_rl.twin.in_training" in graph["robot_rl.twin.extension"]  # only inside methods
     assert "robot_rl.sims.randomize" in graph["robot_rl.sims.base"]  # only inside a nested function
     assert "robot_rl.hardware.teleop" in graph["robot_rl.hil.config"]  # under TYPE_CHECKING and in a method
 

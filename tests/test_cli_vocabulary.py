@@ -17,7 +17,7 @@ from robot_rl.cli.base import Command
 from robot_rl.cli.info import TasksArgs
 from robot_rl.cli.vocabulary import sections_of
 from robot_rl.core.config import ALGOS
-from robot_rl.core.extension import EXTENSIONS
+from robot_rl.core.extension import extension_sections
 from robot_rl.hardware.robot import ROBOTS
 from robot_rl.hardware.teleop import TELEOP_DEVICES
 from robot_rl.loop.config import TrainConfig
@@ -60,7 +60,7 @@ def test_config_train_takes_a_flag_for_every_section_of_the_run_config(capsys):
     assert data["jsrl"]["guide"] == "offline" and data["cotrain"]["weight"] == 0.1
     assert data["loop"]["total_env_steps"] == 1000
     own = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name != "extensions")
-    assert VERBS["train"].config_sections() == (*own, *EXTENSIONS.names())  # the extensions' sections too
+    assert VERBS["train"].config_sections() == (*own, *extension_sections())  # the extensions' sections too
 
 
 def test_deploy_takes_a_flag_for_every_section_of_its_config_and_the_shared_robot_flag(capsys):

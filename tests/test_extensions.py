@@ -15,7 +15,7 @@ import yaml
 from robot_rl.checkpoint import list_checkpoints
 from robot_rl.config_io import from_dict, to_dict
 from robot_rl.core.config import ConfigError
-from robot_rl.core.extension import EXTENSIONS, Extension
+from robot_rl.core.extension import EXTENSIONS, Extension, extension_order
 from robot_rl.loop.config import TrainConfig, resolve_train_config
 from robot_rl.loop.runner import train
 
@@ -61,3 +61,23 @@ def test_a_tiny_train_runs_the_extension_and_checkpoints_its_state(counter: type
     assert yaml.safe_load((tmp_path / "r" / "config.yaml").read_text())["counter"] == {"every": 1}
     meta = json.loads((list_checkpoints(tmp_path / "r")[-1] / "meta.json").read_text())
     assert meta["counter"] >= 400 // 4  # one count per step of actor 0 (4 sub-envs)
+
+
+def test_an_extension_section_inside_loop_is_null_while_off() -> None:
+    # The HIL schedule's section is registered with parent "loop": its keys stay loop.hil.*, null switches it off.
+    cfg = resolve_train_config()
+    assert cfg.loop.hil is None and to_dict(cfg)["loop"]["hil"] is None and "hil" not in to_dict(cfg)
+    assert [type(e).__name__ for e in cfg.build_extensions()] == []
+    on = resolve_train_config(overrides=["loop.hil={}"])
+    assert on.loop.hil.offline_updates == 1000 and on.section("hil") is on.loop.hil  # {} = on, with the defaults
+    assert [type(e).__name__ for e in on.build_extensions()] == ["HILExtension"]
+    assert resolve_train_config(overrides=["loop.hil.return_steps=7"]).loop.hil.return_steps == 7
+    assert from_dict(TrainConfig, to_dict(on)) == on and from_dict(TrainConfig, to_dict(cfg)) == cfg
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) hil for TrainConfig"):
+        resolve_train_config(overrides=["hil.return_steps=7"])  # not a top-level section
+
+
+def test_features_are_called_in_their_order() -> None:
+    # Rewards wrap the env first; co-training's SFT runs before the offline phase; a human's action wins over a guide's.
+    assert extension_order(["viz", "twin", "reward", "offline", "jsrl", "hil", "cotrain"]) == [
+        "reward", "cotrain", "offline", "jsrl", "twin", "viz", "hil"]

@@ -13,6 +13,7 @@ pytest.importorskip("mujoco")
 
 from robot_rl.data.episode import Episode, spec_of
 from robot_rl.data.store import EpisodeStore
+from robot_rl.hil.extension import HILStep
 from robot_rl.human_loop.config import HILConfig
 from robot_rl.human_loop.devices.base import TeleopReading
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
@@ -73,7 +74,7 @@ def test_train_runs_offline_then_return_and_explore_then_human_guided(tmp_path: 
         "loop.hil={offline_updates: 12, return_steps: 120, reset_to_demo_prob: 1.0, device: scripted}"])
     runner = InProcessRunner(cfg)
     actor = runner.actors[0]
-    hil = actor.hil
+    hil = next(h.controller for h in actor.hooks if isinstance(h, HILStep))  # the hil extension's step hook
     assert isinstance(hil, HILController) and hil.returns.supported
     # The "human": steers sub-env 0 straight at its goal for the first 80 reads, then lets go.
     hil.attach_device(ScriptedDevice(lambda i: TeleopReading(

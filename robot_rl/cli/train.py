@@ -24,10 +24,13 @@ from robot_rl.loop.config import TrainConfig, resolve_train_config
 
 
 def train_sections() -> tuple[str, ...]:
-    """The sections of a run's config: TrainConfig's own and each registered extension's (viz, twin, jsrl, …)."""
-    from robot_rl.core.extension import EXTENSIONS
+    """The sections of a run's config: TrainConfig's own and each top-level extension's (viz, twin, jsrl, …).
 
-    return (*(s for s in sections_of(TrainConfig) if s != "extensions"), *EXTENSIONS.names())
+    An extension's section inside a fixed one (``loop.hil``) is set through that one (``--loop.hil.device X``).
+    """
+    from robot_rl.core.extension import extension_sections
+
+    return (*(s for s in sections_of(TrainConfig) if s != "extensions"), *extension_sections())
 
 
 @dataclass

@@ -4,6 +4,9 @@ A run feature (a live view, a twin refit, a guide policy, co-training …) is no
 registers an :class:`ExtensionSpec` under a name: the name is also its config section (``viz.sink=rerun`` sets
 the ``viz`` section, a dataclass of the spec's ``config`` class), and ``build`` makes the feature for one run,
 or returns None when the section leaves it off. The runner iterates over what was built; it never names one.
+A section sits at the config's top level, or inside a fixed section that the spec's ``parent`` names (the HIL
+schedule's is ``loop.hil``, where its keys always were); a ``config`` of ``X | None`` is a section that is null
+while the feature is off (``loop.hil: null``; ``loop.hil={}`` switches it on with X's defaults).
 
 Registration: a module calls :func:`register_extension` at import, and the module is listed under the
 ``robot_rl.extensions`` entry-point group (robot_rl's own ``pyproject.toml`` lists the built-ins; a third-party
@@ -17,6 +20,8 @@ The hooks, in the order a run calls them (every one optional: subclass :class:`B
 * ``attach(run)`` — once the learner and the actors exist (:class:`RunHandle`): add a loss term or a batch source
   to the learner, take checkpointed state, register what to close;
 * ``step_hook(index, actor)`` — a :class:`StepHook` for actor ``index`` (acts before/after the policy);
+* ``start(run)`` — the actors are about to step, after the baseline evaluation: work they wait for (the HIL
+  schedule's updates on demos);
 * ``evaluated(env_steps, success_rate, mean_return)`` — after each evaluation;
 * ``metrics()`` — scalars for the run log, every logging period (keys are prefixed with the section name);
 * ``state()`` — JSON-able state a checkpoint keeps under the extension's name (``load_state`` gets it back on
@@ -77,6 +82,10 @@ class RunHandle(Protocol):
     @property
     def envs(self) -> list[VecEnv]:
         """The training envs of this process (one per actor thread; one spec-only env with actor processes)."""
+
+    @property
+    def resumed(self) -> bool:
+        """The run continues from a checkpoint (``--resume``): work done on a fresh run only is skipped."""
 
     @property
     def remote(self) -> bool:
@@ -142,7 +151,8 @@ class StepHook:
                   intervened: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
         """After the policy: replace ``action`` ``[N, A]``, add per-row ``extras``, mark ``intervened`` ``[N]``.
 
-        ``obs`` is what the policy saw (:meth:`before_act`'s); sub-envs in quarantine get a zero action after.
+        ``obs`` is what the policy saw (:meth:`before_act`'s); sub-envs in quarantine (a non-finite observation) get
+        a zero action after, except those marked ``intervened``: a human's action is sent as it came.
         """
         return action, extras, intervened
 
@@ -179,6 +189,9 @@ class Extension(Protocol):
 
     def step_hook(self, index: int, actor: Any) -> StepHook | None:
         """Hooks for actor ``index``'s step, or None."""
+
+    def start(self, run: RunHandle) -> None:
+        """The actors are about to step (after the baseline evaluation): work they must wait for."""
 
     def metrics(self) -> Mapping[str, float]:
         """Scalars since the last call (logged under ``<name>/``)."""
@@ -220,6 +233,10 @@ class BaseExtension:
         """Default: nothing."""
         return None
 
+    def start(self, run: RunHandle) -> None:
+        """Default: nothing."""
+        return None
+
     def metrics(self) -> Mapping[str, float]:
         """Default: ``{}``."""
         return {}
@@ -242,31 +259,40 @@ class ExtensionSpec:
     """A registered feature: its config section's class and how to build it.
 
     ``build(section, run_config)`` returns the feature for one run, or None when ``section`` leaves it off (the
-    default instance of ``config`` must leave it off). ``run_config`` is the whole ``TrainConfig``. Building is
-    cheap and opens nothing (each env the config makes builds the extensions again to ask ``adapt_task`` and
-    ``wrap_env``); resources are opened in ``attach``. Extensions are called in ``(order, name)`` order.
+    default instance of ``config`` must leave it off; a ``config`` of ``X | None`` defaults to None). ``run_config``
+    is the whole ``TrainConfig``. Building is cheap and opens nothing (each env the config makes builds the
+    extensions again to ask ``adapt_task`` and ``wrap_env``); resources are opened in ``attach``. Extensions are
+    called in ``(order, name)`` order. ``parent``: one of :data:`PARENTS`, where the section sits (``"loop"``:
+    ``loop.<name>``; empty: the top level).
     """
 
     name: str
-    config: type
+    config: Any
     build: Callable[[Any, Any], Extension | None]
     doc: str = ""
     order: int = 0
+    parent: str = ""
 
+
+#: The fixed sections of a run config that hold extension sections besides its top level (``""``).
+PARENTS = ("", "loop")
 
 #: name → :class:`ExtensionSpec`; filled by the modules of the ``robot_rl.extensions`` entry-point group.
 EXTENSIONS: Registry[ExtensionSpec] = Registry("extension", "robot_rl.extensions")
 
 
-def register_extension(name: str, config: type, doc: str = "", order: int = 0) -> Callable[
+def register_extension(name: str, config: Any, doc: str = "", order: int = 0, parent: str = "") -> Callable[
         [Callable[[Any, Any], Extension | None]], Callable[[Any, Any], Extension | None]]:
     """Decorator on a feature's build function: ``@register_extension("viz", VizConfig, "live view")``.
 
     ``order``: extensions with a lower one are called first (the offline phase attaches before a guide loads).
+    ``parent``: the fixed section the config section sits in (``"loop"`` for ``loop.hil``; empty: the top level).
     """
+    if parent not in PARENTS:
+        raise ValueError(f"extension {name!r}: parent {parent!r} holds no extension sections; one of {PARENTS}")
 
     def decorate(build: Callable[[Any, Any], Extension | None]) -> Callable[[Any, Any], Extension | None]:
-        EXTENSIONS.register(name)(ExtensionSpec(name, config, build, doc, order))
+        EXTENSIONS.register(name)(ExtensionSpec(name, config, build, doc, order, parent))
         return build
 
     return decorate
@@ -277,6 +303,10 @@ def extension_order(names: Iterable[str]) -> list[str]:
     return sorted(names, key=lambda n: (EXTENSIONS.get(n).order, n))
 
 
-def extension_sections() -> dict[str, type]:
-    """Section name → config class, for every registered extension (sorted by name)."""
-    return {name: EXTENSIONS.get(name).config for name in EXTENSIONS.names()}
+def extension_sections(parent: str = "") -> dict[str, Any]:
+    """Section name → config class (or ``X | None``) of the extensions whose sections sit in ``parent``, by name.
+
+    ``parent`` empty: the sections at the config's top level.
+    """
+    specs = (EXTENSIONS.get(name) for name in EXTENSIONS.names())
+    return {spec.name: spec.config for spec in specs if spec.parent == parent}

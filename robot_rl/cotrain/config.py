@@ -1,6 +1,7 @@
 """The ``cotrain`` section of a run config, and the λ(t) schedule of the auxiliary loss.
 
-Kept free of torch: ``robot_rl/loop/config.py`` imports this module.
+Kept free of torch (the CLI lists its keys); the ``cotrain`` extension (:mod:`robot_rl.cotrain.extension`) registers
+it as a run config's section.
 """
 
 from __future__ import annotations

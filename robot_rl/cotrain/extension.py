@@ -1,24 +1,27 @@
-"""Co-training as an extension of any learner: what the runner attaches when ``cotrain.real_dataset`` is set.
+"""Co-training as an extension of any learner: the ``cotrain`` extension, on when ``cotrain.real_dataset`` is set.
 
 :class:`CoTraining` loads and aligns the real (and sim) demonstrations, runs stage 1 (SFT warm start on
 the mix) on a fresh run, attaches the stage-2 hook (:class:`~robot_rl.cotrain.aux.AuxLoss`) to the
 algorithm, and reports ``cotrain/lambda``, ``cotrain/aux_loss`` and ``cotrain/heldout_loss`` and
 ``cotrain/heldout_action_mse`` (the supervised loss, and the squared error of the deterministic actions, on
-held-out real episodes: how much of the real data the RL forgets) with the
-learner's metrics, also appended to ``<run>/cotrain.csv``.
+held-out real episodes: how much of the real data the RL forgets) every logging period, also appended to
+``<run>/cotrain.csv``. :class:`CotrainExtension` is what a run attaches (before the offline phase, as stage 1 comes
+first).
 """
 
 from __future__ import annotations
 
 import csv
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from robot_rl.core.algorithm import Algorithm, Policy
 from robot_rl.core.config import ConfigError
+from robot_rl.core.extension import BaseExtension, RunHandle, register_extension
 from robot_rl.core.specs import EnvSpec
 from robot_rl.cotrain.aux import AuxLoss, supervised, supervised_loss
 from robot_rl.cotrain.config import CotrainConfig
@@ -103,3 +106,36 @@ class CoTraining:
         """Remove the hook from the algorithm (plain RL from here on)."""
         if self.algo.aux_hook is self.hook:
             self.algo.aux_hook = None
+
+
+class CotrainExtension(BaseExtension):
+    """Builds :class:`CoTraining` when the run meets its extensions; its scalars every logging period."""
+
+    def __init__(self, section: CotrainConfig, run_cfg: Any) -> None:
+        self.section = section
+        self.seed = int(run_cfg.run.seed)
+        self.cotraining: CoTraining | None = None
+        self.run: RunHandle | None = None
+
+    def attach(self, run: RunHandle) -> None:
+        """Load the demonstrations, run stage 1 on a fresh run (the actors then get its weights), hook stage 2 in."""
+        learner = run.learner
+        self.cotraining = CoTraining(self.section, run.algo, run.spec, run.device, self.seed,
+                                     lambda: int(learner.updates), run.run_dir, run.resumed)
+        if self.cotraining.sft_losses:
+            run.publish()
+        self.run = run
+
+    def metrics(self) -> Mapping[str, float]:
+        """``lambda``, ``aux_loss``, ``real_train_loss``, ``heldout_loss``, ``heldout_action_mse`` (``cotrain/…``)."""
+        if self.cotraining is None or self.run is None:
+            return {}
+        out = self.cotraining.metrics(self.run.env_steps(), int(self.run.learner.updates))
+        return {k.removeprefix("cotrain/"): v for k, v in out.items()}
+
+
+@register_extension("cotrain", CotrainConfig, "sim–real co-training (RL-Co): stage-1 SFT on real + sim demos, then "
+                                              "λ·supervised loss on real demos (docs/cotraining.md)", order=-20)
+def build(section: CotrainConfig, run_cfg: Any) -> CotrainExtension | None:
+    """The extension when ``cotrain.real_dataset`` is set, else None."""
+    return CotrainExtension(section, run_cfg) if section.enabled else None

@@ -1,4 +1,4 @@
-"""The graded human-in-the-loop schedule's configs (torch-free, so :mod:`robot_rl.loop.config` can hold them).
+"""The graded human-in-the-loop schedule's configs (torch-free: the CLI lists their keys).
 
 The machinery that runs them is :mod:`robot_rl.hil.schedule`.
 """
@@ -58,10 +58,11 @@ class HILSchedule:
 
 @dataclass
 class HILConfig:
-    """``loop.hil``: run `robot-rl train` through the graded schedule (null = ordinary training).
+    """Graded human-in-the-loop schedule (offline demos → return-and-explore → human-guided); null = ordinary training.
 
-    Phases: ``offline_updates`` learner updates from the demo buffer only (needs ``loop.demos_path``
-    and a demo buffer, e.g. ``algo.demo_ratio=0.5``; actors wait), then ``return_steps`` env steps
+    ``loop.hil`` runs `robot-rl train` through it (docs/rewards.md; the section of the ``hil`` extension,
+    robot_rl.hil.extension). Phases: ``offline_updates`` learner updates from the demo buffer only (needs
+    ``loop.demos_path`` and a demo buffer, e.g. ``algo.demo_ratio=0.5``; actors wait), then ``return_steps`` env steps
     of return-and-explore, then human-guided exploration for the rest of the run. From the end of
     the offline phase on, a teleop ``device`` (if set) may take over sub-env 0 (the one a person
     watches; a real robot's only one); its steps are flagged ``intervened``, and the states of its

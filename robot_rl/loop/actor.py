@@ -16,7 +16,6 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
@@ -58,8 +57,6 @@ class Actor:
         self.max_staleness = max_staleness
         self.stale_pauses = 0
         self.stale_s = 0.0
-        #: Optional :class:`~robot_rl.hil.schedule.HILController`: teleop takeover, demo-state resets.
-        self.hil: Any = None
         #: The run's extensions' hooks in this actor's step (robot_rl.core.extension), in their order.
         self.hooks: list[StepHook] = []
         self.episodes = EpisodeStats()
@@ -142,14 +139,14 @@ class Actor:
         intervened = torch.zeros(n, dtype=torch.bool, device=env.device)
         for hook in self.hooks:
             action, extras, intervened = hook.after_act(safe_obs, action, extras, intervened)
-        action = torch.where(self._bcast(self._quarantined, action), torch.zeros_like(action), action)
-        if self.hil is not None:
-            action, intervened = self.hil.act(obs, action)
+        # Quarantined sub-envs get a zero action, unless a human took over (their action is sent as it came).
+        zero = self._quarantined & ~intervened if self.hooks else self._quarantined  # no hooks: none intervened
+        action = torch.where(self._bcast(zero, action), torch.zeros_like(action), action)
         result = env.step(action)
         done = result.terminated | result.truncated
         final_obs = result.info.get("final_obs", result.obs)
         next_obs = {k: torch.where(self._bcast(done, v), final_obs[k], v) for k, v in result.obs.items()}
-        reward = result.reward if self.hil is None else self.hil.reward(result.reward)
+        reward = result.reward
         for hook in self.hooks:
             reward = hook.reward(reward)
         batch = TransitionBatch(
@@ -176,7 +173,7 @@ class Actor:
         # Sub-envs with a non-finite fresh observation stay quarantined until they finish an episode.
         self._quarantined = (self._quarantined & ~done) | ~finite_obs_rows(result.obs, n) | (
             ~torch.isfinite(result.reward) & ~done)
-        self._obs = result.obs if self.hil is None else self.hil.after_step(result)
+        self._obs = result.obs
         for hook in self.hooks:
             self._obs = hook.next_obs(result, self._obs)
         self.env_steps += n

@@ -1,4 +1,4 @@
-"""A whole run's config: task, algorithm, loop, transport, replay, run, co-training, reward and viz sections.
+"""A whole run's config: task, algorithm, loop, transport, replay and run sections, and each extension's section.
 
 Resolution order for ``robot-rl train``: defaults of the chosen task and algorithm → the task's preset for
 that algorithm → ``--config FILE.yaml`` → dotted overrides (``algo.batch_size=512``).
@@ -8,19 +8,25 @@ from __future__ import annotations
 
 import typing
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from robot_rl.config_io import apply_overrides, flatten, load_yaml, merge_implied, open_sections, parse_override
-from robot_rl.core.config import ALGOS, TASKS, AlgoConfig, DiscountedConfig, TaskConfig, TransportConfig
-from robot_rl.core.extension import EXTENSIONS, Extension, extension_order, extension_sections
-from robot_rl.cotrain.config import CotrainConfig
-from robot_rl.hil.config import HILConfig
-from robot_rl.rewards.train_config import EnvRole, RewardModelsConfig
+from robot_rl.core.config import ALGOS, TASKS, AlgoConfig, TaskConfig, TransportConfig
+from robot_rl.core.extension import EXTENSIONS, EnvRole, Extension, extension_order, extension_sections
 from robot_rl.transport.config import InprocTransportConfig
 
 if TYPE_CHECKING:
     from robot_rl.core.env import VecEnv
+
+
+def _section_attr(cfg: Any, name: str) -> Any:
+    """``cfg.<name>`` for an extension's section in ``cfg.extensions``; AttributeError for anything else."""
+    sections = cfg.__dict__.get("extensions") if not name.startswith("__") else None
+    if sections is not None and name in sections:
+        return sections[name]
+    raise AttributeError(f"{type(cfg).__name__} has no attribute or extension section {name!r}")
 
 
 @dataclass
@@ -67,9 +73,13 @@ class LoopConfig:
     docs/recording.md) is loaded; > 1 weights recovery behaviour up."""
     demos_rewind_weight: int = 1
     """Times each demo row labelled *rewind* is loaded (0 leaves the rewinds out)."""
-    hil: HILConfig | None = None
-    """Graded human-in-the-loop schedule (offline demos → return-and-explore → human-guided; docs/rewards.md);
-    null = ordinary training."""
+    extensions: dict[str, Any] = open_sections(partial(extension_sections, "loop"))  # noqa: RUF009 (a field())
+    """The sections of the extensions whose parent is ``loop`` (robot_rl.core.extension), each under its name:
+    ``hil`` (the graded human-in-the-loop schedule, ``loop.hil={…}``; null = ordinary training; docs/rewards.md)."""
+
+    def __getattr__(self, name: str) -> Any:
+        # ``cfg.loop.hil``: an extension's section reads like a fixed field (only called for names not found).
+        return _section_attr(self, name)
 
 
 @dataclass
@@ -140,35 +150,33 @@ class TrainConfig:
     transport: TransportConfig = field(default_factory=InprocTransportConfig)
     run: RunConfig = field(default_factory=RunConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
-    cotrain: CotrainConfig = field(default_factory=CotrainConfig)
-    """Sim–real co-training (RL-Co; docs/cotraining.md): on when ``cotrain.real_dataset`` is set."""
-    reward: RewardModelsConfig = field(default_factory=RewardModelsConfig)
-    """Learned rewards in the training envs (success classifier, PRM shaping) and the keys the policy sees
-    (docs/rewards.md); off by default."""
     extensions: dict[str, Any] = open_sections(extension_sections)  # noqa: RUF009 (a field(), built once)
     """The sections of the registered extensions (robot_rl.core.extension), each at the top level under its name:
-    ``offline`` (pre-training on recorded data before the online run, ``--offline DATA``; docs/offline-to-online.md),
-    ``jsrl`` (a guide policy acts first in each episode, ``jsrl.guide=RUN_DIR`` or ``offline``;
-    docs/offline-to-online.md), ``twin`` (train in a twin fitted by `robot-rl twin fit`, ``twin.file=twin.json``,
-    and refit it while training; docs/real2sim.md), ``viz`` (live view in Rerun, ``--viz rerun``;
-    docs/visualisation.md) … (`robot-rl config train` lists them)."""
+    ``cotrain`` (sim–real co-training, RL-Co, on when ``cotrain.real_dataset`` is set; docs/cotraining.md),
+    ``reward`` (learned rewards in the training envs, success classifier and PRM shaping, and the keys the policy
+    sees; docs/rewards.md), ``offline`` (pre-training on recorded data before the online run, ``--offline DATA``;
+    docs/offline-to-online.md), ``jsrl`` (a guide policy acts first in each episode, ``jsrl.guide=RUN_DIR`` or
+    ``offline``; docs/offline-to-online.md), ``twin`` (train in a twin fitted by `robot-rl twin fit`,
+    ``twin.file=twin.json``, and refit it while training; docs/real2sim.md), ``viz`` (live view in Rerun, ``--viz
+    rerun``; docs/visualisation.md) … (`robot-rl config train` lists them)."""
 
     def __getattr__(self, name: str) -> Any:
         # ``cfg.viz``: an extension's section reads like a fixed one (only called for names not found otherwise).
-        sections = self.__dict__.get("extensions") if not name.startswith("__") else None
-        if sections is not None and name in sections:
-            return sections[name]
-        raise AttributeError(f"{type(self).__name__} has no attribute or extension section {name!r}")
+        return _section_attr(self, name)
 
     def section(self, name: str) -> Any:
-        """The config section of extension ``name``."""
-        return self.extensions[name]
+        """The config section of extension ``name`` (``loop.hil``'s too)."""
+        return self.sections()[name]
+
+    def sections(self) -> dict[str, Any]:
+        """Every extension's section by name: the top-level ones and those inside a fixed section (``loop.hil``)."""
+        return {**self.extensions, **self.loop.extensions}
 
     def make_env(self, device: Any, seed: int, num_envs: int | None = None, role: EnvRole = "train") -> VecEnv:
-        """The task's env as this run's policy meets it: with the ``reward`` section applied.
+        """The task's env as this run's policy meets it: as each extension adapts its task and wraps it.
 
-        ``role="train"``: the reward models wrap it; ``"eval"``: only the policy's observation keys (evaluation
-        scores the env's own success).
+        ``role="train"`` or ``"eval"``: e.g. the ``reward`` extension puts its models around a training env only, and
+        the policy's observation keys on both (evaluation scores the env's own success).
         """
         extensions = self.build_extensions()
         task = self.task
@@ -176,8 +184,6 @@ class TrainConfig:
             task = ext.adapt_task(task)
         env = task.make(device, seed, num_envs=num_envs)
         try:
-            if self.reward.active:
-                env = self.reward.wrap(env, role, self.algo.gamma if isinstance(self.algo, DiscountedConfig) else None)
             for ext in extensions:
                 env = ext.wrap_env(env, role)
         except BaseException:
@@ -187,7 +193,8 @@ class TrainConfig:
 
     def build_extensions(self) -> list[Extension]:
         """The extensions this config switches on, in the order they are called (robot_rl.core.extension)."""
-        built = (EXTENSIONS.get(name).build(self.extensions[name], self) for name in extension_order(self.extensions))
+        sections = self.sections()
+        built = (EXTENSIONS.get(name).build(sections[name], self) for name in extension_order(sections))
         return [ext for ext in built if ext is not None]
 
 

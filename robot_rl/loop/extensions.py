@@ -13,8 +13,9 @@ class RunExtensions:
 
     def __init__(self, cfg: Any) -> None:
         self.active: dict[str, Extension] = {}
-        for name in extension_order(cfg.extensions):
-            ext = EXTENSIONS.get(name).build(cfg.extensions[name], cfg)
+        sections = cfg.sections()
+        for name in extension_order(sections):
+            ext = EXTENSIONS.get(name).build(sections[name], cfg)
             if ext is not None:
                 self.active[name] = ext
 
@@ -36,6 +37,11 @@ class RunExtensions:
                 hook = ext.step_hook(i, actor)
                 if hook is not None:
                     actor.hooks.append(hook)
+
+    def start(self, run: RunHandle) -> None:
+        """The actors are about to step: each extension's work they wait for."""
+        for ext in self.active.values():
+            ext.start(run)
 
     def metrics(self) -> dict[str, float]:
         """Every extension's scalars since the last call, as ``<name>/<key>``."""

@@ -6,7 +6,7 @@ the transport's :class:`~robot_rl.core.transport.LearnerLink` (built by the conf
 :class:`~robot_rl.loop.learner.Learner` (validate, store, update, publish), an update strategy
 (:mod:`robot_rl.loop.updates`: off-policy actor threads or on-policy rollouts),
 :class:`~robot_rl.loop.evaluator.Evaluator`, checkpoints and resume (:mod:`robot_rl.loop.learner_state`),
-and the optional extensions (co-training, the graded HIL schedule, demonstrations).
+the demonstrations, and the run's extensions (:mod:`robot_rl.loop.extensions`; the runner names none).
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ from robot_rl.loop.run_context import (
     set_torch_threads,
 )
 from robot_rl.loop.updates import UpdateStrategy, make_updates
-from robot_rl.rewards.wrapper import pop_reward_terms
 from robot_rl.runlog import RunLog
 from robot_rl.sims.randomize import pop_summaries
 
@@ -86,6 +85,7 @@ class InProcessRunner:
                               "transport.type=zmq start `robot-rl learner` and `robot-rl actor`")
         self.cfg = cfg
         self.remote = remote_actors
+        self.resumed = resume
         self.dp = data_parallel
         self.is_main = data_parallel is None or data_parallel.is_main
         self.device = resolve_device(cfg.run.device)
@@ -126,13 +126,6 @@ class InProcessRunner:
         self.driver = LearnerDriver(self.algo, self.spec, self.link, self.device, num_envs_total, self.run_dir,
                                     cfg.replay, resume, f"robot-rl train --resume {self.run_dir}")
         self.learner = self.driver.learner
-        self.cotrain: Any = None
-        if cfg.cotrain.enabled:  # sim–real co-training: stage-1 SFT, then the aux-loss hook on the algorithm
-            from robot_rl.cotrain.extension import CoTraining
-
-            learner = self.learner
-            self.cotrain = CoTraining(cfg.cotrain, self.algo, self.spec, self.device, seed,
-                                      lambda: learner.updates, self.run_dir, resume)
         self.wall_offset = 0.0
         self._ext_state: dict[str, Any] | None = None
         self.evaluator = Evaluator(self.algo, self.eval_env, cfg.loop, seed=seed + 7)
@@ -150,8 +143,6 @@ class InProcessRunner:
                   send_timeout_s=cfg.loop.max_wait_s, stop=self._stop) for i, env in enumerate(self.envs)]
         for a in self.actors:
             a.sync_weights()
-        if cfg.loop.hil is not None:
-            self._attach_hil(cfg.loop.hil)
         self.updates: UpdateStrategy = make_updates(self.learner, self.algo, self.actors, cfg.loop, self._stop,
                                                     self.remote, self.dp)
         self.runlog = RunLog(self.run_dir, [sink for e in ext for sink in e.scalar_sinks(self)])
@@ -241,20 +232,6 @@ class InProcessRunner:
         meta.update(self.extensions.state())  # under each extension's name
         return self.driver.checkpoint(meta)
 
-    def _attach_hil(self, hil: Any) -> None:
-        """One schedule controller per actor; the teleop device (one human) drives actor 0's sub-env 0."""
-        from robot_rl.hil.schedule import HILController, demo_buffer
-
-        if self.algo.on_policy or self.remote:
-            raise ConfigError("loop.hil runs with an off-policy algorithm in `robot-rl train` (e.g. algo=sac)")
-        if hil.offline_updates > 0:
-            demo_buffer(self.learner)  # fail now, not after the actors started
-        for i, a in enumerate(self.actors):
-            a.hil = HILController(hil, a.env, lambda: self.learner.transitions,
-                                  hil.make_device() if i == 0 else None, seed=self.cfg.run.seed + i)
-            if i == 0 and a.hil is not None:
-                self.context.on_close(a.hil.close)
-
     # ---- evaluation -------------------------------------------------------------------------
 
     @property
@@ -305,10 +282,7 @@ class InProcessRunner:
             ev = self.run_eval(0.0)
             state = "after the offline phase" if cfg.offline.data is not None else "untrained"
             progress.print(f"eval @ 0 steps ({state}): success {ev.success_rate:.0%}, return {ev.mean_return:.2f}")
-        if cfg.loop.hil is not None and learner.updates == 0:
-            from robot_rl.hil.schedule import run_offline_phase
-
-            run_offline_phase(learner, cfg.loop.hil.offline_updates)
+        self.extensions.start(self)  # work the actors wait for (the HIL schedule's offline phase)
         self.updates.start()
         episodes = RecentEpisodes()
         last_log = last_ckpt = time.monotonic()
@@ -347,7 +321,6 @@ class InProcessRunner:
             log.info("transport: %s", transport_summary(net))
         self.runlog.scalars(metrics, step, prefix="train/")
         self.runlog.scalars(pop_summaries(self.envs), step, prefix="randomize/")
-        self.runlog.scalars(pop_reward_terms(self.envs), step, prefix="reward/")
         self.runlog.scalars(self.extensions.metrics(), step)
         self.runlog.train_row({"env_steps": step, "wall_s": round(wall, 2), "updates": self.learner.updates,
                                "return": metrics.get("return", ""), "success": metrics.get("success", "")})
@@ -406,8 +379,6 @@ class InProcessRunner:
             m["return"] = float(np.mean(ep_returns))
             m["success"] = float(np.mean(ep_success))
         m.update({k: float(v) for k, v in self.learner.last_stats.items()})
-        if self.cotrain is not None:
-            m.update(self.cotrain.metrics(self.learner.transitions, self.learner.updates))
         return m
 
 

@@ -4,8 +4,8 @@
 ``reward.prm``: a process reward model adds potential-based shaping; ``reward.policy_keys``: the
 observation keys the policy sees, for a state policy beside camera-based reward models. Each model is
 a local directory (``robot-rl reward train-classifier`` / ``train-prm``) or the address of a
-``robot-rl reward serve`` process. Torch-free at import, so :mod:`robot_rl.loop.config` can hold it; the
-wrappers are built by :meth:`RewardModelsConfig.wrap`.
+``robot-rl reward serve`` process. The section is registered by :mod:`robot_rl.rewards.extension`, which wraps
+the run's envs with :meth:`RewardModelsConfig.wrap`; this module stays torch-free (the CLI lists its keys).
 """
 
 from __future__ import annotations
