@@ -18,6 +18,7 @@ benchmarks/RESULTS*.md.
     python benchmarks/report.py --check      # what CI runs: exit 1, with a diff, when a table differs from its files
     python benchmarks/report.py --write      # rewrite every marked table from its files
     python benchmarks/report.py --unbacked   # the markdown tables that no marker covers, by page, and their count
+                                             # (exit 1 when there is one: CI runs it too)
 
 A table that is not a measurement (settings, a file layout) carries ``<!-- reference table: what it is -->`` on
 the line before it and is not listed by --unbacked.
@@ -283,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
                       "from what its files give, and a line for each marker that cannot be built (CI runs this)")
     mode.add_argument("--write", action="store_true", help="rewrite every marked table from its files")
     mode.add_argument("--unbacked", action="store_true", help="list the markdown tables outside any marker, by page "
-                      "and line, and their total (what still lacks a result file behind it)")
+                      "and line, and their total (what still lacks a result file behind it); exit 1 if there is one")
     parser.add_argument("--files", nargs="+", metavar="PAGE", help="only these pages (paths relative to --root)")
     parser.add_argument("--root", type=Path, default=ROOT, help="the repository (default: this one)")
     parser.add_argument("--traceback", action="store_true", help="print the traceback of a render function that fails")
@@ -296,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
                 total += len(starts)
                 print(f"{path.relative_to(root)}: {len(starts)} ({', '.join(map(str, starts))})")
             print(f"{total} tables without a marker")
-            return 0
+            return 1 if total else 0  # CI runs it: a figure without its result file fails
         out = run(root, args.files, write=args.write, tracebacks=args.traceback)
     except TableError as e:
         print(f"error: {e}", file=sys.stderr)
