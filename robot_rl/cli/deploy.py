@@ -199,7 +199,7 @@ def actor_summary(cfg: Any, report: Any, safety: Any, interrupted: bool) -> str:
         estop += f"; reward audit: {asked} questions of {cfg.audit.budget}, {no} answered 'not a success'"
     if report.unacked_chunks or report.dropped_chunks:
         estop += (f"; LOST: {report.unacked_chunks} chunks the learner never acknowledged, "
-                  f"{report.dropped_chunks} dropped on a full outbox")
+                  f"{report.dropped_chunks} never sent (the learner stopped answering)")
     stopped = " (stopped by a signal; the running episode dropped)" if interrupted else ""
     return (f"{len(report.episodes)} episodes{stopped}: success {report.success_rate:.0%} ({report.split()}), "
             f"mean intervention rate {(sum(rates) / len(rates) if rates else 0.0):.0%}, policy "

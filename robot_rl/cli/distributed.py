@@ -103,7 +103,8 @@ class ActorArgs(Command):
         report = run_actor(self.resolved_config(), self.actor_id, self.max_env_steps)
         print(f"actor {self.actor_id}: {report.env_steps:,} env steps, {report.chunks_acked}/{report.chunks_sent} "
               f"chunks acknowledged, {report.unacked} unacknowledged, {report.dropped_chunks} dropped, "
-              f"weights v{report.policy_version}, {report.stale_pauses} stale pauses, {report.overruns} overruns; "
+              f"weights v{report.policy_version}, {report.stale_pauses} stale pauses, {report.overruns} overruns, "
+              f"{report.backlog_s:.0f}s paused for the learner; "
               f"{report.stop_reason.replace('_', ' ')}", flush=True)
         return 0
 

@@ -89,8 +89,11 @@ class TransportConfig:
         """The learner's side, listening; acknowledgements (where the transport has them) wait for ``confirm``."""
         raise NotImplementedError
 
-    def connect_actor(self, spec: EnvSpec, actor_id: int) -> RemoteActorEndpoint:
-        """An actor process's endpoint, connected to the learner (transports with ``in_process = False``)."""
+    def connect_actor(self, spec: EnvSpec, actor_id: int, num_envs: int = 1) -> RemoteActorEndpoint:
+        """An actor process's endpoint, connected to the learner (transports with ``in_process = False``).
+
+        ``num_envs``: the actor's env count, its share of the learner against the other actors.
+        """
         raise NotImplementedError
 
 

@@ -213,6 +213,51 @@ class VersionAwareEndpoint(Protocol):
     learner_version: int
 
 
+@dataclass
+class LinkState:
+    """What an actor process's endpoint knows of its learner: whether it answers, and what waits on it."""
+
+    address: str
+    connected: bool
+    silent_s: float
+    """Seconds since anything came from the learner (its I/O thread heartbeats even while its loop is busy)."""
+    unacked: int
+    """Chunks sent and not yet acknowledged (in memory or spilled)."""
+    learner_version: int
+    """The newest weight version the learner announced (-1: none yet)."""
+
+    def describe(self) -> str:
+        """``the learner at tcp://…: last heard 0.3s ago, 512 chunks unacknowledged, weights v12``."""
+        heard = f"last heard {self.silent_s:.1f}s ago" + ("" if self.connected else ", not connected")
+        version = f", weights v{self.learner_version}" if self.learner_version >= 0 else ""
+        return f"the learner at {self.address}: {heard}, {self.unacked} chunks unacknowledged{version}"
+
+
+@runtime_checkable
+class LinkStateEndpoint(Protocol):
+    """An actor endpoint that can say whether its learner answers: a slow learner is waited for, a silent one not."""
+
+    def link_state(self) -> LinkState:
+        """The learner as this endpoint sees it now."""
+        ...
+
+
+@runtime_checkable
+class DropCountingEndpoint(Protocol):
+    """An actor endpoint that tells its learner the transitions its actor dropped (``loop.on_backlog=drop``).
+
+    The learner's status line and run summary then show them.
+    """
+
+    def count_dropped(self, transitions: int) -> None:
+        """Add ``transitions`` to the dropped count the learner hears of."""
+        ...
+
+
+class LearnerUnreachable(TimeoutError):
+    """An actor waited for a learner that stopped answering (dead, stopped or cut off), not for a slow one."""
+
+
 class HandshakeRefused(RuntimeError, UserError):
     """The learner refused this actor at connect time (spec mismatch, key not allowed): waiting cannot help."""
 

@@ -13,8 +13,9 @@ One control loop at a fixed rate (:class:`~robot_rl.core.rate.RateLoop`). Each t
 4. the action goes through the safety layer (its events are counted and shown) to the robot.
 
 ``mode="eval"`` scores ``episodes`` episodes. ``mode="learn"`` makes the loop an actor: transitions (with
-``intervened`` per step and the policy version) go to a learner over ZeroMQ in small chunks, never blocking the
-loop, and newer weights are picked up between ticks after a check on recorded observations (``WeightGate``).
+``intervened`` per step and the policy version) go to a learner over ZeroMQ in small chunks, never blocking the loop
+nor dropped (:mod:`~robot_rl.human_loop.deploy_outbox`); newer weights are picked up between ticks after a check on
+recorded observations (``WeightGate``).
 The learner samples intervened rows 50/50 (:mod:`~robot_rl.human_loop.hil_learner`).
 """
 
@@ -47,6 +48,7 @@ from robot_rl.human_loop.deploy_config import (  # noqa: F401 - re-exported: the
     DeployConfig,
     set_deploy_threads,
 )
+from robot_rl.human_loop.deploy_outbox import KeptChunks
 from robot_rl.human_loop.deploy_policy import load_run_policy, policy_act_fn  # noqa: F401 - load_run_policy: API
 from robot_rl.human_loop.deploy_report import DeployReport, EpisodeRecord, intervention_runs
 from robot_rl.human_loop.help_desk import OperatorLink
@@ -93,8 +95,9 @@ class Deployer:
         self.episodes: list[EpisodeRecord] = []
         self.steps = 0
         self.chunks_sent = 0
-        self.dropped_chunks = 0
+        self.dropped_chunks = 0  # kept chunks never handed to the transport (the run ended with the learner gone)
         self.unacked_chunks = 0
+        self.kept = KeptChunks()  # chunks the transport's outbox had no room for: sent later, never dropped
         self._rows: list[dict[str, Any]] = []
         self.last_source = "policy"
         self.interrupted = False
@@ -174,7 +177,7 @@ class Deployer:
             self.flush()
 
     def flush(self) -> None:
-        """Send the collected rows as one chunk (a full outbox drops it, counted; the loop never waits)."""
+        """Send the collected rows as one chunk (a full outbox keeps it for later; the loop never waits)."""
         if not self._rows:
             return
         rows, self._rows = self._rows, []
@@ -182,12 +185,7 @@ class Deployer:
             self.collected.extend(rows)
         if self.endpoint is None:
             return
-        batch = rows_to_batch(rows)
-        if self.endpoint.send(batch, 0.0):
-            self.chunks_sent += 1
-        else:
-            self.dropped_chunks += 1
-            log.warning("deploy: the transport's outbox is full; %d transitions dropped", len(rows))
+        self.chunks_sent += self.kept.hand_over(self.endpoint, rows_to_batch(rows))
 
     # ---- the loop -------------------------------------------------------------------------------
 
@@ -337,6 +335,7 @@ class Deployer:
                 if self.cfg.mode == "learn" and self.version <= 0:
                     self.wait_first_weights()
                 while not self.stop.is_set() and (self.cfg.episodes == 0 or i < self.cfg.episodes):
+                    self.chunks_sent += self.kept.wait_sent(self.endpoint, self.stop, self.cfg.max_wait_s)  # held
                     self._show(i, self.run_episode(i).steps)  # the finished episode counted: the last frame is right
                     i += 1
         except KeyboardInterrupt:
@@ -364,7 +363,8 @@ class Deployer:
         deadline = time.monotonic() + self.cfg.drain_s
         told = False
         try:
-            while (left := self.endpoint.unacked()) and time.monotonic() < deadline:
+            while (left := self.endpoint.unacked() + len(self.kept)) and time.monotonic() < deadline:
+                self.chunks_sent += self.kept.offer(self.endpoint)
                 if not told:
                     log.warning("deploy: waiting up to %.0fs for the learner to acknowledge %d chunks",
                                 self.cfg.drain_s, left)
@@ -372,9 +372,9 @@ class Deployer:
                 time.sleep(0.05)
         except KeyboardInterrupt:
             log.warning("deploy: stopped waiting for the learner's acknowledgements")
-        self.unacked_chunks = self.endpoint.unacked()
-        if self.unacked_chunks:
-            log.warning("deploy: %d chunks were not acknowledged by the learner and are lost", self.unacked_chunks)
+        self.unacked_chunks, self.dropped_chunks = self.endpoint.unacked(), len(self.kept)
+        if self.unacked_chunks or self.dropped_chunks:
+            log.warning("deploy: %d chunks unacked, %d never sent: lost", self.unacked_chunks, self.dropped_chunks)
         return self.unacked_chunks
 
     def report(self) -> DeployReport:

@@ -95,7 +95,7 @@ class DeployConfig:
     rearm_on_reset: bool = True
     """Re-arm a tripped watchdog when a new episode starts (an e-stop always needs a manual reset)."""
     max_wait_s: float = 60.0
-    """Deadline for the learner's first weights."""
+    """Deadline for the learner's first weights, and on a silent learner while the robot waits (between episodes)."""
     drain_s: float = 30.0
     """Learn mode, at the end of the run: wait up to this long for the learner to acknowledge every chunk sent
     (a learner restarting after a crash gets them then); what is still unacknowledged is reported as lost."""

@@ -56,6 +56,8 @@ class DeployReport:
     weights_rejected: int
     chunks_sent: int
     dropped_chunks: int
+    """Learn mode: chunks never handed to the transport: kept for a learner that stopped answering (while it answers,
+    none is dropped: the robot pauses between episodes instead; :mod:`~robot_rl.human_loop.deploy_outbox`)."""
     unacked_chunks: int = 0
     """Learn mode: chunks the learner had not acknowledged when the run ended (lost)."""
 

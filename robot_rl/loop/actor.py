@@ -8,6 +8,12 @@ With ``max_staleness`` it stops exploring while its weights are more than that m
 the newest the learner announced (``endpoint.learner_version``, from the ZeroMQ heartbeats): it does
 not step the env (a simulator pauses; a real robot receives no new command, and its safety layer's
 watchdog holds it) until fresh weights arrive. Pauses are counted and logged.
+
+A learner that takes chunks more slowly than the actor makes them slows the actor down (``on_backlog="wait"``, the
+default): ``send`` waits, so the env pauses, for as long as the learner answers; a learner that stops answering
+(silent for ``send_timeout_s``: dead, stopped or cut off) ends the wait with :class:`LearnerUnreachable`, which
+names what the actor knows of it. ``on_backlog="drop"`` (simulators that must not pause) drops a chunk the learner
+has not taken within ``send_timeout_s``, counts it and tells the learner.
 """
 
 from __future__ import annotations
@@ -23,9 +29,21 @@ from robot_rl.core.algorithm import Policy
 from robot_rl.core.env import VecEnv
 from robot_rl.core.extension import StepHook, StepView
 from robot_rl.core.transition import TransitionBatch, finite_obs_rows
-from robot_rl.core.transport import ActorEndpoint, RemoteActorEndpoint, VersionAwareEndpoint, wait_first_weights
+from robot_rl.core.transport import (
+    ActorEndpoint,
+    DropCountingEndpoint,
+    LearnerUnreachable,
+    LinkStateEndpoint,
+    RemoteActorEndpoint,
+    VersionAwareEndpoint,
+    wait_first_weights,
+)
 
 log = logging.getLogger(__name__)
+
+BACKLOG_POLICIES = ("wait", "drop")
+#: A wait for the learner to take a chunk is logged once it has lasted this long, then every this long again.
+BACKLOG_NOTICE_S = 10.0
 
 
 @dataclass
@@ -42,7 +60,9 @@ class Actor:
 
     def __init__(self, env: VecEnv, policy: Policy, endpoint: ActorEndpoint, seed: int = 0,
                  send_timeout_s: float = 60.0, stop: threading.Event | None = None,
-                 max_staleness: int | None = None) -> None:
+                 max_staleness: int | None = None, on_backlog: str = "wait") -> None:
+        if on_backlog not in BACKLOG_POLICIES:
+            raise ValueError(f"on_backlog {on_backlog!r}; valid: {list(BACKLOG_POLICIES)}")
         self.env = env
         self.policy = policy
         self.endpoint = endpoint
@@ -51,7 +71,10 @@ class Actor:
         self.stop = stop or threading.Event()
         self.env_steps = 0
         self.nonfinite_rows = 0
+        self.on_backlog = on_backlog
         self.dropped_batches = 0
+        self.dropped_transitions = 0  # on_backlog="drop" only
+        self.backlog_s = 0.0  # time spent waiting for the learner to take a chunk (the env paused)
         #: A monotonic time after which a blocked send gives up (a stop's grace time); None: only the timeout.
         self.send_cutoff: float | None = None
         self.max_staleness = max_staleness
@@ -183,21 +206,61 @@ class Actor:
         return batch
 
     def _send(self, batch: TransitionBatch) -> None:
+        """Hand ``batch`` over; under back-pressure wait (``on_backlog``) or drop it (counted)."""
         # Wait in short slices so that a stop request is honoured promptly even when the queue is full.
-        deadline = time.monotonic() + self.send_timeout_s
-        while not self.stop.is_set():
-            if self.learner_finished():
-                return  # the run is over: nobody will store it (the actor's loop ends before its next step)
-            if self.send_cutoff is not None:
-                deadline = min(deadline, self.send_cutoff)
-            if self.endpoint.send(batch, min(0.1, max(deadline - time.monotonic(), 0.0))):
-                return
-            if time.monotonic() >= deadline:
-                break
-        self.dropped_batches += 1
-        if not self.stop.is_set():
-            log.warning("actor %d: learner did not take a batch within %.0fs; %d transitions dropped",
-                        self.endpoint.actor_id, self.send_timeout_s, len(batch))
+        start = time.monotonic()
+        told = start
+        drop_at = start + self.send_timeout_s if self.on_backlog == "drop" else float("inf")
+        try:
+            while not self.stop.is_set():
+                if self.learner_finished():
+                    return  # the run is over: nobody will store it (the actor's loop ends before its next step)
+                now = time.monotonic()
+                cutoff = min(drop_at, self.send_cutoff if self.send_cutoff is not None else float("inf"))
+                if self.endpoint.send(batch, min(0.1, max(cutoff - now, 0.0))):
+                    return
+                now = time.monotonic()
+                if now >= cutoff:
+                    break
+                if self.on_backlog == "wait":  # with drop, a silent learner's chunks are dropped (and counted)
+                    self._check_learner_alive(now - start)
+                if now - told >= BACKLOG_NOTICE_S:
+                    told = now
+                    log.warning("actor %d: the learner is behind; waiting %.0fs so far to hand over a chunk, the env "
+                                "paused (loop.on_backlog=wait); %s", self.endpoint.actor_id, now - start,
+                                self._learner_state())
+        finally:
+            self.backlog_s += time.monotonic() - start
+        self.dropped_batches += 1  # reported by `robot-rl actor`, with the chunks its endpoint gave up on
+        if time.monotonic() < drop_at:
+            return  # a stop came while it waited: the chunk in hand is not delivered (its grace time ran out)
+        self.dropped_transitions += len(batch)
+        if isinstance(self.endpoint, DropCountingEndpoint):
+            self.endpoint.count_dropped(len(batch))
+        log.warning("actor %d: the learner did not take a chunk within %.0fs: %d transitions dropped "
+                    "(loop.on_backlog=drop; %d dropped so far)", self.endpoint.actor_id, self.send_timeout_s,
+                    len(batch), self.dropped_transitions)
+
+    def _check_learner_alive(self, waited_s: float) -> None:
+        """Raise :class:`LearnerUnreachable` once the learner has been silent for ``send_timeout_s``.
+
+        A slow learner, one that still answers, is waited for as long as it takes.
+        """
+        if not isinstance(self.endpoint, LinkStateEndpoint):
+            return  # an in-process learner: it lives as long as this thread's process does
+        state = self.endpoint.link_state()
+        if state.silent_s >= self.send_timeout_s:
+            raise LearnerUnreachable(
+                f"actor {self.endpoint.actor_id}: {state.describe()}; it has not answered for {state.silent_s:.0f}s "
+                f"(loop.max_wait_s={self.send_timeout_s:.0f}) while this actor waited {waited_s:.0f}s to hand over a "
+                "chunk; this actor stops, and its unacknowledged chunks end with it. Is the learner running and "
+                "reachable? Start it again (`robot-rl learner --resume RUN_DIR`), or raise loop.max_wait_s to wait "
+                "longer for it.")
+
+    def _learner_state(self) -> str:
+        if isinstance(self.endpoint, LinkStateEndpoint):
+            return self.endpoint.link_state().describe()
+        return "an in-process learner"
 
     @staticmethod
     def _bcast(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:

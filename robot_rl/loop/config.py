@@ -54,7 +54,14 @@ class LoopConfig:
     remote_actors: int = 1
     """`robot-rl learner` with an on-policy algorithm: actor processes whose envs fill one rollout."""
     max_wait_s: float = 60.0
-    """Deadline on any wait for data or weights; exceeding it is an error, never a silent hang."""
+    """Deadline on any wait for data or weights; exceeding it is an error, never a silent hang. An actor waiting
+    for a backlogged learner to take a chunk waits as long as the learner answers; a learner silent this long is
+    the error."""
+    on_backlog: Literal["wait", "drop"] = "wait"
+    """When the learner takes chunks more slowly than an actor makes them: ``wait`` (the actor's env pauses until
+    the learner catches up; nothing is dropped) or ``drop`` (simulators that must not pause: a chunk the learner has
+    not taken within ``max_wait_s`` is dropped, counted on the actor, the learner's status line and the summary).
+    A real robot (`robot-rl deploy`) never drops (docs/distributed.md, Back-pressure)."""
     max_staleness: int | None = None
     """Actors stop exploring (pause the sim, hold the robot) while their weights are more than this many
     versions behind the learner's newest; counted and logged (``null``: never)."""

@@ -88,9 +88,12 @@ class TrainProgress:
 def transport_summary(m: dict[str, float]) -> str:
     """One line of a learner endpoint's ``metrics()``: rates, queues, acks pending, rejects.
 
-    Per actor: transitions per second, weight lag and duplicates dropped.
+    Per actor: transitions per second, share of them, weight lag, duplicates dropped and transitions the actor
+    dropped (``loop.on_backlog=drop``); the window's fairness (Jain's index per env).
     """
     rejects = {k.split("/", 1)[1]: int(v) for k, v in m.items() if k.startswith("rejects/") and v}
+    shares = {k.split("/", 1)[1]: v for k, v in m.items() if k.startswith("share/")}
+    dropped = {k.split("/", 1)[1]: int(v) for k, v in m.items() if k.startswith("dropped/") and v}
     lags = {k.split("/", 1)[1]: int(v) for k, v in m.items() if k.startswith("weight_lag/")}
     rates = {k.split("/", 1)[1]: v for k, v in m.items() if k.startswith("transitions_per_s/")}
     dups = {k.split("/", 1)[1]: int(v) for k, v in m.items() if k.startswith("duplicates/") and v}
@@ -99,6 +102,12 @@ def transport_summary(m: dict[str, float]) -> str:
              f"actors {int(m.get('actors', 0))}"]
     if rates:
         parts.append("tr/s per actor " + ",".join(f"{a.removeprefix('actor')}:{v:,.0f}" for a, v in rates.items()))
+    if shares:
+        parts.append("share " + ",".join(f"{a.removeprefix('actor')}:{v:.0%}" for a, v in shares.items()))
+    if "fairness" in m:
+        parts.append(f"fairness {m['fairness']:.2f}")
+    if dropped:
+        parts.append("DROPPED " + ",".join(f"{a.removeprefix('actor')}:{v}" for a, v in dropped.items()))
     if lags:
         parts.append("lag " + ",".join(f"{a.removeprefix('actor')}:{v}" for a, v in lags.items()))
     if dups:
@@ -106,6 +115,16 @@ def transport_summary(m: dict[str, float]) -> str:
     if rejects:
         parts.append("rejects " + ",".join(f"{k}={v}" for k, v in rejects.items()))
     return "  ".join(parts)
+
+
+def actor_totals(m: dict[str, float]) -> dict[str, dict[str, int]]:
+    """Per actor, from a learner endpoint's ``metrics()``: transitions accepted and transitions the actor dropped."""
+    out: dict[str, dict[str, int]] = {}
+    for key, v in m.items():
+        kind, _, actor = key.partition("/")
+        if kind in ("transitions", "dropped") and actor.startswith("actor"):
+            out.setdefault(actor.removeprefix("actor"), {"transitions": 0, "dropped": 0})[kind] = int(v)
+    return out
 
 
 def short_metrics(metrics: dict[str, float]) -> dict[str, Any]:
@@ -120,6 +139,11 @@ def short_metrics(metrics: dict[str, float]) -> dict[str, Any]:
         out["net"] = (f"{metrics['transport/transitions_per_s']:,.0f}tr/s "
                       f"{metrics['transport/mb_per_s']:.1f}MB/s acks {metrics['transport/acks_pending']:.0f} "
                       f"lag {metrics['transport/weight_lag_max']:.0f} rej {rejects:.0f}")
+        if "transport/fairness" in metrics:
+            out["net"] += f" fair {metrics['transport/fairness']:.2f}"
+        dropped = sum(v for k, v in metrics.items() if k.startswith("transport/dropped/"))
+        if dropped:
+            out["net"] += f" DROPPED {dropped:,.0f}tr"
     return out
 
 

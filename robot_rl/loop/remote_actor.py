@@ -32,6 +32,8 @@ class ActorReport:
     overruns: int
     stop_reason: str = "max_env_steps"
     drained: bool = True
+    backlog_s: float = 0.0
+    """Seconds the env paused because the learner had not taken its chunks yet (``loop.on_backlog=wait``)."""
 
 
 def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None,
@@ -53,9 +55,9 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None,
     env = cfg.make_env(device, seed)
     # The policy alone (no critics, no optimisers); its weights arrive from the learner before the first step.
     policy = cfg.algo.build_policy(env.spec, device, seed)
-    endpoint = cfg.transport.connect_actor(env.spec, actor_id)
+    endpoint = cfg.transport.connect_actor(env.spec, actor_id, num_envs=env.num_envs)
     actor = Actor(env, policy, endpoint, seed=seed, send_timeout_s=cfg.loop.max_wait_s,
-                  max_staleness=cfg.loop.max_staleness)
+                  max_staleness=cfg.loop.max_staleness, on_backlog=cfg.loop.on_backlog)
     # loop.actor_hz paces the loop like deploy's and record's (absolute deadlines, overruns counted); 0 = unpaced.
     rate = RateLoop(cfg.loop.actor_hz) if cfg.loop.actor_hz > 0 else None
     grace = cfg.loop.stop_grace_s
@@ -80,7 +82,7 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None,
             log.info("actor %d: %s", actor_id, rate.stats().summary())
     return ActorReport(actor.env_steps, endpoint.stats.batches_sent, endpoint.acked, endpoint.unacked(),
                        actor.policy_version, actor.nonfinite_rows, actor.dropped_batches + endpoint.dropped(),
-                       actor.stale_pauses, rate.overruns if rate is not None else 0, reason, drained)
+                       actor.stale_pauses, rate.overruns if rate is not None else 0, reason, drained, actor.backlog_s)
 
 
 def _act(cfg: TrainConfig, actor: Actor, actor_id: int, max_env_steps: int | None, rate: RateLoop | None,

@@ -39,7 +39,7 @@ from robot_rl.loop.evaluator import Evaluator
 from robot_rl.loop.extensions import RunExtensions
 from robot_rl.loop.learner_driver import LearnerDriver
 from robot_rl.loop.learner_state import check_resumable
-from robot_rl.loop.progress import RecentEpisodes, TrainProgress, short_metrics, transport_summary
+from robot_rl.loop.progress import RecentEpisodes, TrainProgress, actor_totals, short_metrics, transport_summary
 from robot_rl.loop.run_context import (
     RunContext,
     load_run_config,
@@ -140,7 +140,8 @@ class InProcessRunner:
         self._stop = threading.Event()
         self.actors = [] if self.remote else [
             Actor(env, self.algo.make_policy(), self.link.local_actor(i), seed=env_seed(seed, self.dp) + i,
-                  send_timeout_s=cfg.loop.max_wait_s, stop=self._stop) for i, env in enumerate(self.envs)]
+                  send_timeout_s=cfg.loop.max_wait_s, stop=self._stop, on_backlog=cfg.loop.on_backlog)
+            for i, env in enumerate(self.envs)]
         for a in self.actors:
             a.sync_weights()
         self.updates: UpdateStrategy = make_updates(self.learner, self.algo, self.actors, cfg.loop, self._stop,
@@ -354,10 +355,18 @@ class InProcessRunner:
             "nonfinite_rows_dropped": sum(a.nonfinite_rows for a in self.actors),
             "discarded_rollouts": self.updates.discarded_rollouts, "cut_actor_sessions": learner.cut_sessions,
             "rejected_batches": dict(learner.endpoint.stats.rejected),
+            "actors": self._actor_totals(),
             "learning_curve": str(curve) if curve else None,
         })
         self.context.close()
         return result
+
+    def _actor_totals(self) -> dict[str, dict[str, int]]:
+        """Per actor: transitions the learner accepted (actor processes) and those it dropped (on_backlog=drop)."""
+        totals = actor_totals(self.link.metrics())
+        for a in self.actors:  # threads of this process
+            totals.setdefault(str(a.endpoint.actor_id), {})["dropped"] = a.dropped_transitions
+        return totals
 
     def _stop_on_disk_full(self, error: DiskFullError, wall: float) -> None:
         """Try one last checkpoint, release everything, and raise a clear error naming the good checkpoint."""

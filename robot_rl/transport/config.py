@@ -25,7 +25,7 @@ class InprocTransportConfig(TransportConfig):
 
         return InprocLink(InprocTransport(self.max_queued_batches))
 
-    def connect_actor(self, spec: EnvSpec, actor_id: int) -> RemoteActorEndpoint:
+    def connect_actor(self, spec: EnvSpec, actor_id: int, num_envs: int = 1) -> RemoteActorEndpoint:
         """In-process actors are threads of the learner: there is nothing to connect to."""
         raise ConfigError("transport.type=inproc has no actor processes: `robot-rl train` runs the actors as "
                           "threads; for `robot-rl actor` use transport.type=zmq")
@@ -48,7 +48,8 @@ class ZmqTransportConfig(TransportConfig):
     outbox_size: int = 256
     """Chunks an actor keeps until acknowledged; when full, sends wait (the sampler is paced)."""
     inbox_size: int = 64
-    """Validated chunks the learner holds before its loop takes them (unacknowledged beyond)."""
+    """Validated chunks the learner holds per actor before its loop takes them (unacknowledged beyond); the loop
+    takes from the actors' inboxes in turn, by env count (docs/distributed.md, Sharing the learner)."""
     server_secret_key: str | None = None
     """Learner: its CURVE `.key_secret` file; turns on encryption and authentication."""
     allowed_clients_dir: str | None = None
@@ -74,11 +75,11 @@ class ZmqTransportConfig(TransportConfig):
 
         return ZmqLink(ZmqLearnerEndpoint(self.address, spec, ZmqSettings.from_config(self, ack_after="confirm")))
 
-    def connect_actor(self, spec: EnvSpec, actor_id: int) -> RemoteActorEndpoint:
-        """Connect to the learner at ``address`` as actor ``actor_id``."""
+    def connect_actor(self, spec: EnvSpec, actor_id: int, num_envs: int = 1) -> RemoteActorEndpoint:
+        """Connect to the learner at ``address`` as actor ``actor_id`` with ``num_envs`` envs (its share)."""
         from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
-        return ZmqActorEndpoint(self.address, actor_id, spec, ZmqSettings.from_config(self))
+        return ZmqActorEndpoint(self.address, actor_id, spec, ZmqSettings.from_config(self), num_envs=num_envs)
 
 
 class InprocLink:

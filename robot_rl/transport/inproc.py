@@ -1,17 +1,18 @@
 """In-process transport: bounded queues between actor threads and the learner thread.
 
-The transition queue is bounded (``max_queued_batches``) so a slow learner paces the actors
-instead of growing memory without limit. Weights are a single "latest" slot: publishing replaces
-it, so a stalled actor always jumps straight to the newest version.
+Each actor thread has its own bounded queue (``max_queued_batches``), so a slow learner paces the actors
+instead of growing memory without limit, and the learner takes from the queues in turn
+(:mod:`~robot_rl.transport.fair_inbox`), so one actor thread cannot crowd out another. Weights are a single
+"latest" slot: publishing replaces it, so a stalled actor always jumps straight to the newest version.
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.core.transport import TransportStats, VersionedWeights
+from robot_rl.transport.fair_inbox import FairInbox
 
 
 class InprocTransport:
@@ -20,7 +21,8 @@ class InprocTransport:
     def __init__(self, max_queued_batches: int = 8) -> None:
         if max_queued_batches < 1:
             raise ValueError("max_queued_batches must be >= 1")
-        self._queue: queue.Queue[TransitionBatch] = queue.Queue(maxsize=max_queued_batches)
+        # In-process actors step copies of one env (the same env count): one chunk each per turn.
+        self._queue: FairInbox[TransitionBatch] = FairInbox(max_queued_batches)
         self._weights: VersionedWeights | None = None
         self._cond = threading.Condition()
         self.stats = TransportStats()
@@ -46,9 +48,7 @@ class InprocActorEndpoint:
         """Queue a batch, stamping actor id and sequence number."""
         batch.actor_id = self.actor_id
         batch.seq = self._seq
-        try:
-            self._t._queue.put(batch, timeout=timeout_s)
-        except queue.Full:
+        if not self._t._queue.put(str(self.actor_id), batch, 1, 1, timeout_s):
             self._t.stats.send_timeouts += 1
             return False
         self._seq += 1
@@ -79,10 +79,10 @@ class InprocLearnerEndpoint:
 
     def recv(self, timeout_s: float) -> TransitionBatch | None:
         """Next batch or ``None`` after the deadline (``timeout_s == 0`` polls)."""
-        try:
-            batch = self._t._queue.get(timeout=timeout_s) if timeout_s > 0 else self._t._queue.get_nowait()
-        except queue.Empty:
+        got = self._t._queue.get(timeout_s)
+        if got is None:
             return None
+        batch = got[1]
         self.stats.batches_received += 1
         self.stats.transitions_received += len(batch)
         return batch
@@ -95,4 +95,4 @@ class InprocLearnerEndpoint:
 
     def pending(self) -> int:
         """Queue depth."""
-        return self._t._queue.qsize()
+        return len(self._t._queue)

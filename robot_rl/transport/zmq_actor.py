@@ -21,7 +21,7 @@ import zmq
 
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import TransitionBatch
-from robot_rl.core.transport import TransportStats, VersionedWeights
+from robot_rl.core.transport import LinkState, TransportStats, VersionedWeights
 from robot_rl.transport.codec import WireError, decode, encode
 from robot_rl.transport.spill import SpillStore
 from robot_rl.transport.transition_codec import encode_transitions
@@ -50,8 +50,10 @@ def _owned_copy(batch: TransitionBatch) -> TransitionBatch:
 class ZmqActorEndpoint:
     """Actor side: ``send`` (never blocks on the network), ``poll_weights``/``wait_weights``."""
 
-    def __init__(self, address: str, actor_id: int, spec: EnvSpec, settings: ZmqSettings | None = None) -> None:
+    def __init__(self, address: str, actor_id: int, spec: EnvSpec, settings: ZmqSettings | None = None,
+                 num_envs: int = 1) -> None:
         self.actor_id = actor_id
+        self.num_envs = num_envs  # said in the hello: the learner shares itself among actors by env count
         self.spec = spec
         self.settings = s = settings or ZmqSettings()
         self.session = uuid.uuid4().hex[:12]
@@ -78,6 +80,8 @@ class ZmqActorEndpoint:
         self.bytes_sent = 0
         #: The newest weight version the learner says it has published (from its heartbeats).
         self.learner_version = -1
+        self.heard_at = time.monotonic()  # when anything last came from the learner (a reconnect does not reset it)
+        self.dropped_transitions = 0  # by the actor (loop.on_backlog=drop); its heartbeats tell the learner
         self._stop = threading.Event()
         self._waker = Waker()  # a sent chunk leaves at once, not at the I/O thread's next poll
         self._thread = threading.Thread(target=self._io_loop, name=f"zmq-actor-{actor_id}-io", daemon=True)
@@ -124,6 +128,15 @@ class ZmqActorEndpoint:
         """Chunks given up on (spill budget exhausted or spill file unreadable); each was logged."""
         return self.spill.dropped + self.spill.corrupt if self.spill is not None else 0
 
+    def count_dropped(self, transitions: int) -> None:
+        """The actor dropped ``transitions`` it could not hand over (``loop.on_backlog=drop``); the learner hears."""
+        self.dropped_transitions += transitions
+
+    def link_state(self) -> LinkState:
+        """Whether the learner answers, and what waits on it (:class:`~robot_rl.core.transport.LinkState`)."""
+        return LinkState(self.address, self.connected.is_set(), time.monotonic() - self.heard_at, self.unacked(),
+                         self.learner_version)
+
     def close(self) -> None:
         """Say goodbye, stop the I/O thread (unacknowledged chunks are reported, not silently dropped)."""
         self._stop.set()
@@ -151,7 +164,7 @@ class ZmqActorEndpoint:
     def _hello(self) -> list[Any]:
         return encode("hello", self.session, 0, meta={
             "actor_id": self.actor_id, "session": self.session, "spec": self.spec.to_dict(),
-            "resume_seq": self._floor()})
+            "resume_seq": self._floor(), "num_envs": self.num_envs})
 
     def _connect(self) -> zmq.Socket[Any]:
         sock = self._ctx.socket(zmq.DEALER)
@@ -244,7 +257,8 @@ class ZmqActorEndpoint:
                 version = self._weights.version if self._weights is not None else -1
                 try:
                     sock.send_multipart(encode("heartbeat", self.session, 0,
-                                               meta={"version": version, "floor": self._floor()}),
+                                               meta={"version": version, "floor": self._floor(),
+                                                     "dropped": self.dropped_transitions}),
                                         flags=zmq.NOBLOCK)
                 except zmq.Again:
                     pass
@@ -266,7 +280,7 @@ class ZmqActorEndpoint:
                     received = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
                 except zmq.Again:
                     break
-                last_heard = time.monotonic()
+                last_heard = self.heard_at = time.monotonic()
                 try:
                     msg = decode([f.buffer for f in received], s.limits)
                 except WireError as e:

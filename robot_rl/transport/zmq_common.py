@@ -49,6 +49,10 @@ class ZmqSettings:
     #: env or camera driver that reuses its buffers cannot change a chunk after it was sent (its CRC
     #: would stop matching and every resend be rejected). Turn off only for envs that return fresh tensors.
     copy_on_send: bool = True
+    #: Learner: each actor session has its own inbox of ``inbox_size`` chunks, taken in turn by env count
+    #: (:mod:`~robot_rl.transport.fair_inbox`). False: one inbox shared by all, first come first served: the
+    #: transport before issue 52, where a flooding actor could starve another (``benchmarks/actor_fairness.py``'s peer).
+    fair_service: bool = True
 
     def __post_init__(self) -> None:
         if self.outbox_policy not in OUTBOX_POLICIES:

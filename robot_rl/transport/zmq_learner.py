@@ -25,6 +25,7 @@ from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.core.transport import CutSession, TransportStats, VersionedWeights
 from robot_rl.transport.codec import WireError, decode, encode, unpack_header
+from robot_rl.transport.fair_inbox import jain_index
 from robot_rl.transport.peer_monitor import PeerMonitor
 from robot_rl.transport.transition_codec import TransitionPlan, decode_transitions
 from robot_rl.transport.zmq_common import (
@@ -82,6 +83,8 @@ class ZmqLearnerEndpoint:
         self._finished: str | None = None  # why the run ended, once finish() said so
         self._bye_pending = False
         self._last_actor_transitions: dict[int, int] = {}  # per actor, at the last metrics()
+        #: Per actor session: (actor id, transitions its actor dropped, loop.on_backlog=drop), from its heartbeats.
+        self._dropped: dict[str, tuple[int, int]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._io_loop, name="zmq-learner-io", daemon=True)
         self._thread.start()
@@ -144,7 +147,9 @@ class ZmqLearnerEndpoint:
     def metrics(self) -> dict[str, float]:
         """Rates since the previous call, queue depths, acks pending, rejects by reason, and per actor.
 
-        Per actor: transitions per second, weight lag, and resent chunks dropped as duplicates.
+        Per actor: transitions per second, its share of them, transitions in all, weight lag, resent chunks dropped
+        as duplicates and transitions its actor dropped (``loop.on_backlog=drop``). ``fairness``: Jain's index of the
+        connected actors' transitions per env since the previous call (1: each env served alike).
         """
         now = time.monotonic()
         t0, n0, b0 = self._last_metrics
@@ -164,7 +169,23 @@ class ZmqLearnerEndpoint:
         out.update({f"rejects/{k}": float(v) for k, v in sorted(self.stats.rejected.items())})
         out.update({f"weight_lag/actor{a}": float(v) for a, v in sorted(lag.items())})
         out.update({f"transitions_per_s/actor{a}": (v - before.get(a, 0)) / dt for a, v in sorted(per_actor.items())})
+        out.update(self._shares(per_actor, before, lag))
         out.update({f"duplicates/actor{a}": float(v) for a, v in sorted(self._ledger.actor_duplicates.items())})
+        return out
+
+    def _shares(self, per_actor: dict[int, int], before: dict[int, int], connected: dict[int, int]) -> dict[str, float]:
+        """Each actor's share of the transitions since the last call, its totals, and the window's fairness."""
+        window = {a: v - before.get(a, 0) for a, v in per_actor.items()}
+        total = sum(window.values())
+        out = {f"share/actor{a}": v / total for a, v in sorted(window.items()) if total}
+        out.update({f"transitions/actor{a}": float(v) for a, v in sorted(per_actor.items())})
+        dropped: dict[int, int] = {}
+        for actor, n in list(self._dropped.values()):
+            dropped[actor] = dropped.get(actor, 0) + n
+        out.update({f"dropped/actor{a}": float(v) for a, v in sorted(dropped.items())})
+        weights = self._ledger.actor_weights
+        if total and connected:
+            out["fairness"] = jain_index([window.get(a, 0) / weights.get(a, 1) for a in connected])
         return out
 
     def pop_cut_sessions(self) -> list[CutSession]:
@@ -361,9 +382,11 @@ class ZmqLearnerEndpoint:
             info["dead"] = False
             log.info("actor %d is back", info["actor_id"])
         if kind == "heartbeat":
-            version, floor = meta.get("version"), meta.get("floor")
+            version, floor, dropped = meta.get("version"), meta.get("floor"), meta.get("dropped")
             if isinstance(version, int):
                 info["version"] = version
+            if isinstance(dropped, int) and dropped >= 0 and header.get("session") == info["session"]:
+                self._dropped[info["session"]] = (info["actor_id"], dropped)
             if isinstance(floor, int) and header.get("session") == info["session"]:
                 self._ledger.skip_to(info["actor_id"], info["session"], floor)
             return
@@ -400,7 +423,9 @@ class ZmqLearnerEndpoint:
             self._reject("handshake", str(e))
             self._send(peer, encode("welcome", self.session, 0, meta={"ok": False, "error": str(e)}))
             return
-        self._ledger.open_session(actor_id, session, resume_seq)
+        num_envs = meta.get("num_envs", 1)  # absent from older actors: an equal share
+        self._ledger.open_session(actor_id, session, resume_seq,
+                                  num_envs if isinstance(num_envs, int) and num_envs > 0 else 1)
         for p, info in list(self._peers.items()):  # the same actor on a new connection replaces the old one
             if info["actor_id"] == actor_id and p != peer:
                 self._peers.pop(p)

@@ -2,10 +2,11 @@
 
 Per actor session a :class:`SessionLedger` delivers chunks exactly once and in sequence order (a chunk
 that arrives ahead of a missing one waits for it, up to ``4 · inbox_size`` of them), moves them into
-the inbox while it has room, acknowledges a chunk once the learner holds it (``ack_after=recv``), once
-the learner says it is stored (``ack_after=confirm``) or once that is durable (``ack_after=durable``,
-:meth:`SessionLedger.flush_acks`), and keeps the acknowledged sequence numbers as a small window per
-session (:class:`~robot_rl.transport.zmq_common.SeqWindow`) for the checkpoint.
+the session's own inbox while it has room (the learner takes from the inboxes in turn, weighted by each
+actor's env count: :mod:`~robot_rl.transport.fair_inbox`), acknowledges a chunk once the learner holds it
+(``ack_after=recv``), once the learner says it is stored (``ack_after=confirm``) or once that is durable
+(``ack_after=durable``, :meth:`SessionLedger.flush_acks`), and keeps the acknowledged sequence numbers as a small
+window per session (:class:`~robot_rl.transport.zmq_common.SeqWindow`) for the checkpoint.
 
 It owns no socket: :class:`~robot_rl.transport.zmq_learner.ZmqLearnerEndpoint`'s I/O thread feeds it
 (``duplicate``, ``deliver``, ``open_session``, ``skip_to``, ``release_waiting``) and sends what it
@@ -25,6 +26,7 @@ from typing import Any
 
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.core.transport import CutSession, TransportStats
+from robot_rl.transport.fair_inbox import FairInbox
 from robot_rl.transport.zmq_common import SeqWindow, ZmqSettings
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,7 @@ _MAX_SESSIONS = 4096  # acknowledged windows kept (oldest sessions forgotten fir
 @dataclass
 class _Session:
     actor_id: int
+    weight: int = 1  # the actor's env count: its share of the learner
     next_seq: int = 0  # every seq below was delivered to the inbox
     ahead: dict[int, tuple[bytes, TransitionBatch, int]] | None = None  # seq → (peer, batch, bytes)
 
@@ -50,8 +53,9 @@ class SessionLedger:
         self.settings = settings
         self.stats = stats
         self._wake = wake
-        #: Delivered chunks, in sequence order per session: ``(peer, session, batch, bytes)``.
-        self.inbox: queue.Queue[tuple[bytes, str, TransitionBatch, int]] = queue.Queue(settings.inbox_size)
+        #: Delivered chunks, per session in sequence order, taken in turn: ``(peer, batch, bytes)``.
+        self.inbox: FairInbox[tuple[bytes, TransitionBatch, int]] = FairInbox(settings.inbox_size,
+                                                                              settings.fair_service)
         #: Acknowledgements for the I/O thread to send: ``(peer, session, seq)``.
         self.acks: queue.Queue[tuple[bytes, str, int]] = queue.Queue()
         #: "Held" notices: chunks the learner has but has not stored yet (its inbox is full, it is behind). The
@@ -68,6 +72,8 @@ class SessionLedger:
         self.bytes_received = 0
         #: Per actor id: transitions handed to the learner, and resent chunks dropped as already stored.
         self.actor_transitions: Counter[int] = Counter()
+        #: Per actor id: its env count (its hello's ``num_envs``), the weight of its share.
+        self.actor_weights: dict[int, int] = {}
         self.actor_duplicates: Counter[int] = Counter()
 
     # ---- the learner's side -------------------------------------------------------------------
@@ -76,12 +82,10 @@ class SessionLedger:
         """The next validated, de-duplicated batch (per actor session in sequence order)."""
         deadline = time.monotonic() + timeout_s
         while True:
-            try:
-                left = deadline - time.monotonic()
-                item = self.inbox.get(timeout=left) if left > 0 else self.inbox.get_nowait()
-            except queue.Empty:
+            got = self.inbox.get(deadline - time.monotonic())
+            if got is None:
                 return None
-            peer, session, batch, _ = item
+            session, (peer, batch, _), freed = got
             with self._lock:
                 self._in_inbox[session] -= 1
                 # Checked again here: a restarted learner loads its stored windows (checkpoint, replay
@@ -90,7 +94,7 @@ class SessionLedger:
                 durable = stored and (session, batch.seq) not in self._unflushed
                 if not stored:
                     self._unconfirmed[id(batch)] = (batch, peer, session)
-            if self.inbox.qsize() == self.settings.inbox_size - 1:
+            if freed:
                 self._wake()  # it was full: chunks held for room can move in now
             if not stored:
                 break
@@ -137,12 +141,12 @@ class SessionLedger:
 
     def pending(self) -> int:
         """Batches delivered and not yet taken by the learner."""
-        return self.inbox.qsize()
+        return len(self.inbox)
 
     def acks_pending(self) -> int:
         """Batches received (held, or taken and not yet confirmed) that the actors wait to hear about."""
         with self._lock:
-            return self.inbox.qsize() + len(self._unconfirmed) + len(self._unflushed)
+            return len(self.inbox) + len(self._unconfirmed) + len(self._unflushed)
 
     def held_ahead(self) -> int:
         """Chunks held because one before them in their session is missing."""
@@ -205,7 +209,7 @@ class SessionLedger:
 
     def duplicate(self, peer: bytes, actor_id: int, session: str, seq: int) -> bool:
         """Count and drop a chunk already stored, delivered or held (checked before decoding its arrays)."""
-        state = self._sessions.setdefault(session, _Session(actor_id))
+        state = self._sessions.setdefault(session, _Session(actor_id, self.actor_weights.get(actor_id, 1)))
         with self._lock:
             stored = seq in self._window(session)
             durable = stored and (session, seq) not in self._unflushed
@@ -221,7 +225,7 @@ class SessionLedger:
 
     def deliver(self, peer: bytes, actor_id: int, session: str, batch: TransitionBatch, nbytes: int) -> None:
         """Take a decoded chunk of ``session``: into the inbox if it is next, else held until it is."""
-        state = self._sessions.setdefault(session, _Session(actor_id))
+        state = self._sessions.setdefault(session, _Session(actor_id, self.actor_weights.get(actor_id, 1)))
         if self.duplicate(peer, actor_id, session, batch.seq):
             return
         batch.actor_id = actor_id
@@ -242,9 +246,7 @@ class SessionLedger:
         while state.next_seq in ahead:
             peer, batch, nbytes = ahead[state.next_seq]
             with self._lock:
-                try:
-                    self.inbox.put_nowait((peer, session, batch, nbytes))
-                except queue.Full:
+                if not self.inbox.put_nowait(session, (peer, batch, nbytes), len(batch), state.weight):
                     return  # held, unacknowledged; released when the learner catches up
                 self._in_inbox[session] = self._in_inbox.get(session, 0) + 1
             del ahead[state.next_seq]
@@ -276,7 +278,7 @@ class SessionLedger:
     def release_waiting(self) -> None:
         """Move held chunks that are next in sequence into the inbox, now that it may have room."""
         for session, state in self._sessions.items():
-            if state.ahead and not self.inbox.full():
+            if state.ahead and not self.inbox.full(session):
                 self._release(session, state)
 
     def skip_to(self, actor_id: int, session: str, floor: int) -> None:
@@ -299,8 +301,10 @@ class SessionLedger:
             state.ahead = {q: v for q, v in state.ahead.items() if q >= floor}
         self._release(session, state)
 
-    def open_session(self, actor_id: int, session: str, resume_seq: int) -> None:
+    def open_session(self, actor_id: int, session: str, resume_seq: int, weight: int = 1) -> None:
         """An actor said hello with ``session``: cut its previous session, if any, and start after ``resume_seq``.
+
+        ``weight``: the actor's env count, its share of the learner against the other actors.
 
         Chunks below ``resume_seq`` were acknowledged (by this learner or a previous one) and are never resent.
         Call :meth:`release_session` once the actor is welcomed.
@@ -316,7 +320,8 @@ class SessionLedger:
                         actor_id, old, session, n)
             self._sessions.pop(old, None)
         self._actor_session[actor_id] = session
-        state = self._sessions.setdefault(session, _Session(actor_id))
+        state = self._sessions.setdefault(session, _Session(actor_id, self.actor_weights.get(actor_id, 1)))
+        state.weight = self.actor_weights[actor_id] = max(int(weight), 1)
         with self._lock:
             floor = self._window(session).floor
         state.next_seq = max(state.next_seq, resume_seq, floor)
