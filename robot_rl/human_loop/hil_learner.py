@@ -95,7 +95,8 @@ class HILLearner:
         meta = self.driver.restore() if resume else None
         storage = self.learner.storage
         if isinstance(storage, MixingSampler):
-            held = len(storage.buffers["demos"])
+            # What came back from disk, not the interventions routed again from the online buffer on reopening.
+            held = len(storage.buffers["demos"]) - storage.rows_rerouted
             if held:  # a resumed run's demo buffer came back from disk: loading the demos again would double it
                 log.info("demo buffer already holds %d transitions (demos and interventions); not loading "
                          "the demos again", held)

@@ -233,17 +233,18 @@ class ReplayBuffer(ReplayRing):
     # ---- persistence (see robot_rl.replay.segments) --------------------------------------------
 
     def attach_log(self, log: SegmentLog, segment_transitions: int = 2000,
-                   flush_every_s: float = math.inf) -> LoadReport:
+                   flush_every_s: float = math.inf, source_limit: int | None = None) -> LoadReport:
         """Back this buffer with ``log``: load its verified segments, then append every new row to it.
 
-        The buffer must be empty. Returns what was loaded and what was dropped as damaged.
+        The buffer must be empty. Returns what was loaded and what was dropped as damaged. ``source_limit``: this
+        buffer holds copies routed from another one, which holds that many rows (:meth:`SegmentLog.load_into`).
         """
         if self._t:
             raise RuntimeError("attach a segment log before adding rows")
         if not 1 <= segment_transitions <= self._max_part:
             raise ValueError(f"segment_transitions must be in [1, {self._max_part}] for this buffer "
                              f"(capacity {self.capacity}), got {segment_transitions}")
-        report = log.load_into(self)
+        report = log.load_into(self, source_limit)
         if self._returns is not None:  # the reloaded episodes that ended: their returns again
             r = self._rows
             self._returns.fill_all(self._t_lo, self._t, r["terminated"] | r["truncated"], r["reward"], r["prev_row"])
@@ -285,6 +286,15 @@ class ReplayBuffer(ReplayRing):
         finally:
             self._committed = self._log.durable
         return self._committed
+
+    def mark_source(self, row_end: int, source_rows: int, durable: bool = False) -> None:
+        """A routed buffer: its rows up to ``row_end`` copy the routed rows among its source's first ``source_rows``.
+
+        Recorded in the segments' headers so that a reopened log matches its source (``SegmentLog.mark_source``,
+        which says what ``durable`` does); a no-op without a log.
+        """
+        if self._log is not None:
+            self._log.mark_source(row_end, source_rows, durable)
 
     @property
     def persisted(self) -> bool:

@@ -33,14 +33,27 @@ def has_replay_on_disk(root: Path) -> bool:
 
 def attach_replay(storage: Any, root: Path, segment_transitions: int, flush_every_s: float,
                   delete_evicted: bool) -> dict[str, LoadReport]:
-    """Back every buffer of ``storage`` by ``root/<name>/`` and load what is there; reports by name."""
+    """Back every buffer of ``storage`` by ``root/<name>/`` and load what is there; reports by name.
+
+    A :class:`MixingSampler`'s routed buffer opens last, matched to what its ``online`` buffer reloaded
+    (:meth:`MixingSampler.resume_routing`), so a kill between the two buffers' commits loses no copy and
+    repeats none.
+    """
+    buffers = named_buffers(storage)
+    routed = None
+    if isinstance(storage, MixingSampler) and storage.route_interventions_to != storage.online:
+        routed = storage.route_interventions_to
     reports = {}
-    for name, buf in named_buffers(storage).items():
+    for name in sorted(buffers, key=lambda n: n == routed):  # stable: the routed buffer last
+        buf = buffers[name]
         seg = min(segment_transitions, buf._max_part)
         if seg < segment_transitions:
             log.info("replay %s: segments of %d rows (capacity %d is small)", name, seg, buf.capacity)
-        reports[name] = open_buffer(buf, Path(root) / name, seg, flush_every_s, delete_evicted)
-    return reports
+        limit = storage.buffers[storage.online].transitions_written if name == routed else None
+        reports[name] = open_buffer(buf, Path(root) / name, seg, flush_every_s, delete_evicted, limit)
+    if routed is not None:
+        storage.resume_routing(reports[routed].source_rows)
+    return {name: reports[name] for name in buffers}
 
 
 def flush_replay(storage: Any) -> dict[str, list[int]]:

@@ -204,6 +204,31 @@ class ReplayRing:
         nxt = {k: v.index_select(0, next_slot) for k, v in self._obs.items()}
         return obs, nxt, self._rows["reward"].index_select(0, pos), self._rows["intervened"].index_select(0, pos)
 
+    def stored_batches(self, start: int, stop: int, *, intervened_only: bool = False) -> list[TransitionBatch]:
+        """The live rows numbered ``start..stop`` as they were added, one batch per actor id, in the order stored.
+
+        One step each (no n-step return, frame stack or action chunk), without ``extras``; ``intervened_only``
+        keeps the rows flagged ``intervened``. What a routed buffer copies again after a reload.
+        """
+        lo, hi = max(start, self._t_lo), min(stop, self._t)
+        if hi <= lo:
+            return []
+        pos = torch.arange(lo, hi, device=self.device) % self.capacity
+        if intervened_only:
+            pos = pos[self._rows["intervened"].index_select(0, pos)]
+        actors = self._rows["actor_id"].index_select(0, pos)
+        batches = []
+        for actor in torch.unique(actors).tolist():
+            mine = pos[actors == actor]
+            obs, next_obs, reward, intervened = self.raw_rows(mine)
+            r = {f: self._rows[f].index_select(0, mine) for f in ("action", "terminated", "truncated",
+                                                                   "policy_version", "env_index")}
+            batches.append(TransitionBatch(obs=obs, action=r["action"], reward=reward, terminated=r["terminated"],
+                                           truncated=r["truncated"], next_obs=next_obs, intervened=intervened,
+                                           policy_version=r["policy_version"], env_index=r["env_index"],
+                                           actor_id=int(actor)))
+        return batches
+
     def rewrite_rewards(self, pos: torch.Tensor, reward: torch.Tensor) -> None:
         """Overwrite the stored rewards at ring positions ``pos``.
 

@@ -6,10 +6,12 @@ Layout of one buffer's directory (e.g. ``<run>/replay/online/``)::
     seg_000000002000.rrs    ... the next rows, starting exactly where the previous segment ended
     manifest.json           counters and the segment list (a summary; rebuilt on every open)
     damaged/                segments set aside on open (bad checksum, truncated, after a gap)
+    superseded/             a routed buffer's segments set aside on open (newer than its source's rows)
 
-A segment file is ``MAGIC | u32 header length | u32 header CRC32 | header JSON | payload``; the
-header lists each array (name, dtype, shape, offset) and the payload's CRC32. Every commit is
-temp → fsync → rename → fsync dir (:func:`~robot_rl.durable.commit_file`), then the manifest.
+A segment file (:mod:`robot_rl.replay.segment_format`) is ``MAGIC | u32 header length | u32 header
+CRC32 | header JSON | payload``; the header lists each array (name, dtype, shape, offset) and the
+payload's CRC32. Every commit is temp → fsync → rename → fsync dir
+(:func:`~robot_rl.durable.commit_file`), then the manifest.
 
 The header also carries ``chunks``: per actor session, the sequence numbers of every chunk whose
 rows are all in this segment or an earlier one (a floor plus the few above it, cumulative), so the
@@ -17,6 +19,16 @@ newest verified segment alone says which chunks the disk holds, even after older
 pruned. A learner restarted after ``kill -9`` rebuilds its de-duplication window from it (see
 :meth:`SegmentLog.mark`): a resend of a chunk that reached the disk but whose acknowledgement was
 lost is dropped, not stored twice.
+
+A buffer that others' rows are routed to (the ``demos`` buffer that a
+:class:`~robot_rl.replay.mixing.MixingSampler` copies interventions into) commits on its own schedule,
+so a kill can fall between its commit and its source's. Its headers carry ``source_rows``: the segment
+ends where the buffer holds the copies of every routed row among the source's first ``source_rows``
+rows (``null`` for a segment cut in the middle of routing one batch; absent in logs written before this
+was recorded, and in unrouted buffers). Opened with the source's row count
+(:meth:`SegmentLog.load_into`'s ``source_limit``), the log keeps its segments up to the last such point
+the source holds and sets the rest aside in ``superseded/``; the sampler then routes the source's
+newer rows again (:meth:`~robot_rl.replay.mixing.MixingSampler.resume_routing`).
 
 Opening trusts only the segment files: each is verified, they must chain (``t0``/``o0`` of one =
 ``t1``/``o1`` of the previous), and the first one that fails sets itself and everything after it
@@ -31,30 +43,28 @@ import json
 import logging
 import os
 import queue
-import struct
 import threading
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 
 from robot_rl.durable import commit_file, crash_point, fsync_dir, remove_temp_files
+from robot_rl.replay.segment_format import (  # the format's names, importable from here as before
+    FORMAT,
+    MAGIC,
+    SegmentError,
+    decode_segment,
+    encode_segment,
+    header_only,
+    read_header,
+)
 
 if TYPE_CHECKING:
     from robot_rl.replay.buffer import ReplayBuffer
 
 log = logging.getLogger(__name__)
-
-MAGIC = b"RRLSEG01"
-_PREFIX = struct.Struct("<8sII")
-FORMAT = 1
-
-
-class SegmentError(ValueError):
-    """A segment file failed verification (the message says how)."""
 
 
 @dataclass
@@ -84,6 +94,11 @@ class LoadReport:
     temp_files_removed: int = 0
     chunks: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Actor chunks wholly on disk: session → ``{"floor", "above"}`` (from the newest verified segment)."""
+    source_rows: int | None = 0
+    """Routed buffers: the source rows whose routed copies the loaded rows hold (0 for an empty log; ``None``
+    when the newest loaded segment does not say, e.g. written before this was recorded)."""
+    superseded: list[str] = field(default_factory=list)
+    """Segments set aside in ``superseded/``: routed copies of source rows that were not loaded (see the module)."""
 
     def summary(self) -> str:
         """One line for logs."""
@@ -91,64 +106,10 @@ class LoadReport:
         if self.dropped_segments:
             text += (f"; DROPPED {self.dropped_transitions} transitions in {len(self.dropped_segments)} damaged "
                      f"segment(s), moved to damaged/: " + "; ".join(self.dropped_segments))
+        if self.superseded:
+            text += (f"; set aside {len(self.superseded)} segment(s) in superseded/ that copied rows their source "
+                     "buffer had not committed (routed again from it, or from the actors' resends)")
         return text
-
-
-def _np(t: torch.Tensor) -> np.ndarray:
-    return t.detach().cpu().contiguous().numpy()
-
-
-def encode_segment(t0: int, t1: int, o0: int, o1: int, arrays: dict[str, torch.Tensor],
-                   chunks: dict[str, Any] | None = None) -> list[bytes | memoryview]:
-    """The bytes of a segment file holding ``arrays`` (row arrays ``[t1-t0, ...]``, slot arrays ``[o1-o0, ...]``).
-
-    ``chunks`` (session → ``{"floor", "above"}``) goes into the header, covered by its checksum.
-    """
-    specs, payload, offset = [], [], 0
-    crc = 0
-    for name in sorted(arrays):
-        a = _np(arrays[name])
-        buf = memoryview(a.view(np.uint8).reshape(-1)) if a.size else memoryview(b"")  # type: ignore[arg-type]
-        specs.append({"name": name, "dtype": a.dtype.str, "shape": list(a.shape), "offset": offset,
-                      "nbytes": a.nbytes})
-        crc = zlib.crc32(buf, crc)
-        payload.append(buf)
-        offset += a.nbytes
-    header = json.dumps({"format": FORMAT, "t0": t0, "t1": t1, "o0": o0, "o1": o1, "arrays": specs,
-                         "payload_bytes": offset, "payload_crc": crc, "chunks": chunks or {}}).encode()
-    return [_PREFIX.pack(MAGIC, len(header), zlib.crc32(header)), header, *payload]
-
-
-def read_header(blob: bytes | bytearray | memoryview, name: str) -> tuple[dict[str, Any], int]:
-    """The verified header of a segment and where its payload starts."""
-    if len(blob) < _PREFIX.size:
-        raise SegmentError(f"{name}: truncated ({len(blob)} bytes)")
-    magic, hlen, hcrc = _PREFIX.unpack_from(blob, 0)
-    if magic != MAGIC:
-        raise SegmentError(f"{name}: not a replay segment (bad magic)")
-    header = bytes(blob[_PREFIX.size: _PREFIX.size + hlen])
-    if len(header) != hlen or zlib.crc32(header) != hcrc:
-        raise SegmentError(f"{name}: header truncated or corrupt")
-    meta = json.loads(header)
-    if meta.get("format") != FORMAT:
-        raise SegmentError(f"{name}: unknown segment format {meta.get('format')}")
-    return meta, _PREFIX.size + hlen
-
-
-def decode_segment(blob: bytes | bytearray, name: str) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """Verify a segment's checksums and return ``(header, arrays)``; :class:`SegmentError` if damaged."""
-    meta, start = read_header(blob, name)
-    payload = memoryview(blob)[start:]
-    if len(payload) != meta["payload_bytes"]:
-        raise SegmentError(f"{name}: payload is {len(payload)} bytes, header says {meta['payload_bytes']} "
-                           "(truncated or extended)")
-    if zlib.crc32(payload) != meta["payload_crc"]:
-        raise SegmentError(f"{name}: payload checksum mismatch (bit rot or a torn write)")
-    arrays = {}
-    for s in meta["arrays"]:
-        a = np.frombuffer(payload, dtype=np.dtype(s["dtype"]), count=int(np.prod(s["shape"])), offset=s["offset"])
-        arrays[s["name"]] = torch.from_numpy(a.reshape(s["shape"]))
-    return meta, arrays
 
 
 def _name(t0: int) -> str:
@@ -190,6 +151,7 @@ class SegmentLog:
         """Chunk windows (session → ``{"floor", "above"}``) of every chunk whose rows are all durable."""
         self._marks: list[tuple[int, str, int]] = []  # (row end, session, seq), not yet in a submitted segment
         self._submitted_chunks: dict[str, dict[str, Any]] = {}  # windows up to the last submitted segment
+        self._source: tuple[int, int] | None = None  # (row end, source rows) of a routed buffer: see mark_source
 
     @property
     def durable(self) -> tuple[int, int]:
@@ -207,6 +169,23 @@ class SegmentLog:
         """
         self._marks.append((row_end, session, seq))
 
+    def mark_source(self, row_end: int, source_rows: int, durable: bool = False) -> None:
+        """Say that this log's rows up to ``row_end`` copy what is routed from its source's first ``source_rows``.
+
+        For a routed buffer (see the module). A segment that ends at or after ``row_end`` records
+        ``source_rows``; one that ends before it (in the middle of routing one batch) records ``null``. Rows
+        added straight to this buffer after ``row_end`` are no copies and change nothing. Without a mark the
+        headers carry no ``source_rows`` (an unrouted buffer).
+
+        ``durable``: also record it now in the manifest, for a reopened log whose newest segment says nothing
+        (written before this was recorded), until a segment that says it is committed.
+        """
+        self._source = (row_end, source_rows)
+        if durable:
+            if row_end != self.durable[0] or self._thread is not None:
+                raise RuntimeError("mark_source(durable=True) is for a reopened log, at its committed rows")
+            self.write_manifest({"source": [row_end, source_rows]})
+
     def submit(self, t0: int, t1: int, o0: int, o1: int, arrays: dict[str, torch.Tensor],
                floors: tuple[int, int]) -> None:
         """Queue one segment (CPU copies) for the writer thread, then prune below ``floors``."""
@@ -216,13 +195,15 @@ class SegmentLog:
             for _, session, seq in done:
                 _add_seq(self._submitted_chunks, session, seq)
         chunks = {s: {"floor": w["floor"], "above": list(w["above"])} for s, w in self._submitted_chunks.items()}
+        src = self._source
+        extra = None if src is None else {"source_rows": src[1] if t1 >= src[0] else None}
         if self._error is not None:
             self.wait()  # raises it
         if self._thread is None:
             self._thread = threading.Thread(target=self._writer, name=f"replay-writer-{self.directory.name}",
                                             daemon=True)
             self._thread.start()
-        self._queue.put((t0, t1, o0, o1, arrays, floors, chunks))
+        self._queue.put((t0, t1, o0, o1, arrays, floors, chunks, extra))
 
     def wait(self) -> None:
         """Block until every submitted segment is committed; re-raise a writer error (e.g. DiskFullError)."""
@@ -246,8 +227,8 @@ class SegmentLog:
                 if item is None:
                     return
                 if self._error is None:  # after a failure, skip until the buffer resubmits
-                    t0, t1, o0, o1, arrays, floors, chunks = item
-                    self.commit(t0, t1, o0, o1, arrays, chunks=chunks)
+                    t0, t1, o0, o1, arrays, floors, chunks, extra = item
+                    self.commit(t0, t1, o0, o1, arrays, chunks=chunks, extra=extra)
                     self.prune(*floors)
             except BaseException as e:  # handed to the learner thread by wait()/submit()
                 self._error = e
@@ -257,15 +238,16 @@ class SegmentLog:
     # ---- writing ----------------------------------------------------------------------------
 
     def commit(self, t0: int, t1: int, o0: int, o1: int, arrays: dict[str, torch.Tensor],
-               chunks: dict[str, Any] | None = None) -> SegmentInfo:
+               chunks: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> SegmentInfo:
         """Durably write one segment, then the manifest. Raises DiskFullError when out of space.
 
-        ``chunks`` is the cumulative chunk window to record (default: the last committed one).
+        ``chunks`` is the cumulative chunk window to record (default: the last committed one); ``extra``, more
+        header fields (``source_rows``).
         """
         if self.segments and (t0, o0) != (self.segments[-1].t1, self.segments[-1].o1):
             raise ValueError(f"segment [{t0}, {t1}) does not continue the log at {self.segments[-1].t1}")
         chunks = self.chunks if chunks is None else chunks
-        blobs = encode_segment(t0, t1, o0, o1, arrays, chunks)
+        blobs = encode_segment(t0, t1, o0, o1, arrays, chunks, extra)
         path = self.directory / _name(t0)
         commit_file(path, blobs, crash_name="segment")
         info = SegmentInfo(path, t0, t1, o0, o1, sum(len(c) for c in blobs))
@@ -299,12 +281,18 @@ class SegmentLog:
 
     # ---- opening ----------------------------------------------------------------------------
 
-    def load_into(self, buffer: ReplayBuffer) -> LoadReport:
-        """Verify every segment, replay the good chain into ``buffer``, set the rest aside, rewrite the manifest."""
+    def load_into(self, buffer: ReplayBuffer, source_limit: int | None = None) -> LoadReport:
+        """Verify every segment, replay the good chain into ``buffer``, set the rest aside, rewrite the manifest.
+
+        ``source_limit``: a routed buffer's source holds this many rows; the segments after the last one
+        consistent with them are set aside in ``superseded/`` (see the module docstring).
+        """
         self.directory.mkdir(parents=True, exist_ok=True)
         report = LoadReport(self.directory, temp_files_removed=remove_temp_files(self.directory))
-        listed = self._manifest_names()
-        files = sorted(self.directory.glob("seg_*.rrs"))
+        listed, hint = self._manifest_names(), self._manifest_source()
+        on_disk = sorted(self.directory.glob("seg_*.rrs"))
+        keep = len(on_disk) if source_limit is None else _consistent_prefix(on_disk, source_limit)
+        files, superseded = on_disk[:keep], on_disk[keep:]
         self.segments = []
         self.chunks = {}
         bad_from: int | None = None
@@ -324,10 +312,14 @@ class SegmentLog:
                 break
             self.segments.append(SegmentInfo(path, meta["t0"], meta["t1"], meta["o0"], meta["o1"], path.stat().st_size))
             self.chunks = chunks
+            report.source_rows = meta.get("source_rows")
             report.transitions += meta["t1"] - meta["t0"]
         if bad_from is not None:
             self._set_aside(files[bad_from:], report)
-        missing = [n for n in listed if n not in {p.name for p in files}
+        if superseded:
+            _move(superseded, self.directory / "superseded")
+            report.superseded = [p.name for p in superseded]
+        missing = [n for n in listed if n not in {p.name for p in on_disk}
                    and (not self.segments or n > self.segments[0].path.name)]
         if missing:
             report.dropped_segments.append(f"listed in the manifest but missing: {', '.join(missing)}")
@@ -336,11 +328,24 @@ class SegmentLog:
         self._submitted_chunks = {s: dict(w) for s, w in report.chunks.items()}
         self._marks = []
         self._start = (buffer.transitions_written, buffer.slots_written)
-        self.write_manifest()
+        # A log from before segments recorded source_rows: the point its first reopening assumed (mark_source).
+        if report.source_rows is not None or hint is None or hint[0] != self.durable[0]:
+            hint = None
+        if hint is not None:
+            report.source_rows = hint[1]
+        self.write_manifest(None if hint is None else {"source": list(hint)})
         # A fresh run's empty directory is not news on the console (a run logs INFO there); a resume's rows are.
-        level = logging.WARNING if report.dropped_segments else logging.INFO if report.transitions else logging.DEBUG
+        level = (logging.WARNING if report.dropped_segments else
+                 logging.INFO if report.transitions or report.superseded else logging.DEBUG)
         log.log(level, "replay %s", report.summary())
         return report
+
+    def _manifest_source(self) -> tuple[int, int] | None:
+        try:
+            end, rows = json.loads((self.directory / "manifest.json").read_text())["source"]
+            return (end, rows) if isinstance(end, int) and isinstance(rows, int) else None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def _manifest_names(self) -> list[str]:
         try:
@@ -349,8 +354,6 @@ class SegmentLog:
             return []
 
     def _set_aside(self, paths: list[Path], report: LoadReport) -> None:
-        damaged = self.directory / "damaged"
-        damaged.mkdir(exist_ok=True)
         for j, p in enumerate(paths):
             if j:  # the first one's reason is already recorded
                 report.dropped_segments.append(f"{p.name}: after a damaged segment")
@@ -359,9 +362,7 @@ class SegmentLog:
                 report.dropped_transitions += int(meta["t1"]) - int(meta["t0"])
             except (SegmentError, ValueError, KeyError):
                 pass  # header unreadable: its row count is unknown
-            os.replace(p, damaged / p.name)
-        fsync_dir(damaged)
-        fsync_dir(self.directory)
+        _move(paths, self.directory / "damaged")
 
     @staticmethod
     def _check_layout(buffer: ReplayBuffer, meta: dict[str, Any], arrays: dict[str, torch.Tensor], name: str) -> None:
@@ -374,6 +375,33 @@ class SegmentLog:
             diff = sorted(set(got.items()) ^ set(expected.items()), key=str)
             raise ValueError(f"{name} does not match this buffer's spec (was the run's spec changed?): "
                              f"differing arrays {diff}")
+
+
+def _move(paths: list[Path], folder: Path) -> None:
+    """Set ``paths`` aside in ``folder`` (never deleted), durably."""
+    folder.mkdir(exist_ok=True)
+    for p in paths:
+        os.replace(p, folder / p.name)
+    fsync_dir(folder)
+    fsync_dir(folder.parent)
+
+
+def _consistent_prefix(paths: list[Path], source_limit: int) -> int:
+    """How many of a routed log's segments to load when its source holds ``source_limit`` rows.
+
+    Up to the last segment that ends where the copies match a prefix of those rows: its ``source_rows`` is at
+    most ``source_limit``, or absent (a log from before it was recorded: trusted as it is). The segments after
+    it copied rows the source does not hold, or end in the middle of routing one batch.
+    """
+    keep = 0
+    for i, path in enumerate(paths):
+        meta = header_only(path)
+        if meta is None:  # damaged: the load sets it aside with its reason, unless it follows segments cut here
+            return len(paths) if keep == i else keep
+        src = meta.get("source_rows", -1)  # -1: not recorded
+        if src == -1 or (isinstance(src, int) and src <= source_limit):
+            keep = i + 1
+    return keep
 
 
 def _valid_chunks(chunks: Any, name: str) -> dict[str, dict[str, Any]]:
@@ -390,6 +418,15 @@ def _valid_chunks(chunks: Any, name: str) -> dict[str, dict[str, Any]]:
 
 
 def open_buffer(buffer: ReplayBuffer, directory: Path | str, segment_transitions: int = 2000,
-                flush_every_s: float = float("inf"), delete_evicted: bool = True) -> LoadReport:
-    """Attach a :class:`SegmentLog` in ``directory`` to ``buffer`` and load what it holds."""
-    return buffer.attach_log(SegmentLog(directory, delete_evicted), segment_transitions, flush_every_s)
+                flush_every_s: float = float("inf"), delete_evicted: bool = True,
+                source_limit: int | None = None) -> LoadReport:
+    """Attach a :class:`SegmentLog` in ``directory`` to ``buffer`` and load what it holds.
+
+    ``source_limit``: ``buffer`` holds copies of another buffer's rows, which holds that many (see the module).
+    """
+    return buffer.attach_log(SegmentLog(directory, delete_evicted), segment_transitions, flush_every_s,
+                             source_limit)
+
+
+__all__ = ["FORMAT", "MAGIC", "LoadReport", "SegmentError", "SegmentInfo", "SegmentLog", "decode_segment",
+           "encode_segment", "open_buffer", "read_header"]
