@@ -63,7 +63,8 @@ def launch(name: str, cwd: Path, args: argparse.Namespace, overrides: list[str],
            "loop_s": float(summary["wall_clock_s"]), "env_steps": int(summary["env_steps"]),
            "reached": bool(summary["reached_success_threshold"]), "updates": int(summary["gradient_updates"]),
            "final_success": float(summary["final_eval"]["success_rate"]),
-           "stale_rows_dropped": int(summary.get("stale_rows_dropped", 0)), "curve": runner_eval_curve(run_dir)}
+           "stale_rows_dropped": int(summary.get("stale_rows_dropped", 0)), "curve": runner_eval_curve(run_dir),
+           "load_average": list(os.getloadavg())}
     print(f"{name:>10}: {wall:6.1f} s, {row['env_steps']:,} env steps, {row['updates']} updates, "
           f"{'reached' if row['reached'] else 'budget'}, final success {row['final_success']:.0%}, "
           f"{row['stale_rows_dropped']:,} stale rows dropped; load {os.getloadavg()[0]:.1f}", flush=True)
