@@ -22,6 +22,7 @@ import result_file  # noqa: E402
 
 #: The scripts of issue 50 item 1 and the table functions each offers to ``report.py`` (list[dict] -> markdown).
 RENDERERS = {
+    "async_ppo": ["threshold_table", "sweep_table"],
     "backend_steps": ["table", "gym_parts_table", "isaac_parts_table"],
     "default_train": ["table"],
     "export_inference": ["host_table", "sizes_table", "qemu_table", "page"],
@@ -142,3 +143,14 @@ def test_sac_vs_sb3_writes_chunk_times_and_renders_both_tables(tmp_path: Path, m
     assert ours["speedup_vs_sb3"] is None  # no peer in this run: no ratio, not NaN
     assert f"| robot_rl fp32 (default config) | {ours['wall_s']:.1f} |" in sac_vs_sb3.table([data])
     assert "| robot_rl, fp32 (default) |" in sac_vs_sb3.summary([data])
+
+
+def test_async_ppo_renders_the_threshold_and_k_tables_from_its_rows() -> None:
+    async_ppo = importlib.import_module("async_ppo")
+    row = {"wall_s": 80.0, "env_steps": 147_456, "reached": True, "final_success": 0.92, "updates": 24,
+           "stale_rows_dropped": 0}
+    data = {"results": {"threshold": [{**row, "name": "sync"},
+                                      {**row, "name": "async k=2", "wall_s": 40.0, "stale_rows_dropped": 6_144}],
+                        "sweep": [{**row, "name": "async k=0", "reached": False, "stale_rows_dropped": 36_864}]}}
+    assert "| async k=2 | 40.0 | 147,456 | yes (92 %) | 24 | 6,144 | 2.00 |" in async_ppo.threshold_table([data])
+    assert "| async k=0 | 92 % | 80.0 | 24 | 36,864 (25 %) |" in async_ppo.sweep_table([data])

@@ -17,7 +17,7 @@ def _free_port() -> int:
 
 @pytest.mark.slow  # 35-50 s each on 2 cores
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("algo", ["sac", "ppo"])
+@pytest.mark.parametrize("algo", ["sac", "ppo", "ppo-async"])
 def test_learner_and_two_actor_processes(tmp_path: Path, algo: str):
     addr = f"tcp://127.0.0.1:{_free_port()}"
     common = ["task.num_envs=4", "algo.actor_hidden=[32,32]", "algo.critic_hidden=[32,32]", "run.progress=false",
@@ -26,6 +26,9 @@ def test_learner_and_two_actor_processes(tmp_path: Path, algo: str):
         common += ["algo.learning_starts=64", "algo.batch_size=32"]
     else:
         common += ["algo.rollout_length=8", "loop.remote_actors=2"]
+    if algo == "ppo-async":  # actors that never wait; the learner drops blocks over 2 versions old
+        common += ["loop.on_policy_sync=false", "loop.max_staleness=2"]
+    algo = algo.split("-")[0]
     budget = 1200
     learner = subprocess.Popen(
         [sys.executable, "-m", "robot_rl.cli", "learner", "--algo", algo, "--bind", addr, "--name", "dist",

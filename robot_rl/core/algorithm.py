@@ -354,4 +354,7 @@ class OnPolicyAlgorithm(Algorithm):
     """
 
     on_policy: ClassVar[bool] = True
+    #: The update corrects for rows acted by weights older than the learner's (its rollout's ``behind()``), so
+    #: actors may run ahead without waiting for each update (``loop.on_policy_sync=false``; docs/distributed.md).
+    corrects_staleness: ClassVar[bool] = False
     rollout_length: int

@@ -58,6 +58,12 @@ CHAIN = ExtraKey(
     writers=("robot_rl.policies.flow.model", "robot_rl.policies.flow.lerobot_flow_ppo"),
     readers=("robot_rl.policies.flow.ppo",),
     doc="the denoising chain of a flow policy's stochastic action chunk (flow PPO re-scores it)")
+ELEMENT_LOG_PROB = ExtraKey(
+    "element_log_prob", torch.float32, "[K, H, A]",
+    writers=("robot_rl.policies.flow.model", "robot_rl.policies.flow.lerobot_flow_ppo"),
+    readers=("robot_rl.policies.flow.ppo",),
+    doc="log N(x_{k+1}; μ_k(x_k), σ_k²) of each denoising step and chunk element of the acting chain: flow PPO's "
+        "behaviour log-probabilities for rows acted by older weights (asynchronous actors)")
 GUIDED = ExtraKey(
     "guided", torch.bool, "[]",
     writers=("robot_rl.loop.actor",), readers=(),
@@ -71,6 +77,6 @@ ACTION_PAD = ExtraKey(
     writers=("robot_rl.replay.buffer",), readers=(),
     doc="the steps of a sampled action chunk past the episode's end (padding, not actions)")
 
-SHARED_EXTRAS: tuple[ExtraKey, ...] = (DISCOUNT, MC_RETURN, LOG_PROB, RAW_ACTION, MEAN, CHAIN, GUIDED,
-                                       ACTION_MASK, ACTION_PAD)
+SHARED_EXTRAS: tuple[ExtraKey, ...] = (DISCOUNT, MC_RETURN, LOG_PROB, RAW_ACTION, MEAN, CHAIN, ELEMENT_LOG_PROB,
+                                       GUIDED, ACTION_MASK, ACTION_PAD)
 """Every declared key (names are unique)."""

@@ -64,7 +64,13 @@ class LoopConfig:
     A real robot (`robot-rl deploy`) never drops (docs/distributed.md, Back-pressure)."""
     max_staleness: int | None = None
     """Actors stop exploring (pause the sim, hold the robot) while their weights are more than this many
-    versions behind the learner's newest; counted and logged (``null``: never)."""
+    versions behind the learner's newest; counted and logged (``null``: never). With ``on_policy_sync: false`` it
+    is also the learner's bound k: rows acted by weights more than k versions behind its own are dropped
+    (counted: ``stale_rows_dropped``), the rest corrected for."""
+    on_policy_sync: bool = True
+    """On-policy (PPO, flow PPO): actors wait for new weights after each rollout and the learner for every
+    actor's rows (``true``); ``false``: nobody waits, rollouts take whichever actors' rows come first, at most
+    ``max_staleness`` versions old, and the update corrects for their age (decoupled PPO; docs/distributed.md)."""
     stop_grace_s: float = 15.0
     """`robot-rl actor`: on a stop (Ctrl-C, SIGTERM, the end of --max-env-steps), seconds to wait for the learner to
     acknowledge every chunk before closing. Keep it under the engine's kill grace (SLURM's KillWait, Kubernetes'

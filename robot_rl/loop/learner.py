@@ -22,6 +22,7 @@ from robot_rl.core.algorithm import (
     OnPolicyAlgorithm,
     OnPolicyStorage,
     ReplayStorage,
+    Storage,
 )
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import TransitionBatch
@@ -35,12 +36,13 @@ class Learner:
     """Owns the algorithm, its storage and the learner endpoint."""
 
     def __init__(self, algo: Algorithm, spec: EnvSpec, endpoint: LearnerEndpoint,
-                 device: torch.device | str, num_envs_total: int) -> None:
+                 device: torch.device | str, num_envs_total: int, storage: Storage | None = None) -> None:
         self.algo = algo
         self.spec = spec
         self.endpoint = endpoint
         self.device = torch.device(device)
-        self.storage = algo.make_storage(num_envs_total)
+        #: ``algo.make_storage`` unless the loop gives one (an asynchronous on-policy rollout).
+        self.storage = algo.make_storage(num_envs_total) if storage is None else storage
         self.version = 0
         self.updates = 0
         self.transitions = 0

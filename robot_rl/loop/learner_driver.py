@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from robot_rl.core.algorithm import Algorithm
+from robot_rl.core.algorithm import Algorithm, Storage
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transport import LearnerLink
 from robot_rl.loop.config import ReplayConfig
@@ -37,11 +37,11 @@ class LearnerDriver:
 
     def __init__(self, algo: Algorithm, spec: EnvSpec, link: LearnerLink, device: torch.device | str,
                  num_envs_total: int, run_dir: Path, replay: ReplayConfig, resume: bool,
-                 resume_command: str) -> None:
+                 resume_command: str, storage: Storage | None = None) -> None:
         self.algo = algo
         self.link = link
         self.run_dir = Path(run_dir)
-        self.learner = Learner(algo, spec, link.endpoint, device, num_envs_total)
+        self.learner = Learner(algo, spec, link.endpoint, device, num_envs_total, storage)
         self.persisted, self._replay_chunks = attach_run_replay(self.learner, algo, self.run_dir, replay, resume,
                                                                 resume_command)
         self.restored_from: Path | None = None

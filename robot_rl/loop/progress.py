@@ -134,6 +134,8 @@ def short_metrics(metrics: dict[str, float]) -> dict[str, Any]:
     out: dict[str, Any] = {k: metrics[k] for k in keep if k in metrics}
     if "success" in out:
         out["success"] = f"{out['success']:.0%}"
+    if "stale_rows_dropped" in metrics:  # asynchronous on-policy: mean lag of the last rollout, rows dropped
+        out["stale"] = f"{metrics['staleness_mean']:.1f}v drop {metrics['stale_rows_dropped']:,.0f}"
     if "transport/transitions_per_s" in metrics:
         rejects = sum(v for k, v in metrics.items() if k.startswith("transport/rejects/"))
         out["net"] = (f"{metrics['transport/transitions_per_s']:,.0f}tr/s "

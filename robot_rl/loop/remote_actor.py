@@ -44,7 +44,7 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None,
     finishes, the outbox drains for up to ``loop.stop_grace_s``, the actor says goodbye and returns. A second
     signal interrupts at once. At the end of ``max_env_steps`` the drain may take up to ``loop.max_wait_s``
     (the learner may be restarting). On-policy algorithms wait for the next weight version after every
-    ``rollout_length`` steps; the wait has the deadline ``loop.max_wait_s``.
+    ``rollout_length`` steps (not with ``loop.on_policy_sync=false``); the wait has the deadline ``loop.max_wait_s``.
     """
     if cfg.transport.in_process:
         raise ConfigError("robot-rl actor needs a transport actor processes connect to: transport.type=zmq "
@@ -88,7 +88,8 @@ def run_actor(cfg: TrainConfig, actor_id: int, max_env_steps: int | None = None,
 def _act(cfg: TrainConfig, actor: Actor, actor_id: int, max_env_steps: int | None, rate: RateLoop | None,
          stop: StopRequest, address: str) -> str:
     """The acting loop; returns why it ended (the step budget or the signal that asked for a stop)."""
-    rollout = cfg.algo.rollout_length if isinstance(cfg.algo, OnPolicyConfig) else 0
+    # On-policy and synchronous: wait for the next weights after each rollout; asynchronous: never wait.
+    rollout = cfg.algo.rollout_length if isinstance(cfg.algo, OnPolicyConfig) and cfg.loop.on_policy_sync else 0
     wait_s = cfg.loop.max_wait_s
     # The first wait is said at once (the learner may not be running); a next rollout's weights only when late.
     if not _await_weights(actor, -1, wait_s, stop, LearnerWaitNotice(address, wait_s, log.warning)):

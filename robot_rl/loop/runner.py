@@ -32,6 +32,7 @@ from robot_rl.core.transport import FinishingEndpoint
 from robot_rl.data.provenance import warn_if_task_differs
 from robot_rl.durable import DiskFullError
 from robot_rl.loop.actor import Actor
+from robot_rl.loop.async_updates import async_rollout
 from robot_rl.loop.config import TrainConfig
 from robot_rl.loop.data_parallel_run import attach, data_parallel_for, env_seed, prepare_rank, sync_counters
 from robot_rl.loop.evaluate import EvalResult
@@ -49,6 +50,7 @@ from robot_rl.loop.run_context import (
     set_torch_threads,
 )
 from robot_rl.loop.updates import UpdateStrategy, make_updates
+from robot_rl.replay.async_rollout import AsyncRolloutStorage
 from robot_rl.runlog import RunLog
 from robot_rl.sims.randomize import pop_summaries
 
@@ -121,10 +123,12 @@ class InProcessRunner:
         self.algo: Algorithm = cfg.algo.build(self.spec, self.device, seed)
         num_envs_total = (cfg.loop.remote_actors * cfg.task.num_envs if self.remote
                           else sum(e.num_envs for e in self.envs))
+        envs_per_actor = cfg.task.num_envs if self.remote else self.envs[0].num_envs
+        rollout = async_rollout(cfg.loop, self.algo, self.spec, self.device, num_envs_total, envs_per_actor, self.dp)
         self.link = cfg.transport.open_learner(self.spec)
         context.on_close(self.link.close)
         self.driver = LearnerDriver(self.algo, self.spec, self.link, self.device, num_envs_total, self.run_dir,
-                                    cfg.replay, resume, f"robot-rl train --resume {self.run_dir}")
+                                    cfg.replay, resume, f"robot-rl train --resume {self.run_dir}", rollout)
         self.learner = self.driver.learner
         self.wall_offset = 0.0
         self._ext_state: dict[str, Any] | None = None
@@ -354,6 +358,8 @@ class InProcessRunner:
             "best_success_rate": self.evaluator.best_success,
             "nonfinite_rows_dropped": sum(a.nonfinite_rows for a in self.actors),
             "discarded_rollouts": self.updates.discarded_rollouts, "cut_actor_sessions": learner.cut_sessions,
+            "stale_rows_dropped": (learner.storage.dropped_rows if isinstance(learner.storage, AsyncRolloutStorage)
+                                   else 0),
             "rejected_batches": dict(learner.endpoint.stats.rejected),
             "actors": self._actor_totals(),
             "learning_curve": str(curve) if curve else None,

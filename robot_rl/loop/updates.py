@@ -1,5 +1,7 @@
 """How the learner's updates interleave with collection: off-policy (actor threads) or on-policy (rollouts).
 
+(Asynchronous on-policy learning, ``loop.on_policy_sync=false``, is :mod:`robot_rl.loop.async_updates`.)
+
 The runner calls :meth:`UpdateStrategy.iteration` until the budget or the success threshold; the strategy
 owns what differs between the two families. Off-policy: actor threads step their envs concurrently; the
 learner runs the updates owed by the UTD ratio and publishes weights every ``weight_sync_every_updates``.
@@ -18,6 +20,7 @@ from typing import Protocol, cast
 from robot_rl.core.algorithm import Algorithm, OffPolicyAlgorithm, OnPolicyAlgorithm, OnPolicyStorage
 from robot_rl.core.data_parallel import DataParallel
 from robot_rl.loop.actor import Actor
+from robot_rl.loop.async_updates import AsyncOnPolicyUpdates
 from robot_rl.loop.config import LoopConfig
 from robot_rl.loop.learner import Learner
 from robot_rl.loop.lockstep import LockstepOffPolicyUpdates
@@ -148,6 +151,8 @@ def make_updates(learner: Learner, algo: Algorithm, actors: list[Actor], loop: L
                  remote: bool, dp: DataParallel | None) -> UpdateStrategy:
     """The strategy for ``algo``: rollouts (on-policy), actor threads (off-policy), lockstep (off-policy on ranks)."""
     if algo.on_policy:
+        if not loop.on_policy_sync:
+            return AsyncOnPolicyUpdates(learner, actors, loop, stop)
         return OnPolicyUpdates(learner, algo, actors, loop, stop, remote)
     if dp is not None:
         return LockstepOffPolicyUpdates(learner, cast(OffPolicyAlgorithm, algo), actors, loop, stop, dp)

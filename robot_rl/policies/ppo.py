@@ -11,6 +11,12 @@ and the Gaussian mean ``extras["mean"]`` (for the KL); the learner's ratio uses 
 clamping never biases the gradient (rsl_rl gets the same by storing the raw sample and letting the env
 clip). Rows a human drove (``intervened``) use the applied action, scored under the policy at update time.
 
+Asynchronous actors (``loop.on_policy_sync=false``). Rows may come from weights up to ``loop.max_staleness``
+versions behind the learner's (:meth:`RolloutStorage.behind`); the update is then decoupled PPO
+(:mod:`robot_rl.policies.decoupled_ppo`): the clip's proximal policy is the learner's at the start of the update,
+and each row is weighted by the clipped ``π_prox/π_behaviour``. On-policy rows weigh exactly 1, so a synchronous
+rollout gives the same PPO step as before, bit for bit.
+
 Values are not computed by actors: ``update`` evaluates ``V(obs)`` for the whole rollout in one batched
 pass (the weights have not changed since the rollout started) and ``V(next_obs)`` where the successor is
 not already a stored observation. That keeps the critic out of the actor weights and gives the exact
@@ -32,6 +38,7 @@ from robot_rl.core.data_parallel import DataParallel, moments
 from robot_rl.core.extras import LOG_PROB, MEAN, RAW_ACTION
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import Obs
+from robot_rl.policies.decoupled_ppo import decoupled_surrogate_loss
 from robot_rl.policies.modules.mlp import MLP
 from robot_rl.policies.modules.normalizer import RunningNormalizer
 from robot_rl.replay.rollout import RolloutStorage, compute_gae, iter_minibatches
@@ -91,6 +98,9 @@ class PPOConfig(AlgoConfig):
     """Normalise observations by running mean/std (updated by the learner after each update)."""
     normalize_advantage_per_minibatch: bool = False
     """Normalise advantages within each minibatch instead of once over the whole rollout."""
+    behaviour_ratio_clip: float = 2.0
+    """Asynchronous actors (``loop.on_policy_sync=false``): clip of the importance weight ``π_prox/π_behaviour``
+    of rows acted by older weights (decoupled PPO); bounds how much one stale row can weigh."""
 
     def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> PPOAlgorithm:
         """Build the PPO learner for envs with ``spec``."""
@@ -272,6 +282,8 @@ class PPOTrainForward(nn.Module):
 class PPOAlgorithm(OnPolicyAlgorithm):
     """The PPO learner: actor (+ normaliser, σ), critic, Adam, KL-adaptive learning rate."""
 
+    corrects_staleness = True
+
     def __init__(self, cfg: PPOConfig, spec: EnvSpec, device: torch.device | str, seed: int) -> None:
         self.cfg = cfg
         self.spec = spec
@@ -377,36 +389,48 @@ class PPOAlgorithm(OnPolicyAlgorithm):
                                           storage.done, self.cfg.gamma, self.cfg.lam)
         return values, advantages, returns
 
+    @torch.no_grad()
+    def _rollout_fields(self, storage: RolloutStorage) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """The ``[T, N, ...]`` tensors the minibatches draw from, and the log-std they were scored with."""
+        c, policy = self.cfg, self.policy
+        # The normaliser is fixed during the update (its stats move only at the end), so the
+        # inputs are normalised once for every epoch.
+        obs = policy.normalize(storage.obs["state"])
+        values, advantages, returns = self.value_targets(storage, obs)
+        if not c.normalize_advantage_per_minibatch:
+            adv_mean, adv_std = moments(advantages, self.data_parallel)
+            advantages = (advantages - adv_mean) / (adv_std + 1e-8)
+        flat = (*storage.reward.shape, policy.std_param.numel())
+        old_mean = storage.extras[MEAN.name].reshape(flat) if MEAN.name in storage.extras else policy.actor(obs)
+        old_log_std = policy.log_std().detach().clone()
+        raw = storage.extras.get(RAW_ACTION.name, storage.action).reshape(flat)
+        raw = torch.where(storage.intervened.unsqueeze(-1), storage.action.reshape(flat), raw)
+        # A human's action was not sampled by the policy: score it under the pre-update policy.
+        scored = gaussian_log_prob(raw, old_mean, old_log_std)
+        stored = storage.extras.get(LOG_PROB.name)
+        behaviour = scored if stored is None else torch.where(storage.intervened, scored, stored)
+        prox_mean, prox = old_mean, behaviour
+        behind = storage.behind()
+        if behind is not None:
+            # Rows acted by older weights: the proximal policy is the learner's own (decoupled PPO); a
+            # human's row there is scored under it on both sides (weight 1: the policy did not act it).
+            stale = behind > 0
+            current_mean = policy.actor(obs)
+            current = gaussian_log_prob(raw, current_mean, old_log_std)
+            prox_mean = torch.where(stale.unsqueeze(-1), current_mean, old_mean)
+            prox = torch.where(stale, current, behaviour)
+            behaviour = torch.where(stale & storage.intervened, current, behaviour)
+        return {"obs": obs, "action": raw, "old_log_prob": prox, "behaviour_log_prob": behaviour,
+                "old_mean": prox_mean, "old_value": values, "advantage": advantages, "return": returns}, old_log_std
+
     def update(self, batch: RolloutStorage) -> dict[str, float]:
         """Learn from a full rollout, then clear it. Returns mean losses, entropy, KL, lr and noise std."""
         storage, c = batch, self.cfg
         if not storage.is_full():
             raise RuntimeError(f"PPO update needs a full rollout; it holds {len(storage)} of "
                                f"{storage.length * storage.num_envs} rows")
-        policy, critic = self.policy, self.critic
-        with torch.no_grad():
-            # The normaliser is fixed during the update (its stats move only at the end), so the
-            # inputs are normalised once for every epoch.
-            obs = policy.normalize(storage.obs["state"])
-            values, advantages, returns = self.value_targets(storage, obs)
-            dp = self.data_parallel
-            if not c.normalize_advantage_per_minibatch:
-                adv_mean, adv_std = moments(advantages, dp)
-                advantages = (advantages - adv_mean) / (adv_std + 1e-8)
-            flat = (*storage.reward.shape, policy.std_param.numel())
-            old_mean = storage.extras[MEAN.name].reshape(flat) if MEAN.name in storage.extras else policy.actor(obs)
-            old_log_std = policy.log_std().detach().clone()
-            raw = storage.extras.get(RAW_ACTION.name, storage.action).reshape(flat)
-            applied = storage.action.reshape(flat)
-            human = storage.intervened.unsqueeze(-1)
-            raw = torch.where(human, applied, raw)
-            # A human's action was not sampled by the policy: score it under the pre-update policy.
-            scored = gaussian_log_prob(raw, old_mean, old_log_std)
-            stored = storage.extras.get(LOG_PROB.name)
-            old_log_prob = scored if stored is None else torch.where(storage.intervened, scored, stored)
-
-        fields = {"obs": obs, "action": raw, "old_log_prob": old_log_prob, "old_mean": old_mean,
-                  "old_value": values, "advantage": advantages, "return": returns}
+        policy, critic, dp = self.policy, self.critic, self.data_parallel
+        fields, old_log_std = self._rollout_fields(storage)
         value_clip = c.value_clip if c.use_clipped_value_loss else None
         sums = torch.zeros(4, device=self.device)  # value loss, surrogate, entropy, kl
         n = 0
@@ -419,7 +443,7 @@ class PPOAlgorithm(OnPolicyAlgorithm):
             log_prob = gaussian_log_prob(mb["action"], mean, log_std)
             # Entropy of a diagonal Gaussian, Σ_i ½ + ½ log 2π + log σ_i (state-independent σ).
             entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum()
-            # The KL(π_old ‖ π_θ) reached so far sets this step's size (rule in ``adaptive_lr``); every rank
+            # The KL(π_prox ‖ π_θ) reached so far sets this step's size (rule in ``adaptive_lr``); every rank
             # takes the same step.
             with torch.no_grad():
                 kl = gaussian_kl(mb["old_mean"], old_log_std, mean, log_std).mean()
@@ -427,7 +451,8 @@ class PPOAlgorithm(OnPolicyAlgorithm):
                     kl = dp.mean(kl)
             if c.schedule == "adaptive":
                 self._set_lr(adaptive_lr(self.lr, float(kl), c.desired_kl, c.min_lr, c.max_lr))
-            surrogate = clipped_surrogate_loss(log_prob, mb["old_log_prob"], adv, c.clip)
+            surrogate = decoupled_surrogate_loss(log_prob, mb["old_log_prob"], mb["behaviour_log_prob"], adv, c.clip,
+                                                 c.behaviour_ratio_clip)
             v_loss = value_loss(value, mb["old_value"], mb["return"], value_clip)
             # L = L_clip + c_v·L_V − c_H·H  (each term's formula is on its helper above).
             loss = surrogate + c.value_coef * v_loss - c.entropy_coef * entropy

@@ -86,7 +86,7 @@ class RolloutStorage:
     """Preallocated ``[length, num_envs, ...]`` tensors for one on-policy rollout.
 
     Attributes after :meth:`add` (all ``[T, N, ...]`` on ``device``): ``obs`` / ``next_obs`` (dicts by
-    observation key), ``action``, ``reward``, ``terminated``, ``truncated``, ``intervened`` and
+    observation key), ``action``, ``reward``, ``terminated``, ``truncated``, ``intervened``, ``policy_version`` and
     ``extras`` (allocated from the first batch's extras; later batches must carry the same keys).
     """
 
@@ -105,6 +105,7 @@ class RolloutStorage:
         self.terminated = torch.zeros(shape, dtype=torch.bool, device=self.device)
         self.truncated = torch.zeros(shape, dtype=torch.bool, device=self.device)
         self.intervened = torch.zeros(shape, dtype=torch.bool, device=self.device)
+        self.policy_version = torch.zeros(shape, dtype=torch.int64, device=self.device)
         self.extras: Fields = {}
         self._columns: dict[int, torch.Tensor] = {}  # actor_id -> [num_envs] column per env_index, -1 unseen
         self._next_column = 0
@@ -121,6 +122,14 @@ class RolloutStorage:
     def is_full(self) -> bool:
         """Every column holds ``length`` steps."""
         return bool((self._cursor == self.length).all())
+
+    def behind(self) -> torch.Tensor | None:
+        """``[T, N]`` int64: versions between the weights that acted each row and the learner's, or ``None``.
+
+        ``None`` here: a synchronous rollout is collected with the learner's current weights only, so the update
+        needs no correction (:class:`~robot_rl.replay.async_rollout.AsyncRolloutStorage` returns the numbers).
+        """
+        return None
 
     def clear(self) -> None:
         """Forget the rows (the column assignment is kept); the tensors are reused, not reallocated."""
@@ -189,6 +198,7 @@ class RolloutStorage:
         self.terminated[t, c] = batch.terminated
         self.truncated[t, c] = batch.truncated
         self.intervened[t, c] = batch.intervened
+        self.policy_version[t, c] = batch.policy_version
         if not self.extras:
             self.extras = {k: torch.zeros(self.length, self.num_envs, *v.shape[1:], dtype=v.dtype,
                                           device=self.device) for k, v in batch.extras.items()}

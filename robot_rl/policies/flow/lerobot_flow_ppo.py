@@ -47,7 +47,7 @@ from torch import nn
 
 from robot_rl.core.algorithm import Policy, Weights
 from robot_rl.core.config import TASKS, ConfigError
-from robot_rl.core.extras import CHAIN, LOG_PROB
+from robot_rl.core.extras import CHAIN, ELEMENT_LOG_PROB, LOG_PROB
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import Obs
 from robot_rl.policies.flow.lerobot_base import (
@@ -56,7 +56,7 @@ from robot_rl.policies.flow.lerobot_base import (
     lerobot_policy_type,
     load_lerobot_flow_policy_for_spec,
 )
-from robot_rl.policies.flow.model import FlowVLAPolicy
+from robot_rl.policies.flow.model import chain_log_prob_of, element_log_density
 from robot_rl.policies.flow.ppo import FlowPPOAlgorithm, FlowPPOConfig
 from robot_rl.policies.modules.mlp import MLP
 
@@ -97,7 +97,8 @@ class _PrefixEncoder(nn.Module):
 class LeRobotFlowNoisePolicy(Policy):
     """A LeRobot SmolVLA as a Flow-Noise chain with learnable per-step σ (see the module docstring).
 
-    ``act(obs)`` → ``(chunk [N, H, A], {"chain": [N, K + 1, chunk_size, max_action_dim], "log_prob": [N]})``;
+    ``act(obs)`` → ``(chunk [N, H, A], {"chain": [N, K + 1, chunk_size, max_action_dim], "log_prob": [N],
+    "element_log_prob": [N, K, chunk_size, max_action_dim]})``;
     ``act(obs, deterministic=True)`` integrates from ``x_0 = 0`` without noise.
     """
 
@@ -224,8 +225,10 @@ class LeRobotFlowNoisePolicy(Policy):
                 return self.base._bound(self.to_env(chain[:, -1])), {}
             x0 = torch.randn(shape, device=device, generator=self.generator)
             chain, means = self.run_chain(ctx, x0, noise=True, generator=self.generator)
-            log_prob = FlowVLAPolicy.gaussian_chain_log_prob(chain, means, self.log_sigma.unsqueeze(0))
-        return self.base._bound(self.to_env(chain[:, -1])), {CHAIN.name: chain, LOG_PROB.name: log_prob}
+            elements = element_log_density(chain, means, self.log_sigma.unsqueeze(0))
+            log_prob = chain_log_prob_of(chain, elements)
+        return self.base._bound(self.to_env(chain[:, -1])), {CHAIN.name: chain, LOG_PROB.name: log_prob,
+                                                             ELEMENT_LOG_PROB.name: elements}
 
     # ---- weights ------------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from torch import nn
 
 from robot_rl.core.algorithm import Policy
 from robot_rl.core.config import ConfigError
-from robot_rl.core.extras import CHAIN, LOG_PROB
+from robot_rl.core.extras import CHAIN, ELEMENT_LOG_PROB, LOG_PROB
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import Obs
 from robot_rl.policies.flow.backbone import ResNetCameras, load_backbone_weights
@@ -314,11 +314,24 @@ class ActionExpert(nn.Module):
         return self.out(self.net(tokens)[:, 1:])
 
 
+def element_log_density(chain: torch.Tensor, means: torch.Tensor, log_sigma: torch.Tensor) -> torch.Tensor:
+    """``log N(x_{k+1}; μ_k, σ_k²)`` per step and element of chains ``[B, K + 1, H, A]`` → ``[B, K, H, A]``."""
+    z = (chain[:, 1:] - means) * torch.exp(-log_sigma)
+    return -0.5 * z.square() - log_sigma - 0.5 * _LOG_2PI
+
+
+def chain_log_prob_of(chain: torch.Tensor, elements: torch.Tensor) -> torch.Tensor:
+    """``log N(x_0; 0, I) + Σ`` of the element log-densities → ``[B]``: the whole chain's log-likelihood."""
+    x0 = chain[:, 0].flatten(1)
+    return (-0.5 * x0.square() - 0.5 * _LOG_2PI).sum(-1) + elements.flatten(1).sum(-1)
+
+
 class FlowVLAPolicy(Policy):
     """Encoder + action expert + Flow-Noise stds; ``act`` returns a whole chunk ``[N, H, A]``.
 
     ``act(obs, deterministic=False)`` samples the Flow-Noise chain (``x0 ~ N(0, I)``, Gaussian steps with
-    ``σ_k``) and returns ``extras = {"chain": [N, K + 1, H, A], "log_prob": [N]}`` for chunk-level RL;
+    ``σ_k``) and returns ``extras = {"chain": [N, K + 1, H, A], "log_prob": [N], "element_log_prob": [N, K, H, A]}``
+    for chunk-level RL;
     ``deterministic=True`` integrates the ODE from ``x0 = 0`` without noise. Use
     :meth:`sample` for plain (noise-free) flow sampling from ``x0 ~ N(0, I)``.
     """
@@ -416,6 +429,12 @@ class FlowVLAPolicy(Policy):
 
     def sample_chain(self, obs: Obs, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(chain [N, K + 1, H, A], log_prob [N])``: ``x_{k+1} = μ_k(x_k) + σ_k ε_k``, exact log-likelihood."""
+        chain, log_prob, _ = self.sample_scored_chain(obs, generator)
+        return chain, log_prob
+
+    def sample_scored_chain(self, obs: Obs, generator: torch.Generator | None = None
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`sample_chain` and the chain's element log-densities ``[N, K, H, A]`` (:func:`element_log_density`)."""
         cond = self.encoder(obs)
         n = cond.shape[0]
         x = torch.randn(n, self.cfg.horizon, self.action_dim, device=cond.device, generator=generator)
@@ -426,7 +445,9 @@ class FlowVLAPolicy(Policy):
             x = self._mean_step(x, k, cond) + sigma[k] * eps
             chain.append(x)
         states = torch.stack(chain, dim=1)
-        return states, self.chain_log_prob(states, cond=cond)
+        means, log_sigma = self.chain_means(states, cond), self.log_sigma.unsqueeze(0)
+        elements = element_log_density(states, means, log_sigma)
+        return states, chain_log_prob_of(states, elements), elements
 
     def chain_means(self, chain: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
         """``μ_k(x_k)`` for every step of stored chains ``[B, K + 1, H, A]`` → ``[B, K, H, A]`` (one batched pass)."""
@@ -455,10 +476,7 @@ class FlowVLAPolicy(Policy):
     @staticmethod
     def gaussian_chain_log_prob(chain: torch.Tensor, means: torch.Tensor, log_sigma: torch.Tensor) -> torch.Tensor:
         """The chain log-likelihood from precomputed step means ``[B, K, H, A]`` and ``log σ`` (broadcast) → ``[B]``."""
-        x0 = chain[:, 0].flatten(1)
-        lp = (-0.5 * x0.square() - 0.5 * _LOG_2PI).sum(-1)
-        z = (chain[:, 1:] - means) * torch.exp(-log_sigma)
-        return lp + (-0.5 * z.square() - log_sigma - 0.5 * _LOG_2PI).flatten(1).sum(-1)
+        return chain_log_prob_of(chain, element_log_density(chain, means, log_sigma))
 
     # ---- Policy ------------------------------------------------------------------------------
 
@@ -478,5 +496,5 @@ class FlowVLAPolicy(Policy):
                 ref = next(iter(self.parameters()))
                 x0 = torch.zeros(n, self.cfg.horizon, self.action_dim, device=ref.device)
                 return self._bound(self.sample(cond_obs, x0=x0)), {}
-            chain, log_prob = self.sample_chain(obs, self.generator)
-        return self._bound(chain[:, -1]), {CHAIN.name: chain, LOG_PROB.name: log_prob}
+            chain, log_prob, elements = self.sample_scored_chain(obs, self.generator)
+        return self._bound(chain[:, -1]), {CHAIN.name: chain, LOG_PROB.name: log_prob, ELEMENT_LOG_PROB.name: elements}

@@ -30,6 +30,12 @@ denoising step and chunk element, ``exp(log N(x_{k+1,j}; μ_{k,j}, σ_{k,j}²) �
 chunk's advantage (token-level PPO, as pi_RL/RLinf do per action token); ``"step"`` one ratio per
 denoising step; ``"chain"`` the exact chain ratio. The old per-element log-probabilities are
 re-scored from the stored chains at the start of the update, under the weights that sampled them.
+
+Asynchronous actors (``loop.on_policy_sync=false``). A row acted by weights older than the learner's is corrected
+as in :mod:`robot_rl.policies.ppo` (decoupled PPO): the re-scored log-densities above are the proximal policy's,
+and each element's loss is weighted by ``min(π_prox/π_behaviour, behaviour_ratio_clip)`` with the behaviour
+densities the actor computed while sampling (``extras["element_log_prob"]``), at the same ratio level. Rows the
+learner's own weights acted keep weight 1 exactly, so a synchronous rollout trains as before.
 """
 
 from __future__ import annotations
@@ -46,13 +52,14 @@ from torch import nn
 from robot_rl.core.algorithm import Policy
 from robot_rl.core.config import ALGOS, AlgoConfig
 from robot_rl.core.data_parallel import DataParallel, moments
-from robot_rl.core.extras import CHAIN
+from robot_rl.core.extras import CHAIN, ELEMENT_LOG_PROB
 from robot_rl.core.specs import EnvSpec, SpecMismatchError
 from robot_rl.core.transition import Obs
-from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy, VLAEncoder
+from robot_rl.policies.decoupled_ppo import decoupled_surrogate_loss
+from robot_rl.policies.flow.model import FlowVLAConfig, FlowVLAPolicy, VLAEncoder, element_log_density
 from robot_rl.policies.flow.onpolicy import FlowOnPolicyAlgorithm, build_flow_policy, load_sft_into
 from robot_rl.policies.modules.mlp import MLP
-from robot_rl.policies.ppo import clipped_surrogate_loss, gaussian_kl, value_loss
+from robot_rl.policies.ppo import gaussian_kl, value_loss
 from robot_rl.replay.rollout import RolloutStorage, compute_gae, iter_minibatches
 
 log = logging.getLogger(__name__)
@@ -118,6 +125,9 @@ class FlowPPOConfig(AlgoConfig):
     """Hidden widths of the critic head (over its own observation encoder)."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip of the actor and of the critic."""
+    behaviour_ratio_clip: float = 2.0
+    """Asynchronous actors (``loop.on_policy_sync=false``): clip of the importance weight ``π_prox/π_behaviour``
+    of each element of rows acted by older weights (decoupled PPO, as :mod:`robot_rl.policies.ppo`)."""
 
     def build(self, spec: EnvSpec, device: torch.device | str, seed: int) -> FlowPPOAlgorithm:
         """Build the Flow-Noise PPO learner (on a LeRobot flow VLA when ``init_from`` is a LeRobot checkpoint)."""
@@ -161,8 +171,12 @@ def element_log_probs(chain: torch.Tensor, means: torch.Tensor, log_sigma: torch
     ``element`` → ``[B, K·H·A]``, ``step`` → ``[B, K]``, ``chain`` → ``[B, 1]``; the ``x_0`` term is
     left out (it does not depend on the weights).
     """
-    z = (chain[:, 1:] - means) * torch.exp(-log_sigma)
-    lp = (-0.5 * z.square() - log_sigma - 0.5 * math.log(2.0 * math.pi)).flatten(2)  # [B, K, H·A]
+    return at_ratio_level(element_log_density(chain, means, log_sigma), level)
+
+
+def at_ratio_level(elements: torch.Tensor, level: str) -> torch.Tensor:
+    """Element log-densities ``[B, K, H, A]`` summed to ``level`` (see :func:`element_log_probs`)."""
+    lp = elements.flatten(2)  # [B, K, H·A]
     if level == "element":
         return lp.flatten(1)
     if level == "step":
@@ -206,6 +220,7 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
 
     #: ``freeze_encoder=None`` resolves to this: our own policy's encoder is small and trains.
     default_freeze_encoder = False
+    corrects_staleness = True
 
     def __init__(self, cfg: FlowPPOConfig, spec: EnvSpec, device: torch.device | str, seed: int) -> None:
         if len(spec.action.shape) != 2:
@@ -302,6 +317,24 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
         means = self.policy.chain_means(chain, self.policy.encoder(obs))
         return element_log_probs(chain, means, log_sigma, self.cfg.ratio).view(t, n, -1)
 
+    @torch.no_grad()
+    def _behaviour_log_probs(self, storage: RolloutStorage, prox: torch.Tensor) -> torch.Tensor:
+        """The log-densities at ``cfg.ratio`` level under the weights that acted each row ``[T, N, L]``.
+
+        ``prox`` (the learner's weights at the start of the update) where those acted; the actor's own
+        ``extras["element_log_prob"]`` where older weights acted (asynchronous actors).
+        """
+        behind = storage.behind()
+        if behind is None or not bool((behind > 0).any()):
+            return prox
+        if ELEMENT_LOG_PROB.name not in storage.extras:
+            raise KeyError("asynchronous flow_ppo (loop.on_policy_sync=false) needs the actors' "
+                           f"extras[{ELEMENT_LOG_PROB.name!r}] (FlowVLAPolicy.act writes it); this rollout has "
+                           f"{sorted(storage.extras)}")
+        t, n = storage.reward.shape
+        acted = at_ratio_level(storage.extras[ELEMENT_LOG_PROB.name].flatten(0, 1), self.cfg.ratio).view(t, n, -1)
+        return torch.where((behind > 0).unsqueeze(-1), acted, prox)
+
     def update(self, batch: RolloutStorage) -> dict[str, float]:
         """Chunk-level PPO on a full rollout (then cleared); logs the KL to the SFT policy."""
         storage, c, policy = batch, self.cfg, self.policy
@@ -314,8 +347,10 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
         adv_mean, adv_std = moments(adv, dp)  # over every rank's rollout
         adv = (adv - adv_mean) / (adv_std + 1e-8)
         fields = {f"obs.{k}": v for k, v in storage.obs.items()}
-        fields.update(chain=storage.extras[CHAIN.name], old_log_prob=self._old_log_probs(storage), advantage=adv,
-                      ret=ret, old_value=values)
+        prox = self._old_log_probs(storage)
+        fields.update(chain=storage.extras[CHAIN.name], old_log_prob=prox,
+                      behaviour_log_prob=self._behaviour_log_probs(storage, prox), advantage=adv, ret=ret,
+                      old_value=values)
         # The bound the rollout was sampled under; it tightens only after this update (the first ratio stays 1).
         log_bound = math.log(self.sigma_bound())
         ref_log_sigma = self.reference.log_sigma.clamp(max=log_bound)
@@ -329,7 +364,8 @@ class FlowPPOAlgorithm(FlowOnPolicyAlgorithm):
                 ref_means = self._reference_means(obs, chain, cond)
             log_prob = element_log_probs(chain, means, log_sigma, c.ratio)
             kl_ref = chain_kl(means, log_sigma, ref_means, ref_log_sigma.unsqueeze(0)).mean()
-            surrogate = clipped_surrogate_loss(log_prob, mb["old_log_prob"], mb["advantage"].unsqueeze(-1), c.clip)
+            surrogate = decoupled_surrogate_loss(log_prob, mb["old_log_prob"], mb["behaviour_log_prob"],
+                                                 mb["advantage"].unsqueeze(-1), c.clip, c.behaviour_ratio_clip)
             v_loss = value_loss(value, mb["old_value"], mb["ret"], c.value_clip)
             loss = surrogate + self.kl_coef * kl_ref + c.value_coef * v_loss
             aux = self.aux_loss()  # an extension's term, e.g. co-training's λ·flow-matching loss on real demos
