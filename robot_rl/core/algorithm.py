@@ -350,7 +350,8 @@ class OnPolicyAlgorithm(Algorithm):
     The loop adds one vectorised step at a time to ``make_storage(num_envs)`` (a rollout of
     ``rollout_length`` steps per sub-env); when the storage is full it calls ``update(storage)``,
     which must leave the storage empty for the next rollout, then publishes new weights. Actors
-    wait for those weights before collecting again.
+    wait for those weights before collecting again (unless ``loop.on_policy_sync=false`` and the algorithm
+    ``corrects_staleness``).
     """
 
     on_policy: ClassVar[bool] = True

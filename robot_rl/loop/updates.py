@@ -1,13 +1,12 @@
 """How the learner's updates interleave with collection: off-policy (actor threads) or on-policy (rollouts).
 
-(Asynchronous on-policy learning, ``loop.on_policy_sync=false``, is :mod:`robot_rl.loop.async_updates`.)
-
 The runner calls :meth:`UpdateStrategy.iteration` until the budget or the success threshold; the strategy
 owns what differs between the two families. Off-policy: actor threads step their envs concurrently; the
 learner runs the updates owed by the UTD ratio and publishes weights every ``weight_sync_every_updates``.
 On-policy: collect ``rollout_length`` steps from every actor (or wait for remote actors to fill the
-rollout), update once, publish, and only then let the actors continue. Off-policy on data-parallel ranks: every
-rank collects and updates in lockstep (:mod:`robot_rl.loop.lockstep`).
+rollout), update once, publish, and only then let the actors continue; with ``loop.on_policy_sync=false`` nobody
+waits (:mod:`robot_rl.loop.async_updates`). Off-policy on data-parallel ranks: every rank collects and updates in
+lockstep (:mod:`robot_rl.loop.lockstep`).
 """
 
 from __future__ import annotations
