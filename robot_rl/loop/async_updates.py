@@ -24,6 +24,7 @@ from robot_rl.core.config import ConfigError
 from robot_rl.core.data_parallel import DataParallel
 from robot_rl.core.specs import EnvSpec
 from robot_rl.loop.actor import Actor
+from robot_rl.loop.actor_threads import ActorThreads
 from robot_rl.loop.config import LoopConfig
 from robot_rl.loop.learner import Learner
 from robot_rl.replay.async_rollout import AsyncRolloutStorage
@@ -58,31 +59,18 @@ class AsyncOnPolicyUpdates:
         self.max_wait_s = loop.max_wait_s
         self.stop_event = stop
         self.discarded_rollouts = 0
-        self.errors: list[BaseException] = []
-        self.threads = [threading.Thread(target=self._actor_thread, args=(a,), daemon=True,
-                                         name=f"actor-{a.endpoint.actor_id}") for a in actors]
+        self.actor_threads = ActorThreads(actors, stop)
         self._last_update = time.monotonic()
 
     def start(self) -> None:
         """Start one thread per in-process actor."""
         self.storage.advance(self.learner.version)
         self._last_update = time.monotonic()
-        for th in self.threads:
-            th.start()
-
-    def _actor_thread(self, actor: Actor) -> None:
-        try:
-            while not self.stop_event.is_set():
-                actor.sync_weights()
-                actor.step()
-        except BaseException as e:
-            self.errors.append(e)
-            self.stop_event.set()
+        self.actor_threads.start()
 
     def iteration(self) -> None:
         """Update and publish if a rollout is ready; otherwise take one batch (or wait briefly for one)."""
-        if self.errors:
-            raise self.errors[0]
+        self.actor_threads.check()
         learner, storage = self.learner, self.storage
         storage.advance(learner.version)  # an extension may have published since (a refit, co-training's SFT)
         if learner.update_on_policy():
@@ -95,11 +83,8 @@ class AsyncOnPolicyUpdates:
             raise TimeoutError(f"no complete rollout within {self.max_wait_s:.0f}s (holding {len(storage)} rows, "
                                f"{storage.dropped_rows} dropped as stale); are the actors running and connected?")
         if not learner.pump(timeout_s=0.05) and self.stop_event.is_set():
-            raise self.errors[0] if self.errors else RuntimeError("actor thread stopped")
+            raise self.actor_threads.stopped()
 
     def stop(self, timeout_s: float) -> None:
         """Tell the actor threads to hold and join them."""
-        self.stop_event.set()
-        for th in self.threads:
-            if th.is_alive() or th.ident is not None:
-                th.join(timeout=timeout_s)
+        self.actor_threads.join(timeout_s)

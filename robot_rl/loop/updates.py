@@ -19,6 +19,7 @@ from typing import Protocol, cast
 from robot_rl.core.algorithm import Algorithm, OffPolicyAlgorithm, OnPolicyAlgorithm, OnPolicyStorage
 from robot_rl.core.data_parallel import DataParallel
 from robot_rl.loop.actor import Actor
+from robot_rl.loop.actor_threads import ActorThreads
 from robot_rl.loop.async_updates import AsyncOnPolicyUpdates
 from robot_rl.loop.config import LoopConfig
 from robot_rl.loop.learner import Learner
@@ -54,28 +55,15 @@ class OffPolicyUpdates:
         self.sync_every = loop.weight_sync_every_updates
         self.stop_event = stop
         self.discarded_rollouts = 0
-        self.errors: list[BaseException] = []
-        self.threads = [threading.Thread(target=self._actor_thread, args=(a,), daemon=True,
-                                         name=f"actor-{a.endpoint.actor_id}") for a in actors]
+        self.actor_threads = ActorThreads(actors, stop)
 
     def start(self) -> None:
         """Start one thread per actor."""
-        for th in self.threads:
-            th.start()
-
-    def _actor_thread(self, actor: Actor) -> None:
-        try:
-            while not self.stop_event.is_set():
-                actor.sync_weights()
-                actor.step()
-        except BaseException as e:
-            self.errors.append(e)
-            self.stop_event.set()
+        self.actor_threads.start()
 
     def iteration(self) -> None:
         """Run the owed updates (publishing every ``sync_every``), or wait briefly for data."""
-        if self.errors:
-            raise self.errors[0]
+        self.actor_threads.check()
         learner = self.learner
         if learner.owed_updates > 0:
             before = learner.updates
@@ -84,14 +72,11 @@ class OffPolicyUpdates:
                 learner.publish()
             return
         if not learner.pump(timeout_s=0.05) and self.stop_event.is_set():
-            raise self.errors[0] if self.errors else RuntimeError("actor thread stopped")
+            raise self.actor_threads.stopped()
 
     def stop(self, timeout_s: float) -> None:
         """Tell the actor threads to hold and join them."""
-        self.stop_event.set()
-        for th in self.threads:
-            if th.is_alive() or th.ident is not None:
-                th.join(timeout=timeout_s)
+        self.actor_threads.join(timeout_s)
 
 
 class OnPolicyUpdates:
