@@ -1,7 +1,8 @@
 """How long the test suite takes: pytest's own time and result per selection, with the load beside it.
 
 Runs ``.venv/bin/pytest -q`` (the README's test command) once per selection, one after the other, and records what
-pytest prints at the end (passed, failed, skipped, seconds) and the 1-minute load average before and after each.
+pytest prints at the end (passed, failed, skipped, seconds) and the 1-minute load average before and after each,
+in ``benchmarks/results/suite_time/<UTC time>.json`` (or ``--out``).
 
     python benchmarks/suite_time.py                          # the unit tier, then the whole suite
     python benchmarks/suite_time.py --select "unit=-m unit" "one process=-m unit -n 0"

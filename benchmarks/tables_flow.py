@@ -4,6 +4,8 @@ Those scripts import torch and the flow policies at module level, so their table
 this module by path; it needs nothing beyond the standard library). Each function takes the records of the files
 its marker names, in that order, and returns the markdown. A run's labels (which SFT start, which variant) are
 keyed by the file's name: they are prose about the run, the numbers all come from the files.
+
+A render module, not a benchmark: it reads result files (``benchmarks/results/**/*.json``) and writes none.
 """
 
 from __future__ import annotations

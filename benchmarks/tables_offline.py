@@ -5,6 +5,8 @@ module instead, the standard library only). The summary table of every seed is `
 An ``offline_online.py`` file holds ``results[seed][method]``: the online env steps to the threshold
 (``steps_to_threshold``, None when not reached), the success at the switch and the lowest in the first
 ``dip_steps``, the wall times and every evaluation.
+
+A render module, not a benchmark: it reads result files (``benchmarks/results/**/*.json``) and writes none.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """RESULTS_real2sim.md's probe and camera-fit tables, from ``real2sim_probe.py``'s and ``twin_camera.py``'s JSON
-(both scripts import MuJoCo and torch at module level; ``report.py`` imports this module instead)."""
+(both scripts import MuJoCo and torch at module level; ``report.py`` imports this module instead).
+
+A render module, not a benchmark: it reads result files (``benchmarks/results/**/*.json``) and writes none.
+"""
 
 from __future__ import annotations
 

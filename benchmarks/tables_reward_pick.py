@@ -3,6 +3,8 @@ and MuJoCo at module level; ``report.py`` imports this module instead, the stand
 
 A run file holds ``results[variant]``: its evaluation curve (``[env steps, success]`` pairs), ``reached_at`` (the
 first evaluation at 80 %, None when not reached), how it stopped, and the reward models it used.
+
+A render module, not a benchmark: it reads result files (``benchmarks/results/**/*.json``) and writes none.
 """
 
 from __future__ import annotations

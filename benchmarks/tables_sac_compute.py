@@ -1,5 +1,8 @@
 """RESULTS_fasttd3.md's section 2 tables, rebuilt from ``sac_compute_fraction.py``'s JSON (that script imports torch
-at module level; ``report.py`` imports this module instead, the standard library only)."""
+at module level; ``report.py`` imports this module instead, the standard library only).
+
+A render module, not a benchmark: it reads result files (``benchmarks/results/**/*.json``) and writes none.
+"""
 
 from __future__ import annotations
 
