@@ -25,8 +25,12 @@ RENDERERS = {
     "async_ppo": ["threshold_table", "sweep_table"],
     "backend_steps": ["table", "gym_parts_table", "isaac_parts_table"],
     "default_train": ["table"],
+    "distill_sizes": ["docs_table"],
+    "export_actor_errors": ["int8_table", "q15_table", "q7_table", "variants_table"],
     "export_inference": ["host_table", "sizes_table", "qemu_table", "page"],
+    "export_lut_error": ["docs_table"],
     "fasttd3_vs_ppo": ["table", "ratio_table"],
+    "ik_bench": ["docs_table"],
     "maniskill_steps": ["table"],
     "mujoco_steps": ["table", "pixels_table", "parts_table"],
     "mujoco_train": ["table"],
@@ -35,7 +39,10 @@ RENDERERS = {
     "reward_bench": ["throughput_table", "loop_table"],
     "reward_sac_bench": ["table", "calibration_table"],
     "sac_vs_sb3": ["table", "summary"],
+    "so101_replay_curves": ["curves_table"],
+    "suite_time": ["suite_table"],
     "transport_bench": ["throughput_table", "weights_table", "jitter_table"],
+    "twin_figures": ["docs_table"],
 }
 
 

@@ -20,16 +20,8 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 import result_file  # noqa: E402
 
+
 #: The scripts behind docs/ tables and the table functions each offers to ``report.py``.
-RENDERERS = {
-    "distill_sizes": ["docs_table"],
-    "export_lut_error": ["docs_table"],
-    "export_actor_errors": ["int8_table", "q15_table", "q7_table", "variants_table"],
-    "ik_bench": ["docs_table"],
-    "twin_figures": ["docs_table"],
-}
-
-
 @pytest.fixture
 def no_git(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(result_file, "_git", lambda *args: "")
@@ -44,14 +36,6 @@ def _run(name: str, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[st
     data = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"{path} holds {c}"))
     assert data["benchmark"] == name and data["schema"] == result_file.SCHEMA and data["results"]
     return data
-
-
-@pytest.mark.parametrize("name", sorted(RENDERERS))
-def test_a_script_imports_without_running_and_offers_its_table_functions(name: str) -> None:
-    module = importlib.import_module(name)
-    assert callable(module.main)
-    for fn in RENDERERS[name]:
-        assert callable(getattr(module, fn)), f"{name}.{fn}"
 
 
 def test_the_lut_errors_follow_the_interpolation_formula(tmp_path: Path, no_git: None,
