@@ -59,6 +59,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from robot_rl.sims.mujoco.render import choose_gl
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from result_file import add_out_argument, default_path, markdown_table, write_result
 
@@ -378,18 +380,18 @@ def main() -> None:
     ap.add_argument("--parts", action="store_true", help="also print CPU µs per part of a step")
     add_out_argument(ap, NAME)
     args = ap.parse_args()
-    os.environ.setdefault("MUJOCO_GL", "osmesa")  # before gymnasium's MuJoCo envs load a renderer
+    choose_gl("cpu")  # before gymnasium's MuJoCo envs load a renderer (osmesa only where libOSMesa exists)
     torch.set_num_threads(1)
     started = dt.datetime.now(dt.UTC)
     import gymnasium
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, gymnasium "
           f"{gymnasium.__version__}, torch {torch.__version__}, numpy {np.__version__}, "
-          f"MUJOCO_GL={os.environ['MUJOCO_GL']}")
+          f"MUJOCO_GL={os.environ.get('MUJOCO_GL', 'unset')}")
     head = (f"{'backend':<10} {'env':<13} {'obs':<7} {'vector':<6} {'N':>5} {'steps':>6} {'ours':>10} {'raw':>10} "
             f"{'overhead':>9} {'ovh cpu':>8} {'ovh min':>8}")
     results: dict[str, Any] = {"gymnasium": gymnasium.__version__, "numpy": np.__version__,
-                               "mujoco_gl": os.environ["MUJOCO_GL"], "target_overhead": TARGET, "rows": [],
+                               "mujoco_gl": os.environ.get("MUJOCO_GL"), "target_overhead": TARGET, "rows": [],
                                "parts": []}
 
     def row(backend: str, env_id: str, obs: str, vector: str, n: int,

@@ -45,6 +45,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from robot_rl.sims.mujoco.render import choose_gl
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from result_file import add_out_argument, default_path, markdown_table, write_result
 
@@ -55,7 +57,7 @@ mujoco: Any = None
 
 def _import_mujoco() -> None:
     global mujoco
-    os.environ.setdefault("MUJOCO_GL", "osmesa")
+    choose_gl("cpu")
     import mujoco as mj
 
     import robot_rl.sims.mujoco  # noqa: F401 - registers the tasks

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import os
 import platform
 import tempfile
 import time
@@ -59,6 +58,7 @@ from robot_rl.rewards.classifier import ClassifierConfig, plot_pr_curve, recalib
 from robot_rl.rewards.data import camera_keys, episode_frames
 from robot_rl.rewards.prm import PRMConfig, episode_progress, spearman, train_prm
 from robot_rl.sims.mujoco.pick_expert import ScriptedPickDemonstrator
+from robot_rl.sims.mujoco.render import choose_gl
 from robot_rl.sims.mujoco.tasks import MujocoPickCubeConfig
 
 OUT = Path(__file__).resolve().parent / "results"
@@ -230,7 +230,7 @@ def variant_overrides(variant: str, model_dir: Path, cameras: tuple[str, ...],
 def run_variant(variant: str, model_dir: str, budget: int, max_wall: float, seed: int, root: str,
                 replay_demos: int, cameras: tuple[str, ...], shaping_weight: float) -> dict[str, Any]:
     """Train one variant (in its own process); returns its eval curve and summary."""
-    os.environ.setdefault("MUJOCO_GL", "osmesa")
+    choose_gl("cpu")
     torch.set_num_threads(1)
     overrides = [f"run.seed={seed}", f"run.root={root}", f"run.name={variant}", "run.progress=false",
                  "run.torch_threads=1", f"loop.total_env_steps={budget}", "loop.success_threshold=0.8",
@@ -282,7 +282,7 @@ def main() -> None:
     ap.add_argument("--models-only", action="store_true", help="train and report the reward models, no SAC")
     ap.add_argument("--quick", action="store_true", help="smoke run: tiny budget")
     args = ap.parse_args()
-    os.environ.setdefault("MUJOCO_GL", "osmesa")
+    choose_gl("cpu")
     OUT.mkdir(parents=True, exist_ok=True)
     if args.quick:
         args.budget, args.max_wall, args.demos = 3000, 90.0, 40

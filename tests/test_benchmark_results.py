@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import platform
 import sys
 from pathlib import Path
@@ -55,6 +56,12 @@ def no_git(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _run_main(module: Any, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", [f"benchmarks/{module.__name__}.py", *argv])
+    # A benchmark's main may choose MUJOCO_GL for its process; in a test worker that choice must not outlive it.
+    for key in ("MUJOCO_GL", "PYOPENGL_PLATFORM"):  # setenv/delenv to the same state: undone after the test
+        if key in os.environ:
+            monkeypatch.setenv(key, os.environ[key])
+        else:
+            monkeypatch.delenv(key, raising=False)
     module.main()
 
 

@@ -121,7 +121,7 @@ class SimArmWorld:
         from robot_rl.sims.mujoco.render import choose_gl, import_mujoco
 
         choose_gl("cpu")
-        mujoco = import_mujoco()
+        mujoco = import_mujoco(renders=bool(cfg.get("cameras")))
 
         from robot_rl.sims.mujoco.scene import build_model
 

@@ -72,10 +72,12 @@ class SimProcess:
 
     def _spawn(self) -> tuple[subprocess.Popen[str], str]:
         from robot_rl.hardware.sim_arm_server import NO_RENDERING
-        from robot_rl.sims.mujoco.render import RenderingUnavailableError
+        from robot_rl.sims.mujoco.render import RenderingUnavailableError, forgotten_backend
 
         cfg = self._server_config()
         env = dict(os.environ)
+        if "MUJOCO_GL" not in env and forgotten_backend() is not None:
+            env["MUJOCO_GL"] = str(forgotten_backend())  # the user's choice, which this process's kinematics forgot
         if "MUJOCO_GL" not in env:
             # Headless: OSMesa renders the cameras on the CPU. Without libOSMesa (no libosmesa6), MUJOCO_GL=osmesa
             # would break `import mujoco` itself; the arm then runs without a renderer and a camera fails to

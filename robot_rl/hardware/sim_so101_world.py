@@ -106,7 +106,7 @@ class So101World:
         from robot_rl.sims.mujoco.render import choose_gl, import_mujoco
 
         choose_gl("cpu")
-        mujoco = import_mujoco()
+        mujoco = import_mujoco(renders=bool(cfg.get("cameras")))
 
         self._mj = mujoco
         self.cfg = cfg

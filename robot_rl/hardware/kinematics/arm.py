@@ -42,7 +42,8 @@ def _backends() -> tuple[Any, Any]:
     from robot_rl.sims.mujoco.render import import_mujoco
 
     try:
-        mujoco = import_mujoco()  # first: mink's own import of it would fail inside PyOpenGL without libOSMesa
+        # First, and physics only: mink's own import of MuJoCo would fail inside PyOpenGL without libOSMesa.
+        mujoco = import_mujoco(renders=False)
         import mink
     except ImportError as e:
         raise ImportError(f"arm kinematics need mujoco and mink, and {e.name} is not installed: {INSTALL_HINT}") from e

@@ -49,10 +49,10 @@ from robot_rl.sims.mujoco.tasks import MujocoTaskConfig
 ARM_STATE_DIM = 16
 
 
-def import_mujoco() -> Any:
+def import_mujoco(renders: bool = True) -> Any:
     """``import mujoco``, or an ImportError naming the extra that brings it (RenderingUnavailableError: no OpenGL)."""
     try:
-        return import_mujoco_checking_gl()
+        return import_mujoco_checking_gl(renders)
     except ImportError:
         raise ImportError("the mujoco/* tasks need MuJoCo: pip install 'robot-rl[mujoco]'") from None
 
@@ -74,7 +74,7 @@ class MujocoVecEnv(VecEnv):
         self.seed = int(seed)
         if cfg.obs != "state":
             choose_gl(self.device.type)
-        import_mujoco()
+        import_mujoco(renders=cfg.obs != "state")
         model, ix = build_model(cfg.objects, cfg.timestep)
         apply_camera_adjust(model, cfg.camera_adjust)
         self.model, self.ix = model, ix

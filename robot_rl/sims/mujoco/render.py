@@ -32,9 +32,19 @@ class RenderingUnavailableError(RuntimeError, UserError):
     """MuJoCo cannot render here: no OpenGL for the chosen backend. The message is one line saying what to do."""
 
 
+#: The ``MUJOCO_GL`` that :func:`import_mujoco` forgot for a physics-only import (its library is missing), so that
+#: a renderer asked for later still names what the user chose and what to install.
+_forgotten_backend: str | None = None
+
+
+def forgotten_backend() -> str | None:
+    """The ``MUJOCO_GL`` a physics-only import forgot in this process (for a child process that renders), or None."""
+    return _forgotten_backend
+
+
 def _missing_library() -> str | None:
     """The one-line error when ``MUJOCO_GL`` names a headless backend whose library is not installed, else None."""
-    backend = os.environ.get("MUJOCO_GL", "").lower().strip()
+    backend = os.environ.get("MUJOCO_GL", "").lower().strip() or (_forgotten_backend or "")
     lib = _GL_LIBRARIES.get(backend)
     if lib is None or ctypes.util.find_library(lib[0]) is not None:
         return None
@@ -47,6 +57,8 @@ def gl_unavailable() -> str | None:
     ``MUJOCO_GL`` names a headless backend whose library is not installed, or (Linux) it means GLFW and there
     is no display: :func:`choose_gl` left it unset because libOSMesa is missing.
     """
+    if _forgotten_backend is not None and "MUJOCO_GL" not in os.environ:
+        return _missing_library()
     backend = os.environ.get("MUJOCO_GL", "").lower().strip()
     headless = not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
     if backend in _GLFW and headless and sys.platform.startswith("linux"):
@@ -54,11 +66,17 @@ def gl_unavailable() -> str | None:
     return _missing_library()
 
 
-def import_mujoco() -> Any:
+def import_mujoco(renders: bool = True) -> Any:
     """``import mujoco``; :class:`RenderingUnavailableError` when it fails for want of the chosen OpenGL library.
 
-    MuJoCo missing altogether stays an ImportError, for the caller to name the extra that brings it.
+    MuJoCo missing altogether stays an ImportError, for the caller to name the extra that brings it. A caller
+    that never renders (``renders=False``: kinematics, a camera-less arm's physics) first forgets a ``MUJOCO_GL``
+    whose library is missing (exported before libosmesa6 was installed, say): physics needs no OpenGL.
     """
+    global _forgotten_backend
+    if not renders and "mujoco" not in sys.modules and _missing_library() is not None:
+        _forgotten_backend = os.environ.pop("MUJOCO_GL").lower().strip()
+        os.environ.pop("PYOPENGL_PLATFORM", None)
     try:
         import mujoco
     except Exception as e:  # PyOpenGL's import fails with AttributeError when its platform library is absent
