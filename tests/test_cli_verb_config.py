@@ -54,8 +54,8 @@ def test_reward_and_flow_sft_and_distributed_verbs(capsys):
     assert _yaml_of(capsys, "reward", "train-prm", "demos", "--out", "prm", "--steps", "50")["steps"] == 50
     flow = _yaml_of(capsys, "flow-sft", "demos", "task.image_size=32", "--sft.steps", "11")
     assert flow["task"]["type"] == "lang_reach" and flow["task"]["image_size"] == 32 and flow["sft"]["steps"] == 11
-    learner = _yaml_of(capsys, "learner", "--bind", "tcp://127.0.0.1:7001", "--algo", "ppo")
-    assert learner["transport"]["type"] == "zmq" and learner["transport"]["address"] == "tcp://127.0.0.1:7001"
+    learner = _yaml_of(capsys, "learner", "--bind", "tcp://10.0.0.2:7001", "--algo", "ppo")
+    assert learner["transport"]["type"] == "zmq" and learner["transport"]["address"] == "tcp://10.0.0.2:7001"
     assert learner["algo"]["type"] == "ppo"
     train = _yaml_of(capsys, "train", "--task", "push", "--loop.total-env-steps", "5000")
     assert train["task"]["type"] == "push" and train["loop"]["total_env_steps"] == 5000

@@ -70,9 +70,9 @@ def test_cameras_and_simulator_addresses_are_held_by_one_robot() -> None:
     robots = [FleetRobot("a"), FleetRobot("b")]
     with pytest.raises(ConfigError, match="both on camera 0"):
         check_fleet(robots, [DeployConfig(robot=a), DeployConfig(robot=b)], learn=False)
-    sims = member_configs(DeployConfig(), [FleetRobot("s1", ["robot.address=tcp://127.0.0.1:7000"]),
-                                           FleetRobot("s2", ["robot.address=tcp://127.0.0.1:7000"])])
-    with pytest.raises(ConfigError, match=r"both on address tcp://127\.0\.0\.1:7000"):
+    sims = member_configs(DeployConfig(), [FleetRobot("s1", ["robot.address=tcp://10.0.0.2:7000"]),
+                                           FleetRobot("s2", ["robot.address=tcp://10.0.0.2:7000"])])
+    with pytest.raises(ConfigError, match=r"both on address tcp://10\.0\.0\.2:7000"):
         check_fleet([FleetRobot("s1"), FleetRobot("s2")], sims, learn=False)
 
 

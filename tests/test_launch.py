@@ -25,8 +25,8 @@ def test_plan_gives_every_role_the_run_options() -> None:
     assert "algo.batch_size=64" in learner and learner[learner.index("--bind") + 1] == "tcp://127.0.0.1:*"
     actor = plan.actor_argv(2, "tcp://h:1")
     assert actor[actor.index("--actor-id") + 1] == "2" and actor[actor.index("--connect") + 1] == "tcp://h:1"
-    assert parse_listening("learner listening on tcp://127.0.0.1:4000 (run directory runs/a b)\n") == \
-        ("tcp://127.0.0.1:4000", Path("runs/a b"))
+    assert parse_listening("learner listening on tcp://10.0.0.2:4000 (run directory runs/a b)\n") == \
+        ("tcp://10.0.0.2:4000", Path("runs/a b"))
     assert parse_listening("eval @ 0 steps") is None
     with pytest.raises(ValueError, match="at least one actor"):
         LaunchPlan(0)
