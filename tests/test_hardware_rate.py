@@ -37,3 +37,38 @@ def test_overrun_is_counted_and_not_followed_by_a_burst():
 def test_rate_outside_range_is_refused():
     with pytest.raises(ValueError, match="Hz"):
         RateLoop(0.0)
+
+
+
+def test_a_pause_is_neither_a_period_nor_an_overrun(monkeypatch):
+    import robot_rl.core.rate as rate
+
+    class Clock:  # the loop's clock, advanced by hand: no real sleep
+        now = 0.0
+
+        @staticmethod
+        def perf_counter() -> float:
+            return Clock.now
+
+        @staticmethod
+        def sleep(s: float) -> None:
+            Clock.now += s
+
+    monkeypatch.setattr(rate, "time", Clock)
+
+    def run(pause: bool) -> RateLoop:
+        loop = RateLoop(10.0)
+        loop.wait()
+        Clock.now += 0.1
+        loop.wait()
+        if pause:
+            loop.pause()  # held between episodes, waiting for the learner
+        Clock.now += 5.0
+        loop.wait()
+        Clock.now += 0.1
+        loop.wait()
+        return loop
+
+    stalled, paused = run(pause=False), run(pause=True)
+    assert stalled.overruns == 1 and [round(p, 6) for p in stalled.periods] == [0.1, 5.0, 0.1]
+    assert paused.overruns == 0 and [round(p, 6) for p in paused.periods] == [0.1, 0.1]

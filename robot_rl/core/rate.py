@@ -74,6 +74,13 @@ class RateLoop:
         self._last = tick
         self.ticks += 1
 
+    def pause(self) -> None:
+        """The loop stops on purpose (a robot held while it waits): the next tick starts a new schedule.
+
+        The time until that tick is neither a period nor an overrun.
+        """
+        self._deadline = self._last = None
+
     def __iter__(self) -> Iterator[int]:
         while self.max_ticks is None or self.ticks < self.max_ticks:
             self.wait()
