@@ -72,3 +72,32 @@ def test_a_pause_is_neither_a_period_nor_an_overrun(monkeypatch):
     stalled, paused = run(pause=False), run(pause=True)
     assert stalled.overruns == 1 and [round(p, 6) for p in stalled.periods] == [0.1, 5.0, 0.1]
     assert paused.overruns == 0 and [round(p, 6) for p in paused.periods] == [0.1, 0.1]
+
+
+
+def test_after_an_overrun_the_schedule_restarts_from_the_tick_itself(monkeypatch):
+    import robot_rl.core.rate as rate
+
+    class Clock:  # a loaded machine: the OS runs something else for 45 ms between the overrun's check and its tick
+        now, reads, preempted_at = 0.0, 0, 4
+
+        @staticmethod
+        def perf_counter() -> float:
+            Clock.reads += 1
+            if Clock.reads == Clock.preempted_at:
+                Clock.now += 0.045
+            return Clock.now
+
+        @staticmethod
+        def sleep(s: float) -> None:
+            Clock.now += s
+
+    monkeypatch.setattr(rate, "time", Clock)
+    loop = RateLoop(20.0)
+    loop.wait()
+    Clock.now += 0.2  # the caller's work overran
+    loop.wait()
+    loop.wait()
+    # The overrun's period includes the 45 ms; the next is a whole period, not the 5 ms left to a deadline counted
+    # from before them (a catch-up tick).
+    assert [round(p, 6) for p in loop.periods] == [0.245, 0.05] and loop.overruns == 1
