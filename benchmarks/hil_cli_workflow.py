@@ -215,23 +215,30 @@ def run_once(workdir: Path, minutes: float, scale: float, log=print, workflow: s
         tail = " | ".join(done.stdout.strip().splitlines()[-3:])
         steps[shlex.join(argv[1:4])] = f"{time.monotonic() - t0:.0f}s: {tail}"
     learner = start_logged(learner_cmd, workdir / "learner.log")
-    try:
-        address = learner_address(learner, workdir / "learner.log")
-    except RuntimeError:
-        ctrl_c(learner)
-        raise
-    actor = start_logged(at_address(actor_cmd, address), workdir / "actor.log")
-    started = time.monotonic()
-    deadline = started + 60 * minutes
-    while time.monotonic() < deadline and learner.poll() is None and actor.poll() is None:
-        time.sleep(1.0)
-    learn_min = (time.monotonic() - started) / 60
-    if episodes is not None and actor.poll() is None:
+    actor: subprocess.Popen[bytes] | None = None
+    try:  # whatever stops this (an error, a test's timeout), no learner, actor or simulator is left running
+        try:
+            address = learner_address(learner, workdir / "learner.log")
+        except RuntimeError:
+            ctrl_c(learner)
+            raise
+        actor = start_logged(at_address(actor_cmd, address), workdir / "actor.log")
+        started = time.monotonic()
+        deadline = started + 60 * minutes
+        while time.monotonic() < deadline and learner.poll() is None and actor.poll() is None:
+            time.sleep(1.0)
+        learn_min = (time.monotonic() - started) / 60
+        if episodes is not None and actor.poll() is None:
+            rc_actor, rc_learner = ctrl_c(actor), ctrl_c(learner)
+            raise RuntimeError(f"the actor had not run its {episodes} episodes after {minutes:g} min (actor rc "
+                               f"{rc_actor}, learner rc {rc_learner}):\n"
+                               f"{(workdir / 'actor.log').read_text(errors='replace')[-2000:]}")
         rc_actor, rc_learner = ctrl_c(actor), ctrl_c(learner)
-        raise RuntimeError(f"the actor had not run its {episodes} episodes after {minutes:g} min (actor rc "
-                           f"{rc_actor}, learner rc {rc_learner}):\n"
-                           f"{(workdir / 'actor.log').read_text(errors='replace')[-2000:]}")
-    rc_actor, rc_learner = ctrl_c(actor), ctrl_c(learner)
+    finally:
+        for proc in (actor, learner):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     actor_out = (workdir / "actor.log").read_text(errors="replace")
     learner_out = (workdir / "learner.log").read_text(errors="replace")
     if rc_actor or rc_learner:

@@ -4,10 +4,12 @@ Layout under ``<run>/checkpoints/``::
 
     step_000000120000/state.pt    torch.save of plain tensors/dicts (loaded with weights_only=True)
     step_000000120000/meta.json   counters, time, sha256 of state.pt
-    latest                        the name of the newest committed checkpoint
+    latest                        the name of the newest committed checkpoint (for people and tools)
 
-The previous good checkpoint is never removed before the new one is committed; older ones beyond
-``keep`` are pruned afterwards. Loading verifies the checksum and falls back to the previous
+The rename commits a checkpoint; ``latest`` is written after it, so a kill between the two leaves it naming
+the previous one. Loading therefore never trusts the pointer: it takes the committed checkpoint of the
+highest step. The previous good checkpoint is never removed before the new one is committed; older ones
+beyond ``keep`` are pruned afterwards. Loading verifies the checksum and falls back to the previous
 checkpoint (saying so) if the newest is damaged. A write that runs out of space removes its temp
 directory and raises :class:`~robot_rl.durable.DiskFullError`; the committed ones are
 untouched. Replay buffers are not in ``state.pt``: they live in their own segment files
@@ -107,8 +109,10 @@ def save_checkpoint(run_dir: Path, step: int, state: dict[str, Any], meta: dict[
         crash_point("checkpoint.before_rename")
         if final.exists():
             # Same step saved twice (e.g. an interrupt right after a periodic save): swap, then drop the old.
-            old = root / f".old-{name}-{os.getpid()}"
+            # A kill between the two renames leaves only the old copy, under its .old- name: loading finds it.
+            old = root / f"{_SWAPPED}{name}-{os.getpid()}"
             os.replace(final, old)
+            crash_point("checkpoint.mid_swap")
             os.replace(tmp, final)
             shutil.rmtree(old, ignore_errors=True)
         else:
@@ -142,8 +146,23 @@ def _write_dir(tmp: Path, state: dict[str, Any], meta: dict[str, Any], step: int
     _fsync_dir(tmp)
 
 
+_SWAPPED = ".old-"
+"""Prefix of a committed checkpoint moved aside while a new save of the same step takes its name."""
+
+
 def _committed(root: Path) -> list[Path]:
     return sorted(p for p in root.glob("step_*") if p.is_dir())
+
+
+def _stranded(root: Path) -> list[Path]:
+    """Committed checkpoints moved aside for a same-step save that a kill stopped before its rename."""
+    moved = [p for p in root.glob(f"{_SWAPPED}step_*-*") if p.is_dir()]
+    return [p for p in moved if not (root / p.name[len(_SWAPPED):].rsplit("-", 1)[0]).exists()]
+
+
+def _step_name(path: Path) -> str:
+    """``step_…`` of a committed or a stranded checkpoint directory (the step orders them)."""
+    return path.name[len(_SWAPPED):].rsplit("-", 1)[0] if path.name.startswith(_SWAPPED) else path.name
 
 
 def _prune(root: Path, keep: int, protect: str) -> None:
@@ -153,6 +172,9 @@ def _prune(root: Path, keep: int, protect: str) -> None:
     for junk in root.glob(".tmp-step_*"):  # left by a process killed mid-write
         if junk.is_dir() and not junk.name.endswith(f"-{os.getpid()}"):
             shutil.rmtree(junk, ignore_errors=True)
+    for moved in root.glob(f"{_SWAPPED}step_*"):  # moved aside by a killed same-step save: this one supersedes it
+        if moved.is_dir() and _step_name(moved) <= protect:
+            shutil.rmtree(moved, ignore_errors=True)
 
 
 def _verify_and_load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -165,24 +187,22 @@ def _verify_and_load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:
-    """Committed checkpoint directories, oldest first."""
+    """Committed checkpoint directories, oldest (lowest step) first.
+
+    With a checkpoint that a kill left moved aside by a same-step save (its ``.old-`` name), in its step's place.
+    """
     root = Path(run_dir) / "checkpoints"
-    return _committed(root) if root.is_dir() else []
+    return sorted(_committed(root) + _stranded(root), key=_step_name) if root.is_dir() else []
 
 
 def load_latest(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any], Path]:
     """Load the newest verifiable checkpoint: ``(state, meta, path)``.
 
-    Tries the one named by ``latest`` first, then older ones, newest first, logging each failure.
+    Tries the committed checkpoints newest (highest step) first, logging each failure. The ``latest`` pointer is
+    not consulted: a kill after a commit's rename but before the pointer moved leaves it naming an older one.
     """
     root = Path(run_dir) / "checkpoints"
     candidates = list(reversed(list_checkpoints(run_dir)))
-    pointer = root / "latest"
-    if pointer.is_file():
-        named = root / pointer.read_text().strip()
-        if named in candidates:
-            candidates.remove(named)
-            candidates.insert(0, named)
     if not candidates:
         raise CheckpointError(f"no checkpoint in {root}; start a new run without --resume")
     errors = []

@@ -119,18 +119,20 @@ def test_sac_with_calql_learns_online_from_its_own_replay():
     assert all(math.isfinite(v) for v in stats.values())
 
 
+@pytest.mark.integration  # two whole `robot-rl train --offline` runs (over 5 s of CPU at load 13-15 as a unit test)
 def test_conservative_online_keeps_cql_and_calql_after_the_offline_phase(tmp_path: Path):
     from robot_rl.cli import main
     from robot_rl.core.extension import RunHandle
     from robot_rl.loop.offline_extension import OfflinePhase
     from robot_rl.testing.fake_env import record_random_store
 
-    record_random_store(tmp_path / "data", episodes=20)
+    # What is checked is the config the online phase runs with: the smallest run that has both phases.
+    record_random_store(tmp_path / "data", episodes=4)
     common = [f"run.root={tmp_path}",
-              "loop.total_env_steps=300", "loop.eval_every_env_steps=1000", "loop.eval_episodes=2",
-              "run.progress=false", "algo.learning_starts=64", "algo.batch_size=32", "algo.actor_hidden=[16]",
+              "loop.total_env_steps=40", "loop.eval_every_env_steps=1000", "loop.eval_episodes=1",
+              "run.progress=false", "algo.learning_starts=16", "algo.batch_size=8", "algo.actor_hidden=[16]",
               "algo.critic_hidden=[16]", "algo.demo_ratio=0.5", "algo.cql_alpha=1.0", "algo.calql=true",
-              "offline.updates=20", "offline.log_every=10"]
+              "offline.updates=2", "offline.log_every=1"]
     seen: dict[str, tuple[float, bool]] = {}
     original = OfflinePhase.attach
 

@@ -1,9 +1,11 @@
 import json
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
+from robot_rl import checkpoint
 from robot_rl.checkpoint import CheckpointError, list_checkpoints, load_latest, save_checkpoint
 
 
@@ -69,3 +71,45 @@ def test_pickled_objects_are_refused(tmp_path: Path):
     (p / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(CheckpointError):
         load_latest(tmp_path)
+
+
+class _Killed(BaseException):
+    """A SIGKILL at a crash point, in-process: nothing after it runs, no handler cleans up."""
+
+
+def _kill_at(monkeypatch: pytest.MonkeyPatch, point: str) -> None:
+    def crash_point(name: str) -> None:
+        if name == point:
+            raise _Killed(name)
+
+    monkeypatch.setattr(checkpoint, "crash_point", crash_point)
+
+
+def test_a_kill_after_the_commit_but_before_the_pointer_moved_resumes_from_the_new_checkpoint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    save_checkpoint(tmp_path, 1, _state(1), {})
+    _kill_at(monkeypatch, "checkpoint.before_latest")
+    with pytest.raises(_Killed):
+        save_checkpoint(tmp_path, 2, _state(2), {})
+    # Committed (renamed into place), while `latest` still names step 1: the resume takes step 2.
+    assert (tmp_path / "checkpoints" / "latest").read_text().strip() == "step_000000000001"
+    state, meta, path = load_latest(tmp_path)
+    assert path.name == "step_000000000002" and meta["step"] == 2 and state["nested"]["step"] == 2
+
+
+def test_a_kill_between_the_renames_of_a_same_step_save_keeps_the_committed_copy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    save_checkpoint(tmp_path, 1, _state(1), {})
+    save_checkpoint(tmp_path, 2, _state(2), {})
+    _kill_at(monkeypatch, "checkpoint.mid_swap")
+    with pytest.raises(_Killed):
+        save_checkpoint(tmp_path, 2, _state(3), {})
+    # step 2's committed copy is moved aside and the new one not yet in its place: the copy is still step 2's.
+    names = [p.name for p in list_checkpoints(tmp_path)]
+    assert names == ["step_000000000001", f".old-step_000000000002-{os.getpid()}"]
+    state, meta, _ = load_latest(tmp_path)
+    assert meta["step"] == 2 and state["nested"]["step"] == 2
+    monkeypatch.undo()
+    save_checkpoint(tmp_path, 3, _state(3), {})  # the next commit removes the copy moved aside
+    assert not list((tmp_path / "checkpoints").glob(".old-*"))
+    assert load_latest(tmp_path)[1]["step"] == 3

@@ -45,3 +45,26 @@ def test_between_episodes_the_robot_waits_for_a_live_learner_and_stops_for_a_sil
     with pytest.raises(LearnerUnreachable, match=r"has not answered for 61s .* 1 chunks are kept"):
         kept.wait_sent(outbox, threading.Event(), max_wait_s=60.0)
     assert len(kept) == 1  # still here, reported: not dropped
+
+
+class _Learning(_Outbox):
+    """A learner that acknowledges one more chunk each time the robot looks (it learns from them one by one)."""
+
+    def __init__(self, unacked: int) -> None:
+        super().__init__(room=10)
+        self.unacked = unacked
+
+    def link_state(self):
+        self.unacked = max(self.unacked - 1, 0)
+        return LinkState("tcp://127.0.0.1:5555", True, self.silent_s, self.unacked + 1, 3)
+
+
+def test_with_max_unlearned_chunks_the_robot_waits_between_episodes_until_the_learner_caught_up():
+    kept, learner, pauses = KeptChunks(), _Learning(unacked=6), []
+    assert kept.wait_sent(learner, threading.Event(), 60.0, most_unacked=2, on_pause=lambda: pauses.append(1)) == 0
+    assert learner.unacked + 1 <= 2 and pauses == [1] and kept.paused_s > 0  # held once, for the learner's updates
+    assert kept.wait_sent(learner, threading.Event(), 60.0, most_unacked=2, on_pause=lambda: pauses.append(1)) == 0
+    assert pauses == [1]  # caught up: no pause
+    learner.unacked, learner.silent_s = 9, 61.0  # behind, and silent
+    with pytest.raises(LearnerUnreachable, match="has not answered for 61s"):
+        kept.wait_sent(learner, threading.Event(), 60.0, most_unacked=2)

@@ -37,3 +37,67 @@ def test_overrun_is_counted_and_not_followed_by_a_burst():
 def test_rate_outside_range_is_refused():
     with pytest.raises(ValueError, match="Hz"):
         RateLoop(0.0)
+
+
+
+def test_a_pause_is_neither_a_period_nor_an_overrun(monkeypatch):
+    import robot_rl.core.rate as rate
+
+    class Clock:  # the loop's clock, advanced by hand: no real sleep
+        now = 0.0
+
+        @staticmethod
+        def perf_counter() -> float:
+            return Clock.now
+
+        @staticmethod
+        def sleep(s: float) -> None:
+            Clock.now += s
+
+    monkeypatch.setattr(rate, "time", Clock)
+
+    def run(pause: bool) -> RateLoop:
+        loop = RateLoop(10.0)
+        loop.wait()
+        Clock.now += 0.1
+        loop.wait()
+        if pause:
+            loop.pause()  # held between episodes, waiting for the learner
+        Clock.now += 5.0
+        loop.wait()
+        Clock.now += 0.1
+        loop.wait()
+        return loop
+
+    stalled, paused = run(pause=False), run(pause=True)
+    assert stalled.overruns == 1 and [round(p, 6) for p in stalled.periods] == [0.1, 5.0, 0.1]
+    assert paused.overruns == 0 and [round(p, 6) for p in paused.periods] == [0.1, 0.1]
+
+
+
+def test_after_an_overrun_the_schedule_restarts_from_the_tick_itself(monkeypatch):
+    import robot_rl.core.rate as rate
+
+    class Clock:  # a loaded machine: the OS runs something else for 45 ms between the overrun's check and its tick
+        now, reads, preempted_at = 0.0, 0, 4
+
+        @staticmethod
+        def perf_counter() -> float:
+            Clock.reads += 1
+            if Clock.reads == Clock.preempted_at:
+                Clock.now += 0.045
+            return Clock.now
+
+        @staticmethod
+        def sleep(s: float) -> None:
+            Clock.now += s
+
+    monkeypatch.setattr(rate, "time", Clock)
+    loop = RateLoop(20.0)
+    loop.wait()
+    Clock.now += 0.2  # the caller's work overran
+    loop.wait()
+    loop.wait()
+    # The overrun's period includes the 45 ms; the next is a whole period, not the 5 ms left to a deadline counted
+    # from before them (a catch-up tick).
+    assert [round(p, 6) for p in loop.periods] == [0.245, 0.05] and loop.overruns == 1

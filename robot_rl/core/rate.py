@@ -58,21 +58,29 @@ class RateLoop:
     def wait(self) -> None:
         """Sleep until the next tick is due, then record the period since the previous tick."""
         now = time.perf_counter()
-        if self._deadline is None:
-            self._deadline = now
-        else:
-            self._deadline += self.period_s
-            if now > self._deadline + self.overrun_tolerance * self.period_s:
-                self.overruns += 1
-                self._deadline = now  # restart the schedule: no burst of catch-up ticks
-            else:
-                while (remaining := self._deadline - time.perf_counter()) > 0:
-                    time.sleep(remaining)
+        deadline = None if self._deadline is None else self._deadline + self.period_s
+        slack = self.overrun_tolerance * self.period_s
+        if deadline is not None and now > deadline + slack:
+            self.overruns += 1
+            deadline = None
+        elif deadline is not None:
+            while (remaining := deadline - time.perf_counter()) > 0:
+                time.sleep(remaining)
         tick = time.perf_counter()
+        # After an overrun the schedule restarts from this tick (not from `now`: the OS may have run something
+        # else in between), so no burst of catch-up ticks follows.
+        self._deadline = tick if deadline is None else deadline
         if self._last is not None:
             self.periods.append(tick - self._last)
         self._last = tick
         self.ticks += 1
+
+    def pause(self) -> None:
+        """The loop stops on purpose (a robot held while it waits): the next tick starts a new schedule.
+
+        The time until that tick is neither a period nor an overrun.
+        """
+        self._deadline = self._last = None
 
     def __iter__(self) -> Iterator[int]:
         while self.max_ticks is None or self.ticks < self.max_ticks:

@@ -335,7 +335,8 @@ class Deployer:
                 if self.cfg.mode == "learn" and self.version <= 0:
                     self.wait_first_weights()
                 while not self.stop.is_set() and (self.cfg.episodes == 0 or i < self.cfg.episodes):
-                    self.chunks_sent += self.kept.wait_sent(self.endpoint, self.stop, self.cfg.max_wait_s)  # held
+                    self.chunks_sent += self.kept.wait_sent(self.endpoint, self.stop, self.cfg.max_wait_s,  # held
+                                                            self.cfg.max_unlearned_chunks, self._pause)
                     self._show(i, self.run_episode(i).steps)  # the finished episode counted: the last frame is right
                     i += 1
         except KeyboardInterrupt:
@@ -352,6 +353,15 @@ class Deployer:
                     aid.close()
         self.drain()
         return self.report()
+
+    def _pause(self) -> None:
+        """The robot waits, held, for the learner between episodes: its watchdog off and its rate loop paused.
+
+        Nothing commands it (the next episode re-arms the watchdog), and the wait is not a control period.
+        """
+        if self.safety.watchdog is not None:
+            self.safety.watchdog.disarm()
+        self.rate.pause()
 
     def drain(self) -> int:
         """Learn mode: wait up to ``drain_s`` for the learner to acknowledge every chunk sent.

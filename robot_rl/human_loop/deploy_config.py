@@ -75,6 +75,13 @@ class DeployConfig:
     """This actor's id at the learner."""
     send_every: int = 8
     """Ship transitions in chunks of this many steps (and at every episode end)."""
+    max_unlearned_chunks: int = 0
+    """Learn mode, given to the learner and the actor alike: the learner takes in (and so acknowledges) a chunk only
+    once it has run the updates the rows before it owe (``algo.utd_ratio`` each), and the actor holds the robot
+    between episodes while more than this many of its chunks wait for an acknowledgement. The updates per robot
+    step are then the ratio however busy the machine (a slow learner pauses the robot instead of learning from
+    less), with the policy at most this many chunks (and the episode under way) behind the data. 0: the robot never
+    waits for the learner's updates (it learns from what it has time for)."""
     weight_max_deviation: float = 2.0
     """New weights are refused if any action on the recorded observations moves more than this from the
     acting policy's (2.0 = only finite, in-bounds actions are required: learning from scratch changes a lot)."""
@@ -118,8 +125,8 @@ class DeployConfig:
             raise ValueError("reward_source=classifier needs classifier=<checkpoint directory or tcp:// address>")
         if self.mode not in ("eval", "learn"):
             raise ValueError(f"mode {self.mode!r}; valid: eval, learn")
-        if self.max_episode_steps < 1 or self.send_every < 1 or self.episodes < 0:
-            raise ValueError("max_episode_steps and send_every must be >= 1, episodes >= 0")
+        if self.max_episode_steps < 1 or self.send_every < 1 or self.episodes < 0 or self.max_unlearned_chunks < 0:
+            raise ValueError("max_episode_steps and send_every must be >= 1, episodes and max_unlearned_chunks >= 0")
         if self.torch_threads < 0:
             raise ValueError(f"torch_threads must be >= 0 (0: automatic), got {self.torch_threads}")
         if len(set(self.policy_keys)) != len(self.policy_keys):

@@ -15,10 +15,11 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from robot_rl.core.transition import TransitionBatch
-from robot_rl.core.transport import LearnerUnreachable, LinkStateEndpoint
+from robot_rl.core.transport import LearnerUnreachable, LinkState, LinkStateEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -54,18 +55,32 @@ class KeptChunks:
             sent += 1
         return sent
 
-    def wait_sent(self, endpoint: Any, stop: threading.Event, max_wait_s: float) -> int:
+    def wait_sent(self, endpoint: Any, stop: threading.Event, max_wait_s: float, most_unacked: int = 0,
+                  on_pause: Callable[[], None] | None = None) -> int:
         """Between episodes: wait until every kept chunk is handed over (or ``stop``); returns how many went.
 
-        Raises :class:`LearnerUnreachable` once the learner has been silent for ``max_wait_s``.
+        ``most_unacked`` > 0 (``max_unlearned_chunks``): wait also until at most that many sent chunks are
+        unacknowledged (by a learner that takes a chunk in once it learned from the ones before). ``on_pause`` is
+        called once before a wait (the robot is held on purpose: its watchdog goes off). Raises
+        :class:`LearnerUnreachable` once the learner has been silent for ``max_wait_s``.
         """
-        if not self._chunks:
+        linked = endpoint if isinstance(endpoint, LinkStateEndpoint) else None
+
+        def caught_up(state: LinkState | None) -> bool:
+            return not self._chunks and (not most_unacked or state is None or state.unacked <= most_unacked)
+
+        if caught_up(linked.link_state() if linked is not None else None):
             return 0
+        if on_pause is not None:
+            on_pause()
         start, sent = time.monotonic(), 0
-        log.warning("deploy: the robot waits for the learner to take %d kept chunks", len(self._chunks))
-        while self._chunks and not stop.is_set():
+        if self._chunks:  # a wait for the learner's updates alone is the configured pace: not a warning
+            log.warning("deploy: the robot waits for the learner to take %d kept chunks", len(self._chunks))
+        while not stop.is_set():
             sent += self.offer(endpoint)
-            state = endpoint.link_state() if isinstance(endpoint, LinkStateEndpoint) else None
+            state = linked.link_state() if linked is not None else None
+            if caught_up(state):
+                break
             if state is not None and state.silent_s >= max_wait_s:
                 raise LearnerUnreachable(f"deploy: {state.describe()}; it has not answered for {state.silent_s:.0f}s "
                                          f"(max_wait_s={max_wait_s:.0f}) and {len(self._chunks)} chunks are kept "

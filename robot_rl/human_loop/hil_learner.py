@@ -120,6 +120,11 @@ class HILLearner:
             storage.add(demos.to(device))
         # Actors that ask for help score states with the critics: they get them with every version.
         self.learner.publish_critic = cfg.help.enabled
+        # max_unlearned_chunks: a chunk is acknowledged once its updates ran, and soon after (the actor waits for
+        # it): a replay segment is committed every half of what the actor may hold unacknowledged.
+        self.learned_acks = cfg.max_unlearned_chunks > 0
+        if self.learned_acks:
+            self.learner.ack_max_chunks = max(1, cfg.max_unlearned_chunks // 2)
         self.publish_every = publish_every
         self.checkpoint_every_s = checkpoint_every_s
         self._last_ckpt = time.monotonic()
@@ -156,8 +161,11 @@ class HILLearner:
         return str(self.driver.link.address)
 
     def step(self, recv_timeout_s: float = 0.02, max_updates: int = 4) -> None:
-        """Ingest what arrived, run owed updates (at most ``max_updates``), publish and checkpoint when due."""
-        while self.learner.pump(recv_timeout_s):
+        """Ingest what arrived, run owed updates (at most ``max_updates``), publish and checkpoint when due.
+
+        With ``max_unlearned_chunks`` it takes in (and so acknowledges) no new chunk while updates are owed.
+        """
+        while not (self.learned_acks and self.learner.owed_updates >= 1) and self.learner.pump(recv_timeout_s):
             recv_timeout_s = 0.0
         self.stats.transitions = self.learner.transitions
         storage = self.learner.storage
