@@ -6,7 +6,9 @@ the ``viz`` section, a dataclass of the spec's ``config`` class), and ``build`` 
 or returns None when the section leaves it off. The runner iterates over what was built; it never names one.
 A section sits at the config's top level, or inside a fixed section that the spec's ``parent`` names (the HIL
 schedule's is ``loop.hil``, where its keys always were); a ``config`` of ``X | None`` is a section that is null
-while the feature is off (``loop.hil: null``; ``loop.hil={}`` switches it on with X's defaults).
+while the feature is off (``loop.hil: null``; ``loop.hil={}`` switches it on with X's defaults). A feature whose keys
+were fixed fields before it became an extension lists them in ``moved`` (``loop.demos_path`` → ``demos.path``): a
+config file or override with an old key still loads, with a deprecation line (:func:`moved_keys`).
 
 Registration: a module calls :func:`register_extension` at import, and the module is listed under the
 ``robot_rl.extensions`` entry-point group (robot_rl's own ``pyproject.toml`` lists the built-ins; a third-party
@@ -32,7 +34,7 @@ The hooks, in the order a run calls them (every one optional: subclass :class:`B
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -263,7 +265,8 @@ class ExtensionSpec:
     is the whole ``TrainConfig``. Building is cheap and opens nothing (each env the config makes builds the
     extensions again to ask ``adapt_task`` and ``wrap_env``); resources are opened in ``attach``. Extensions are
     called in ``(order, name)`` order. ``parent``: one of :data:`PARENTS`, where the section sits (``"loop"``:
-    ``loop.<name>``; empty: the top level).
+    ``loop.<name>``; empty: the top level). ``moved``: old dotted key of the run config → the section's key that
+    replaced it (``{"loop.demos_path": "path"}``), for configs written before the feature was an extension.
     """
 
     name: str
@@ -272,6 +275,7 @@ class ExtensionSpec:
     doc: str = ""
     order: int = 0
     parent: str = ""
+    moved: Mapping[str, str] = field(default_factory=dict)
 
 
 #: The fixed sections of a run config that hold extension sections besides its top level (``""``).
@@ -281,18 +285,20 @@ PARENTS = ("", "loop")
 EXTENSIONS: Registry[ExtensionSpec] = Registry("extension", "robot_rl.extensions")
 
 
-def register_extension(name: str, config: Any, doc: str = "", order: int = 0, parent: str = "") -> Callable[
+def register_extension(name: str, config: Any, doc: str = "", order: int = 0, parent: str = "",
+                       moved: Mapping[str, str] | None = None) -> Callable[
         [Callable[[Any, Any], Extension | None]], Callable[[Any, Any], Extension | None]]:
     """Decorator on a feature's build function: ``@register_extension("viz", VizConfig, "live view")``.
 
     ``order``: extensions with a lower one are called first (the offline phase attaches before a guide loads).
     ``parent``: the fixed section the config section sits in (``"loop"`` for ``loop.hil``; empty: the top level).
+    ``moved``: the run config's old keys that the section's keys replace (``{"loop.demos_path": "path"}``).
     """
     if parent not in PARENTS:
         raise ValueError(f"extension {name!r}: parent {parent!r} holds no extension sections; one of {PARENTS}")
 
     def decorate(build: Callable[[Any, Any], Extension | None]) -> Callable[[Any, Any], Extension | None]:
-        EXTENSIONS.register(name)(ExtensionSpec(name, config, build, doc, order, parent))
+        EXTENSIONS.register(name)(ExtensionSpec(name, config, build, doc, order, parent, dict(moved or {})))
         return build
 
     return decorate
@@ -310,3 +316,12 @@ def extension_sections(parent: str = "") -> dict[str, Any]:
     """
     specs = (EXTENSIONS.get(name) for name in EXTENSIONS.names())
     return {spec.name: spec.config for spec in specs if spec.parent == parent}
+
+
+def moved_keys() -> dict[str, str]:
+    """Old dotted key of the run config → its key now, over every extension (``loop.demos_path`` → ``demos.path``)."""
+    out: dict[str, str] = {}
+    for spec in (EXTENSIONS.get(name) for name in EXTENSIONS.names()):
+        section = f"{spec.parent}.{spec.name}" if spec.parent else spec.name
+        out.update({old: f"{section}.{key}" for old, key in spec.moved.items()})
+    return out
