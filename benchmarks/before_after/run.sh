@@ -3,15 +3,18 @@
 # before it (a git worktree at BEFORE_REF) and on this tree, alternating per benchmark, with one venv.
 #   bash benchmarks/before_after/run.sh b3d1236                    # all, outputs in benchmarks/results/before_after/
 #   bash benchmarks/before_after/run.sh b3d1236 transport suite    # only these
+#   OUT_DIR=benchmarks/results/before_after_issue51 PY=/path/to/python bash benchmarks/before_after/run.sh REF …
 # The transport benchmark's pickle+lz4 peer needs `pip install lz4` (the bench extra).
-# Compare the printed ratios within one run (the machine is shared and noisy).
+# Compare the printed ratios within one run (the machine is shared and noisy). Then
+# `python benchmarks/tables_redesign.py --printouts OUT_DIR --out OUT_DIR/before_after.json` writes the result file
+# the tables render (`benchmarks/report.py`).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ref="${1:?usage: run.sh BEFORE_REF [NAME ...]}"
 shift
 only=" $* "
-py="$PWD/.venv/bin/python"
-out="$PWD/benchmarks/results/before_after"
+py="${PY:-$PWD/.venv/bin/python}"
+out="${OUT_DIR:-$PWD/benchmarks/results/before_after}"
 before="${BEFORE_DIR:-/tmp/robot_rl_before_$ref}"
 mkdir -p "$out"
 [ -d "$before" ] || git worktree add -f "$before" "$ref" -q
