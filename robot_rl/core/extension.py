@@ -29,6 +29,9 @@ The hooks, in the order a run calls them (every one optional: subclass :class:`B
 * ``state()`` — JSON-able state a checkpoint keeps under the extension's name (``load_state`` gets it back on
   ``--resume``, before ``step_hook``);
 * ``close()`` — the run ended (after the actors stopped).
+
+And one question asked before a data-parallel run starts its ranks: ``single_process()``, why the feature needs the
+run in one process (``""``: it trains data-parallel too).
 """
 
 from __future__ import annotations
@@ -207,6 +210,9 @@ class Extension(Protocol):
     def close(self) -> None:
         """Release what the feature holds; called once, after the actors stopped."""
 
+    def single_process(self) -> str:
+        """Why the feature needs the run in one process, naming its key (``""``: it trains data-parallel too)."""
+
 
 class BaseExtension:
     """No-op defaults for every hook of :class:`Extension`: subclass it and override what the feature needs."""
@@ -254,6 +260,10 @@ class BaseExtension:
     def close(self) -> None:
         """Default: nothing."""
         return None
+
+    def single_process(self) -> str:
+        """Default: ``""`` (it trains data-parallel too)."""
+        return ""
 
 
 @dataclass(frozen=True)

@@ -30,14 +30,8 @@ SUPPORTED = ("ppo", "sac", "iql", "flow_ppo", "hiors", "flow_qc", "fasttd3", "fa
 
 
 def check_combinations(cfg: TrainConfig) -> None:
-    """Refuse, saying why, the run sections that do not train data-parallel (each assumes one process)."""
-    refused = []
-    if cfg.loop.hil is not None:
-        refused.append("loop.hil (one operator's teleop device, which one process owns)")
-    if cfg.cotrain.enabled:
-        refused.append("cotrain (its real-data BC term is not shared out over the ranks)")
-    if cfg.twin.refit_every:
-        refused.append("twin.refit_every (it would move only rank 0's envs to each new fit)")
+    """Refuse, saying why, the extensions of the run that assume one process (each one's ``single_process()``)."""
+    refused = [why for ext in cfg.build_extensions() if (why := ext.single_process())]
     if refused:
         raise ConfigError(f"run.distributed=ddp does not combine with {'; '.join(refused)}. Train in one process "
                           "(run.distributed=none), or scale the actors instead (robot-rl launch --actors N)")
