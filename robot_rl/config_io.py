@@ -58,6 +58,17 @@ def _open_fields(cls: type) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
     return [(f.name, f.metadata[_SECTIONS]) for f in dataclasses.fields(cls) if _SECTIONS in f.metadata]
 
 
+def open_section_attr(cfg: Any, name: str) -> Any:
+    """``cfg.<name>`` for a section in ``cfg``'s open sections (field ``extensions``); AttributeError otherwise.
+
+    A config's ``__getattr__`` calls it, so that an open section reads like a fixed one (``cfg.viz``).
+    """
+    sections = cfg.__dict__.get("extensions") if not name.startswith("__") else None
+    if sections is not None and name in sections:
+        return sections[name]
+    raise AttributeError(f"{type(cfg).__name__} has no attribute or extension section {name!r}")
+
+
 def _move_keys(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
     """``data`` with the old keys of ``cls``'s open sections under their new names (copied where changed).
 

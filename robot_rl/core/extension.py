@@ -275,7 +275,8 @@ class ExtensionSpec:
     is the whole ``TrainConfig``. Building is cheap and opens nothing (each env the config makes builds the
     extensions again to ask ``adapt_task`` and ``wrap_env``); resources are opened in ``attach``. Extensions are
     called in ``(order, name)`` order. ``parent``: one of :data:`PARENTS`, where the section sits (``"loop"``:
-    ``loop.<name>``; empty: the top level). ``moved``: old dotted key of the run config → the section's key that
+    ``loop.<name>``; empty: the top level). ``loops``: of :data:`LOOPS`, the loops the feature runs in (its section
+    is in their configs). ``moved``: old dotted key of the run config → the section's key that
     replaced it (``{"loop.demos_path": "path"}``), for configs written before the feature was an extension.
     """
 
@@ -286,29 +287,40 @@ class ExtensionSpec:
     order: int = 0
     parent: str = ""
     moved: Mapping[str, str] = field(default_factory=dict)
+    loops: tuple[str, ...] = ("train",)
 
 
 #: The fixed sections of a run config that hold extension sections besides its top level (``""``).
 PARENTS = ("", "loop")
+
+#: The loops that run extensions: ``train`` (`robot-rl train` and `robot-rl learner`: every hook) and ``deploy``
+#: (`robot-rl deploy`'s actor on a robot, eval and learn mode: ``attach`` with a handle whose ``learner`` and
+#: ``algo`` are None, as the learner runs in `deploy --role learner`; ``step_hook(0, deployer)`` on one robot,
+#: N = 1; ``start``; ``metrics`` after each episode; ``close``; no checkpoints, no evaluations).
+LOOPS = ("train", "deploy")
 
 #: name → :class:`ExtensionSpec`; filled by the modules of the ``robot_rl.extensions`` entry-point group.
 EXTENSIONS: Registry[ExtensionSpec] = Registry("extension", "robot_rl.extensions")
 
 
 def register_extension(name: str, config: Any, doc: str = "", order: int = 0, parent: str = "",
-                       moved: Mapping[str, str] | None = None) -> Callable[
+                       moved: Mapping[str, str] | None = None, loops: tuple[str, ...] = ("train",)) -> Callable[
         [Callable[[Any, Any], Extension | None]], Callable[[Any, Any], Extension | None]]:
     """Decorator on a feature's build function: ``@register_extension("viz", VizConfig, "live view")``.
 
     ``order``: extensions with a lower one are called first (the offline phase attaches before a guide loads).
     ``parent``: the fixed section the config section sits in (``"loop"`` for ``loop.hil``; empty: the top level).
     ``moved``: the run config's old keys that the section's keys replace (``{"loop.demos_path": "path"}``).
+    ``loops``: where the feature runs (:data:`LOOPS`; ``("train", "deploy")`` also on a robot in `robot-rl deploy`).
     """
     if parent not in PARENTS:
         raise ValueError(f"extension {name!r}: parent {parent!r} holds no extension sections; one of {PARENTS}")
+    if not loops or set(loops) - set(LOOPS):
+        raise ValueError(f"extension {name!r}: loops {loops!r}; each one of {LOOPS}")
 
     def decorate(build: Callable[[Any, Any], Extension | None]) -> Callable[[Any, Any], Extension | None]:
-        EXTENSIONS.register(name)(ExtensionSpec(name, config, build, doc, order, parent, dict(moved or {})))
+        EXTENSIONS.register(name)(ExtensionSpec(name, config, build, doc, order, parent, dict(moved or {}),
+                                                 tuple(loops)))
         return build
 
     return decorate
@@ -319,13 +331,13 @@ def extension_order(names: Iterable[str]) -> list[str]:
     return sorted(names, key=lambda n: (EXTENSIONS.get(n).order, n))
 
 
-def extension_sections(parent: str = "") -> dict[str, Any]:
+def extension_sections(parent: str = "", loop: str = "train") -> dict[str, Any]:
     """Section name → config class (or ``X | None``) of the extensions whose sections sit in ``parent``, by name.
 
-    ``parent`` empty: the sections at the config's top level.
+    ``parent`` empty: the sections at the config's top level. ``loop``: only the extensions that run there.
     """
     specs = (EXTENSIONS.get(name) for name in EXTENSIONS.names())
-    return {spec.name: spec.config for spec in specs if spec.parent == parent}
+    return {spec.name: spec.config for spec in specs if spec.parent == parent and loop in spec.loops}
 
 
 def moved_keys() -> dict[str, str]:

@@ -12,7 +12,15 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from robot_rl.config_io import apply_overrides, flatten, load_yaml, merge_implied, open_sections, parse_override
+from robot_rl.config_io import (
+    apply_overrides,
+    flatten,
+    load_yaml,
+    merge_implied,
+    open_section_attr,
+    open_sections,
+    parse_override,
+)
 from robot_rl.core.config import ALGOS, TASKS, AlgoConfig, TaskConfig, TransportConfig
 from robot_rl.core.extension import (
     EXTENSIONS,
@@ -26,14 +34,6 @@ from robot_rl.transport.config import InprocTransportConfig
 
 if TYPE_CHECKING:
     from robot_rl.core.env import VecEnv
-
-
-def _section_attr(cfg: Any, name: str) -> Any:
-    """``cfg.<name>`` for an extension's section in ``cfg.extensions``; AttributeError for anything else."""
-    sections = cfg.__dict__.get("extensions") if not name.startswith("__") else None
-    if sections is not None and name in sections:
-        return sections[name]
-    raise AttributeError(f"{type(cfg).__name__} has no attribute or extension section {name!r}")
 
 
 @dataclass
@@ -90,7 +90,7 @@ class LoopConfig:
 
     def __getattr__(self, name: str) -> Any:
         # ``cfg.loop.hil``: an extension's section reads like a fixed field (only called for names not found).
-        return _section_attr(self, name)
+        return open_section_attr(self, name)
 
 
 @dataclass
@@ -174,7 +174,7 @@ class TrainConfig:
 
     def __getattr__(self, name: str) -> Any:
         # ``cfg.viz``: an extension's section reads like a fixed one (only called for names not found otherwise).
-        return _section_attr(self, name)
+        return open_section_attr(self, name)
 
     def section(self, name: str) -> Any:
         """The config section of extension ``name`` (``loop.hil``'s too)."""
