@@ -131,3 +131,52 @@ def test_deploy_without_extensions_records_as_before() -> None:
     report = deployer.run()
     assert not deployer.hooks.extensions and report.episodes[0].extensions == {}
     assert [r["reward"] for r in deployer.collected][-1] == 1.0 and report.episodes[0].steps == 9
+
+
+@pytest.mark.integration  # the HIL learner binds a ZeroMQ socket
+def test_deploys_learner_attaches_the_extensions_and_checkpoints_their_state(tmp_path: Path) -> None:
+    pytest.importorskip("msgpack")
+    from robot_rl.core.extension import BaseExtension, register_extension
+    from robot_rl.hardware.sim_arm import SimulatedArmConfig
+    from robot_rl.human_loop.deploy import DeployConfig
+    from robot_rl.human_loop.hil_learner import HILLearner
+    from robot_rl.policies.sac import SACConfig
+    from robot_rl.transport.config import ZmqTransportConfig
+
+    seen: list[tuple[str, object]] = []
+
+    class Probe(BaseExtension):
+        def attach(self, run):  # type: ignore[no-untyped-def]
+            seen.append(("attach", (run.remote, run.learner is not None, run.algo is not None, run.resumed)))
+
+        def state(self):  # type: ignore[no-untyped-def]
+            return {"n": 3}
+
+        def load_state(self, state):  # type: ignore[no-untyped-def]
+            seen.append(("load_state", state))
+
+        def close(self) -> None:
+            seen.append(("close", None))
+
+    @dataclasses.dataclass
+    class ProbeConfig:
+        on: bool = False
+
+    register_extension("probe", ProbeConfig, loops=("deploy",))(lambda s, _cfg: Probe() if s.on else None)
+    try:
+        cfg = DeployConfig(robot=SimulatedArmConfig(cameras={}),
+                           algo=SACConfig(demo_ratio=0.5, actor_hidden=(16,), critic_hidden=(16,)),
+                           transport=ZmqTransportConfig(address="tcp://127.0.0.1:*"), status=False,
+                           extensions={"probe": ProbeConfig(on=True)})
+        learner = HILLearner(cfg, tmp_path / "run")
+        try:
+            checkpoint = learner.checkpoint()
+        finally:
+            learner.close()
+        assert json.loads((checkpoint / "meta.json").read_text())["probe"] == {"n": 3}
+        resumed = HILLearner(cfg, tmp_path / "run", resume=True)
+        resumed.close()
+    finally:
+        EXTENSIONS.unregister("probe")
+    assert seen == [("attach", (True, True, True, False)), ("close", None),
+                    ("attach", (True, True, True, True)), ("load_state", {"n": 3}), ("close", None)]

@@ -122,6 +122,10 @@ class DeployConfig:
         # ``cfg.counter``: an extension's section reads like a fixed one (only called for names not found otherwise).
         return open_section_attr(self, name)
 
+    def sections(self) -> dict[str, Any]:
+        """Every extension's section by name (what :class:`~robot_rl.loop.extensions.RunExtensions` builds from)."""
+        return dict(self.extensions)
+
     def __post_init__(self) -> None:
         if self.reward_source not in ("robot", "keys", "classifier"):
             raise ValueError(f"reward_source {self.reward_source!r}; valid: robot, keys, classifier")

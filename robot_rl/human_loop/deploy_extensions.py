@@ -13,6 +13,11 @@ that section, attaches it with a :class:`DeployRun` (no learner here: it runs in
 
 ``start`` before the first episode, ``metrics()`` after each episode (in the episode's record, ``<name>/<key>``)
 and ``close`` at the end. ``next_obs`` is not called: a robot's next observation is what it measures.
+
+The learner of `deploy --mode learn` (`deploy --role learner`, :class:`~robot_rl.human_loop.hil_learner.HILLearner`)
+runs the same extensions as `robot-rl learner` does (``remote``: the actors step elsewhere): ``attach`` with its
+learner and algorithm, ``start``, ``metrics`` to its log, ``state`` in its checkpoints (``load_state`` on
+``--resume``) and ``close``.
 """
 
 from __future__ import annotations
@@ -37,10 +42,18 @@ log = logging.getLogger(__name__)
 
 
 class DeployRun:
-    """What a deploy actor shows its extensions at ``attach`` (a :class:`~robot_rl.core.extension.RunHandle`)."""
+    """What a deploy actor, or its learner, shows its extensions at ``attach`` (a :class:`RunHandle`).
 
-    def __init__(self, cfg: Any, run_dir: Path | None, spec: Callable[[], EnvSpec], steps: Callable[[], int]) -> None:
+    The actor's has no ``learner`` nor ``algo`` (None) and steps here; the learner's (``learner``, ``algo``,
+    ``publish`` given) is ``remote``: its actor steps on the robot.
+    """
+
+    def __init__(self, cfg: Any, run_dir: Path | None, spec: Callable[[], EnvSpec], steps: Callable[[], int],
+                 learner: Any = None, algo: Any = None, device: torch.device | str = "cpu", resumed: bool = False,
+                 publish: Callable[[], object] | None = None) -> None:
         self._cfg, self._run_dir, self._spec, self._steps = cfg, Path(run_dir or "."), spec, steps
+        self._learner, self._algo, self._device, self._resumed = learner, algo, torch.device(device), resumed
+        self._publish = publish
 
     @property
     def cfg(self) -> Any:
@@ -54,8 +67,8 @@ class DeployRun:
 
     @property
     def device(self) -> torch.device:
-        """The actor acts on the CPU."""
-        return torch.device("cpu")
+        """The learner's device; the actor acts on the CPU."""
+        return self._device
 
     @property
     def spec(self) -> EnvSpec:
@@ -64,8 +77,8 @@ class DeployRun:
 
     @property
     def learner(self) -> Any:
-        """None: the learner runs in `robot-rl deploy --role learner`."""
-        return None
+        """The learner (``deploy --role learner``); None in the actor."""
+        return self._learner
 
     @property
     def data_parallel(self) -> DataParallel | None:
@@ -74,8 +87,8 @@ class DeployRun:
 
     @property
     def algo(self) -> Any:
-        """None: the learner's algorithm is in the learner's process."""
-        return None
+        """The learner's algorithm; None in the actor."""
+        return self._algo
 
     @property
     def envs(self) -> list[VecEnv]:
@@ -84,13 +97,13 @@ class DeployRun:
 
     @property
     def resumed(self) -> bool:
-        """A deploy actor always starts fresh."""
-        return False
+        """The learner continues a run (``--resume``); an actor always starts fresh."""
+        return self._resumed
 
     @property
     def remote(self) -> bool:
-        """False: the step hooks are called here."""
-        return False
+        """The learner's: its actor steps on the robot, in another process; the actor's: False."""
+        return self._learner is not None
 
     @property
     def is_main(self) -> bool:
@@ -99,15 +112,15 @@ class DeployRun:
 
     @property
     def title(self) -> str:
-        """``robot-rl deploy (<mode>)``."""
-        return f"robot-rl deploy ({self._cfg.mode})"
+        """``robot-rl deploy (<mode>)``, or ``robot-rl deploy (learner)``."""
+        return f"robot-rl deploy ({'learner' if self._learner is not None else self._cfg.mode})"
 
     def config_dict(self) -> dict[str, Any]:
         """The deploy config as plain data."""
         return typing.cast(dict[str, Any], to_dict(self._cfg))
 
     def env_steps(self) -> int:
-        """Steps the robot took so far."""
+        """Steps the robot took so far (the learner: the transitions it stored)."""
         return self._steps()
 
     def log_scalars(self, metrics: Mapping[str, float], step: int, prefix: str = "") -> None:
@@ -115,7 +128,9 @@ class DeployRun:
         log.info("%s @ %d: %s", prefix or "extension", step, dict(metrics))
 
     def publish(self) -> None:
-        """Nothing: weights come from the learner."""
+        """The learner publishes its weights; nothing in the actor (weights come from the learner)."""
+        if self._publish is not None:
+            self._publish()
 
     def note(self, text: str) -> None:
         """A line in the log."""
