@@ -5,6 +5,15 @@ rollout and one update per iteration; SAC: :mod:`robot_rl.loop.lockstep`); the a
 batch statistics over the ranks (:mod:`robot_rl.core.data_parallel`). Rank 0 owns the run directory: checkpoints,
 logs, evaluations and the stop decision, which it broadcasts. The other ranks write only their ``train.log`` (and,
 off-policy, their replay shard) under ``<run>/ranks/rank<N>/``.
+
+Not an extension (robot_rl.core.extension), as it is a layout of the run, not a feature in it: it starts the processes
+and picks each rank's device and directory before any extension is built; it changes how the runner builds its own
+parts (env and RNG seeds, the update schedule, what a rank > 0 restores and writes, the stop vote each iteration),
+which no hook replaces; its collectives sit inside each algorithm's update (DDP-wrapped losses, the normaliser's
+statistics gathered over ranks, per-row random draws shared out), which a loss term cannot wrap; and the offline
+phase reads it (``RunHandle.data_parallel``). The way out is a run strategy beside the extensions (one process, or
+ranks), which the runner calls where it now tests ``self.dp``; the extensions say whether they need one process
+(``Extension.single_process``, :func:`check_combinations`).
 """
 
 from __future__ import annotations
