@@ -30,5 +30,8 @@ for tree in before after; do run default_train "$tree" benchmarks/default_train.
 for tree in before after; do run sac_vs_sb3 "$tree" benchmarks/sac_vs_sb3.py --steps 15000 --variants fp32; done
 for tree in before after; do run ppo_vs_rsl_rl "$tree" benchmarks/ppo_vs_rsl_rl.py --seeds 0,1; done
 for tree in before after; do run transport "$tree" benchmarks/transport_bench.py --only throughput --rounds 3; done
+# Issue 51: the demos' first losses, from this tree's script (a tree before it has none; it runs on either).
+fp="$PWD/benchmarks/before_after/demos_fingerprint.py"
+for tree in before after; do run demos_fingerprint "$tree" "$fp"; done
 # The test suite's wall time (each tree's own tests; the after tree has more of them).
 for tree in before after; do run suite "$tree" -m pytest -q -p no:cacheprovider; done
