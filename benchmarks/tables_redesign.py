@@ -88,10 +88,32 @@ PARSERS = {"default_train": parse_default_train, "sac_vs_sb3": parse_sac, "ppo_v
            "transport": parse_transport, "suite": parse_suite, "demos_fingerprint": parse_fingerprint}
 
 
+TIME = re.compile(r"^([0-9.]+) s wall, ([0-9.]+) s user$", re.M)
+
+
+def parse_time(text: str) -> dict[str, float]:
+    """The process's wall and user CPU seconds: ``run.sh``'s ``/usr/bin/time`` line, the printout's last."""
+    m = TIME.findall(text)
+    if not m:
+        raise ValueError("no time line (`N s wall, M s user`) in the printout")
+    return {"wall_s": float(m[-1][0]), "user_s": float(m[-1][1])}
+
+
+def _finished(path: Path) -> bool:
+    """A printout of a run that ended (``run.sh`` appends the time line when the process exits)."""
+    return path.exists() and TIME.search(path.read_text()) is not None
+
+
 def collect(folder: Path) -> dict[str, Any]:
-    """Each benchmark's figures, before and after, from the printouts in ``folder`` (those it holds both of)."""
-    return {name: {side: parse((folder / f"{name}-{side}.txt").read_text()) for side in SIDES}
-            for name, parse in PARSERS.items() if all((folder / f"{name}-{side}.txt").exists() for side in SIDES)}
+    """Each benchmark's figures, before and after, from the printouts in ``folder`` (those it holds both of).
+
+    ``process_time``: each printout's wall and user CPU seconds (on a busy machine the CPU time is the steadier).
+    """
+    names = [n for n in PARSERS if all(_finished(folder / f"{n}-{side}.txt") for side in SIDES)]
+    texts = {n: {side: (folder / f"{n}-{side}.txt").read_text() for side in SIDES} for n in names}
+    out: dict[str, Any] = {n: {side: PARSERS[n](texts[n][side]) for side in SIDES} for n in names}
+    out["process_time"] = {n: {side: parse_time(texts[n][side]) for side in SIDES} for n in names}
+    return out
 
 
 def _pair(a: float, b: float, fmt: str = "{:,.0f}") -> str:
@@ -180,6 +202,16 @@ def fingerprint_table(records: list[dict[str, Any]]) -> str:
     return markdown_table(["", "before", "after", "identical"], rows, "lllc")
 
 
+def process_time_table(records: list[dict[str, Any]]) -> str:
+    """Each benchmark process's wall and user CPU seconds, before and after, and the ratio of CPU seconds."""
+    d = records[0]["results"]["process_time"]
+    rows = [[f"`{name}`", _pair(t["before"]["wall_s"], t["after"]["wall_s"], "{:.0f}"),
+             _pair(t["before"]["user_s"], t["after"]["user_s"], "{:.1f}"),
+             f"{t['after']['user_s'] / t['before']['user_s']:.2f}×"] for name, t in d.items()]
+    return markdown_table(["benchmark", "wall s (before / after)", "user CPU s (before / after)",
+                           "CPU after / before"], rows, "lrrr")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--printouts", type=Path, default=RESULTS / "before_after")
@@ -188,7 +220,7 @@ def main() -> None:
                                          "parse's)", help="when and how the printouts were measured")
     a = p.parse_args()
     figures = collect(a.printouts)
-    printouts = [a.printouts / f"{name}-{side}.txt" for name in figures for side in SIDES]
+    printouts = [a.printouts / f"{name}-{side}.txt" for name in figures["process_time"] for side in SIDES]
     results = {"printouts": sorted(str(f.resolve().relative_to(RESULTS)) for f in printouts),
                "measured": a.measured, **figures}
     print(f"wrote {write_result(a.out, 'before_after', a, results)}")
