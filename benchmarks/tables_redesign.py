@@ -33,8 +33,10 @@ def _f(text: str) -> float:
 
 
 def parse_default_train(text: str) -> dict[str, Any]:
-    """Per seed: reached, wall s, env steps, updates, success (the script's final table)."""
+    """Per seed: reached, wall s, env steps, updates, success (the script's final table, plain or markdown)."""
     rows = re.findall(r"^\s*(\d+)\s+(True|False)\s+" + r"\s+".join([NUM] * 3) + r"\s+(\d+)%", text, re.M)
+    markdown = re.findall(r"^\| (\d+) \| (yes|no) \| " + r" \| ".join([NUM] * 3) + r" \| (\d+) %", text, re.M)
+    rows += [(seed, "True" if ok == "yes" else "False", *rest) for seed, ok, *rest in markdown]
     return {"seeds": {seed: {"reached": ok == "True", "wall_s": _f(w), "env_steps": int(_f(e)),
                              "updates": int(_f(u)), "success": int(s) / 100} for seed, ok, w, e, u, s in rows}}
 
