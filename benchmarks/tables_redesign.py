@@ -6,12 +6,18 @@ figures to one result file, which the tables render (``report.py`` reads only re
 
     python benchmarks/tables_redesign.py          # writes benchmarks/results/before_after/before_after.json
 
+The rerun for issue 51 (features as extensions; a subset, on a busy shared machine) has its own folder::
+
+    python benchmarks/tables_redesign.py --printouts benchmarks/results/before_after_issue51 \
+        --out benchmarks/results/before_after_issue51/before_after.json --measured "2026-12-07, …"
+
 The figures are parsed from the benchmarks' own output, not typed in.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -27,8 +33,10 @@ def _f(text: str) -> float:
 
 
 def parse_default_train(text: str) -> dict[str, Any]:
-    """Per seed: reached, wall s, env steps, updates, success (the script's final table)."""
+    """Per seed: reached, wall s, env steps, updates, success (the script's final table, plain or markdown)."""
     rows = re.findall(r"^\s*(\d+)\s+(True|False)\s+" + r"\s+".join([NUM] * 3) + r"\s+(\d+)%", text, re.M)
+    markdown = re.findall(r"^\| (\d+) \| (yes|no) \| " + r" \| ".join([NUM] * 3) + r" \| (\d+) %", text, re.M)
+    rows += [(seed, "True" if ok == "yes" else "False", *rest) for seed, ok, *rest in markdown]
     return {"seeds": {seed: {"reached": ok == "True", "wall_s": _f(w), "env_steps": int(_f(e)),
                              "updates": int(_f(u)), "success": int(s) / 100} for seed, ok, w, e, u, s in rows}}
 
@@ -73,14 +81,41 @@ def parse_suite(text: str) -> dict[str, Any]:
     return {"passed": int(m[1]), "skipped": int(m[2]), "wall_s": float(m[3])}
 
 
+def parse_fingerprint(text: str) -> dict[str, Any]:
+    """``before_after/demos_fingerprint.py``'s JSON object (the printout also holds the time line)."""
+    return dict(json.loads(text[text.index("{"):text.rindex("}") + 1]))
+
+
 PARSERS = {"default_train": parse_default_train, "sac_vs_sb3": parse_sac, "ppo_vs_rsl_rl": parse_ppo,
-           "transport": parse_transport, "suite": parse_suite}
+           "transport": parse_transport, "suite": parse_suite, "demos_fingerprint": parse_fingerprint}
+
+
+TIME = re.compile(r"^([0-9.]+) s wall, ([0-9.]+) s user$", re.M)
+
+
+def parse_time(text: str) -> dict[str, float]:
+    """The process's wall and user CPU seconds: ``run.sh``'s ``/usr/bin/time`` line, the printout's last."""
+    m = TIME.findall(text)
+    if not m:
+        raise ValueError("no time line (`N s wall, M s user`) in the printout")
+    return {"wall_s": float(m[-1][0]), "user_s": float(m[-1][1])}
+
+
+def _finished(path: Path) -> bool:
+    """A printout of a run that ended (``run.sh`` appends the time line when the process exits)."""
+    return path.exists() and TIME.search(path.read_text()) is not None
 
 
 def collect(folder: Path) -> dict[str, Any]:
-    """Every benchmark's figures, before and after, from the printouts in ``folder``."""
-    return {name: {side: parse((folder / f"{name}-{side}.txt").read_text()) for side in SIDES}
-            for name, parse in PARSERS.items()}
+    """Each benchmark's figures, before and after, from the printouts in ``folder`` (those it holds both of).
+
+    ``process_time``: each printout's wall and user CPU seconds (on a busy machine the CPU time is the steadier).
+    """
+    names = [n for n in PARSERS if all(_finished(folder / f"{n}-{side}.txt") for side in SIDES)]
+    texts = {n: {side: (folder / f"{n}-{side}.txt").read_text() for side in SIDES} for n in names}
+    out: dict[str, Any] = {n: {side: PARSERS[n](texts[n][side]) for side in SIDES} for n in names}
+    out["process_time"] = {n: {side: parse_time(texts[n][side]) for side in SIDES} for n in names}
+    return out
 
 
 def _pair(a: float, b: float, fmt: str = "{:,.0f}") -> str:
@@ -151,14 +186,45 @@ def suite_table(records: list[dict[str, Any]]) -> str:
          f"{after['wall_s']:.0f} s ({after['wall_s'] / before['wall_s']:.2f}×)"]], "lrr")
 
 
+def fingerprint_table(records: list[dict[str, Any]]) -> str:
+    """The demos' fingerprint before and after they became an extension (issue 51), and whether each part agrees."""
+    d = records[0]["results"]["demos_fingerprint"]
+    before, after = d["before"], d["after"]
+
+    def losses(side: dict[str, Any]) -> str:
+        return ", ".join(f"{step['critic_loss']:.4f}" for step in side["losses"])
+
+    parts = [("demo rows", "demo_rows"), ("digest of the demo rows", "demo_rows_digest"),
+             ("digest of the actor's weights", "actor_weights"), ("digest of torch's RNG after the build",
+                                                                  "rng_after_build")]
+    rows = [[label, str(before[key]), str(after[key]), "yes" if before[key] == after[key] else "**no**"]
+            for label, key in parts]
+    rows.append([f"critic loss, first {len(before['losses'])} updates", losses(before), losses(after),
+                 "yes" if before["losses"] == after["losses"] else "**no**"])
+    return markdown_table(["", "before", "after", "identical"], rows, "lllc")
+
+
+def process_time_table(records: list[dict[str, Any]]) -> str:
+    """Each benchmark process's wall and user CPU seconds, before and after, and the ratio of CPU seconds."""
+    d = records[0]["results"]["process_time"]
+    rows = [[f"`{name}`", _pair(t["before"]["wall_s"], t["after"]["wall_s"], "{:.0f}"),
+             _pair(t["before"]["user_s"], t["after"]["user_s"], "{:.1f}"),
+             f"{t['after']['user_s'] / t['before']['user_s']:.2f}×"] for name, t in d.items()]
+    return markdown_table(["benchmark", "wall s (before / after)", "user CPU s (before / after)",
+                           "CPU after / before"], rows, "lrrr")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--printouts", type=Path, default=RESULTS / "before_after")
     p.add_argument("--out", type=Path, default=RESULTS / "before_after" / "before_after.json")
+    p.add_argument("--measured", default="2026-12-01, by before_after/run.sh (this file's date and machine are the "
+                                         "parse's)", help="when and how the printouts were measured")
     a = p.parse_args()
-    results = {"printouts": sorted(str(f.relative_to(RESULTS)) for f in a.printouts.glob("*.txt")),
-               "measured": "2026-12-01, by before_after/run.sh (this file's date and machine are the parse's)",
-               **collect(a.printouts)}
+    figures = collect(a.printouts)
+    printouts = [a.printouts / f"{name}-{side}.txt" for name in figures["process_time"] for side in SIDES]
+    results = {"printouts": sorted(str(f.resolve().relative_to(RESULTS)) for f in printouts),
+               "measured": a.measured, **figures}
     print(f"wrote {write_result(a.out, 'before_after', a, results)}")
 
 

@@ -18,6 +18,7 @@ import ast
 import dataclasses
 import inspect
 import itertools
+import logging
 import re
 import textwrap
 import types
@@ -32,25 +33,82 @@ from robot_rl.core.config import ConfigError
 from robot_rl.core.registry import Registered, Registry
 
 C = TypeVar("C")
+log = logging.getLogger(__name__)
 
 
 _SECTIONS = "robot_rl.sections"
+_MOVED = "robot_rl.moved"
 
 
-def open_sections(provider: Callable[[], dict[str, Any]]) -> Any:
+def open_sections(provider: Callable[[], dict[str, Any]], moved: Callable[[], dict[str, str]] | None = None) -> Any:
     """A ``dict[str, Any]`` dataclass field whose entries are sections at the config's top level.
 
     ``provider()`` maps each section name to its dataclass (a registry's, so that a new section needs no edit of
     the config class); a missing section gets that class's defaults, or None for a section typed ``X | None``
     (null while off, like an optional fixed section). In YAML and overrides the sections look like any fixed one
-    (``viz: {sink: rerun}``, ``viz.sink=rerun``).
+    (``viz: {sink: rerun}``, ``viz.sink=rerun``). ``moved()``: old dotted key → the key that replaced it, both
+    from the config holding the field (``loop.demos_path`` → ``demos.path``); :func:`from_dict` moves an old key
+    it finds, with a deprecation line, so files written before the move still load.
     """
     return dataclasses.field(default_factory=lambda: {k: _section_default(tp) for k, tp in provider().items()},
-                             metadata={_SECTIONS: provider})
+                             metadata={_SECTIONS: provider, _MOVED: moved})
 
 
 def _open_fields(cls: type) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
     return [(f.name, f.metadata[_SECTIONS]) for f in dataclasses.fields(cls) if _SECTIONS in f.metadata]
+
+
+def open_section_attr(cfg: Any, name: str) -> Any:
+    """``cfg.<name>`` for a section in ``cfg``'s open sections (field ``extensions``); AttributeError otherwise.
+
+    A config's ``__getattr__`` calls it, so that an open section reads like a fixed one (``cfg.viz``).
+    """
+    sections = cfg.__dict__.get("extensions") if not name.startswith("__") else None
+    if sections is not None and name in sections:
+        return sections[name]
+    raise AttributeError(f"{type(cfg).__name__} has no attribute or extension section {name!r}")
+
+
+def _move_keys(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    """``data`` with the old keys of ``cls``'s open sections under their new names (copied where changed).
+
+    An old key given beside its new one wins: the new one may be a default that :func:`to_dict` wrote back.
+    """
+    for f in dataclasses.fields(cls):
+        moved = f.metadata.get(_MOVED)
+        for old, new in (moved() if moved is not None else {}).items():
+            *old_path, old_key = old.split(".")
+            node: Any = data
+            for p in old_path:
+                node = node.get(p) if isinstance(node, dict) else None
+            if not isinstance(node, dict) or old_key not in node:
+                continue
+            log.warning("%s: %s is now %s; the old key stops working in the next release", where, old, new)
+            data = _copy_path(data, old_path)
+            value = _walk(data, old_path).pop(old_key)
+            *new_path, new_key = new.split(".")
+            data = _copy_path(data, new_path)
+            _walk(data, new_path)[new_key] = value
+    return data
+
+
+def _copy_path(data: dict[str, Any], path: list[str]) -> dict[str, Any]:
+    """A copy of ``data`` whose dicts along ``path`` are copies (created where missing or null)."""
+    out = dict(data)
+    node = out
+    for p in path:
+        child = node.get(p)
+        if child is not None and not isinstance(child, dict):
+            raise ConfigError(f"{'.'.join(path)}: {p!r} is not a section")
+        node[p] = dict(child or {})
+        node = node[p]
+    return out
+
+
+def _walk(data: dict[str, Any], path: list[str]) -> dict[str, Any]:
+    for p in path:
+        data = data[p]
+    return data
 
 
 def _section_default(tp: Any) -> Any:
@@ -197,6 +255,7 @@ def from_dict(cls: type[C], data: dict[str, Any], where: str = "config") -> C:
             data = merge_implied(data, implied, where)
         elif not _is_registered(reg, cls):
             raise ConfigError(f"{where}: needs 'type'; valid {reg.kind} names: {', '.join(reg.names())}")
+    data = _move_keys(target, data, where)
     hints = _field_types(target)
     names = {f.name for f in dataclasses.fields(target) if f.init}
     for field_name, provider in _open_fields(target):

@@ -290,7 +290,7 @@ def test_the_walker_sees_lazy_and_type_checking_imports():
     # on imports that exist only in those forms.
     graph = import_graph()
     assert "robot_rl.core.algorithm" in graph["robot_rl.core.config"]  # only under TYPE_CHECKING there
-    assert "robot_rl.data.demos" in graph["robot_rl.loop.runner"]  # only inside InProcessRunner._load_demos
+    assert "robot_rl.data.offline" in graph["robot_rl.loop.offline_extension"]  # only inside OfflinePhase.attach
     assert "robot_rl.twin.in_training" in graph["robot_rl.twin.extension"]  # only inside methods
     assert "robot_rl.sims.randomize" in graph["robot_rl.sims.base"]  # only inside a nested function
     assert "robot_rl.hardware.teleop" in graph["robot_rl.hil.config"]  # under TYPE_CHECKING and in a method

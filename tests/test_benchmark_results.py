@@ -42,6 +42,8 @@ RENDERERS = {
     "sac_vs_sb3": ["table", "summary"],
     "so101_replay_curves": ["curves_table"],
     "suite_time": ["suite_table"],
+    "tables_redesign": ["default_train_table", "sac_table", "ppo_table", "transport_table", "suite_table",
+                        "fingerprint_table"],
     "transport_bench": ["throughput_table", "weights_table", "jitter_table"],
     "twin_figures": ["docs_table"],
 }

@@ -47,7 +47,7 @@ class DataVerifyArgs(Command):
 
 @dataclass
 class DataImportArgs(Command):
-    """Convert a local LeRobotDataset v3 into an episode store, for `loop.demos_path` (needs the datasets extra)."""
+    """Convert a local LeRobotDataset v3 into an episode store, for `demos.path` (needs the datasets extra)."""
 
     src: tyro.conf.Positional[Annotated[Path, tyro.conf.arg(metavar="LEROBOT_DIR")]]
     """The LeRobotDataset v3 directory (meta/info.json, data/, videos/)."""
@@ -60,7 +60,7 @@ class DataImportArgs(Command):
 
         store = tools.import_lerobot(self.src, self.out)
         print(f"imported {len(store)} episodes ({store.total_frames} frames) into {self.out}; train with "
-              f"loop.demos_path={self.out} algo.demo_ratio=0.5")
+              f"demos.path={self.out} algo.demo_ratio=0.5")
         return 0
 
 
@@ -154,7 +154,7 @@ class DataArgs(Command):
     """Datasets: inspect, verify, import (LeRobot v3 → demos), export (→ LeRobot v3), record (a run's policy).
 
     Demos for training: `robot-rl data import LEROBOT_DIR demos/` then
-    `robot-rl train loop.demos_path=demos/ algo.demo_ratio=0.5`. See docs/datasets.md.
+    `robot-rl train demos.path=demos/ algo.demo_ratio=0.5`. See docs/datasets.md.
     """
 
     action: tyro.conf.OmitSubcommandPrefixes[DataVerb]  # type: ignore[valid-type]

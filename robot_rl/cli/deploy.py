@@ -218,10 +218,11 @@ def help_summary(report: Any) -> str:
 
 
 def deploy_sections() -> tuple[str, ...]:
-    """The sections of :class:`~robot_rl.human_loop.deploy.DeployConfig`, and device (the teleop device's)."""
+    """The deploy config's sections (the extensions' that run in deploy too among them), and device (the teleop's)."""
+    from robot_rl.core.extension import extension_sections
     from robot_rl.human_loop.deploy import DeployConfig
 
-    return (*sections_of(DeployConfig), "device")
+    return (*sections_of(DeployConfig), *extension_sections("", "deploy"), "device")
 
 
 def resolve_deploy_config(args: DeployArgs) -> Any:

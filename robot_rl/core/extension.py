@@ -6,7 +6,9 @@ the ``viz`` section, a dataclass of the spec's ``config`` class), and ``build`` 
 or returns None when the section leaves it off. The runner iterates over what was built; it never names one.
 A section sits at the config's top level, or inside a fixed section that the spec's ``parent`` names (the HIL
 schedule's is ``loop.hil``, where its keys always were); a ``config`` of ``X | None`` is a section that is null
-while the feature is off (``loop.hil: null``; ``loop.hil={}`` switches it on with X's defaults).
+while the feature is off (``loop.hil: null``; ``loop.hil={}`` switches it on with X's defaults). A feature whose keys
+were fixed fields before it became an extension lists them in ``moved`` (``loop.demos_path`` → ``demos.path``): a
+config file or override with an old key still loads, with a deprecation line (:func:`moved_keys`).
 
 Registration: a module calls :func:`register_extension` at import, and the module is listed under the
 ``robot_rl.extensions`` entry-point group (robot_rl's own ``pyproject.toml`` lists the built-ins; a third-party
@@ -27,12 +29,15 @@ The hooks, in the order a run calls them (every one optional: subclass :class:`B
 * ``state()`` — JSON-able state a checkpoint keeps under the extension's name (``load_state`` gets it back on
   ``--resume``, before ``step_hook``);
 * ``close()`` — the run ended (after the actors stopped).
+
+And one question asked before a data-parallel run starts its ranks: ``single_process()``, why the feature needs the
+run in one process (``""``: it trains data-parallel too).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -205,6 +210,9 @@ class Extension(Protocol):
     def close(self) -> None:
         """Release what the feature holds; called once, after the actors stopped."""
 
+    def single_process(self) -> str:
+        """Why the feature needs the run in one process, naming its key (``""``: it trains data-parallel too)."""
+
 
 class BaseExtension:
     """No-op defaults for every hook of :class:`Extension`: subclass it and override what the feature needs."""
@@ -253,6 +261,10 @@ class BaseExtension:
         """Default: nothing."""
         return None
 
+    def single_process(self) -> str:
+        """Default: ``""`` (it trains data-parallel too)."""
+        return ""
+
 
 @dataclass(frozen=True)
 class ExtensionSpec:
@@ -263,7 +275,9 @@ class ExtensionSpec:
     is the whole ``TrainConfig``. Building is cheap and opens nothing (each env the config makes builds the
     extensions again to ask ``adapt_task`` and ``wrap_env``); resources are opened in ``attach``. Extensions are
     called in ``(order, name)`` order. ``parent``: one of :data:`PARENTS`, where the section sits (``"loop"``:
-    ``loop.<name>``; empty: the top level).
+    ``loop.<name>``; empty: the top level). ``loops``: of :data:`LOOPS`, the loops the feature runs in (its section
+    is in their configs). ``moved``: old dotted key of the run config → the section's key that
+    replaced it (``{"loop.demos_path": "path"}``), for configs written before the feature was an extension.
     """
 
     name: str
@@ -272,27 +286,41 @@ class ExtensionSpec:
     doc: str = ""
     order: int = 0
     parent: str = ""
+    moved: Mapping[str, str] = field(default_factory=dict)
+    loops: tuple[str, ...] = ("train",)
 
 
 #: The fixed sections of a run config that hold extension sections besides its top level (``""``).
 PARENTS = ("", "loop")
 
+#: The loops that run extensions: ``train`` (`robot-rl train` and `robot-rl learner`: every hook) and ``deploy``
+#: (`robot-rl deploy`'s actor on a robot, eval and learn mode: ``attach`` with a handle whose ``learner`` and
+#: ``algo`` are None, as the learner runs in `deploy --role learner`; ``step_hook(0, deployer)`` on one robot,
+#: N = 1; ``start``; ``metrics`` after each episode; ``close``; no checkpoints, no evaluations).
+LOOPS = ("train", "deploy")
+
 #: name → :class:`ExtensionSpec`; filled by the modules of the ``robot_rl.extensions`` entry-point group.
 EXTENSIONS: Registry[ExtensionSpec] = Registry("extension", "robot_rl.extensions")
 
 
-def register_extension(name: str, config: Any, doc: str = "", order: int = 0, parent: str = "") -> Callable[
+def register_extension(name: str, config: Any, doc: str = "", order: int = 0, parent: str = "",
+                       moved: Mapping[str, str] | None = None, loops: tuple[str, ...] = ("train",)) -> Callable[
         [Callable[[Any, Any], Extension | None]], Callable[[Any, Any], Extension | None]]:
     """Decorator on a feature's build function: ``@register_extension("viz", VizConfig, "live view")``.
 
     ``order``: extensions with a lower one are called first (the offline phase attaches before a guide loads).
     ``parent``: the fixed section the config section sits in (``"loop"`` for ``loop.hil``; empty: the top level).
+    ``moved``: the run config's old keys that the section's keys replace (``{"loop.demos_path": "path"}``).
+    ``loops``: where the feature runs (:data:`LOOPS`; ``("train", "deploy")`` also on a robot in `robot-rl deploy`).
     """
     if parent not in PARENTS:
         raise ValueError(f"extension {name!r}: parent {parent!r} holds no extension sections; one of {PARENTS}")
+    if not loops or set(loops) - set(LOOPS):
+        raise ValueError(f"extension {name!r}: loops {loops!r}; each one of {LOOPS}")
 
     def decorate(build: Callable[[Any, Any], Extension | None]) -> Callable[[Any, Any], Extension | None]:
-        EXTENSIONS.register(name)(ExtensionSpec(name, config, build, doc, order, parent))
+        EXTENSIONS.register(name)(ExtensionSpec(name, config, build, doc, order, parent, dict(moved or {}),
+                                                 tuple(loops)))
         return build
 
     return decorate
@@ -303,10 +331,19 @@ def extension_order(names: Iterable[str]) -> list[str]:
     return sorted(names, key=lambda n: (EXTENSIONS.get(n).order, n))
 
 
-def extension_sections(parent: str = "") -> dict[str, Any]:
+def extension_sections(parent: str = "", loop: str = "train") -> dict[str, Any]:
     """Section name → config class (or ``X | None``) of the extensions whose sections sit in ``parent``, by name.
 
-    ``parent`` empty: the sections at the config's top level.
+    ``parent`` empty: the sections at the config's top level. ``loop``: only the extensions that run there.
     """
     specs = (EXTENSIONS.get(name) for name in EXTENSIONS.names())
-    return {spec.name: spec.config for spec in specs if spec.parent == parent}
+    return {spec.name: spec.config for spec in specs if spec.parent == parent and loop in spec.loops}
+
+
+def moved_keys() -> dict[str, str]:
+    """Old dotted key of the run config → its key now, over every extension (``loop.demos_path`` → ``demos.path``)."""
+    out: dict[str, str] = {}
+    for spec in (EXTENSIONS.get(name) for name in EXTENSIONS.names()):
+        section = f"{spec.parent}.{spec.name}" if spec.parent else spec.name
+        out.update({old: f"{section}.{key}" for old, key in spec.moved.items()})
+    return out

@@ -126,6 +126,10 @@ class CotrainExtension(BaseExtension):
             run.publish()
         self.run = run
 
+    def single_process(self) -> str:
+        """The real-data BC term is one process's."""
+        return "cotrain (its real-data BC term is not shared out over the ranks)"
+
     def metrics(self) -> Mapping[str, float]:
         """``lambda``, ``aux_loss``, ``real_train_loss``, ``heldout_loss``, ``heldout_action_mse`` (``cotrain/…``)."""
         if self.cotraining is None or self.run is None:

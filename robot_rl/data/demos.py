@@ -132,7 +132,7 @@ def load_demos_into(storage: Any, path: Path | str, spec: EnvSpec, device: torch
     ``storage`` must have named buffers (``add_to``), e.g. SAC with ``algo.demo_ratio > 0``.
     """
     if not isinstance(storage, NamedBufferStorage) or buffer not in storage.buffers:
-        raise ConfigError(f"loop.demos_path needs a learner with a {buffer!r} replay buffer; for SAC set "
+        raise ConfigError(f"demos.path needs a learner with a {buffer!r} replay buffer; for SAC set "
                                 "algo.demo_ratio (0.5 samples half of every batch from the demos)")
     batch = load_demos(path, spec, device, rac=rac)
     storage.add_to(buffer, batch)

@@ -62,7 +62,7 @@ class HILConfig:
 
     ``loop.hil`` runs `robot-rl train` through it (docs/rewards.md; the section of the ``hil`` extension,
     robot_rl.hil.extension). Phases: ``offline_updates`` learner updates from the demo buffer only (needs
-    ``loop.demos_path`` and a demo buffer, e.g. ``algo.demo_ratio=0.5``; actors wait), then ``return_steps`` env steps
+    ``demos.path`` and a demo buffer, e.g. ``algo.demo_ratio=0.5``; actors wait), then ``return_steps`` env steps
     of return-and-explore, then human-guided exploration for the rest of the run. From the end of
     the offline phase on, a teleop ``device`` (if set) may take over sub-env 0 (the one a person
     watches; a real robot's only one); its steps are flagged ``intervened``, and the states of its

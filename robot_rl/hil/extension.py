@@ -80,6 +80,10 @@ class HILExtension(BaseExtension):
         if run.learner.updates == 0:
             run_offline_phase(run.learner, self.section.offline_updates)
 
+    def single_process(self) -> str:
+        """One person's teleop device, which one process owns."""
+        return "loop.hil (one operator's teleop device, which one process owns)"
+
     def close(self) -> None:
         """Disconnect the teleop device."""
         if self.controllers:

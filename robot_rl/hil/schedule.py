@@ -109,7 +109,7 @@ def demo_buffer(learner: Any) -> Any:
     storage = learner.storage
     demos = storage.buffers.get("demos") if isinstance(storage, NamedBufferStorage) else None
     if demos is None or len(demos) == 0:
-        raise ConfigError("loop.hil: the offline phase trains on demos; set loop.demos_path and give the "
+        raise ConfigError("loop.hil: the offline phase trains on demos; set demos.path and give the "
                           "algorithm a demo buffer (e.g. algo.demo_ratio=0.5), or loop.hil.offline_updates=0")
     return demos
 

@@ -48,6 +48,7 @@ from robot_rl.human_loop.deploy_config import (  # noqa: F401 - re-exported: the
     DeployConfig,
     set_deploy_threads,
 )
+from robot_rl.human_loop.deploy_extensions import DeployHooks, DeployRun
 from robot_rl.human_loop.deploy_outbox import KeptChunks
 from robot_rl.human_loop.deploy_policy import load_run_policy, policy_act_fn  # noqa: F401 - load_run_policy: API
 from robot_rl.human_loop.deploy_report import DeployReport, EpisodeRecord, intervention_runs
@@ -68,7 +69,7 @@ class Deployer:
                  status: StatusLine | None = None, viz: StepViz | None = None,
                  on_episode: Callable[[EpisodeRecord], None] | None = None, help_log: Path | None = None,
                  operator_link: OperatorLink | None = None, robot_name: str = "",
-                 aids: DeployAids | None = None) -> None:
+                 aids: DeployAids | None = None, run_dir: Path | None = None) -> None:
         self.cfg = cfg
         self.safety = safety
         self.robot = safety.robot
@@ -111,6 +112,8 @@ class Deployer:
                       if aids.audit is not None and self.judge is not None else None)
         self._step_events = 0  # safety events of the last step sent (the help gate's ``safety`` score)
         self._ear = device if self.help is not None and isinstance(device, HearsHelpRequests) else None
+        #: The deploy config's extensions (:mod:`~robot_rl.human_loop.deploy_extensions`): hooks in each tick.
+        self.hooks = DeployHooks(cfg, DeployRun(cfg, run_dir, lambda: policy_spec(cfg), lambda: self.steps), self)
 
     # ---- weights --------------------------------------------------------------------------------
 
@@ -165,11 +168,14 @@ class Deployer:
 
     def _act(self, obs: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, torch.Tensor]]:
         with torch.no_grad():
+            if self.hooks.hooks:  # the extensions' before_act / after_act around the policy
+                return self.hooks.act(self.policy, obs, self.deterministic)
             t_obs = {k: torch.as_tensor(v).unsqueeze(0) for k, v in obs.items()}
             a, extras = self.policy.act(t_obs, deterministic=self.deterministic)
         return a[0].numpy(), {k: v[:1] for k, v in extras.items()}
 
     def _record(self, row: dict[str, Any]) -> None:
+        self.hooks.after_step(row, self.steps - 1)
         if self.cfg.mode != "learn" and self.collected is None:
             return
         self._rows.append(row)
@@ -232,7 +238,7 @@ class Deployer:
             if done and truth is not None:
                 task_success = bool(truth.task_status().success)
             if pending is not None:
-                reward = float(status.reward) if status is not None else float(success)
+                reward = self.hooks.reward(float(status.reward) if status is not None else float(success))
                 ret += reward
                 self._record({**pending, "next_obs": seen, "reward": reward, "terminated": success,
                               "truncated": done and not success})
@@ -251,7 +257,8 @@ class Deployer:
             applied, info = self.safety.step(step.action)
             self._step_events = len(info["safety_events"])
             self.status.safety(info["safety_events"])
-            pending = {"obs": seen, "action": applied, "intervened": step.intervened, "version": self.version,
+            pending = {"obs": seen, "action": applied, "intervened": step.intervened or self.hooks.intervened,
+                       "version": self.version,
                        "extras": extras}
             shown = (self.steps, applied, step.source, policy_action if step.intervened else None, obs)
             flags.append(step.intervened)
@@ -264,7 +271,7 @@ class Deployer:
         lengths, aids = intervention_runs(flags), [a.end_episode() for a in (self.help, self.audit) if a is not None]
         record = EpisodeRecord(success, t, ret, sum(flags), len(lengths), lengths, end, time.monotonic() - t0,
                                self.version, **{k: v for fields in aids for k, v in fields.items()},
-                               task_success=task_success)
+                               task_success=task_success, extensions=self.hooks.metrics())
         if self._ear is not None:  # the request ended with the episode
             self._ear.hear_help_request(False)
         if self.viz is not None:
@@ -334,6 +341,7 @@ class Deployer:
             with self.status:  # drawn while it waits for the learner too: it says where, and for how long
                 if self.cfg.mode == "learn" and self.version <= 0:
                     self.wait_first_weights()
+                self.hooks.start()
                 while not self.stop.is_set() and (self.cfg.episodes == 0 or i < self.cfg.episodes):
                     self.chunks_sent += self.kept.wait_sent(self.endpoint, self.stop, self.cfg.max_wait_s,  # held
                                                             self.cfg.max_unlearned_chunks, self._pause)
@@ -351,6 +359,7 @@ class Deployer:
             for aid in (self.help, self.audit):  # the help desk's log; the audit's summary and corrected classifier
                 if aid is not None:
                     aid.close()
+            self.hooks.close()
         self.drain()
         return self.report()
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 import torch
 
+from robot_rl.config_io import open_section_attr, open_sections
 from robot_rl.core.config import AlgoConfig
+from robot_rl.core.extension import extension_sections
 from robot_rl.hardware.intervention import InterventionConfig
 from robot_rl.hardware.robot import RobotConfig
 from robot_rl.hardware.safety import SafetyConfig
@@ -117,6 +121,17 @@ class DeployConfig:
     """Show the live status line in the terminal."""
     viz: VizConfig = field(default_factory=VizConfig)
     """Live view in Rerun: cameras, actions by who acted, reward, success, interventions (``--viz rerun``)."""
+    extensions: dict[str, Any] = open_sections(partial(extension_sections, "", "deploy"))  # noqa: RUF009 (a field())
+    """The sections of the extensions that run in deploy's loop too (robot_rl.core.extension, registered with
+    ``loops=("train", "deploy")``), each at the top level under its name, as in `robot-rl train`'s config."""
+
+    def __getattr__(self, name: str) -> Any:
+        # ``cfg.counter``: an extension's section reads like a fixed one (only called for names not found otherwise).
+        return open_section_attr(self, name)
+
+    def sections(self) -> dict[str, Any]:
+        """Every extension's section by name (what :class:`~robot_rl.loop.extensions.RunExtensions` builds from)."""
+        return dict(self.extensions)
 
     def __post_init__(self) -> None:
         if self.reward_source not in ("robot", "keys", "classifier"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -36,6 +36,8 @@ class EpisodeRecord:
     task_success: bool | None = None
     """Where the reward is learned (``reward_source`` classifier or keys) and the robot knows its task (a
     simulated arm): the task's own verdict at the episode's end, to measure the learned reward against."""
+    extensions: dict[str, float] = field(default_factory=dict)
+    """The deploy config's extensions' scalars at the episode's end (``<name>/<key>``; empty without any)."""
 
     @property
     def intervention_rate(self) -> float:

@@ -21,7 +21,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +35,9 @@ from robot_rl.config_io import save_yaml
 from robot_rl.core.config import ActorWarmupConfig, ConfigError
 from robot_rl.core.transition import DEMO_ACTOR_ID, TransitionBatch
 from robot_rl.human_loop.deploy import DeployConfig
+from robot_rl.human_loop.deploy_extensions import DeployRun
 from robot_rl.human_loop.observation import policy_spec
+from robot_rl.loop.extensions import RunExtensions
 from robot_rl.loop.learner_driver import LearnerDriver
 from robot_rl.loop.learner_state import check_resumable
 from robot_rl.replay.mixing import MixingSampler
@@ -132,6 +134,20 @@ class HILLearner:
         self.resumed = resume
         self.stats.transitions, self.stats.updates = self.learner.transitions, self.learner.updates
         self.stats.version = self.learner.publish()
+        self._attach_extensions(cfg, device, meta)
+
+    def _attach_extensions(self, cfg: DeployConfig, device: str, meta: dict[str, Any] | None) -> None:
+        """The deploy config's extensions, as `robot-rl learner` runs them (robot_rl.human_loop.deploy_extensions)."""
+        self.extensions = RunExtensions(cfg)
+        self._closers: list[Callable[[], None]] = []
+
+        def publish() -> None:
+            self.stats.version = self.learner.publish()
+
+        run = DeployRun(cfg, self.run_dir, lambda: self.spec, lambda: self.learner.transitions, self.learner,
+                        self.algo, device, self.resumed, publish)
+        self.extensions.attach(run, [], self._closers.append, meta)
+        self.extensions.start(run)
 
     def start_line(self) -> str:
         """What the learner prints as it starts: where it listens, and what a resumed run continued from."""
@@ -187,9 +203,12 @@ class HILLearner:
     def checkpoint(self) -> Path:
         """Commit the replay, then save what a resume needs (and the actor weights `deploy --mode eval` loads)."""
         self._last_ckpt = time.monotonic()
+        metrics = self.extensions.metrics()
+        if metrics:
+            log.info("extensions at %d transitions: %s", self.learner.transitions, metrics)
         return self.driver.checkpoint({"demos": self.stats.demos, "rows_sampled": self.stats.rows_sampled,
                                        "intervened_sampled": self.stats.intervened_sampled,
-                                       "demos_sampled": self.stats.demos_sampled})
+                                       "demos_sampled": self.stats.demos_sampled, **self.extensions.state()})
 
     def serve(self, stop: threading.Event, max_s: float | None = None) -> HILLearnerStats:
         """Learn until ``stop`` is set (or ``max_s``); checkpoint on the way out."""
@@ -202,7 +221,13 @@ class HILLearner:
         return self.stats
 
     def close(self) -> None:
-        """Close the endpoint."""
+        """Close the extensions (last attached, first closed), then the endpoint."""
+        for close in reversed(self._closers):
+            try:
+                close()
+            except Exception:  # one failing close must not keep the others (or the endpoint) open
+                log.exception("closing %s failed", close)
+        self._closers.clear()
         self.driver.close()
 
     @contextmanager

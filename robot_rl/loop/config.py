@@ -12,21 +12,28 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from robot_rl.config_io import apply_overrides, flatten, load_yaml, merge_implied, open_sections, parse_override
+from robot_rl.config_io import (
+    apply_overrides,
+    flatten,
+    load_yaml,
+    merge_implied,
+    open_section_attr,
+    open_sections,
+    parse_override,
+)
 from robot_rl.core.config import ALGOS, TASKS, AlgoConfig, TaskConfig, TransportConfig
-from robot_rl.core.extension import EXTENSIONS, EnvRole, Extension, extension_order, extension_sections
+from robot_rl.core.extension import (
+    EXTENSIONS,
+    EnvRole,
+    Extension,
+    extension_order,
+    extension_sections,
+    moved_keys,
+)
 from robot_rl.transport.config import InprocTransportConfig
 
 if TYPE_CHECKING:
     from robot_rl.core.env import VecEnv
-
-
-def _section_attr(cfg: Any, name: str) -> Any:
-    """``cfg.<name>`` for an extension's section in ``cfg.extensions``; AttributeError for anything else."""
-    sections = cfg.__dict__.get("extensions") if not name.startswith("__") else None
-    if sections is not None and name in sections:
-        return sections[name]
-    raise AttributeError(f"{type(cfg).__name__} has no attribute or extension section {name!r}")
 
 
 @dataclass
@@ -77,22 +84,13 @@ class LoopConfig:
     terminationGracePeriodSeconds: 30 s by default)."""
     actor_hz: float = 0.0
     """`robot-rl actor`: step the env at most this often (a control rate, e.g. 50); 0 = as fast as it runs."""
-    demos_path: Path | None = None
-    """Demonstrations loaded into the learner's demo buffer at the start (an episode store from `robot-rl
-    data import|record`, or a LeRobotDataset v3 directory); needs a demo buffer, e.g. SAC with
-    ``algo.demo_ratio=0.5``. On resume they are loaded only if the demo buffer came back empty."""
-    demos_correction_weight: int = 1
-    """Times each demo row labelled *correction* by rewind-and-correct recording (`robot-rl record`,
-    docs/recording.md) is loaded; > 1 weights recovery behaviour up."""
-    demos_rewind_weight: int = 1
-    """Times each demo row labelled *rewind* is loaded (0 leaves the rewinds out)."""
     extensions: dict[str, Any] = open_sections(partial(extension_sections, "loop"))  # noqa: RUF009 (a field())
     """The sections of the extensions whose parent is ``loop`` (robot_rl.core.extension), each under its name:
     ``hil`` (the graded human-in-the-loop schedule, ``loop.hil={…}``; null = ordinary training; docs/rewards.md)."""
 
     def __getattr__(self, name: str) -> Any:
         # ``cfg.loop.hil``: an extension's section reads like a fixed field (only called for names not found).
-        return _section_attr(self, name)
+        return open_section_attr(self, name)
 
 
 @dataclass
@@ -163,19 +161,20 @@ class TrainConfig:
     transport: TransportConfig = field(default_factory=InprocTransportConfig)
     run: RunConfig = field(default_factory=RunConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
-    extensions: dict[str, Any] = open_sections(extension_sections)  # noqa: RUF009 (a field(), built once)
+    extensions: dict[str, Any] = open_sections(extension_sections, moved_keys)  # noqa: RUF009 (a field())
     """The sections of the registered extensions (robot_rl.core.extension), each at the top level under its name:
-    ``cotrain`` (sim–real co-training, RL-Co, on when ``cotrain.real_dataset`` is set; docs/cotraining.md),
-    ``reward`` (learned rewards in the training envs, success classifier and PRM shaping, and the keys the policy
-    sees; docs/rewards.md), ``offline`` (pre-training on recorded data before the online run, ``--offline DATA``;
-    docs/offline-to-online.md), ``jsrl`` (a guide policy acts first in each episode, ``jsrl.guide=RUN_DIR`` or
-    ``offline``; docs/offline-to-online.md), ``twin`` (train in a twin fitted by `robot-rl twin fit`,
-    ``twin.file=twin.json``, and refit it while training; docs/real2sim.md), ``viz`` (live view in Rerun, ``--viz
-    rerun``; docs/visualisation.md) … (`robot-rl config train` lists them)."""
+    ``demos`` (demonstrations in the learner's demo buffer from the start, ``demos.path=DATA``, formerly
+    ``loop.demos_path``; docs/datasets.md), ``cotrain`` (sim–real co-training, RL-Co, on when
+    ``cotrain.real_dataset`` is set; docs/cotraining.md), ``reward`` (learned rewards in the training envs, success
+    classifier and PRM shaping, and the keys the policy sees; docs/rewards.md), ``offline`` (pre-training on
+    recorded data before the online run, ``--offline DATA``; docs/offline-to-online.md), ``jsrl`` (a guide policy
+    acts first in each episode, ``jsrl.guide=RUN_DIR`` or ``offline``; docs/offline-to-online.md), ``twin`` (train
+    in a twin fitted by `robot-rl twin fit`, ``twin.file=twin.json``, and refit it while training; docs/real2sim.md),
+    ``viz`` (live view in Rerun, ``--viz rerun``; docs/visualisation.md) … (`robot-rl config train` lists them)."""
 
     def __getattr__(self, name: str) -> Any:
         # ``cfg.viz``: an extension's section reads like a fixed one (only called for names not found otherwise).
-        return _section_attr(self, name)
+        return open_section_attr(self, name)
 
     def section(self, name: str) -> Any:
         """The config section of extension ``name`` (``loop.hil``'s too)."""

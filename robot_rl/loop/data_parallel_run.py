@@ -5,6 +5,15 @@ rollout and one update per iteration; SAC: :mod:`robot_rl.loop.lockstep`); the a
 batch statistics over the ranks (:mod:`robot_rl.core.data_parallel`). Rank 0 owns the run directory: checkpoints,
 logs, evaluations and the stop decision, which it broadcasts. The other ranks write only their ``train.log`` (and,
 off-policy, their replay shard) under ``<run>/ranks/rank<N>/``.
+
+Not an extension (robot_rl.core.extension), as it is a layout of the run, not a feature in it: it starts the processes
+and picks each rank's device and directory before any extension is built; it changes how the runner builds its own
+parts (env and RNG seeds, the update schedule, what a rank > 0 restores and writes, the stop vote each iteration),
+which no hook replaces; its collectives sit inside each algorithm's update (DDP-wrapped losses, the normaliser's
+statistics gathered over ranks, per-row random draws shared out), which a loss term cannot wrap; and the offline
+phase reads it (``RunHandle.data_parallel``). The way out is a run strategy beside the extensions (one process, or
+ranks), which the runner calls where it now tests ``self.dp``; the extensions say whether they need one process
+(``Extension.single_process``, :func:`check_combinations`).
 """
 
 from __future__ import annotations
@@ -30,14 +39,8 @@ SUPPORTED = ("ppo", "sac", "iql", "flow_ppo", "hiors", "flow_qc", "fasttd3", "fa
 
 
 def check_combinations(cfg: TrainConfig) -> None:
-    """Refuse, saying why, the run sections that do not train data-parallel (each assumes one process)."""
-    refused = []
-    if cfg.loop.hil is not None:
-        refused.append("loop.hil (one operator's teleop device, which one process owns)")
-    if cfg.cotrain.enabled:
-        refused.append("cotrain (its real-data BC term is not shared out over the ranks)")
-    if cfg.twin.refit_every:
-        refused.append("twin.refit_every (it would move only rank 0's envs to each new fit)")
+    """Refuse, saying why, the extensions of the run that assume one process (each one's ``single_process()``)."""
+    refused = [why for ext in cfg.build_extensions() if (why := ext.single_process())]
     if refused:
         raise ConfigError(f"run.distributed=ddp does not combine with {'; '.join(refused)}. Train in one process "
                           "(run.distributed=none), or scale the actors instead (robot-rl launch --actors N)")

@@ -6,7 +6,7 @@ the transport's :class:`~robot_rl.core.transport.LearnerLink` (built by the conf
 :class:`~robot_rl.loop.learner.Learner` (validate, store, update, publish), an update strategy
 (:mod:`robot_rl.loop.updates`: off-policy actor threads or on-policy rollouts),
 :class:`~robot_rl.loop.evaluator.Evaluator`, checkpoints and resume (:mod:`robot_rl.loop.learner_state`),
-the demonstrations, and the run's extensions (:mod:`robot_rl.loop.extensions`; the runner names none).
+and the run's extensions (:mod:`robot_rl.loop.extensions`: the demonstrations, co-training …; the runner names none).
 """
 
 from __future__ import annotations
@@ -24,12 +24,11 @@ import numpy as np
 
 from robot_rl.checkpoint import list_checkpoints
 from robot_rl.config_io import to_dict
-from robot_rl.core.algorithm import Algorithm, NamedBufferStorage
+from robot_rl.core.algorithm import Algorithm
 from robot_rl.core.config import ConfigError
 from robot_rl.core.data_parallel import DataParallel
 from robot_rl.core.env import VecEnv
 from robot_rl.core.transport import FinishingEndpoint
-from robot_rl.data.provenance import warn_if_task_differs
 from robot_rl.durable import DiskFullError
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.async_updates import async_rollout
@@ -138,8 +137,6 @@ class InProcessRunner:
         if self.dp is not None:
             attach(self.algo, self.dp, resume)
             sync_counters(self.learner, self.dp)
-        if cfg.loop.demos_path is not None:
-            self._load_demos(Path(cfg.loop.demos_path))
         self.learner.publish()
         self._stop = threading.Event()
         self.actors = [] if self.remote else [
@@ -198,22 +195,7 @@ class InProcessRunner:
         """Where actor processes connect (`robot-rl learner`); ``None`` in one process."""
         return self.link.address
 
-    # ---- checkpoints, demos, resume ---------------------------------------------------------
-
-    def _load_demos(self, path: Path) -> None:
-        from robot_rl.data.demos import RaCWeights, load_demos_into
-
-        storage = self.learner.storage
-        demos = storage.buffers.get("demos") if isinstance(storage, NamedBufferStorage) else None
-        if demos is not None and len(demos) > 0:
-            # A resumed run reloads its demo buffer from the replay segments; loading again would double it.
-            log.info("demo buffer already holds %d transitions; not loading %s again", len(demos), path)
-            return
-        loop = self.cfg.loop
-        rac = (RaCWeights(correction_weight=loop.demos_correction_weight, rewind_weight=loop.demos_rewind_weight)
-               if (loop.demos_correction_weight, loop.demos_rewind_weight) != (1, 1) else None)
-        n = load_demos_into(self.learner.storage, path, self.spec, self.device, rac=rac)
-        warn_if_task_differs(path, self.cfg.task, f"the demos ({n} transitions)")
+    # ---- checkpoints, resume ---------------------------------------------------------
 
     def _restore(self) -> None:
         if not self.is_main:  # rank > 0: its replay shard only; rank 0's checkpoint reaches it through attach()

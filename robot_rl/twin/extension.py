@@ -40,6 +40,10 @@ class TwinExtension(BaseExtension):
 
         self.refitter = TwinRefitter(self.section, self.run_cfg.task, list(run.envs), run.run_dir)
 
+    def single_process(self) -> str:
+        """A refit moves this process's envs only."""
+        return "twin.refit_every (it would move only rank 0's envs to each new fit)" if self.section.refit_every else ""
+
     def metrics(self) -> Mapping[str, float]:
         """A finished refit's scalars (``twin/…``); starts the next when enough new episodes arrived."""
         return self.refitter.poll() if self.refitter is not None else {}
