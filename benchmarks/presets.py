@@ -207,12 +207,21 @@ def _fractions(f: dict[str, float]) -> str:
     return " / ".join(f"{f[p]:.0%}".replace("%", " %") for p in PARTS)
 
 
-def _records_by_case(runs: list[dict[str, Any]]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
-    """``task/algo`` → (its entry, its record); a later file replaces an earlier one's case."""
-    out: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+def merged_cases(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``task/algo`` → one entry whose settings hold every file's seeds (a later file's seed replaces an earlier
+    one's), summarised again; the reference is ``before`` where some file ran it, else the latest file's."""
+    out: dict[str, dict[str, Any]] = {}
     for run in runs:
         for key, entry in run["results"]["cases"].items():
-            out[key] = (entry, run)
+            merged = out.setdefault(key, {"cap_env_steps": entry["cap_env_steps"], "settings": {}})
+            merged["reference"] = entry["reference"]
+            for name, s in entry["settings"].items():
+                into = merged["settings"].setdefault(name, {"overrides": s["overrides"], "seeds": {}})
+                into["seeds"].update(s["seeds"])
+    for entry in out.values():
+        if "before" in entry["settings"]:
+            entry["reference"] = "before"
+        summarise(entry)
     return out
 
 
@@ -238,18 +247,21 @@ def grid_table(runs: list[dict[str, Any]]) -> str:
 
 
 def presets_table(runs: list[dict[str, Any]]) -> str:
-    """One row per case: the preset's median env steps and wall-clock to the threshold and the settings before it."""
+    """One row per case, its files merged by seed: the preset's seeds reaching the threshold, median env steps and
+    wall-clock, the settings before issue 55 in the seeds both ran, and the parts of the preset's wall-clock."""
     rows = []
-    for key, (entry, _run) in _records_by_case(runs).items():
+    for key, entry in merged_cases(runs).items():
         p = entry["settings"]["preset"]
         before = entry["settings"].get("before")
+        paired = sorted(set(p["seeds"]) & set(before["seeds"])) if before else []
         rows.append([f"`{key}`", f"{p['reached']}/{len(p['seeds'])}", f"{p['median_env_steps']:,.0f}",
-                     f"{p['median_wall_s']:.1f}",
-                     f"{before['median_wall_s']:.1f}" if before else "—",
-                     f"{p['wall_vs_reference']:.2f}" if before and p["wall_vs_reference"] is not None else "—",
+                     f"{p['median_updates']:,.0f}", f"{p['median_wall_s']:.1f}",
+                     (f"{statistics.median(before['seeds'][k]['wall_s'] for k in paired):.1f} "
+                      f"(seed {', '.join(paired)})") if paired and before else "—",
+                     f"{p['wall_vs_reference']:.2f}" if paired and p["wall_vs_reference"] is not None else "—",
                      _fractions(p["median_fractions"])])
-    return markdown_table(["task / algo", "reached", "env steps", "wall s", "before: wall s", "preset / before",
-                           "env / inference / update / eval"], rows, "lcrrrrr")
+    return markdown_table(["task / algo", "reached", "env steps", "updates", "wall s", "before: wall s",
+                           "preset / before", "env / inference / update / eval"], rows, "lcrrrrrr")
 
 
 def main() -> None:

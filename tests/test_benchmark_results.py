@@ -189,7 +189,12 @@ def test_presets_picks_the_fastest_setting_that_reached_in_every_seed_and_times_
     grid = presets.grid_table([record])
     assert "| preset **(fastest)** | 2/2 | 4,000 | 3,000 | 11.0 | 0.23 | 10 % / 5 % / 80 % / 2 % |" in grid
     assert "| lucky | 1/2 |" in grid and "load average 1.0–1.0" in grid
-    assert "| `reach/sac` | 2/2 | 4,000 | 11.0 | 50.0 | 0.23 |" in presets.presets_table([record])
+    # Files merge by seed: a later file's preset-only seed 2 joins the pair of seeds that ran beside "before".
+    later = {"date": "2026-12-07T20:00:00+00:00", "machine": {"cores": 2}, "results": {"cases": {"reach/sac": {
+        "reference": "preset", "cap_env_steps": 40_000,
+        "settings": {"preset": {"overrides": [], "seeds": {"2": seed(14.0)}}}}}}}
+    row = "| `reach/sac` | 3/3 | 4,000 | 3,000 | 12.0 | 50.0 (seed 0, 1) | 0.23 | 10 % / 5 % / 80 % / 2 % |"
+    assert row in presets.presets_table([record, later])
 
     class Thing:
         def work(self, n: int) -> int:
