@@ -103,7 +103,7 @@ class ReachConfig(SimTaskConfig):
     presets: ClassVar[dict[str, dict[str, Any]]] = {
         "sac": {"algo.actor_hidden": [64, 64], "algo.critic_hidden": [64, 64], "algo.batch_size": 128,
                 "algo.learning_starts": 1000, "loop.eval_every_env_steps": 2000},
-        "ppo": {"task.num_envs": 1024},
+        "ppo": {"task.num_envs": 1024, "algo.actor_hidden": [64, 64], "algo.critic_hidden": [64, 64]},
     }
 
     max_episode_steps: int = 50
