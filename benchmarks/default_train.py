@@ -73,18 +73,6 @@ def table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def readme_timing(runs: list[dict[str, Any]]) -> str:
-    """The README's line under "What a run looks like": the median wall-clock over the seeds, and where it ran."""
-    run = runs[0]
-    res, mach = run["results"], run["machine"]
-    seeds = res["seeds"].values()
-    steps = sorted(r["env_steps"] for r in seeds)
-    return (f"Over {len(res['seeds'])} seeds, `benchmarks/default_train.py` measured a median of "
-            f"**{res['median_wall_s']:.1f} s** of training to the threshold ({steps[0]:,}–{steps[-1]:,} env steps; "
-            f"{mach['cores']}-core {mach['cpu']}, load average {mach['load_average'][0]:g} at the end; the target is "
-            f"{res['limit_s']:g} s) — [benchmarks/RESULTS.md](benchmarks/RESULTS.md).")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])

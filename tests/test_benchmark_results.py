@@ -25,7 +25,7 @@ import result_file  # noqa: E402
 RENDERERS = {
     "async_ppo": ["threshold_table", "sweep_table"],
     "backend_steps": ["table", "gym_parts_table", "isaac_parts_table"],
-    "default_train": ["table", "readme_timing"],
+    "default_train": ["table"],
     "distill_sizes": ["docs_table"],
     "export_actor_errors": ["int8_table", "q15_table", "q7_table", "variants_table"],
     "export_inference": ["host_table", "sizes_table", "qemu_table", "page"],
@@ -36,7 +36,7 @@ RENDERERS = {
     "mujoco_steps": ["table", "pixels_table", "parts_table"],
     "mujoco_train": ["table"],
     "ppo_vs_rsl_rl": ["table", "summary", "details", "report"],
-    "presets": ["grid_table", "presets_table"],
+    "presets": ["grid_table", "presets_table", "readme_timing"],
     "replay_bench": ["table"],
     "reward_bench": ["throughput_table", "loop_table"],
     "reward_sac_bench": ["table", "calibration_table"],
@@ -178,7 +178,7 @@ def test_presets_picks_the_fastest_setting_that_reached_in_every_seed_and_times_
         return {"reached": reached, "wall_s": wall, "env_steps": 4000, "updates": 3000, "load_before": 1.0,
                 "fractions": {"env": 0.1, "inference": 0.05, "update": 0.8, "eval": 0.02}}
 
-    entry = {"reference": "before", "cap_env_steps": 40_000, "settings": {
+    entry: dict[str, Any] = {"reference": "before", "cap_env_steps": 40_000, "settings": {
         "preset": {"overrides": [], "seeds": {"0": seed(10.0), "1": seed(12.0)}},
         "before": {"overrides": ["x=1"], "seeds": {"0": seed(40.0), "1": seed(60.0)}},
         "lucky": {"overrides": ["x=2"], "seeds": {"0": seed(5.0), "1": seed(5.0, reached=False)}}}}
@@ -190,10 +190,11 @@ def test_presets_picks_the_fastest_setting_that_reached_in_every_seed_and_times_
     assert "| preset **(fastest)** | 2/2 | 4,000 | 3,000 | 11.0 | 0.23 | 10 % / 5 % / 80 % / 2 % |" in grid
     assert "| lucky | 1/2 |" in grid and "load average 1.0–1.0" in grid
     # Files merge by seed: a later file's preset-only seed 2 joins the pair of seeds that ran beside "before".
-    later = {"date": "2026-12-07T20:00:00+00:00", "machine": {"cores": 2}, "results": {"cases": {"reach/sac": {
+    later = {"date": "2026-12-07T20:00:00+00:00", "machine": {"cores": 2}, "results": {"cases": {"reach/x": {
         "reference": "preset", "cap_env_steps": 40_000,
         "settings": {"preset": {"overrides": [], "seeds": {"2": seed(14.0)}}}}}}}
-    row = "| `reach/sac` | 3/3 | 4,000 | 3,000 | 12.0 | 50.0 (seed 0, 1) | 0.23 | 10 % / 5 % / 80 % / 2 % |"
+    record["results"]["cases"] = {"reach/x": entry}
+    row = "| `reach/x` | 3/3 | 4,000 | 3,000 | 12.0 | 50.0 (seed 0, 1) | 0.23 | 10 % / 5 % / 80 % / 2 % |"
     assert row in presets.presets_table([record, later])
 
     class Thing:
@@ -203,3 +204,17 @@ def test_presets_picks_the_fastest_setting_that_reached_in_every_seed_and_times_
     timers, thing = presets.PartTimers(), Thing()
     timers.wrap(thing, "work", "update")
     assert thing.work(1) == 2 and timers.seconds["update"] > 0 and timers.seconds["env"] == 0
+
+
+def test_each_preset_resolves_to_the_grid_setting_it_was_chosen_from() -> None:
+    """presets.CHOSEN names the measured setting behind each preset; the table counts that setting's runs for it."""
+    from robot_rl.config_io import flatten, to_dict
+    from robot_rl.loop.config import resolve_train_config
+
+    presets = importlib.import_module("presets")
+    for key, name in presets.CHOSEN.items():
+        case = presets.CASES[key]
+        preset = flatten(to_dict(resolve_train_config(task=case.task, algo=case.algo)))
+        chosen = flatten(to_dict(resolve_train_config(task=case.task, algo=case.algo,
+                                                      overrides=case.settings[name])))
+        assert preset == chosen, {k: (v, chosen[k]) for k, v in preset.items() if chosen[k] != v}
