@@ -36,6 +36,7 @@ RENDERERS = {
     "mujoco_steps": ["table", "pixels_table", "parts_table"],
     "mujoco_train": ["table"],
     "ppo_vs_rsl_rl": ["table", "summary", "details", "report"],
+    "presets": ["grid_table", "presets_table", "readme_timing"],
     "replay_bench": ["table"],
     "reward_bench": ["throughput_table", "loop_table"],
     "reward_sac_bench": ["table", "calibration_table"],
@@ -170,3 +171,52 @@ def test_async_ppo_renders_the_threshold_and_k_tables_from_its_rows() -> None:
                         "sweep": [{**row, "name": "async k=0", "reached": False, "stale_rows_dropped": 36_864}]}}
     assert "| async k=2 | 40.0 | 147,456 | yes (92 %) | 24 | 6,144 | 2.00 |" in async_ppo.threshold_table([data])
     assert "| async k=0 | 92 % | 80.0 | 24 | 36,864 (25 %) |" in async_ppo.sweep_table([data])
+
+
+def test_presets_picks_the_fastest_setting_that_reached_in_every_seed_and_times_its_parts() -> None:
+    presets = importlib.import_module("presets")
+
+    def seed(wall: float, reached: bool = True) -> dict[str, Any]:
+        return {"reached": reached, "wall_s": wall, "env_steps": 4000, "updates": 3000, "load_before": 1.0,
+                "fractions": {"env": 0.1, "inference": 0.05, "update": 0.8, "eval": 0.02}}
+
+    entry: dict[str, Any] = {"reference": "before", "cap_env_steps": 40_000, "settings": {
+        "preset": {"overrides": [], "seeds": {"0": seed(10.0), "1": seed(12.0)}},
+        "before": {"overrides": ["x=1"], "seeds": {"0": seed(40.0), "1": seed(60.0)}},
+        "lucky": {"overrides": ["x=2"], "seeds": {"0": seed(5.0), "1": seed(5.0, reached=False)}}}}
+    presets.summarise(entry)
+    assert entry["fastest"] == "preset"  # "lucky" is faster but missed the threshold in one seed
+    assert entry["settings"]["preset"]["wall_vs_reference"] == pytest.approx((10 / 40 + 12 / 60) / 2)
+    record = {"date": "2026-12-07T19:00:00+00:00", "machine": {"cores": 2}, "results": {"cases": {"reach/sac": entry}}}
+    grid = presets.grid_table([record])
+    assert "| preset **(fastest)** | 2/2 | 4,000 | 3,000 | 11.0 | 0.23 | 10 % / 5 % / 80 % / 2 % |" in grid
+    assert "| lucky | 1/2 |" in grid and "load average 1.0–1.0" in grid
+    # Files merge by seed: a later file's preset-only seed 2 joins the pair of seeds that ran beside "before".
+    later = {"date": "2026-12-07T20:00:00+00:00", "machine": {"cores": 2}, "results": {"cases": {"reach/x": {
+        "reference": "preset", "cap_env_steps": 40_000,
+        "settings": {"preset": {"overrides": [], "seeds": {"2": seed(14.0)}}}}}}}
+    record["results"]["cases"] = {"reach/x": entry}
+    row = "| `reach/x` | 3/3 | 4,000 | 3,000 | 12.0 | 50.0 (seed 0, 1) | 0.23 | 10 % / 5 % / 80 % / 2 % |"
+    assert row in presets.presets_table([record, later])
+
+    class Thing:
+        def work(self, n: int) -> int:
+            return n + 1
+
+    timers, thing = presets.PartTimers(), Thing()
+    timers.wrap(thing, "work", "update")
+    assert thing.work(1) == 2 and timers.seconds["update"] > 0 and timers.seconds["env"] == 0
+
+
+def test_each_preset_resolves_to_the_grid_setting_it_was_chosen_from() -> None:
+    """presets.CHOSEN names the measured setting behind each preset; the table counts that setting's runs for it."""
+    from robot_rl.config_io import flatten, to_dict
+    from robot_rl.loop.config import resolve_train_config
+
+    presets = importlib.import_module("presets")
+    for key, name in presets.CHOSEN.items():
+        case = presets.CASES[key]
+        preset = flatten(to_dict(resolve_train_config(task=case.task, algo=case.algo)))
+        chosen = flatten(to_dict(resolve_train_config(task=case.task, algo=case.algo,
+                                                      overrides=case.settings[name])))
+        assert preset == chosen, {k: (v, chosen[k]) for k, v in preset.items() if chosen[k] != v}

@@ -91,7 +91,7 @@ def test_task_preset_applies_only_for_its_algo():
     cfg_ppo = resolve_train_config(task="reach", algo="ppo")
     cfg_sac = resolve_train_config(task="reach", algo="sac")
     assert cfg_ppo.task.num_envs == preset["task.num_envs"]
-    assert cfg_sac.task.num_envs == reach().num_envs
+    assert cfg_sac.task.num_envs == reach.presets.get("sac", {}).get("task.num_envs", reach().num_envs)
 
 
 def test_yaml_round_trip(tmp_path: Path):

@@ -9,9 +9,10 @@ from typing import Any, TypeVar
 import pytest
 import torch
 
-from robot_rl.config_io import field_docs, from_dict
+from robot_rl.config_io import field_docs, flatten, from_dict, to_dict
 from robot_rl.core.config import TASKS, ConfigError, TaskConfig
 from robot_rl.core.env import NonFiniteActionError
+from robot_rl.loop.config import resolve_train_config
 from robot_rl.sims import TorchTask
 from robot_rl.sims.pendulum import PendulumTask, angle_normalize
 from robot_rl.sims.push import PushConfig, PushTask
@@ -69,8 +70,10 @@ def test_builtin_tasks_registered_with_documented_fields():
         docs = field_docs(cls)
         for f in dataclasses.fields(cls):
             assert docs.get(f.name), f"{name}.{f.name} has no attribute docstring"
-        for overrides in cls.presets.values():
-            assert all(k.startswith("task.") for k in overrides)
+        for algo, overrides in cls.presets.items():  # a preset tunes the task, the algorithm or the loop for it
+            assert all(k.split(".", 1)[0] in ("task", "algo", "loop") for k in overrides), (name, algo)
+            resolved = flatten(to_dict(resolve_train_config(task=name, algo=algo)))
+            assert all(resolved[k] == v for k, v in overrides.items()), (name, algo)
     assert ReachConfig().num_envs == 32 and ReachConfig().max_episode_steps == 50
     assert ReachConfig().success_radius == 0.02 and PushConfig().dense is False
     cfg = from_dict(TaskConfig, {"type": "reach", "control": "joint", "num_envs": "8"})
