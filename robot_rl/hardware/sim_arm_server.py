@@ -38,6 +38,47 @@ MAX_LAG_S = 0.25
 NO_RENDERING = "NO-RENDERING"
 #: With no request due, the server wakes this often (wall-clock seconds) to advance the physics.
 IDLE_S = 0.005
+#: Who may put the scene back between episodes (the robot config's ``resets``).
+RESETS = ("teleport", "physical")
+
+
+class SceneResets:
+    """Who puts the simulated scene back, and how often a person did (the server's ``reset``/``human_reset``).
+
+    ``teleport`` (the default, HIL-SERL's setting): every episode starts from a scene the simulator placed anew.
+    ``physical`` (practice, ``docs/practice.md``): an episode's reset places nothing; the arm only holds where it
+    is, so only physics and the robot's own actions move the cube, and a cube pushed out of reach stays there,
+    as on a real cell. Either way :meth:`human_reset` is a person putting the scene back by hand: it places the
+    arm and the cube as a reset does, and is counted (``stats``), since a person's time is what practice saves.
+    """
+
+    def __init__(self, world: Any, mode: str) -> None:
+        if mode not in RESETS:
+            raise ConfigError(f"resets={mode!r}; valid: {', '.join(RESETS)}")
+        self.world = world
+        self.mode = mode
+        self.human_resets = 0
+        self.episode_resets = 0
+
+    def episode_reset(self, seed: int | None) -> None:
+        """A new episode: the scene placed anew (``teleport``) or left as it is, the arm held (``physical``)."""
+        self.episode_resets += 1
+        if self.mode == "teleport":
+            self.world.reset(seed)
+        else:
+            self.world.hold()
+
+    def human_reset(self, seed: int | None) -> None:
+        """A person puts the arm and the cube back (counted)."""
+        self.human_resets += 1
+        self.world.reset(seed)
+
+
+def in_reach(cube: np.ndarray, cfg: dict[str, Any], rest_z: float) -> bool:
+    """The cube lies where the arm can pick it: inside the ``reach_low..reach_high`` box (x, y), not fallen below
+    its resting height (off the SO-101's riser)."""
+    lo, hi = np.asarray(cfg["reach_low"], np.float64), np.asarray(cfg["reach_high"], np.float64)
+    return bool(np.all(cube[:2] >= lo) and np.all(cube[:2] <= hi) and cube[2] >= rest_z - 0.01)
 
 
 def pack_array(a: np.ndarray) -> dict[str, Any]:
@@ -207,7 +248,8 @@ class SimArmWorld:
             # against a one-off bonus of 5, and a policy learns to hover. As a cost (shaping − 1 ≤ 0) every
             # step before success is paid for, so succeeding is always best and the stages stay ordered.
             reward = 5.0 if success else shaping - 1.0
-        return {"success": success, "reward": float(reward), "grasped": bool(grasped), "lifted_m": lifted}
+        return {"success": success, "reward": float(reward), "grasped": bool(grasped), "lifted_m": lifted,
+                "in_reach": in_reach(cube, self.cfg, 0.025)}
 
     # ---- commands and physics -----------------------------------------------------------------
 
@@ -267,6 +309,7 @@ class SimArmServer:
 
         self.cfg = cfg
         self.world = make_world(cfg)
+        self.resets = SceneResets(self.world, str(cfg.get("resets", "teleport")))
         self.latency = float(cfg["latency_s"])
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
@@ -292,7 +335,10 @@ class SimArmServer:
             w.hold()
             return {"ok": True}
         if op == "reset":
-            w.reset(req.get("seed"))
+            self.resets.episode_reset(req.get("seed"))
+            return {"ok": True}
+        if op == "human_reset":
+            self.resets.human_reset(req.get("seed"))
             return {"ok": True}
         if op == "task":
             return {"ok": True, **w.task()}
@@ -300,7 +346,8 @@ class SimArmServer:
             return {"ok": True, "pid": os.getpid(), "arm_low": pack_array(w.arm_low),
                     "arm_high": pack_array(w.arm_high), "timestep": w.model.opt.timestep}
         if op == "stats":
-            return {"ok": True, "sim_time": w.sim_time, "lag_skips": self.lag_skips}
+            return {"ok": True, "sim_time": w.sim_time, "lag_skips": self.lag_skips,
+                    "human_resets": self.resets.human_resets, "episode_resets": self.resets.episode_resets}
         if op == "shutdown":
             self.running = False
             return {"ok": True}
