@@ -75,8 +75,7 @@ class SceneResets:
 
 
 def in_reach(cube: np.ndarray, cfg: dict[str, Any], rest_z: float) -> bool:
-    """The cube lies where the arm can pick it: inside the ``reach_low..reach_high`` box (x, y), not fallen below
-    its resting height (off the SO-101's riser)."""
+    """The cube lies where the arm can pick it: in the ``reach_low..reach_high`` box (x, y), not below its rest."""
     lo, hi = np.asarray(cfg["reach_low"], np.float64), np.asarray(cfg["reach_high"], np.float64)
     return bool(np.all(cube[:2] >= lo) and np.all(cube[:2] <= hi) and cube[2] >= rest_z - 0.01)
 
