@@ -104,3 +104,16 @@ def test_through_the_process_an_episode_reset_leaves_the_lifted_cube_in_the_grip
         assert stats["human_resets"] == 1 and stats["episode_resets"] == 1
     finally:
         arm.disconnect()
+
+
+@pytest.mark.parametrize("robot", ["sim_arm", "sim_so101"])
+def test_the_reset_policys_goal_holds_where_the_demos_start_and_not_after_a_push(robot: str) -> None:
+    world = _world(robot, "physical")
+    for seed in range(3):  # every start the simulator places is a goal of the reset policy
+        SceneResets(world, "teleport").episode_reset(seed)
+        world.advance(0.2)
+        task = world.task()
+        assert task["at_start"] and task["start_reward"] == 5.0, task
+    _push_out_of_reach(world, (0.75, 0.0) if robot == "sim_arm" else (0.45, 0.0))
+    task = world.task()
+    assert not task["at_start"] and -1.0 <= task["start_reward"] < 0.0

@@ -220,7 +220,8 @@ def check_resets(resets: str) -> None:
 def task_info(reply: dict[str, Any]) -> dict[str, Any]:
     """The task status's details from the simulator's reply (both simulated arms)."""
     return {"grasped": bool(reply["grasped"]), "lifted_m": float(reply["lifted_m"]),
-            "in_reach": bool(reply["in_reach"])}
+            "in_reach": bool(reply["in_reach"]), "at_start": bool(reply["at_start"]),
+            "start_reward": float(reply["start_reward"])}
 
 
 def pick_expert_action(obs: dict[str, np.ndarray], cfg: SimulatedArmConfig, gain: float = 1.0,

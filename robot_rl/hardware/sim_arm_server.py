@@ -74,6 +74,34 @@ class SceneResets:
         self.world.reset(seed)
 
 
+#: The reset policy's goal area is the cube's start area widened by this much on every side (m).
+START_MARGIN_M = 0.02
+
+
+def start_check(cube: np.ndarray, grip: np.ndarray, opening: float, grasped: bool, cfg: dict[str, Any],
+                rest_z: float) -> dict[str, Any]:
+    """The scene as the demos start it, the goal of practice's reset policy (``at_start`` and ``start_reward``).
+
+    ``at_start``: the cube rests in the start area (``cube_low..cube_high`` widened by :data:`START_MARGIN_M`), not
+    held, the gripper open (``opening`` 0..1 above 0.7) and clear above it (3 cm). ``start_reward`` is shaped like
+    the pick's (a cost until done, 5 then; ``reward=sparse``: 1 then): the cube's distance to the area, resting,
+    released, then clear.
+    """
+    lo = np.asarray(cfg["cube_low"], np.float64) - START_MARGIN_M
+    hi = np.asarray(cfg["cube_high"], np.float64) + START_MARGIN_M
+    outside = float(np.linalg.norm(np.maximum(lo - cube[:2], 0.0) + np.maximum(cube[:2] - hi, 0.0)))
+    resting = abs(float(cube[2]) - rest_z) < 0.01
+    released = not grasped and opening > 0.7
+    clear = released and float(grip[2]) - rest_z >= 0.03
+    at_start = bool(outside == 0.0 and resting and clear)
+    if cfg["reward"] == "sparse":
+        reward = 1.0 if at_start else 0.0
+    else:
+        shaping = 0.4 * (1.0 - np.tanh(10.0 * outside)) + 0.2 * resting + 0.2 * released + 0.2 * clear
+        reward = 5.0 if at_start else float(shaping) - 1.0
+    return {"at_start": at_start, "start_reward": float(reward)}
+
+
 def in_reach(cube: np.ndarray, cfg: dict[str, Any], rest_z: float) -> bool:
     """The cube lies where the arm can pick it: in the ``reach_low..reach_high`` box (x, y), not below its rest."""
     lo, hi = np.asarray(cfg["reach_low"], np.float64), np.asarray(cfg["reach_high"], np.float64)
@@ -248,7 +276,8 @@ class SimArmWorld:
             # step before success is paid for, so succeeding is always best and the stages stay ordered.
             reward = 5.0 if success else shaping - 1.0
         return {"success": success, "reward": float(reward), "grasped": bool(grasped), "lifted_m": lifted,
-                "in_reach": in_reach(cube, self.cfg, 0.025)}
+                "in_reach": in_reach(cube, self.cfg, 0.025),
+                **start_check(cube, grip, opening / 0.08, grasped, self.cfg, 0.025)}
 
     # ---- commands and physics -----------------------------------------------------------------
 
