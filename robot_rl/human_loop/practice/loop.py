@@ -261,8 +261,16 @@ class PracticeRunner:
         except KeyboardInterrupt:
             log.warning("practice interrupted: the running attempt is dropped, the robot held")
         finally:
-            robot = self.loops["task"].robot
-            robot.hold()
+            safety = self.loops["task"].safety
+            safety.robot.hold()
+            if safety.watchdog is not None:  # held on purpose while the learners acknowledge (as Deployer.run)
+                safety.watchdog.disarm()
+            if safety.guard is not None:
+                safety.guard.pause()
+            for d in self.loops.values():
+                for aid in (d.help, d.audit):
+                    if aid is not None:
+                        aid.close()
             for d in self.loops.values():
                 d.drain()
         self.report.counts = self.controller.counts
