@@ -36,6 +36,7 @@ RENDERERS = {
     "mujoco_steps": ["table", "pixels_table", "parts_table"],
     "mujoco_train": ["table"],
     "ppo_vs_rsl_rl": ["table", "summary", "details", "report"],
+    "practice_bench": ["table"],
     "replay_bench": ["table"],
     "reward_bench": ["throughput_table", "loop_table"],
     "reward_sac_bench": ["table", "calibration_table"],
