@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,10 +27,19 @@ from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 pytestmark = [pytest.mark.sim, pytest.mark.slow, pytest.mark.timeout(180)]
 
 
-def _config() -> DeployConfig:
+def _config(robot: str) -> DeployConfig:
     scale = 4.0  # simulated seconds per wall-clock second: 10 Hz of robot time
+    arm: Any
+    if robot == "sim_so101":
+        pytest.importorskip("mink")  # the LeRobot driver's IK
+        from robot_rl.hardware.sim_so101 import SimSo101Config
+
+        arm = SimSo101Config(cameras={}, object_in_state=True, resets="physical", time_scale=scale,
+                             request_timeout_s=5.0, seed=2)
+    else:
+        arm = SimulatedArmConfig(cameras={}, resets="physical", time_scale=scale, request_timeout_s=5.0, seed=2)
     return DeployConfig(
-        robot=SimulatedArmConfig(cameras={}, resets="physical", time_scale=scale, request_timeout_s=5.0, seed=2),
+        robot=arm,
         safety=SafetyConfig(control_hz=10 * scale, watchdog_timeout_s=0.5, max_linear_speed=0.25 * scale),
         algo=SACConfig(demo_ratio=0.5, learning_starts=16, batch_size=16, actor_hidden=(32, 32),
                        critic_hidden=(32, 32)),
@@ -58,8 +68,9 @@ def _learning(learner: HILLearner) -> Iterator[threading.Event]:
         learner.endpoint.close()
 
 
-def test_practice_runs_both_policies_feeds_both_learners_and_both_survive_a_kill(tmp_path: Path) -> None:
-    cfg = _config()
+@pytest.mark.parametrize("robot", ["sim_arm", "sim_so101"])
+def test_practice_runs_both_policies_feeds_both_learners_and_both_survive_a_kill(tmp_path: Path, robot: str) -> None:
+    cfg = _config(robot)
     runs = {"task": tmp_path / "task", "reset": tmp_path / "reset"}
     learners = {"task": HILLearner(task_config(cfg), runs["task"], publish_every=5),
                 "reset": HILLearner(reset_config(cfg), runs["reset"], publish_every=5)}
