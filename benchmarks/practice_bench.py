@@ -191,7 +191,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 else:
                     run = run_practice(cfg, b, demos, args.minutes, Path(tmp) / "practice",
                                        {"stuck_after_attempts": args.stuck_after, "reset_max_steps": args.episode_steps,
-                                        "max_resets_per_hour": args.max_resets_per_hour, "person_seed": seed})
+                                        "max_requests_per_hour": args.max_requests_per_hour, "person_seed": seed})
                 per[mode] = {"summary": summarise(run, mode, args.time_scale), "wall_s": time.monotonic() - t0,
                              "run": {k: v for k, v in run.items() if k not in ("episodes", "attempts")}}
                 s = per[mode]["summary"]
@@ -264,7 +264,7 @@ def main() -> None:
     p.add_argument("--eval-every-steps", type=int, default=1000)
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--stuck-after", type=int, default=6, help="practice.stuck_after_attempts")
-    p.add_argument("--max-resets-per-hour", type=float, default=6.0, help="practice.max_resets_per_hour")
+    p.add_argument("--max-requests-per-hour", type=float, default=6.0, help="practice.max_requests_per_hour")
     add_out_argument(p, NAME)
     args = p.parse_args()
     if args.quick:

@@ -45,26 +45,49 @@ def test_stuck_after_attempts_without_success_after_time_and_at_once_out_of_reac
 
 def test_the_budget_holds_whatever_the_robot_asks() -> None:
     """A robot stuck at every attempt for 3 hours asks at most 1 + rate × hours times."""
-    cfg = PracticeConfig(stuck_after_attempts=1, max_resets_per_hour=4.0)
+    cfg = PracticeConfig(stuck_after_attempts=1, max_requests_per_hour=4.0)
     ctl = PracticeController(cfg, now=0.0)
-    for k in range(1, 3 * 3600, 30):  # an attempt every 30 s, each one failing
+    for k in range(1, 3 * 3600, 30):  # an attempt every 30 s, each one failing, the scene never back
         now = float(k)
-        ctl.record(Attempt("task", False, 40), now)
-        if ctl.ask(now):
+        ctl.record(Attempt("task" if k % 60 == 1 else "reset", False, 40), now)
+        kind, _ = ctl.ask(now)
+        if kind == "reset":
             ctl.answered(False, now)  # nobody came: it stays stuck and keeps asking
-        assert ctl.counts.reset_requests <= 1 + 4.0 * now / 3600
+        c = ctl.counts
+        assert c.reset_requests + c.takeover_requests <= 1 + 4.0 * now / 3600
     # the last attempt at 2.99 h: 1 + floor(4 × 2.99) = 12 requests
-    assert ctl.counts.reset_requests == 12 and ctl.counts.unanswered == 12
+    c = ctl.counts
+    assert c.reset_requests + c.takeover_requests == 12 and c.takeover_requests == 1  # at first the scene was back
+    assert c.unanswered == c.reset_requests
     assert ctl.counts.over_budget > 300
-    zero = PracticeController(PracticeConfig(stuck_after_attempts=1, max_resets_per_hour=0.0), now=0.0)
+    zero = PracticeController(PracticeConfig(stuck_after_attempts=1, max_requests_per_hour=0.0), now=0.0)
     zero.record(Attempt("task", False, 40), 1.0)
-    assert zero.ask(1.0) and not zero.ask(10_000.0)  # one at the start, then none
+    assert zero.ask(1.0)[0] and not zero.ask(10_000.0)[0]  # one at the start, then none
+
+
+def test_with_the_scene_at_its_start_the_robot_asks_for_a_takeover_else_for_a_reset() -> None:
+    ctl = PracticeController(PracticeConfig(stuck_after_attempts=2, max_requests_per_hour=3600.0), now=0.0)
+    ctl.record(Attempt("task", False, 40), 1.0)
+    ctl.record(Attempt("reset", True, 0), 2.0)  # not needed: no progress, and the scene is at its start
+    assert ctl.counts.reset_not_needed == 1 and ctl.failed_in_row == 1
+    ctl.record(Attempt("task", False, 40), 3.0)
+    assert ctl.ask(3.0) == ("takeover", "no success in 2 attempts") and ctl.next_policy() == "task"
+    ctl.record(Attempt("task", False, 40, interventions=1), 4.0)
+    ctl.record(Attempt("reset", False, 40), 5.0)  # the scene is not back
+    assert ctl.ask(5.0) == ("reset", "no success in 2 attempts")
+    ctl.answered(True, 6.0)
+    ctl.record(Attempt("task", False, 40, in_reach=False), 7.0)
+    assert ctl.ask(7.0) == ("reset", "the object is out of reach")  # a takeover cannot reach it
+    c = ctl.counts
+    assert (c.takeover_requests, c.reset_requests, c.takeovers, c.human_resets) == (1, 2, 1, 1)
+    ctl.record(Attempt("task", True, 0), 8.0)  # the task found done: not the policy's success
+    assert c.task_successes == 0 and c.task_already_done == 1
 
 
 def test_human_actions_are_the_persons_resets_and_takeovers() -> None:
     ctl = PracticeController(PracticeConfig(stuck_after_attempts=1), now=0.0)
-    ctl.record(Attempt("task", False, 40, interventions=2), 1.0)
-    assert ctl.ask(1.0)
+    ctl.record(Attempt("reset", False, 40, interventions=2), 1.0)
+    assert ctl.ask(1.0)[0] == "reset"
     ctl.answered(True, 2.0)
     ctl.record(Attempt("reset", True, 0), 3.0)
     c = ctl.counts

@@ -15,6 +15,7 @@ pytest.importorskip("msgpack")
 
 from robot_rl.hardware.safety import SafetyConfig, SafetyLayer
 from robot_rl.hardware.sim_arm import SimulatedArmConfig
+from robot_rl.hardware.sim_pick import PickIntervener
 from robot_rl.human_loop.deploy import DeployConfig, Deployer
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
 from robot_rl.human_loop.hil_learner import HILLearner
@@ -46,7 +47,7 @@ def _config(robot: str) -> DeployConfig:
         transport=ZmqTransportConfig(address="tcp://127.0.0.1:*", heartbeat_s=0.2), mode="practice",
         max_episode_steps=12, status=False,
         practice=PracticeConfig(reset_address="tcp://127.0.0.1:*", reset_max_steps=8, stuck_after_attempts=2,
-                                max_resets_per_hour=3600.0))
+                                max_requests_per_hour=3600.0))
 
 
 @contextmanager
@@ -76,7 +77,8 @@ def test_practice_runs_both_policies_feeds_both_learners_and_both_survive_a_kill
                 "reset": HILLearner(reset_config(cfg), runs["reset"], publish_every=5)}
     arm = cfg.robot.make()
     with _learning(learners["task"]), _learning(learners["reset"]), SafetyLayer(arm, cfg.safety) as safety:
-        device = ScriptedDevice()
+        # The person takes over only when asked (a takeover request: the scene at its start, the task failing).
+        device = ScriptedDevice(PickIntervener(arm, takeover_steps=5, press_success=False, only_when_asked=True))
         device.connect()
         loops = {}
         for name, loop_cfg in (("task", task_config(cfg)), ("reset", reset_config(cfg))):
@@ -100,6 +102,7 @@ def test_practice_runs_both_policies_feeds_both_learners_and_both_survive_a_kill
     # nothing placed the scene but the person: every teleport the simulator made is a counted human reset
     assert sim["human_resets"] == c.human_resets == person.resets
     assert sim["episode_resets"] == 6  # each attempt's reset_task, which placed nothing
+    assert c.takeovers >= c.takeover_requests  # every takeover request was answered on the next task attempt
     # one stream of experience: each learner got every step, its own policy's and the other's (relabelled)
     assert report.mirrored_rows == {"task": loops["task"].steps, "reset": loops["reset"].steps}
     for name in ("task", "reset"):

@@ -25,14 +25,14 @@ class PracticeConfig:
     """Steps before a reset attempt is cut; the task policy's attempts are cut at ``max_episode_steps``."""
     stuck_after_attempts: int = 6
     """Attempts in a row (task and reset together) with neither policy succeeding: the robot is stuck and asks the
-    person to put the scene back."""
+    person to put the scene back (or, with the scene where the demos start, to take over the next task attempt)."""
     stuck_after_s: float = 300.0
     """... or this long (wall-clock seconds) without either succeeding."""
     ask_when_out_of_reach: bool = True
     """Ask at once when the robot reports the object out of reach (a simulated cell's ``in_reach``)."""
-    max_resets_per_hour: float = 6.0
-    """The person's budget: at most this many reset requests per hour of practice (counted from the start). A stuck
-    robot over budget keeps practising; one whose object is out of reach holds until the budget allows a request."""
+    max_requests_per_hour: float = 6.0
+    """The person's budget: at most ``1 + this × hours`` requests (resets and takeovers) since the start of practice.
+    A stuck robot over budget keeps practising; one whose object is out of reach holds until the budget allows."""
     wait_timeout_s: float = 120.0
     """How long the robot holds for the person after asking for a reset (then it practises on)."""
     person_seed: int = 0
@@ -47,5 +47,5 @@ class PracticeConfig:
                              "(`robot-rl reward train-classifier DEMOS --label first_k --out DIR`)")
         if self.reset_max_steps < 1 or self.stuck_after_attempts < 1:
             raise ValueError("practice.reset_max_steps and practice.stuck_after_attempts must be >= 1")
-        if self.stuck_after_s <= 0 or self.max_resets_per_hour < 0 or self.wait_timeout_s < 0:
-            raise ValueError("practice.stuck_after_s must be > 0, max_resets_per_hour and wait_timeout_s >= 0")
+        if self.stuck_after_s <= 0 or self.max_requests_per_hour < 0 or self.wait_timeout_s < 0:
+            raise ValueError("practice.stuck_after_s must be > 0, max_requests_per_hour and wait_timeout_s >= 0")

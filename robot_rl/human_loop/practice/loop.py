@@ -6,7 +6,8 @@ layer and the person's teleop device. :class:`PracticeRunner` runs their attempt
 :class:`~robot_rl.human_loop.practice.controller.PracticeController` gives, and hands every transition either policy
 made to the other's learner too, with that policy's reward (:class:`Mirror`): both learn from one stream of
 experience. Nothing places the scene between attempts but the robot (``robot.resets=physical`` on the simulated
-arms); when the robot is stuck it asks the person to put the scene back (:class:`ResetPerson`), within the budget.
+arms); when the robot is stuck it asks the person to put the scene back (:class:`ResetPerson`) or, with the scene
+where the demos start, to take over the task policy's next attempt (a device that hears requests), within the budget.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 
 from robot_rl.core.config import ConfigError
 from robot_rl.hardware.robot import HumanResettable, TaskRobot
-from robot_rl.hardware.teleop import TeleopDevice
+from robot_rl.hardware.teleop import HearsHelpRequests, TeleopDevice
 from robot_rl.human_loop.deploy import Deployer
 from robot_rl.human_loop.deploy_config import DeployConfig
 from robot_rl.human_loop.deploy_report import EpisodeRecord
@@ -182,7 +183,8 @@ class PracticeReport:
         return (f"practice: {c.task_attempts} task attempts ({c.task_successes} succeeded), {c.reset_attempts} reset "
                 f"attempts ({c.reset_successes} succeeded, {c.reset_not_needed} not needed) in {self.wall_s:.0f}s; "
                 f"the person: {c.human_resets} resets, {c.takeovers} takeovers ({c.human_actions / hours:.1f} "
-                f"actions/hour), {c.reset_requests} requests, {c.unanswered} unanswered, {c.over_budget} over budget")
+                f"actions/hour), {c.reset_requests} reset and {c.takeover_requests} takeover requests, "
+                f"{c.unanswered} unanswered, {c.over_budget} over budget")
 
 
 class PracticeRunner:
@@ -202,6 +204,11 @@ class PracticeRunner:
         self.controller = PracticeController(cfg.practice, clock())
         self.report = PracticeReport()
         self._index = 0
+        self._takeover_asked = False
+
+    def _ear(self) -> HearsHelpRequests | None:
+        device = self.loops["task"].device
+        return device if isinstance(device, HearsHelpRequests) else None
 
     def _in_reach(self) -> bool | None:
         robot = self.loops["task"].robot
@@ -216,7 +223,15 @@ class PracticeRunner:
         d = self.loops[name]
         for loop in self.loops.values():  # chunks a full outbox kept: sent while the robot is held, never dropped
             loop.chunks_sent += loop.kept.wait_sent(loop.endpoint, self.stop, self.cfg.max_wait_s)
-        record = d.run_episode(self._index)
+        ear = self._ear() if self._takeover_asked and name == "task" else None
+        if ear is not None:  # a scripted person hears the request (a real one was told by the warning and the bell)
+            ear.hear_help_request(True)
+        try:
+            record = d.run_episode(self._index)
+        finally:
+            if ear is not None:
+                ear.hear_help_request(False)
+                self._takeover_asked = False
         self._index += 1
         in_reach = self._in_reach()
         now = self.clock()
@@ -234,18 +249,21 @@ class PracticeRunner:
 
     def _ask_if_stuck(self) -> None:
         ctl, cfg = self.controller, self.cfg.practice
-        why = ctl.ask(self.clock())
+        kind, why = ctl.ask(self.clock())
         # An object out of reach cannot be practised with: hold until the budget allows a request.
-        while not why and ctl.out_of_reach and cfg.ask_when_out_of_reach and not self.stop.is_set():
+        while not kind and ctl.out_of_reach and cfg.ask_when_out_of_reach and not self.stop.is_set():
             if ctl.budget_allows(self.clock()):
-                why = ctl.ask(self.clock())
+                kind, why = ctl.ask(self.clock())
                 break
             self.loops["task"].hold_tick()
-        if not why:
-            return
-        log.warning("practice: asking the person to put the scene back (%s)", why)
-        answered = self.person.put_back(why) if self.person is not None else False
-        ctl.answered(answered, self.clock())
+        if kind == "takeover":
+            log.warning("practice: the scene is where the demos start and the task still fails (%s): take over the "
+                        "next attempt with the teleop device", why)
+            self._takeover_asked = True
+        elif kind == "reset":
+            log.warning("practice: asking the person to put the scene back (%s)", why)
+            answered = self.person.put_back(why) if self.person is not None else False
+            ctl.answered(answered, self.clock())
 
     def run(self, attempts: int = 0, max_s: float | None = None) -> PracticeReport:
         """Practise for ``attempts`` attempts (0: until ``stop`` or ``max_s``); the robot held at the end."""
