@@ -80,3 +80,13 @@ def test_the_block_runs_as_written(tmp_path: Path) -> None:
         assert list((tmp_path / "runs" / run).glob("checkpoints/*")), run
     out = wf.start_logged(evaluate, tmp_path / "eval.log").wait(timeout=300)
     assert out == 0 and "10 episodes" in (tmp_path / "eval.log").read_text(), (tmp_path / "eval.log").read_text()
+
+
+@pytest.mark.integration
+def test_practice_refuses_what_it_cannot_run_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["deploy", "--mode", "practice", "--fleet", "2", "--teleop", "scripted", "robot.cameras={}"]) == 2
+    assert "a fleet sharing one person for resets is not built yet" in capsys.readouterr().err
+    # A real arm cannot say whether the scene is back at its start: the reset policy needs a classifier there.
+    assert main(["deploy", "--mode", "practice", "--teleop", "scripted", "--robot", "xarm",
+                 "robot.ip=192.0.2.1"]) == 2
+    assert "practice.reset_reward=classifier" in capsys.readouterr().err

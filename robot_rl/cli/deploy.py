@@ -119,6 +119,10 @@ class DeployArgs(Command):
         if self.fleet is not None:
             from robot_rl.cli.deploy_fleet import run_fleet
 
+            if cfg.mode == "practice":
+                raise ConfigError("--fleet runs --mode eval or learn; practice runs one arm per command (a fleet "
+                                  "sharing one person for resets is not built yet: docs/practice.md)")
+
             return run_fleet(self, cfg)
         if cfg.mode == "practice":
             from robot_rl.cli.deploy_practice import run_practice
