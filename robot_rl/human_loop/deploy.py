@@ -223,9 +223,7 @@ class Deployer:
         ret, end, success, t = 0.0, "time_limit", False, 0
         flags: list[bool] = []  # who acted, per step sent to the robot
         shown: tuple[Any, ...] = ()  # the pending step for the live view: step, action sent, source, proposal, obs
-        read = self.task_reader
-        if read is None and isinstance(self.robot, TaskRobot) and self.cfg.reward_source == "robot":
-            read = self.robot.task_status
+        read = self._task_reader()
         # A learned reward on a robot that knows its task (a simulated arm): its verdict is kept beside the reward's
         truth = self.robot if isinstance(self.robot, TaskRobot) and read is None else None
         task_success: bool | None = None
@@ -251,11 +249,8 @@ class Deployer:
             if pending is not None:
                 reward = float(status.reward) if status is not None else float(success)
                 ret += reward
-                row = {**pending, "next_obs": seen, "reward": reward, "terminated": success,
-                       "truncated": done and not success}
-                self._record(row)
-                if self.on_row is not None:
-                    self.on_row(row, obs)
+                self._complete({**pending, "next_obs": seen, "reward": reward, "terminated": success,
+                                "truncated": done and not success}, obs)
                 if self.viz is not None:  # the step this transition completes, by who acted
                     n, sent, source, proposal, observed = shown
                     self.viz.step(n, sent, source=source, reward=reward, success=success, obs=observed,
@@ -297,6 +292,18 @@ class Deployer:
                  "lengths %s), policy v%d", index, end, t, ret, 100 * record.intervention_rate,
                  record.interventions, record.intervention_lengths, self.version)
         return record
+
+    def _task_reader(self) -> Callable[[], Any] | None:
+        """What reads the step's success and reward: ``task_reader``, else the task robot's (reward_source=robot)."""
+        if self.task_reader is None and isinstance(self.robot, TaskRobot) and self.cfg.reward_source == "robot":
+            return self.robot.task_status
+        return self.task_reader
+
+    def _complete(self, row: dict[str, Any], obs: dict[str, np.ndarray]) -> None:
+        """A transition is complete (it ends in ``obs``): to the learner, and to ``on_row``."""
+        self._record(row)
+        if self.on_row is not None:
+            self.on_row(row, obs)
 
     def _episode_end(self, success: bool, verdict: str, events: tuple[str, ...]) -> str:
         """How the episode ends at this tick (``time_limit``: it goes on, unless the limit is reached)."""
