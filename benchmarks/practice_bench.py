@@ -212,16 +212,17 @@ def table(runs: list[dict[str, Any]]) -> str:
             base = per.get("baseline", {}).get("summary")
             for mode, r in per.items():
                 s = r["summary"]
-                ratio = (f"{s['actions_per_hour'] / base['actions_per_hour']:.2f}×" if base and mode != "baseline"
-                         and base["actions_per_hour"] else "1×" if mode == "baseline" else "–")
+                ratio = (pct(s["actions_per_hour"] / base["actions_per_hour"], 1) if base and mode != "baseline"
+                         and base["actions_per_hour"] else "100 %" if mode == "baseline" else "–")
                 to90 = (f"{s['minutes_to_90']:.1f} min ({s['actions_to_90']} actions)"
                         if s["minutes_to_90"] is not None else "not reached")
+                best = max((y for _, y in s["alone_curve"]), default=None)
                 rows.append([res["robot"], seed, mode, f"{s['robot_minutes']:.1f}", f"{s['resets']}",
-                             f"{s['takeovers']}", f"{s['actions_per_hour']:.0f}", ratio, to90,
+                             f"{s['takeovers']}", f"{s['actions_per_hour']:.0f}", ratio, to90, pct(best),
                              pct(s["final_alone"]), f"{res['time_scale']:g}×, load {load}"])
     return markdown_table(["robot", "seed", "mode", "robot min", "resets", "takeovers", "actions / robot h",
-                           "vs baseline", "to ≥ 90 % alone", "alone at end", "sim speed, load"], rows,
-                          "lllrrrrrlrl")
+                           "vs baseline", "to ≥ 90 % alone", "best alone", "alone at end", "sim speed, load"], rows,
+                          "lllrrrrrlrrl")
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
