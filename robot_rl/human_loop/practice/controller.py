@@ -59,6 +59,8 @@ class PracticeCounts:
     """Requests nobody answered within ``wait_timeout_s``."""
     over_budget: int = 0
     """Times the robot was stuck and the budget allowed no request."""
+    held_for_budget_s: float = 0.0
+    """Seconds (of the practice clock) the robot held with its object out of reach, waiting for the budget."""
 
     @property
     def human_actions(self) -> int:

@@ -251,11 +251,13 @@ class PracticeRunner:
         ctl, cfg = self.controller, self.cfg.practice
         kind, why = ctl.ask(self.clock())
         # An object out of reach cannot be practised with: hold until the budget allows a request.
+        held_from = self.clock()
         while not kind and ctl.out_of_reach and cfg.ask_when_out_of_reach and not self.stop.is_set():
             if ctl.budget_allows(self.clock()):
                 kind, why = ctl.ask(self.clock())
                 break
             self.loops["task"].hold_tick()
+        ctl.counts.held_for_budget_s += self.clock() - held_from
         if kind == "takeover":
             log.warning("practice: the scene is where the demos start and the task still fails (%s): take over the "
                         "next attempt with the teleop device", why)
