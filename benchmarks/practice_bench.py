@@ -217,12 +217,14 @@ def table(runs: list[dict[str, Any]]) -> str:
                 to90 = (f"{s['minutes_to_90']:.1f} min ({s['actions_to_90']} actions)"
                         if s["minutes_to_90"] is not None else "not reached")
                 best = max((y for _, y in s["alone_curve"]), default=None)
-                rows.append([res["robot"], seed, mode, f"{s['robot_minutes']:.1f}", f"{s['resets']}",
-                             f"{s['takeovers']}", f"{s['actions_per_hour']:.0f}", ratio, to90, pct(best),
-                             pct(s["final_alone"]), f"{res['time_scale']:g}×, load {load}"])
-    return markdown_table(["robot", "seed", "mode", "robot min", "resets", "takeovers", "actions / robot h",
-                           "vs baseline", "to ≥ 90 % alone", "best alone", "alone at end", "sim speed, load"], rows,
-                          "lllrrrrrlrrl")
+                held = r["run"].get("counts", {}).get("held_for_budget_s")  # practice clock: robot seconds
+                rows.append([res["robot"], seed, mode, f"{s['robot_minutes']:.1f}",
+                             "–" if mode == "baseline" else "?" if held is None else f"{held / 60:.1f}",
+                             f"{s['resets']}", f"{s['takeovers']}", f"{s['actions_per_hour']:.0f}", ratio, to90,
+                             pct(best), pct(s["final_alone"]), f"{res['time_scale']:g}×, load {load}"])
+    return markdown_table(["robot", "seed", "mode", "robot min", "of which held for the budget", "resets",
+                           "takeovers", "actions / robot h", "vs baseline", "to ≥ 90 % alone", "best alone",
+                           "alone at end", "sim speed, load"], rows, "lllrrrrrrlrrl")
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
