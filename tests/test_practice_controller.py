@@ -143,3 +143,21 @@ def test_a_person_at_a_real_cell_answers_with_a_key_and_the_robot_holds_until_th
     late = KeyPerson(_Keys(events_at=10**6), lambda: None, timeout_s=2.0,  # type: ignore[arg-type]
                      clock=lambda: float(next(clock)), bell=False)
     assert not late.put_back("the object is out of reach")
+
+
+def test_each_policy_is_paid_as_its_own_loop_pays_it() -> None:
+    """``phase_reward``: a task reader (the reset policy's ``at_start``), else the robot's task, else a classifier."""
+    from types import SimpleNamespace
+
+    from robot_rl.human_loop.practice.loop import PhaseStatus, phase_reward
+
+    reader = SimpleNamespace(task_reader=lambda: PhaseStatus(True, 5.0), robot=object(),
+                             cfg=SimpleNamespace(reward_source="robot"), judge=None)
+    assert phase_reward(reader)({}) == (5.0, True)  # type: ignore[arg-type]
+    start_frames = SimpleNamespace(task_reader=None, robot=object(), cfg=SimpleNamespace(reward_source="classifier"),
+                                   judge=lambda obs: float(obs["image.front"].mean()) < 0.5)
+    pay = phase_reward(start_frames)  # type: ignore[arg-type]
+    assert pay({"image.front": np.zeros((2, 2, 3))}) == (1.0, True)
+    assert pay({"image.front": np.ones((2, 2, 3))}) == (0.0, False)
+    keys = SimpleNamespace(task_reader=None, robot=object(), cfg=SimpleNamespace(reward_source="keys"), judge=None)
+    assert phase_reward(keys)({}) == (0.0, False)  # type: ignore[arg-type]
