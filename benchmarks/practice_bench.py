@@ -13,7 +13,10 @@ deploy defaults (``hil_learn.learn_config``), on the same seeded arm:
 - ``practice``, `robot-rl deploy --mode practice`: ``robot.resets=physical`` (nothing placed between attempts), the
   task and the reset policy take turns, each with its own learner, both learning from every step; the simulated
   person is asked to put the scene back only when the robot is stuck (``practice.*``), **one action per reset**;
-  nobody takes over.
+  nobody takes over;
+- ``practice_takeovers`` (``--modes``): practice where the scripted person also takes over the task policy's next
+  attempt when the robot asks for it (the scene at its start and the task still failing: ``--teleop
+  pick_helper``), **one action per takeover** too.
 
 Every ``--eval-every-steps`` training steps the task policy runs alone (deterministic, nobody at the device) on
 ``--eval-episodes`` seeded episodes from the demos' start distribution (for practice each of those starts is
@@ -41,7 +44,8 @@ from hil_learn import EVAL_SEED, LearnBenchConfig, learn_config, learner_endpoin
 from result_file import add_out_argument, default_path, markdown_table, pct, write_result
 
 NAME = "practice_bench"
-MODES = ("baseline", "practice")
+MODES = ("baseline", "practice", "practice_takeovers")
+"""HIL-SERL; practice with the person's resets only; practice where the person also takes over when asked."""
 
 
 def _eval_alone(safety: Any, cfg: Any, policy: Any, version: int, episodes: int) -> dict[str, Any]:
@@ -62,8 +66,12 @@ def _eval_alone(safety: Any, cfg: Any, policy: Any, version: int, episodes: int)
 
 
 def run_practice(cfg: Any, b: LearnBenchConfig, demos: Any, minutes: float, run_dir: Path,
-                 practice: dict[str, Any]) -> dict[str, Any]:
-    """One practice run of ``minutes`` training wall-clock (evaluations paused out), as `deploy --mode practice`."""
+                 practice: dict[str, Any], takeovers: bool = False) -> dict[str, Any]:
+    """One practice run of ``minutes`` training wall-clock (evaluations paused out), as `deploy --mode practice`.
+
+    ``takeovers``: the scripted person also takes over the task policy's next attempt when the robot asks for it
+    (``--teleop pick_helper``), as well as putting the scene back.
+    """
     from robot_rl.hardware.safety import SafetyLayer
     from robot_rl.human_loop.deploy import Deployer
     from robot_rl.human_loop.devices.scripted import ScriptedDevice
@@ -85,7 +93,10 @@ def run_practice(cfg: Any, b: LearnBenchConfig, demos: Any, minutes: float, run_
     arm = cfg.robot.make()
     evals: list[dict[str, Any]] = []
     with learners["task"].serving(), learners["reset"].serving(), SafetyLayer(arm, cfg.safety) as safety:
-        device = ScriptedDevice()
+        from robot_rl.hardware.sim_pick import PickIntervener
+
+        device = (ScriptedDevice(PickIntervener(arm, takeover_steps=b.takeover_steps, press_success=False,
+                                                only_when_asked=True)) if takeovers else ScriptedDevice())
         device.connect()
         loops = {}
         for name, loop_cfg in (("task", task_config(cfg)), ("reset", reset_config(cfg))):
@@ -189,9 +200,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 if mode == "baseline":
                     run = run_learning(cfg, b, demos, True, args.minutes, Path(tmp) / "baseline")
                 else:
-                    run = run_practice(cfg, b, demos, args.minutes, Path(tmp) / "practice",
+                    run = run_practice(cfg, b, demos, args.minutes, Path(tmp) / mode,
                                        {"stuck_after_attempts": args.stuck_after, "reset_max_steps": args.episode_steps,
-                                        "max_requests_per_hour": args.max_requests_per_hour, "person_seed": seed})
+                                        "max_requests_per_hour": args.max_requests_per_hour, "person_seed": seed},
+                                       takeovers=mode == "practice_takeovers")
                 per[mode] = {"summary": summarise(run, mode, args.time_scale), "wall_s": time.monotonic() - t0,
                              "run": {k: v for k, v in run.items() if k not in ("episodes", "attempts")}}
                 s = per[mode]["summary"]
@@ -237,7 +249,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for seed, per in results["seeds"].items():
         for mode, r in per.items():
-            s, style = r["summary"], "-" if mode == "practice" else "--"
+            s, style = r["summary"], "--" if mode == "baseline" else "-"
             if s["curve"]:
                 x, y = zip(*s["curve"])
                 axes[0].plot(x, y, style, label=f"{mode}, seed {seed}")
@@ -259,7 +271,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="one seed, 5 minutes per mode at 2x real time")
     p.add_argument("--robot", default="sim_arm", choices=["sim_arm", "sim_so101_state"])
     p.add_argument("--seeds", type=int, nargs="+", default=[11, 12, 13])
-    p.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    p.add_argument("--modes", nargs="+", default=list(MODES[:2]), choices=MODES)
     p.add_argument("--minutes", type=float, default=20.0, help="training wall-clock per mode (evaluations apart)")
     p.add_argument("--time-scale", type=float, default=1.0, help="simulated seconds per wall-clock second")
     p.add_argument("--demos", type=int, default=10)
