@@ -184,8 +184,11 @@ def summarise(run: dict[str, Any], mode: str, time_scale: float) -> dict[str, An
             "alone_curve": [[e["train_wall_s"] * time_scale / 60, e["success"]] for e in run["evals"]]}
 
 
-def measure(args: argparse.Namespace) -> dict[str, Any]:
-    """Each seed: the same demos, then each mode; the figures per seed and mode."""
+def measure(args: argparse.Namespace, save: Any = None) -> dict[str, Any]:
+    """Each seed: the same demos, then each mode; the figures per seed and mode.
+
+    ``save(results)`` is called after every mode, so a run cut short keeps the modes it measured.
+    """
     seeds: dict[str, Any] = {}
     for seed in args.seeds:
         b = LearnBenchConfig(minutes=args.minutes, time_scale=args.time_scale, demos=args.demos, robot=args.robot,
@@ -206,6 +209,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                        takeovers=mode == "practice_takeovers")
                 per[mode] = {"summary": summarise(run, mode, args.time_scale), "wall_s": time.monotonic() - t0,
                              "run": {k: v for k, v in run.items() if k not in ("episodes", "attempts")}}
+                seeds[str(seed)] = per
+                if save is not None:
+                    save({"robot": args.robot, "time_scale": args.time_scale, "minutes": args.minutes,
+                          "seeds": seeds})
                 s = per[mode]["summary"]
                 print(f"seed {seed} {mode}: {s['human_actions']} human actions in {s['robot_minutes']:.1f} robot min "
                       f"({s['actions_per_hour']:.0f}/h); 90 % alone at {s['minutes_to_90']} min; final alone "
@@ -285,8 +292,9 @@ def main() -> None:
     if args.quick:
         args.seeds, args.minutes, args.time_scale, args.eval_every_steps = args.seeds[:1], 5.0, 2.0, 600
     started = dt.datetime.now(dt.UTC)
-    results = measure(args)
-    path = write_result(args.out or default_path(NAME, started), NAME, args, results, started)
+    out = args.out or default_path(NAME, started)
+    results = measure(args, save=lambda partial: write_result(out, NAME, args, partial, started))
+    path = write_result(out, NAME, args, results, started)
     plot(results, path.with_suffix(".png"))
     print(table([{"results": results}]))
     print(f"result file: {path}")
