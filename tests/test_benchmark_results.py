@@ -36,6 +36,7 @@ RENDERERS = {
     "mujoco_steps": ["table", "pixels_table", "parts_table"],
     "mujoco_train": ["table"],
     "ppo_vs_rsl_rl": ["table", "summary", "details", "report"],
+    "practice_bench": ["table"],
     "presets": ["grid_table", "presets_table", "readme_timing"],
     "replay_bench": ["table"],
     "reward_bench": ["throughput_table", "loop_table"],

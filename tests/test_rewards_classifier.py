@@ -188,3 +188,20 @@ def test_training_names_a_failed_episode_that_looks_like_success(tmp_path: Path)
     assert [f.episode for f in report.false_successes] == [6], report.summary()
     assert "held-out FAILED episodes a success" in report.summary()
     assert json.loads((out / "meta.json").read_text())["false_success_episodes"][0]["episode"] == 6
+
+
+def test_an_initial_state_classifier_learns_the_demos_first_frames() -> None:
+    """``label=first_k``: practice's reset reward, positives the first K frames, the next K left out."""
+    from robot_rl.rewards.data import frame_labels
+
+    ep = reach_pixel_demos(1, image_size=8, seed=0, travel=4, hover=2)[0]
+    assert frame_labels(ep, True, "first_k", 2).tolist() == [True, True] + [False] * (len(ep) - 1)
+    frames = labelled_frames([ep], ["image.top"], "first_k", 2)
+    assert len(frames) == len(ep) + 1 - 2 and frames.label.sum() == 2  # frames 2 and 3 are neither class
+    # The wide camera sees the arm leave its start (the top one looks at the goal only).
+    episodes = reach_pixel_demos(16, image_size=8, seed=1, travel=8, hover=4, wrist_size=16)
+    rep = train_classifier(episodes, None, ClassifierConfig(cameras=("wrist",), label="first_k", last_k=2, steps=200,
+                                                            features=8, channels=4, target_precision=0.9))
+    val = labelled_frames(episodes, ["image.wrist"], "first_k", 2)
+    p = score_frames(rep.model, val)
+    assert p[val.label].mean() > p[~val.label].mean() + 0.1

@@ -43,8 +43,10 @@ class DeployArgs(Command):
         help_behavior_hint="(default: the config's robot.type, or sim_arm)")] = None
     role: Literal["actor", "learner"] = "actor"
     """actor: drive the robot; learner: train on what actors send."""
-    mode: Literal["eval", "learn"] = "eval"
-    """Actor: eval (score the checkpoint) or learn (act for a learner over ZeroMQ)."""
+    mode: Literal["eval", "learn", "practice"] = "eval"
+    """Actor: eval (score the checkpoint), learn (act for a learner over ZeroMQ) or practice (a task and a reset
+    policy take turns, each for its own learner; the person is asked only when the robot is stuck: docs/practice.md;
+    --episodes counts attempts)."""
     config: Path | None = None
     """A YAML file with any of the sections; command-line overrides win."""
     run_dir: Path | None = None
@@ -117,7 +119,15 @@ class DeployArgs(Command):
         if self.fleet is not None:
             from robot_rl.cli.deploy_fleet import run_fleet
 
+            if cfg.mode == "practice":
+                raise ConfigError("--fleet runs --mode eval or learn; practice runs one arm per command (a fleet "
+                                  "sharing one person for resets is not built yet: docs/practice.md)")
+
             return run_fleet(self, cfg)
+        if cfg.mode == "practice":
+            from robot_rl.cli.deploy_practice import run_practice
+
+            return run_practice(self, cfg)
         outcome = self.run_actor(cfg)
         print(actor_summary(cfg, *outcome), flush=True)
         return 0

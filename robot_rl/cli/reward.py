@@ -52,10 +52,11 @@ class TrainClassifierArgs(Command):
     and a threshold chosen for full recall on them fires on those poses (0: recall first)."""
     cameras: tuple[str, ...] = ()
     """Cameras to use (e.g. top wrist); default all."""
-    label: Literal["success", "last_k"] = "success"
-    """Per-frame success flags, or the last K frames of successful episodes."""
+    label: Literal["success", "last_k", "first_k"] = "success"
+    """Per-frame success flags, the last K frames of successful episodes, or the first K frames of every episode (a
+    classifier of initial states: the reset reward of `robot-rl deploy --mode practice`, docs/practice.md)."""
     last_k: int = 3
-    """K for --label last_k."""
+    """K for --label last_k and --label first_k."""
     held_out: float = 0.25
     """Fraction of episodes held out for calibration."""
     steps: int = 400

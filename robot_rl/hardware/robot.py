@@ -154,6 +154,19 @@ class TaskRobot(Protocol):
 
 
 @runtime_checkable
+class HumanResettable(Protocol):
+    """A simulated cell that stands in for a person putting the scene back by hand (``resets=physical`` practice).
+
+    On a real cell the person resets it and presses a key; a simulator teleports the arm and the object and counts
+    it, so a benchmark can count the person's resets.
+    """
+
+    def human_reset(self, seed: int | None = None) -> None:
+        """A person puts the arm and the object back (counted)."""
+        ...
+
+
+@runtime_checkable
 class ArmModelRobot(Protocol):
     """A robot whose kinematics are one of robot_rl's arm models (robot_rl/hardware/kinematics: LeRobot arms).
 

@@ -77,6 +77,14 @@ class SimulatedArmConfig(RobotConfig):
     """Upper corner (m) of the cube's start area."""
     start_noise: float = 0.05
     """Start joint angles: home pose plus uniform noise of this half-width (rad)."""
+    resets: str = "teleport"
+    """Between episodes: ``teleport`` (the simulator places the arm and the cube anew, HIL-SERL's setting) or
+    ``physical`` (nothing is placed: only physics and the robot move things, a cube pushed out of reach stays
+    there until a person puts it back, :meth:`SimulatedArm.human_reset`; ``docs/practice.md``)."""
+    reach_low: tuple[float, float] = (0.2, -0.3)
+    """Lower corner (x, y, m) of where the arm can still pick the cube (``in_reach`` in the task status)."""
+    reach_high: tuple[float, float] = (0.6, 0.3)
+    """Upper corner (x, y, m) of where the arm can still pick the cube."""
     seed: int = 0
     """Seed of the resets (cube position, start pose)."""
     address: str | None = None
@@ -90,6 +98,7 @@ class SimulatedArmConfig(RobotConfig):
         super().__post_init__()
         if self.reward not in ("sparse", "dense"):
             raise ValueError(f"reward {self.reward!r}; valid: sparse, dense")
+        check_resets(self.resets)
         for name in ("latency_s", "lift_height", "start_noise"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
@@ -190,8 +199,7 @@ class SimulatedArm(SimProcess, Robot):
         # Right after observe() (and before a command) the status observe() brought along is the one that
         # matches the observation: no second request, no later instant.
         r = self._task if self._task is not None else self._call("task")
-        return TaskStatus(bool(r["success"]), float(r["reward"]),
-                          {"grasped": bool(r["grasped"]), "lifted_m": float(r["lifted_m"])})
+        return TaskStatus(bool(r["success"]), float(r["reward"]), task_info(r))
 
     def pick_view(self) -> PickView | None:
         """The pick task at the last observation, from its state (:class:`~robot_rl.hardware.sim_pick.PickScene`)."""
@@ -199,6 +207,21 @@ class SimulatedArm(SimProcess, Robot):
             raise ConfigError("the scripted pick reads the cube from the state: set object_in_state=True")
         obs = self.last_observation
         return None if obs is None else _view(obs["state"], self.config)
+
+
+def check_resets(resets: str) -> None:
+    """``resets`` is one the simulator knows (``robot.resets``), else a one-line error."""
+    from robot_rl.hardware.sim_arm_server import RESETS
+
+    if resets not in RESETS:
+        raise ValueError(f"resets={resets!r}; valid: {', '.join(RESETS)} (physical: nothing placed between episodes)")
+
+
+def task_info(reply: dict[str, Any]) -> dict[str, Any]:
+    """The task status's details from the simulator's reply (both simulated arms)."""
+    return {"grasped": bool(reply["grasped"]), "lifted_m": float(reply["lifted_m"]),
+            "in_reach": bool(reply["in_reach"]), "at_start": bool(reply["at_start"]),
+            "start_reward": float(reply["start_reward"])}
 
 
 def pick_expert_action(obs: dict[str, np.ndarray], cfg: SimulatedArmConfig, gain: float = 1.0,

@@ -38,6 +38,74 @@ MAX_LAG_S = 0.25
 NO_RENDERING = "NO-RENDERING"
 #: With no request due, the server wakes this often (wall-clock seconds) to advance the physics.
 IDLE_S = 0.005
+#: Who may put the scene back between episodes (the robot config's ``resets``).
+RESETS = ("teleport", "physical")
+
+
+class SceneResets:
+    """Who puts the simulated scene back, and how often a person did (the server's ``reset``/``human_reset``).
+
+    ``teleport`` (the default, HIL-SERL's setting): every episode starts from a scene the simulator placed anew.
+    ``physical`` (practice, ``docs/practice.md``): an episode's reset places nothing; the arm only holds where it
+    is, so only physics and the robot's own actions move the cube, and a cube pushed out of reach stays there,
+    as on a real cell. Either way :meth:`human_reset` is a person putting the scene back by hand: it places the
+    arm and the cube as a reset does, and is counted (``stats``), since a person's time is what practice saves.
+    """
+
+    def __init__(self, world: Any, mode: str) -> None:
+        if mode not in RESETS:
+            raise ConfigError(f"resets={mode!r}; valid: {', '.join(RESETS)}")
+        self.world = world
+        self.mode = mode
+        self.human_resets = 0
+        self.episode_resets = 0
+
+    def episode_reset(self, seed: int | None) -> None:
+        """A new episode: the scene placed anew (``teleport``) or left as it is, the arm held (``physical``)."""
+        self.episode_resets += 1
+        if self.mode == "teleport":
+            self.world.reset(seed)
+        else:
+            self.world.hold()
+
+    def human_reset(self, seed: int | None) -> None:
+        """A person puts the arm and the cube back (counted)."""
+        self.human_resets += 1
+        self.world.reset(seed)
+
+
+#: The reset policy's goal area is the cube's start area widened by this much on every side (m).
+START_MARGIN_M = 0.02
+
+
+def start_check(cube: np.ndarray, grip: np.ndarray, opening: float, grasped: bool, cfg: dict[str, Any],
+                rest_z: float) -> dict[str, Any]:
+    """The scene as the demos start it, the goal of practice's reset policy (``at_start`` and ``start_reward``).
+
+    ``at_start``: the cube rests in the start area (``cube_low..cube_high`` widened by :data:`START_MARGIN_M`), not
+    held, the gripper open (``opening`` 0..1 above 0.7) and clear above it (3 cm). ``start_reward`` is shaped like
+    the pick's (a cost until done, 5 then; ``reward=sparse``: 1 then): the cube's distance to the area, resting,
+    released, then clear.
+    """
+    lo = np.asarray(cfg["cube_low"], np.float64) - START_MARGIN_M
+    hi = np.asarray(cfg["cube_high"], np.float64) + START_MARGIN_M
+    outside = float(np.linalg.norm(np.maximum(lo - cube[:2], 0.0) + np.maximum(cube[:2] - hi, 0.0)))
+    resting = abs(float(cube[2]) - rest_z) < 0.01
+    released = not grasped and opening > 0.7
+    clear = released and float(grip[2]) - rest_z >= 0.03
+    at_start = bool(outside == 0.0 and resting and clear)
+    if cfg["reward"] == "sparse":
+        reward = 1.0 if at_start else 0.0
+    else:
+        shaping = 0.4 * (1.0 - np.tanh(10.0 * outside)) + 0.2 * resting + 0.2 * released + 0.2 * clear
+        reward = 5.0 if at_start else float(shaping) - 1.0
+    return {"at_start": at_start, "start_reward": float(reward)}
+
+
+def in_reach(cube: np.ndarray, cfg: dict[str, Any], rest_z: float) -> bool:
+    """The cube lies where the arm can pick it: in the ``reach_low..reach_high`` box (x, y), not below its rest."""
+    lo, hi = np.asarray(cfg["reach_low"], np.float64), np.asarray(cfg["reach_high"], np.float64)
+    return bool(np.all(cube[:2] >= lo) and np.all(cube[:2] <= hi) and cube[2] >= rest_z - 0.01)
 
 
 def pack_array(a: np.ndarray) -> dict[str, Any]:
@@ -207,7 +275,9 @@ class SimArmWorld:
             # against a one-off bonus of 5, and a policy learns to hover. As a cost (shaping − 1 ≤ 0) every
             # step before success is paid for, so succeeding is always best and the stages stay ordered.
             reward = 5.0 if success else shaping - 1.0
-        return {"success": success, "reward": float(reward), "grasped": bool(grasped), "lifted_m": lifted}
+        return {"success": success, "reward": float(reward), "grasped": bool(grasped), "lifted_m": lifted,
+                "in_reach": in_reach(cube, self.cfg, 0.025),
+                **start_check(cube, grip, opening / 0.08, grasped, self.cfg, 0.025)}
 
     # ---- commands and physics -----------------------------------------------------------------
 
@@ -267,6 +337,7 @@ class SimArmServer:
 
         self.cfg = cfg
         self.world = make_world(cfg)
+        self.resets = SceneResets(self.world, str(cfg.get("resets", "teleport")))
         self.latency = float(cfg["latency_s"])
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
@@ -292,7 +363,10 @@ class SimArmServer:
             w.hold()
             return {"ok": True}
         if op == "reset":
-            w.reset(req.get("seed"))
+            self.resets.episode_reset(req.get("seed"))
+            return {"ok": True}
+        if op == "human_reset":
+            self.resets.human_reset(req.get("seed"))
             return {"ok": True}
         if op == "task":
             return {"ok": True, **w.task()}
@@ -300,7 +374,8 @@ class SimArmServer:
             return {"ok": True, "pid": os.getpid(), "arm_low": pack_array(w.arm_low),
                     "arm_high": pack_array(w.arm_high), "timestep": w.model.opt.timestep}
         if op == "stats":
-            return {"ok": True, "sim_time": w.sim_time, "lag_skips": self.lag_skips}
+            return {"ok": True, "sim_time": w.sim_time, "lag_skips": self.lag_skips,
+                    "human_resets": self.resets.human_resets, "episode_resets": self.resets.episode_resets}
         if op == "shutdown":
             self.running = False
             return {"ok": True}

@@ -227,7 +227,12 @@ class SimProcess:
     def sim_stats(self) -> dict[str, float]:
         """Simulated seconds so far and how often the physics had to skip ahead of a lagging clock."""
         r = self._call("stats")
-        return {"sim_time": float(r["sim_time"]), "lag_skips": float(r["lag_skips"])}
+        return {"sim_time": float(r["sim_time"]), "lag_skips": float(r["lag_skips"]),
+                "human_resets": float(r["human_resets"]), "episode_resets": float(r["episode_resets"])}
+
+    def human_reset(self, seed: int | None = None) -> None:
+        """A person puts the arm and the cube back by hand (teleported in the simulator, counted in ``sim_stats``)."""
+        self._call("human_reset", seed=seed)
 
 
 def _gl_library_missing(backend: str) -> bool:

@@ -28,7 +28,7 @@ from robot_rl.core.config import ConfigError
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.hardware.lerobot_robot import SO_JOINTS, LeRobotRobot, LeRobotRobotConfig
 from robot_rl.hardware.robot import ROBOTS, RobotState
-from robot_rl.hardware.sim_arm import TaskStatus
+from robot_rl.hardware.sim_arm import TaskStatus, check_resets, task_info
 from robot_rl.hardware.sim_pick import PickView
 from robot_rl.hardware.sim_process import SimProcess
 
@@ -73,6 +73,14 @@ class SimSo101Config(LeRobotRobotConfig):
     """The cube's start yaw: uniform within ± this (degrees)."""
     start_noise: float = 0.05
     """Start joint angles: the start pose plus uniform noise of this half-width (rad)."""
+    resets: str = "teleport"
+    """Between episodes: ``teleport`` (the simulator places the arm and the cube anew) or ``physical`` (nothing is
+    placed: only physics and the robot move things; a cube pushed off the riser stays there until a person puts it
+    back, :meth:`SimSo101Robot.human_reset`; ``docs/practice.md``)."""
+    reach_low: tuple[float, float] = (0.17, -0.13)
+    """Lower corner (x, y, m) of where the jaws can still pick the cube: the riser's top (``in_reach``)."""
+    reach_high: tuple[float, float] = (0.33, 0.13)
+    """Upper corner (x, y, m) of the riser's top; a cube off it lies below the preset workspace box."""
     seed: int = 0
     """Seed of the resets (cube position, start pose)."""
     address: str | None = None
@@ -92,6 +100,7 @@ class SimSo101Config(LeRobotRobotConfig):
                              "joint_names and gripper_name at their defaults")
         if self.reward not in ("sparse", "dense"):
             raise ValueError(f"reward {self.reward!r}; valid: sparse, dense")
+        check_resets(self.resets)
         for name in ("latency_s", "lift_height", "start_noise", "cube_yaw_deg"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
@@ -238,8 +247,12 @@ class SimSo101Robot(LeRobotRobot):
     def task_status(self) -> TaskStatus:
         """Whether the cube is picked (between the jaws and ``lift_height`` up), and the step reward."""
         r = self.link.task_now()
-        return TaskStatus(bool(r["success"]), float(r["reward"]),
-                          {"grasped": bool(r["grasped"]), "lifted_m": float(r["lifted_m"])})
+        return TaskStatus(bool(r["success"]), float(r["reward"]), task_info(r))
+
+    def human_reset(self, seed: int | None = None) -> None:
+        """A person puts the arm and the cube back (teleported in the simulator, counted in ``sim_stats``)."""
+        self.link.task = None
+        self.link.human_reset(seed)
 
     def pick_view(self) -> PickView | None:
         """The pick task at the last observation (:class:`~robot_rl.hardware.sim_pick.PickScene`)."""

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.hardware.kinematics.config import arm_model
-from robot_rl.hardware.sim_arm_server import make_renderers, pack_array, render_cameras
+from robot_rl.hardware.sim_arm_server import in_reach, make_renderers, pack_array, render_cameras, start_check
 
 #: Distance between the pads at gripper.pos 100 (m); a 3 cm cube is held at about 60.
 JAW_OPEN_M = 0.05
@@ -180,7 +180,10 @@ class So101World:
             shaping = (0.4 * (1.0 - np.tanh(10.0 * reach)) + 0.2 * grasped
                        + 0.4 * grasped * min(max(lifted, 0.0) / lift, 1.0))
             reward = 5.0 if success else shaping - 1.0
-        return {"success": success, "reward": float(reward), "grasped": bool(grasped), "lifted_m": lifted}
+        rest = RISER_M + CUBE_HALF_M
+        return {"success": success, "reward": float(reward), "grasped": bool(grasped), "lifted_m": lifted,
+                "in_reach": in_reach(cube, self.cfg, rest),
+                **start_check(cube, d.site_xpos[self.grip], opening / JAW_OPEN_M, grasped, self.cfg, rest)}
 
     def command(self, target: np.ndarray, gripper: float) -> None:
         """Joint goals in degrees ``[5]`` (clipped to the model's ranges, as the servos' limits do) and 0..1."""

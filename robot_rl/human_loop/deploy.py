@@ -69,7 +69,9 @@ class Deployer:
                  status: StatusLine | None = None, viz: StepViz | None = None,
                  on_episode: Callable[[EpisodeRecord], None] | None = None, help_log: Path | None = None,
                  operator_link: OperatorLink | None = None, robot_name: str = "",
-                 aids: DeployAids | None = None, run_dir: Path | None = None) -> None:
+                 aids: DeployAids | None = None, run_dir: Path | None = None,
+                 task_reader: Callable[[], Any] | None = None,
+                 on_row: Callable[[dict[str, Any], dict[str, np.ndarray]], None] | None = None) -> None:
         self.cfg = cfg
         self.safety = safety
         self.robot = safety.robot
@@ -93,6 +95,12 @@ class Deployer:
         self.viz = viz
         self.on_episode = on_episode
         """Called with each finished episode (the episode log appends it at once: a kill loses none)."""
+        self.task_reader = task_reader
+        """Reads the step's success and reward (an object with ``success`` and ``reward``) in place of the robot's
+        ``task_status`` (practice's reset policy reads the scene's return to its start from it)."""
+        self.on_row = on_row
+        """Called with each completed transition and everything observed at its end (practice hands it to the other
+        policy's learner, with that policy's reward)."""
         self.episodes: list[EpisodeRecord] = []
         self.steps = 0
         self.chunks_sent = 0
@@ -174,6 +182,14 @@ class Deployer:
             a, extras = self.policy.act(t_obs, deterministic=self.deterministic)
         return a[0].numpy(), {k: v[:1] for k, v in extras.items()}
 
+    def record_row(self, row: dict[str, Any]) -> None:
+        """Send ``row`` (a completed transition) to this loop's learner with its own, as if this loop had made it."""
+        self._record(row)
+
+    def hold_tick(self) -> None:
+        """One control period with the robot held (the watchdog fed): the loop waits for a person."""
+        self._hold_tick()
+
     def _record(self, row: dict[str, Any]) -> None:
         self.hooks.after_step(row, self.steps - 1)
         if self.cfg.mode != "learn" and self.collected is None:
@@ -214,15 +230,15 @@ class Deployer:
         ret, end, success, t = 0.0, "time_limit", False, 0
         flags: list[bool] = []  # who acted, per step sent to the robot
         shown: tuple[Any, ...] = ()  # the pending step for the live view: step, action sent, source, proposal, obs
-        task = self.robot if isinstance(self.robot, TaskRobot) and self.cfg.reward_source == "robot" else None
+        read = self._task_reader()
         # A learned reward on a robot that knows its task (a simulated arm): its verdict is kept beside the reward's
-        truth = self.robot if isinstance(self.robot, TaskRobot) and task is None else None
+        truth = self.robot if isinstance(self.robot, TaskRobot) and read is None else None
         task_success: bool | None = None
         while not self.stop.is_set():
             self.rate.wait()
             if t > 0:
                 obs = self.safety.observe()
-            status = task.task_status() if task is not None else None
+            status = read() if read is not None else None
             self.sync_weights()
             seen = self._seen(obs)
             policy_action, extras = self._act(seen)
@@ -240,8 +256,8 @@ class Deployer:
             if pending is not None:
                 reward = self.hooks.reward(float(status.reward) if status is not None else float(success))
                 ret += reward
-                self._record({**pending, "next_obs": seen, "reward": reward, "terminated": success,
-                              "truncated": done and not success})
+                self._complete({**pending, "next_obs": seen, "reward": reward, "terminated": success,
+                                "truncated": done and not success}, obs)
                 if self.viz is not None:  # the step this transition completes, by who acted
                     n, sent, source, proposal, observed = shown
                     self.viz.step(n, sent, source=source, reward=reward, success=success, obs=observed,
@@ -284,6 +300,18 @@ class Deployer:
                  "lengths %s), policy v%d", index, end, t, ret, 100 * record.intervention_rate,
                  record.interventions, record.intervention_lengths, self.version)
         return record
+
+    def _task_reader(self) -> Callable[[], Any] | None:
+        """What reads the step's success and reward: ``task_reader``, else the task robot's (reward_source=robot)."""
+        if self.task_reader is None and isinstance(self.robot, TaskRobot) and self.cfg.reward_source == "robot":
+            return self.robot.task_status
+        return self.task_reader
+
+    def _complete(self, row: dict[str, Any], obs: dict[str, np.ndarray]) -> None:
+        """A transition is complete (it ends in ``obs``): to the learner, and to ``on_row``."""
+        self._record(row)
+        if self.on_row is not None:
+            self.on_row(row, obs)
 
     def _episode_end(self, success: bool, verdict: str, events: tuple[str, ...]) -> str:
         """How the episode ends at this tick (``time_limit``: it goes on, unless the limit is reached)."""

@@ -16,6 +16,7 @@ from robot_rl.hardware.robot import RobotConfig
 from robot_rl.hardware.safety import SafetyConfig
 from robot_rl.hardware.sim_arm import SimulatedArmConfig
 from robot_rl.human_loop.help_gate import HelpGateConfig
+from robot_rl.human_loop.practice.config import PracticeConfig
 from robot_rl.loop.config import ReplayConfig
 from robot_rl.rewards.audit import AuditConfig
 from robot_rl.transport.config import ZmqTransportConfig
@@ -70,7 +71,10 @@ class DeployConfig:
     demos_rewind_weight: int = 1
     """Learner ``--demos``: times each row labelled *rewind* is loaded (0 leaves the rewinds out)."""
     mode: str = "eval"
-    """``eval`` (score ``episodes`` episodes) or ``learn`` (act for a learner, send transitions)."""
+    """``eval`` (score ``episodes`` episodes), ``learn`` (act for a learner, send transitions) or ``practice`` (a task
+    and a reset policy take turns, each acting for its own learner: docs/practice.md)."""
+    practice: PracticeConfig = field(default_factory=PracticeConfig)
+    """``mode=practice``: the reset policy's learner and reward, when the robot is stuck, the person's budget."""
     episodes: int = 10
     """Episodes to run (0: until Ctrl-C)."""
     max_episode_steps: int = 40
@@ -138,8 +142,8 @@ class DeployConfig:
             raise ValueError(f"reward_source {self.reward_source!r}; valid: robot, keys, classifier")
         if self.reward_source == "classifier" and not self.classifier:
             raise ValueError("reward_source=classifier needs classifier=<checkpoint directory or tcp:// address>")
-        if self.mode not in ("eval", "learn"):
-            raise ValueError(f"mode {self.mode!r}; valid: eval, learn")
+        if self.mode not in ("eval", "learn", "practice"):
+            raise ValueError(f"mode {self.mode!r}; valid: eval, learn, practice")
         if self.max_episode_steps < 1 or self.send_every < 1 or self.episodes < 0 or self.max_unlearned_chunks < 0:
             raise ValueError("max_episode_steps and send_every must be >= 1, episodes and max_unlearned_chunks >= 0")
         if self.torch_threads < 0:

@@ -51,9 +51,10 @@ class ClassifierConfig:
     cameras: tuple[str, ...] = ()
     """Cameras to use (``top`` or ``image.top``); empty = every camera in the data."""
     label: LabelRule = "success"
-    """``success``: per-frame success flags; ``last_k``: the last K frames of successful episodes."""
+    """``success``: per-frame success flags; ``last_k``: the last K frames of successful episodes; ``first_k``: the
+    first K frames of every episode (a classifier of initial states: practice's reset reward)."""
     last_k: int = 3
-    """K for ``label=last_k``."""
+    """K for ``label=last_k`` and ``label=first_k``."""
     target_precision: float = 0.95
     """Calibrate the threshold to reach this precision on the held-out episodes."""
     min_threshold: float = 0.5

@@ -5,6 +5,9 @@ step ``t``, so it labels ``obs[t+1]`` (and ``final_obs`` for the last step). Whe
 missing (LeRobot datasets), ``obs[t]`` is labelled with ``success[t]`` instead, the approximation
 LeRobot's own reward classifier makes. ``label="last_k"`` instead marks the last ``K`` frames of every
 successful episode positive and every other frame negative (for data labelled only at episode end).
+``label="first_k"`` trains a classifier of *initial states* (practice's reset reward, docs/practice.md): the first
+``K`` frames of every episode are positive, the frames from ``2K`` on negative, and those between, where the scene
+is still barely changed from its start, are left out.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import numpy as np
 from robot_rl.core.errors import UserError
 from robot_rl.data.episode import Episode
 
-LabelRule = Literal["success", "last_k"]
+LabelRule = Literal["success", "last_k", "first_k"]
 
 
 class RewardDataError(ValueError, UserError):
@@ -75,8 +78,10 @@ def episode_frames(ep: Episode, keys: list[str]) -> tuple[dict[str, np.ndarray],
 
 
 def frame_labels(ep: Episode, has_final: bool, rule: LabelRule, last_k: int) -> np.ndarray:
-    """Per-frame success labels of one episode (see the module docstring)."""
+    """Per-frame success labels of one episode (see the module docstring; ``first_k`` uses ``last_k`` as K)."""
     n = len(ep) + (1 if has_final else 0)
+    if rule == "first_k":
+        return np.arange(n) < last_k
     if rule == "last_k":
         lab = np.zeros(n, bool)
         if ep.is_success:
@@ -94,11 +99,14 @@ def labelled_frames(episodes: list[Episode], keys: list[str], rule: LabelRule = 
     labels, ep_ids = [], []
     for i, ep in enumerate(episodes):
         frames, has_final = episode_frames(ep, keys)
-        for k in keys:
-            images[k].append(frames[k])
         lab = frame_labels(ep, has_final, rule, last_k)
-        labels.append(lab)
-        ep_ids.append(np.full(len(lab), i, np.int64))
+        keep = np.ones(len(lab), bool)
+        if rule == "first_k":  # the frames just after the start look like it: neither class
+            keep[last_k:2 * last_k] = False
+        for k in keys:
+            images[k].append(frames[k][keep])
+        labels.append(lab[keep])
+        ep_ids.append(np.full(int(keep.sum()), i, np.int64))
     label = np.concatenate(labels)
     if not label.any():
         hint = ("no episode succeeded (success at its last step)" if rule == "last_k" else
