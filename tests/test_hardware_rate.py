@@ -30,7 +30,9 @@ def test_overrun_is_counted_and_not_followed_by_a_burst():
     stats = loop.stats()
     assert stats.overruns >= 1  # the stall (a loaded machine may make another tick 10 % late as well)
     periods = list(loop.periods)
-    assert periods[2] >= 0.12 and min(periods[3:]) >= 0.04  # no back-to-back catch-up ticks
+    # No catch-up tick after the stall: the next comes a whole period later (those after it keep the schedule, and
+    # on a loaded machine one woken late is followed by a shorter one, as a fixed schedule does).
+    assert periods[2] >= 0.12 and periods[3] >= 0.049
     assert stats.max_s >= 0.12
 
 
