@@ -55,10 +55,11 @@ def test_answers_and_rescorings_change_exactly_their_rows_and_survive_a_reopen(t
         queue.ask(Question(f"q{step}", episode=0, step=step, actor_id=0, key=_key(step), paid=True), {})
         queue.answer(f"q{step}", ok)
     queue.add_relabels([{"actor_id": 0, "key": _key(22), "success": False, "source": "rescored"},
-                        {"actor_id": 0, "key": _key(3), "success": False, "source": "rescored"}])  # paid nothing
+                        {"actor_id": 0, "key": _key(3), "success": False, "source": "rescored"},  # paid nothing
+                        {"actor_id": 5, "key": _key(9), "success": False, "source": "rescored"}])  # no such actor
 
     relabeller = ReplayRelabeller(queue, buf)
-    assert relabeller.poll(force=True) == 2 and relabeller.unmatched == 1
+    assert relabeller.poll(force=True) == 2 and relabeller.unmatched == 2
     assert relabeller.poll(force=True) == 0  # read once
 
     reward, terminated, truncated = _outcomes(buf)

@@ -37,6 +37,7 @@ RENDERERS = {
     "mujoco_train": ["table"],
     "ppo_vs_rsl_rl": ["table", "summary", "details", "report"],
     "replay_bench": ["table"],
+    "reward_audit_bench": ["runs_table", "classifier_table"],
     "reward_bench": ["throughput_table", "loop_table"],
     "reward_sac_bench": ["table", "calibration_table"],
     "sac_vs_sb3": ["table", "summary"],

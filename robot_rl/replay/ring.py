@@ -248,6 +248,8 @@ class ReplayRing:
         slot = self._ints.index_select(0, pos)[:, _INT_FIELDS.index("next_slot")]
         alive = slot >= self._slot_floor()
         pos, slot = pos[alive], slot[alive] % self.obs_capacity
+        if not len(pos):
+            return pos
         hit = torch.ones(len(pos), dtype=torch.bool, device=self.device)
         for k, v in next_obs.items():
             stored = self._obs[k].index_select(0, slot)
