@@ -63,6 +63,7 @@ class Bench:
     budget: int = 50
     random_rate: float = 0.1
     classifier_steps: int = 400
+    past_budget: str = "pay"
     variants: tuple[str, ...] = VARIANTS
 
 
@@ -85,6 +86,7 @@ def deploy_config(b: Bench, classifier: str = "", audit: bool = False, run_dir: 
     algo = SACConfig(demo_ratio=0.5, learning_starts=200, batch_size=128, utd_ratio=4.0, gamma=0.95, n_step=3,
                      critic_layer_norm=True, buffer_size=200_000, normalize_obs=True, init_temperature=0.01)
     audit_cfg = AuditConfig(enabled=audit, budget=b.budget, random_rate=b.random_rate, seed=b.seed,
+                            past_budget=b.past_budget,  # type: ignore[arg-type]
                             queue_dir=str(run_dir / "audit_queue") if run_dir is not None else "")
     return DeployConfig(robot=robot, safety=safety, algo=algo, transport=ZmqTransportConfig(address="tcp://127.0.0.1:*"),
                         mode="learn", episodes=0, max_episode_steps=b.episode_steps, status=False, seed=b.seed,
@@ -351,7 +353,9 @@ def runs_table(records: list[dict[str, Any]]) -> str:
             task = np.mean([bool(e["task_success"]) for e in eps]) if eps else None
             a = run["audit"]
             first = run["first_no_episode"]
-            rows.append([str(res["seed"]), variant + (" (quick)" if res.get("quick") else ""), _pct(learned),
+            past = res["bench"].get("past_budget", "pay")
+            name = variant + (f", past budget: {past}" if variant.endswith("audit") else "")
+            rows.append([str(res["seed"]), name + (" (quick)" if res.get("quick") else ""), _pct(learned),
                          _pct(task), f"{_pct(run['evals'][-1]['success'])} at {run['env_steps']:,} steps",
                          "–" if a is None else f"{a['asked']} ({a['rejected']} 'no')",
                          "–" if first is None else str(first), f"{run['relabelled_rows']:,}",
@@ -384,12 +388,13 @@ def main() -> None:
     ap.add_argument("--time-scale", type=float, default=3.0, help="simulated seconds per wall-clock second")
     ap.add_argument("--budget", type=int, default=50, help="audit.budget: questions at most per run")
     ap.add_argument("--random-rate", type=float, default=0.1, help="audit.random_rate")
+    ap.add_argument("--past-budget", choices=["pay", "withhold"], default="pay", help="audit.past_budget")
     ap.add_argument("--eval-every", type=int, default=None, help="env steps between evaluations (default 500)")
     add_out_argument(ap, NAME)
     args = ap.parse_args()
     started = dt.datetime.now(dt.UTC)
     b = Bench(seed=args.seed, time_scale=args.time_scale, budget=args.budget, random_rate=args.random_rate,
-              variants=tuple(args.variants))
+              variants=tuple(args.variants), past_budget=args.past_budget)
     if args.quick:
         b = dataclasses.replace(b, minutes=1.0, demos=4, shortcut_episodes=4, fumbles=3, pick_episodes=6,
                                 eval_every=300, eval_episodes=4, classifier_steps=100)

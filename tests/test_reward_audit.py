@@ -121,6 +121,12 @@ def test_questions_stop_at_the_budget_and_a_lost_answer_pays_the_reward(tmp_path
     assert audit.review(hack)[0] == "accept"
     assert audit.counts.asked == 1 and audit.counts.unanswered == 1 and audit.counts.over_budget_suspicious == 1
     assert "asked 1 of 1" in audit.summary()
+    strict = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, budget=0, heads=0, past_budget="withhold"),
+                                  background=False)
+    assert strict.review(hack)[0] == "withhold"  # suspicious past the budget: not paid
+    lift = {"image.front": torch.as_tensor(_frames("lift", 1, 9, np.random.default_rng(3)))}
+    assert strict.review(lift)[0] == "accept"  # what looks like the training successes still pays
+    assert "1 suspicious past the budget (withheld)" in strict.summary()
 
 
 def test_the_corrected_classifier_is_saved_with_its_answers(tmp_path: Path) -> None:

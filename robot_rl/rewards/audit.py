@@ -93,6 +93,10 @@ class AuditConfig:
     queue_dir: str = ""
     """The audit queue's directory (default: ``<run-dir>/audit_queue``, or ``./audit_queue`` without --run-dir).
     The learner reads the replay corrections from it too: set it on both when their run directories differ."""
+    past_budget: Literal["pay", "withhold"] = "pay"
+    """A suspicious fire once the budget is spent: pay it (the classifier trusted) or withhold it (only the
+    unsuspicious fires pay from then on). On a planted hack on sim_arm the suspicion kept flagging the hack after
+    the 50 questions (396 suspicious fires past the budget in one run), and paying them taught the hack back."""
     relabel: bool = True
     """Correct the replay after each answer: the step a "no" is about, and the earlier paid steps the retrained
     classifier no longer calls a success, lose their reward (and their terminal flag) in the learner's replay."""
@@ -269,7 +273,7 @@ class RewardAudit:
             self._random = True  # an unbiased sample of the fires the classifier is sure of
         elif self.counts.asked >= self.cfg.budget:
             self.counts.over_budget_suspicious += 1
-            return "accept", s, feat
+            return ("withhold" if self.cfg.past_budget == "withhold" else "accept"), s, feat
         self.counts.asked += 1
         return "ask", s, feat
 
@@ -411,7 +415,8 @@ class RewardAudit:
         return (f"reward audit: the classifier fired {c.fires} times after the policy's steps ({c.person_fires} "
                 f"after the person's); asked {c.asked} of {self.cfg.budget} "
                 f"(not a success: {c.rejected}, unanswered: {c.unanswered}), withheld {c.withheld_unasked} more "
-                f"after a 'no', {c.over_budget_suspicious} suspicious past the budget; head retrained {c.retrains} "
+                f"after a 'no', {c.over_budget_suspicious} suspicious past the budget "
+                f"({'withheld' if self.cfg.past_budget == 'withhold' else 'paid'}); head retrained {c.retrains} "
                 "times" + (f"; of {c.random_asked} fires asked about at random, {c.random_rejected} were not a success "
                            f"(the classifier's precision on the policy's frames ~ "
                            f"{1 - c.random_rejected / c.random_asked:.2f})" if c.random_asked else ""))
