@@ -342,6 +342,16 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:.0f} %"
 
 
+def _budget_spent(episodes: list[dict[str, Any]], budget: int) -> int | None:
+    """Env steps at the end of the episode whose question spent the budget (None: it was not spent)."""
+    asked = 0
+    for e in episodes:
+        asked += e["audit_asked"]
+        if asked >= budget:
+            return int(e["env_steps"])
+    return None
+
+
 def runs_table(records: list[dict[str, Any]]) -> str:
     """| seed | variant | learned-reward success, task success (last 20 training episodes) | policy alone | ..."""
     rows = []
@@ -353,16 +363,20 @@ def runs_table(records: list[dict[str, Any]]) -> str:
             task = np.mean([bool(e["task_success"]) for e in eps]) if eps else None
             a = run["audit"]
             first = run["first_no_episode"]
+            best = max(run["evals"], key=lambda e: e["success"])
+            spent = _budget_spent(run["episodes"], res["bench"]["budget"]) if a is not None else None
             past = res["bench"].get("past_budget", "pay")
             name = variant + (f", past budget: {past}" if variant.endswith("audit") else "")
             rows.append([str(res["seed"]), name + (" (quick)" if res.get("quick") else ""), _pct(learned),
                          _pct(task), f"{_pct(run['evals'][-1]['success'])} at {run['env_steps']:,} steps",
-                         "–" if a is None else f"{a['asked']} ({a['rejected']} 'no')",
+                         f"{_pct(best['success'])} at {best['env_steps']:,}",
+                         "–" if a is None else f"{a['asked']} ({a['rejected']} 'no')"
+                         + ("" if spent is None else f", all by {spent:,} steps"),
                          "–" if first is None else str(first), f"{run['relabelled_rows']:,}",
                          str(steps_to(run["evals"], 0.9) or "not reached")])
     return markdown_table(["seed", "run", "learned reward: success (last 20 training episodes)", "task: success (same)",
-                           "policy alone (task), final", "labels used", "first 'no' (episode)",
-                           "replay rows relabelled", "env steps to 90 % alone"], rows, "llrrrrrrr")
+                           "policy alone (task), final", "best (env steps)", "labels used", "first 'no' (episode)",
+                           "replay rows relabelled", "env steps to 90 % alone"], rows, "llrrrrrrrr")
 
 
 def classifier_table(records: list[dict[str, Any]]) -> str:
