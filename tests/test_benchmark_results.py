@@ -39,6 +39,7 @@ RENDERERS = {
     "practice_bench": ["table"],
     "presets": ["grid_table", "presets_table", "readme_timing"],
     "replay_bench": ["table"],
+    "reward_audit_bench": ["runs_table", "classifier_table"],
     "reward_bench": ["throughput_table", "loop_table"],
     "reward_sac_bench": ["table", "calibration_table"],
     "sac_vs_sb3": ["table", "summary"],

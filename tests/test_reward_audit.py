@@ -18,7 +18,9 @@ from robot_rl.human_loop.deploy_aids import DeployAids
 from robot_rl.human_loop.devices.base import TeleopReading
 from robot_rl.human_loop.devices.scripted import ScriptedDevice
 from robot_rl.human_loop.observation import SuccessJudge
+from robot_rl.human_loop.reward_audit import AuditDesk
 from robot_rl.rewards.audit import Anchors, AuditConfig, RewardAudit, Suspicion, save_anchors
+from robot_rl.rewards.audit_queue import AuditQueue
 from robot_rl.rewards.classifier import SuccessClassifier
 from robot_rl.rewards.data import LabelledFrames
 
@@ -119,6 +121,12 @@ def test_questions_stop_at_the_budget_and_a_lost_answer_pays_the_reward(tmp_path
     assert audit.review(hack)[0] == "accept"
     assert audit.counts.asked == 1 and audit.counts.unanswered == 1 and audit.counts.over_budget_suspicious == 1
     assert "asked 1 of 1" in audit.summary()
+    strict = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, budget=0, heads=0, past_budget="withhold"),
+                                  background=False)
+    assert strict.review(hack)[0] == "withhold"  # suspicious past the budget: not paid
+    lift = {"image.front": torch.as_tensor(_frames("lift", 1, 9, np.random.default_rng(3)))}
+    assert strict.review(lift)[0] == "accept"  # what looks like the training successes still pays
+    assert "1 suspicious past the budget (withheld)" in strict.summary()
 
 
 def test_the_corrected_classifier_is_saved_with_its_answers(tmp_path: Path) -> None:
@@ -299,3 +307,34 @@ def test_unsuspicious_fires_are_asked_about_as_often_as_recent_answers_were_no(t
     off.answer(feature, False, s)
     assert off.random_rate == 0.0
     audit.wait()
+
+
+def test_queued_questions_pay_now_and_a_later_no_sends_the_hacks_paid_earlier_back_to_the_replay(
+        tmp_path: Path) -> None:
+    """``audit.answers=queue``: the question and its frame go to disk, the answer comes back between steps, and
+    the retrained classifier's verdict on the fires it paid before becomes corrections for the learner."""
+    model, out = _classifier(tmp_path, QuadrantEncoder())
+    cfg = AuditConfig(enabled=True, budget=1, heads=2, retrain_steps=100, follow_rejections=0, answers="queue",
+                      queue_dir=str(tmp_path / "q"))
+    audit = RewardAudit.from_dir(model, out, cfg, log_path=tmp_path / "reward_audit.jsonl", background=False)
+    desk = AuditDesk(audit, SuccessJudge(model, ["image.front"]), ScriptedDevice(Watcher()), lambda: None,
+                     seen=lambda obs: {"state": obs["state"]}, actor_id=3, learning=True)
+    rng = np.random.default_rng(7)
+
+    def obs(kind: str, x: float) -> dict[str, np.ndarray]:
+        return {"image.front": _frames(kind, 1, 9, rng)[0], "state": np.full(2, x, np.float32)}
+
+    assert desk.confirm(obs("hack", 0.5), episode=0, step=4)  # suspicious: asked through the queue, paid for now
+    assert desk.confirm(obs("hack", 1.5), episode=1, step=6)  # past the budget: paid
+    assert desk.confirm(obs("lift", 2.5), episode=2, step=5)  # a true success: paid
+    queue = AuditQueue(tmp_path / "q")
+    (q,) = queue.pending()
+    assert (q.id, q.episode, q.step, q.actor_id, q.key) == ("a03-e000000-s0004", 0, 4, 3, {"state": [0.5, 0.5]})
+    assert (queue.directory / q.frames["image.front"]).is_file()  # the frame a person looks at
+    queue.answer(q.id, False)
+    desk.poll(every_s=0.0)
+    assert audit.labels and audit.labels[0][1] is False and audit.counts.rejected == 1
+    assert audit.counts.retrains == 1
+    (rescored,) = queue.new_relabels()  # the other hack, paid before the answer; not the lift
+    assert rescored["key"] == {"state": [1.5, 1.5]} and rescored["success"] is False and rescored["actor_id"] == 3
+    assert desk.relabelled == 2  # the answered step (the learner reads its answer) and the rescored one

@@ -1,4 +1,4 @@
-"""`robot-rl reward train-classifier|calibrate|train-prm|serve`: train and calibrate reward models, serve them."""
+"""`robot-rl reward train-classifier|calibrate|train-prm|serve|audit|report`: reward models, serving, auditing."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, TypeVar, Union
 import tyro
 
 from robot_rl.cli.base import Command, missing_extra
+from robot_rl.cli.reward_audit import AuditArgs, ReportArgs
 from robot_rl.core.errors import UserError
 
 _Verb = TypeVar("_Verb", bound=Command)
@@ -218,12 +219,17 @@ RewardVerb = Union[
     Annotated[CalibrateArgs, tyro.conf.subcommand("calibrate")],
     Annotated[TrainPRMArgs, tyro.conf.subcommand("train-prm")],
     Annotated[ServeArgs, tyro.conf.subcommand("serve")],
+    Annotated[AuditArgs, tyro.conf.subcommand("audit")],
+    Annotated[ReportArgs, tyro.conf.subcommand("report")],
 ]
 
 
 @dataclass
 class RewardArgs(Command):
-    """Reward models: a calibrated success classifier, a process reward model, a reward server. See docs/rewards.md."""
+    """Reward models: a success classifier, a process reward model, a server, the audit's questions, its report.
+
+    See docs/rewards.md.
+    """
 
     action: tyro.conf.OmitSubcommandPrefixes[RewardVerb]  # type: ignore[valid-type]
     """What to do."""

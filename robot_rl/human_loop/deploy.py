@@ -116,7 +116,8 @@ class Deployer:
         aids = aids or load_deploy_aids(cfg, policy, self.robot, help_log, operator_link, robot_name)
         self.judge, self.help = aids.judge, aids.help_desk
         """Asks the operator for help (``help.enabled``): the gate, the hold while waiting, the fallback."""
-        self.audit = (AuditDesk(aids.audit, self.judge, device, self._hold_tick, self.status.question)
+        self.audit = (AuditDesk(aids.audit, self.judge, device, self._hold_tick, self.status.question, self._seen,
+                                cfg.actor_id, learning=cfg.mode == "learn")
                       if aids.audit is not None and self.judge is not None else None)
         self._step_events = 0  # safety events of the last step sent (the help gate's ``safety`` score)
         self._ear = device if self.help is not None and isinstance(device, HearsHelpRequests) else None

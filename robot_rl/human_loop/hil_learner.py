@@ -34,14 +34,17 @@ from robot_rl.checkpoint import atomic_write_text, list_checkpoints
 from robot_rl.config_io import save_yaml
 from robot_rl.core.config import ActorWarmupConfig, ConfigError
 from robot_rl.core.transition import DEMO_ACTOR_ID, TransitionBatch
+from robot_rl.human_loop.audit_relabel import ReplayRelabeller
 from robot_rl.human_loop.deploy import DeployConfig
 from robot_rl.human_loop.deploy_extensions import DeployRun
 from robot_rl.human_loop.observation import policy_spec
+from robot_rl.human_loop.reward_audit import queue_dir
 from robot_rl.loop.extensions import RunExtensions
 from robot_rl.loop.learner_driver import LearnerDriver
 from robot_rl.loop.learner_state import check_resumable
 from robot_rl.replay.mixing import MixingSampler
 from robot_rl.replay.persist import replay_sizes
+from robot_rl.rewards.audit_queue import AuditQueue
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +137,9 @@ class HILLearner:
         self.resumed = resume
         self.stats.transitions, self.stats.updates = self.learner.transitions, self.learner.updates
         self.stats.version = self.learner.publish()
+        self.relabeller = (ReplayRelabeller(AuditQueue(queue_dir(cfg.audit, self.run_dir)), storage)
+                           if cfg.audit.enabled and cfg.audit.relabel else None)
+        """Takes back, in the replay, the learned rewards the operator's answers rejected (``audit.relabel``)."""
         self._attach_extensions(cfg, device, meta)
 
     def _attach_extensions(self, cfg: DeployConfig, device: str, meta: dict[str, Any] | None) -> None:
@@ -187,6 +193,8 @@ class HILLearner:
         storage = self.learner.storage
         if isinstance(storage, MixingSampler):  # intervened rows are copied there by MixingSampler.add
             self.stats.intervened_received = len(storage.buffers["demos"]) - self.stats.demos
+        if self.relabeller is not None:
+            self.relabeller.poll()
         done = self.learner.update_off_policy(max_updates)
         if isinstance(storage, MixingSampler):  # RLPD's 50/50 draw: how many sampled rows a human acted in
             self.stats.rows_sampled = storage.rows_sampled

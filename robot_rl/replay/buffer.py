@@ -24,6 +24,7 @@ import torch
 from robot_rl.core.extras import ACTION_PAD, DISCOUNT, MC_RETURN
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import TransitionBatch
+from robot_rl.replay.relabels import Fix, read_journal, write_journal
 from robot_rl.replay.returns import EpisodeReturns
 from robot_rl.replay.ring import _FLAG_FIELDS, _INT_FIELDS, _ROW_FIELDS, ReplayRing
 
@@ -101,6 +102,7 @@ class ReplayBuffer(ReplayRing):
         self._flush_every_s = math.inf
         self._last_flush = time.monotonic()
         self._returns = EpisodeReturns(self.capacity, gamma, self.device) if track_returns else None
+        self._fixes: dict[int, Fix] = {}  # rows corrected after they were stored (robot_rl.replay.relabels)
 
     # ---- sizes of what waits for the disk -------------------------------------------------
 
@@ -245,6 +247,10 @@ class ReplayBuffer(ReplayRing):
             raise ValueError(f"segment_transitions must be in [1, {self._max_part}] for this buffer "
                              f"(capacity {self.capacity}), got {segment_transitions}")
         report = log.load_into(self, source_limit)
+        self._fixes = read_journal(log.directory)
+        kept = [t for t in self._fixes if self._t_lo <= t < self._t]
+        if kept:  # the corrections made after those rows reached the disk (robot_rl.replay.relabels)
+            self._write_outcomes(*_fix_tensors(kept, self._fixes))
         if self._returns is not None:  # the reloaded episodes that ended: their returns again
             r = self._rows
             self._returns.fill_all(self._t_lo, self._t, r["terminated"] | r["truncated"], r["reward"], r["prev_row"])
@@ -296,6 +302,33 @@ class ReplayBuffer(ReplayRing):
         if self._log is not None:
             self._log.mark_source(row_end, source_rows, durable)
 
+    def relabel_rows(self, rows: torch.Tensor, reward: torch.Tensor, terminated: torch.Tensor,
+                     truncated: torch.Tensor) -> int:
+        """Correct reward and end flags of the absolute rows ``rows`` (each ``[N]``); returns the rows changed.
+
+        Rows no longer live are skipped. With a segment log the corrections are also committed to its journal
+        (:mod:`robot_rl.replay.relabels`) before this returns, so a reopened buffer has them.
+        """
+        live = (rows >= self._t_lo) & (rows < self._t)
+        rows, reward, terminated, truncated = rows[live], reward[live], terminated[live], truncated[live]
+        old_r, old_term, old_trunc = self.outcomes(rows)
+        changed = ((old_r != reward.to(old_r)) | (old_term != terminated.to(old_term.device))
+                   | (old_trunc != truncated.to(old_trunc.device)))
+        if not bool(changed.any()):
+            return 0
+        rows, reward, terminated, truncated = rows[changed], reward[changed], terminated[changed], truncated[changed]
+        self._write_outcomes(rows, reward, terminated, truncated)
+        if self._returns is not None:  # the returns-to-go read the rewards
+            r = self._rows
+            self._returns.fill_all(self._t_lo, self._t, r["terminated"] | r["truncated"], r["reward"], r["prev_row"])
+        if self._log is not None:
+            for t, fix in zip(rows.tolist(), zip(reward.tolist(), terminated.tolist(), truncated.tolist()),
+                              strict=True):
+                self._fixes[int(t)] = (float(fix[0]), bool(fix[1]), bool(fix[2]))
+            floor = self._log.segments[0].t0 if self._log.segments else 0
+            write_journal(self._log.directory, self._fixes, floor)
+        return int(changed.sum())
+
     @property
     def persisted(self) -> bool:
         """Whether a segment log backs this buffer (``attach_log``)."""
@@ -313,6 +346,11 @@ class ReplayBuffer(ReplayRing):
         if self._log is not None:
             self.flush()
             self._log.close()
+
+
+def _fix_tensors(rows: list[int], fixes: dict[int, Fix]) -> tuple[torch.Tensor, ...]:
+    return (torch.tensor(rows, dtype=torch.int64), torch.tensor([fixes[t][0] for t in rows]),
+            torch.tensor([fixes[t][1] for t in rows]), torch.tensor([fixes[t][2] for t in rows]))
 
 
 # Importable from here as before; defined in its own file (it imports this one, hence at the end).

@@ -237,6 +237,39 @@ class ReplayRing:
         """
         self._rows["reward"].index_copy_(0, pos, reward.to(self._rows["reward"].dtype))
 
+    def rows_reaching(self, actor_id: int, next_obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Absolute numbers of the live rows of ``actor_id`` whose ``next_obs`` equals ``next_obs`` on its keys.
+
+        ``next_obs``: ``{key: [...]}``, one unbatched observation (a subset of the keys: a state vector is enough to
+        find the step an operator's answer is about, the camera frames need not be compared).
+        """
+        pos = self.live_positions()
+        pos = pos[self._rows["actor_id"].index_select(0, pos) == actor_id]
+        slot = self._ints.index_select(0, pos)[:, _INT_FIELDS.index("next_slot")]
+        alive = slot >= self._slot_floor()
+        pos, slot = pos[alive], slot[alive] % self.obs_capacity
+        if not len(pos):
+            return pos
+        hit = torch.ones(len(pos), dtype=torch.bool, device=self.device)
+        for k, v in next_obs.items():
+            stored = self._obs[k].index_select(0, slot)
+            hit &= (stored == v.to(self.device, stored.dtype)).reshape(len(pos), -1).all(dim=1)
+        pos = pos[hit]
+        # Position → absolute row: the live rows are [_t_lo, _t), one per position.
+        return torch.remainder(pos - self._t_lo, self.capacity) + self._t_lo
+
+    def outcomes(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(reward, terminated, truncated)`` of the live absolute rows ``rows``."""
+        pos = rows.to(self.device) % self.capacity
+        return tuple(self._rows[f].index_select(0, pos) for f in ("reward", "terminated", "truncated"))  # type: ignore[return-value]
+
+    def _write_outcomes(self, rows: torch.Tensor, reward: torch.Tensor, terminated: torch.Tensor,
+                        truncated: torch.Tensor) -> None:
+        pos = rows.to(self.device) % self.capacity
+        self._rows["reward"].index_copy_(0, pos, reward.to(self.device, torch.float32))
+        for f, v in (("terminated", terminated), ("truncated", truncated)):
+            self._flags[:, _FLAG_FIELDS.index(f)].index_copy_(0, pos, v.to(self.device, torch.bool))
+
     # ---- in-memory state (small buffers, tests) -----------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:

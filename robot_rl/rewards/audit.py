@@ -36,7 +36,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -86,6 +86,20 @@ class AuditConfig:
     """A person's answer is waited on this long, the robot held; no answer: the fire is taken as it is."""
     seed: int = 0
     """Seed of the ensemble's bootstraps and the retraining batches."""
+    answers: Literal["device", "queue"] = "device"
+    """device: the robot holds while the person answers with the success/failure keys (a scripted person at once);
+    queue: the reward is paid and the question (its frames as PNG) written to the audit queue, for a person to
+    answer whenever they like with `robot-rl reward audit RUN`; the run reads the answers back."""
+    queue_dir: str = ""
+    """The audit queue's directory (default: ``<run-dir>/audit_queue``, or ``./audit_queue`` without --run-dir).
+    The learner reads the replay corrections from it too: set it on both when their run directories differ."""
+    past_budget: Literal["pay", "withhold"] = "pay"
+    """A suspicious fire once the budget is spent: pay it (the classifier trusted) or withhold it (only the
+    unsuspicious fires pay from then on). On a planted hack on sim_arm the suspicion kept flagging the hack after
+    the 50 questions (396 suspicious fires past the budget in one run), and paying them taught the hack back."""
+    relabel: bool = True
+    """Correct the replay after each answer: the step a "no" is about, and the earlier paid steps the retrained
+    classifier no longer calls a success, lose their reward (and their terminal flag) in the learner's replay."""
 
     def __post_init__(self) -> None:
         if self.budget < 0 or self.heads < 0 or self.retrain_steps < 1 or self.follow_rejections < 0:
@@ -259,9 +273,14 @@ class RewardAudit:
             self._random = True  # an unbiased sample of the fires the classifier is sure of
         elif self.counts.asked >= self.cfg.budget:
             self.counts.over_budget_suspicious += 1
-            return "accept", s, feat
+            return ("withhold" if self.cfg.past_budget == "withhold" else "accept"), s, feat
         self.counts.asked += 1
         return "ask", s, feat
+
+    @property
+    def asked_at_random(self) -> bool:
+        """The last fire :meth:`review` said to ask about was a random one (``random_rate``), not a suspicious one."""
+        return self._random
 
     @property
     def random_rate(self) -> float:
@@ -271,8 +290,14 @@ class RewardAudit:
         return max(self.cfg.random_rate, sum(not ok for ok in recent) / (len(recent) + 2))
 
     def answer(self, feature: torch.Tensor, success: bool | None, suspicion: Suspicion,
-               where: dict[str, Any] | None = None) -> bool:
-        """Record the operator's answer about a fire (None: nobody answered); returns whether to pay the reward."""
+               where: dict[str, Any] | None = None, random: bool | None = None) -> bool:
+        """Record the operator's answer about a fire (None: nobody answered); returns whether to pay the reward.
+
+        ``random``: the question was a random one (``random_rate``); default: the last fire reviewed was (an
+        answer read from the queue later says so itself).
+        """
+        if random is not None:
+            self._random = random
         self._log({**(where or {}), "novelty": round(suspicion.novelty, 3),
                    "disagreement": round(suspicion.disagreement, 3), "bar": round(self.bar, 3),
                    "kind": "random" if self._random else "suspicious", "answer": success,
@@ -363,6 +388,14 @@ class RewardAudit:
         log.info("reward audit: classifier head retrained on %d answers (%d not a success)", len(self.labels),
                  sum(not ok for _, ok in self.labels))
 
+    @torch.no_grad()
+    def decides(self, features: torch.Tensor) -> torch.Tensor:
+        """``[N]`` bool: the classifier's decision (its current head) on ``[N, D]`` features."""
+        if not len(features):
+            return torch.zeros(0, dtype=torch.bool)
+        self._swap_if_ready()
+        return torch.sigmoid(self.model.head(features.float())).reshape(len(features)) >= self.model.threshold
+
     def wait(self, timeout_s: float = 30.0) -> None:
         """Let a running retraining finish and take it (tests, the end of a run)."""
         if self._thread is not None:
@@ -382,7 +415,8 @@ class RewardAudit:
         return (f"reward audit: the classifier fired {c.fires} times after the policy's steps ({c.person_fires} "
                 f"after the person's); asked {c.asked} of {self.cfg.budget} "
                 f"(not a success: {c.rejected}, unanswered: {c.unanswered}), withheld {c.withheld_unasked} more "
-                f"after a 'no', {c.over_budget_suspicious} suspicious past the budget; head retrained {c.retrains} "
+                f"after a 'no', {c.over_budget_suspicious} suspicious past the budget "
+                f"({'withheld' if self.cfg.past_budget == 'withhold' else 'paid'}); head retrained {c.retrains} "
                 "times" + (f"; of {c.random_asked} fires asked about at random, {c.random_rejected} were not a success "
                            f"(the classifier's precision on the policy's frames ~ "
                            f"{1 - c.random_rejected / c.random_asked:.2f})" if c.random_asked else ""))
