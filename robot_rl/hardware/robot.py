@@ -154,6 +154,13 @@ class TaskRobot(Protocol):
 
 
 @runtime_checkable
+class SceneResetsConfig(Protocol):
+    """A simulated cell's config that says how its scene is put back between episodes (``teleport``, ``physical``)."""
+
+    resets: str
+
+
+@runtime_checkable
 class HumanResettable(Protocol):
     """A simulated cell that stands in for a person putting the scene back by hand (``resets=physical`` practice).
 

@@ -23,7 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from robot_rl.core.config import ConfigError
-from robot_rl.hardware.robot import HumanResettable, TaskRobot
+from robot_rl.hardware.robot import HumanResettable, SceneResetsConfig, TaskRobot
+from robot_rl.hardware.sim_arm import TaskStatus
 from robot_rl.hardware.teleop import HearsHelpRequests, TeleopDevice
 from robot_rl.human_loop.deploy import Deployer
 from robot_rl.human_loop.deploy_config import DeployConfig
@@ -214,8 +215,9 @@ class PracticeRunner:
         robot = self.loops["task"].robot
         if not isinstance(robot, TaskRobot):
             return None
-        info = getattr(robot.task_status(), "info", None)
-        return bool(info["in_reach"]) if isinstance(info, dict) and "in_reach" in info else None
+        status = robot.task_status()
+        info = status.info if isinstance(status, TaskStatus) else None
+        return bool(info["in_reach"]) if info is not None and "in_reach" in info else None
 
     def attempt(self) -> EpisodeRecord:
         """One attempt of the next policy, booked; then a reset request if the robot is stuck."""
@@ -322,6 +324,6 @@ def check_practice_robot(cfg: DeployConfig, robot: Any) -> None:
         raise ConfigError("practice.reset_reward=robot reads the scene's start from a simulated cell (sim_arm, "
                           "sim_so101); on this robot use practice.reset_reward=classifier "
                           "practice.reset_classifier=DIR")
-    if getattr(cfg.robot, "resets", "physical") != "physical":
+    if isinstance(cfg.robot, SceneResetsConfig) and cfg.robot.resets != "physical":
         log.warning("robot.resets=%s: the simulator places the scene at every attempt; practice without magic "
-                    "resets needs robot.resets=physical", getattr(cfg.robot, "resets", None))
+                    "resets needs robot.resets=physical", cfg.robot.resets)
