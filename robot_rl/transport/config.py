@@ -68,6 +68,10 @@ class ZmqTransportConfig(TransportConfig):
     copy_on_send: bool = True
     """Actor: copy each chunk when it is handed over, so an env or camera driver that reuses its buffers
     cannot change it afterwards; turn off only for envs that return fresh tensors (saves one copy)."""
+    coalesce: bool = True
+    """Actor: chunks that wait together (the learner or the link was slower than the env) go as one message of
+    their rows, still at most `outbox_size` chunks in flight; the learner receives fewer, larger batches.
+    `false`: one message per chunk."""
 
     def open_learner(self, spec: EnvSpec) -> LearnerLink:
         """Bind ``address``; a chunk is acknowledged only once the learner confirms it stored (durably)."""
