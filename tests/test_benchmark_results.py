@@ -42,7 +42,7 @@ RENDERERS = {
     "sac_vs_sb3": ["table", "summary"],
     "so101_replay_curves": ["curves_table"],
     "suite_time": ["suite_table"],
-    "transport_bench": ["throughput_table", "weights_table", "jitter_table"],
+    "transport_bench": ["throughput_table", "ratio_table", "weights_table", "jitter_table"],
     "twin_figures": ["docs_table"],
 }
 
