@@ -23,6 +23,7 @@ import result_file  # noqa: E402
 
 #: The scripts of issue 50 item 1 and the table functions each offers to ``report.py`` (list[dict] -> markdown).
 RENDERERS = {
+    "actors_vs_inprocess": ["efficiency_table"],
     "async_ppo": ["threshold_table", "sweep_table"],
     "backend_steps": ["table", "gym_parts_table", "isaac_parts_table"],
     "default_train": ["table"],
