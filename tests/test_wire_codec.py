@@ -237,9 +237,10 @@ def test_packed_copy_is_taken_at_pack_time():
     from robot_rl.transport.codec import encode_packed, pack_arrays
 
     x = np.zeros((4, 3), np.float32)
-    packed = pack_arrays({"x": x})
+    packed, unsummed = pack_arrays({"x": x}), pack_arrays({"x": x}, checksums=False)
     x += 1.0  # an env reusing its buffer after send()
-    np.testing.assert_array_equal(decode(_bytes(encode_packed("transitions", "s", 0, packed))).arrays["x"], 0.0)
+    for p in (packed, unsummed):  # checksums of the copy, made now or when the message is built
+        np.testing.assert_array_equal(decode(_bytes(encode_packed("transitions", "s", 0, p))).arrays["x"], 0.0)
 
 
 def test_a_pending_wake_writes_no_second_byte_and_drain_rearms_it():

@@ -127,11 +127,14 @@ def _wire_array(name: str, arr: np.ndarray) -> tuple[np.ndarray, str]:
     return a, dtype_name
 
 
-def pack_arrays(arrays: dict[str, np.ndarray] | None, copy_large: bool = False) -> PackedArrays:
+def pack_arrays(arrays: dict[str, np.ndarray] | None, copy_large: bool = False,
+                checksums: bool = True) -> PackedArrays:
     """The frames and header entries of ``arrays``: the small ones copied into one packed frame, the rest as they are.
 
     The packed frame is a copy: the arrays may change afterwards. ``copy_large``: copy the large ones too (the
     message then owns all its bytes); otherwise their frames are views the caller must keep unchanged until sent.
+    ``checksums=False`` leaves the packed arrays' checksums to :func:`encode_packed` (or :func:`merge_packed`, which
+    sums the merged copy anyway): a chunk that will be merged is not summed twice.
     """
     checksum = CHECKSUMS[CHECKSUM]
     small: list[list[Any]] = []  # [name, dtype, shape, bytes, offset in the packed frame]
@@ -159,7 +162,7 @@ def pack_arrays(arrays: dict[str, np.ndarray] | None, copy_large: bool = False) 
         payload = b"".join(pieces)  # one C call copies them all
         view = memoryview(payload)
         # Checksums of the copy, not of the caller's arrays: what is sent (and resent) is what was summed.
-        entries = [[name, dtype_name, shape, checksum(view[start:start + nbytes])]
+        entries = [[name, dtype_name, shape, checksum(view[start:start + nbytes]) if checksums else None]
                    for name, dtype_name, shape, nbytes, start in small]
         frames.append(payload)
     for entry, buf in large:
@@ -213,6 +216,10 @@ def encode_packed(msg_type: str, session: str, seq: int, arrays: PackedArrays, m
     """Frames of a message whose arrays :func:`pack_arrays` laid out (the header is the only new frame)."""
     if msg_type not in types:
         raise ValueError(f"unknown message type {msg_type!r}; valid: {sorted(types)}")
+    if arrays.packed and arrays.entries[0][3] is None:  # packed without checksums: sum the copy now
+        view, checksum = memoryview(arrays.frames[0]), CHECKSUMS[CHECKSUM]
+        for entry, (start, nbytes) in zip(arrays.entries, arrays.spans):
+            entry[3] = checksum(view[start:start + nbytes])
     header = pack_header({"v": SCHEMA_VERSION, "type": msg_type, "session": session, "seq": int(seq),
                           "ck": CHECKSUM, "meta": meta or {}, "arrays": arrays.entries, "packed": arrays.packed})
     return [header, *arrays.frames]

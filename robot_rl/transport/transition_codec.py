@@ -61,9 +61,9 @@ def transition_arrays(batch: TransitionBatch) -> dict[str, np.ndarray]:
     return arrays
 
 
-def pack_transitions(batch: TransitionBatch, copy_large: bool = False) -> PackedArrays:
+def pack_transitions(batch: TransitionBatch, copy_large: bool = False, checksums: bool = True) -> PackedArrays:
     """``batch``'s arrays laid out for the wire: the small ones copied into one frame (see :func:`pack_arrays`)."""
-    return pack_arrays(transition_arrays(batch), copy_large)
+    return pack_arrays(transition_arrays(batch), copy_large, checksums)
 
 
 def encode_packed_transitions(packed: PackedArrays, session: str, seq: int, actor_id: int) -> list[bytes | memoryview]:

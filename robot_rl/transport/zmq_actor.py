@@ -102,7 +102,7 @@ class ZmqActorEndpoint:
         """
         # Laid out for the wire here, on the caller's thread: the small arrays are copied into one frame (so a buffer
         # the env reuses cannot change a chunk after it was sent), the large ones too with copy_on_send.
-        packed = pack_transitions(batch, copy_large=self.settings.copy_on_send)
+        packed = pack_transitions(batch, copy_large=self.settings.copy_on_send, checksums=False)
         try:
             self._outgoing.put(packed, timeout=timeout_s)
         except queue.Full:
