@@ -93,7 +93,13 @@ def _arrays(batch: Any) -> dict[str, np.ndarray]:
 # ---- 1. throughput -------------------------------------------------------------------------------
 
 
-def _sender(method: str, addr: str, image: bool, rows: int, chunks: int, copy_on_send: bool = True) -> None:
+def _sender(method: str, addr: str, image: bool, rows: int, chunks: int, copy_on_send: bool = True,
+            cpu: Any = None) -> None:
+    """Send ``chunks`` chunks of ``rows`` transitions by ``method``; put the process's CPU seconds on ``cpu``.
+
+    CPU time is counted from the first send until everything left (acknowledged, for ours): on a loaded machine it
+    moves far less than throughput does.
+    """
     torch.set_num_threads(1)
     batch = _chunk(image, rows)
     if method in OURS:
@@ -103,11 +109,14 @@ def _sender(method: str, addr: str, image: bool, rows: int, chunks: int, copy_on
                                                                   resend_after_s=30.0, copy_on_send=copy_on_send,
                                                                   coalesce=method == "ours"))
         ep.connected.wait(30)
+        c0 = time.process_time()
         for _ in range(chunks):
             ep.send(batch, timeout_s=60)
         deadline = time.monotonic() + 120
         while ep.unacked() and time.monotonic() < deadline:
             time.sleep(0.01)
+        if cpu is not None:
+            cpu.put(time.process_time() - c0)
         ep.close()
         return
     ctx = zmq.Context.instance()
@@ -115,6 +124,7 @@ def _sender(method: str, addr: str, image: bool, rows: int, chunks: int, copy_on
     sock.setsockopt(zmq.SNDHWM, 32 if image else 256)  # the same window as ours
     sock.connect(addr)
     arrays = _arrays(batch)
+    c0 = time.process_time()
     for _ in range(chunks):
         if method in ("raw", "raw_crc"):
             bufs = [memoryview(a.reshape(-1).view(np.uint8)) for a in arrays.values()]
@@ -133,43 +143,50 @@ def _sender(method: str, addr: str, image: bool, rows: int, chunks: int, copy_on
     sock.setsockopt(zmq.LINGER, 60_000)
     sock.close()
     ctx.term()
+    if cpu is not None:
+        cpu.put(time.process_time() - c0)
     del arrays, batch
 
 
-def _throughput(method: str, image: bool, rows: int, chunks: int, copy_on_send: bool = True) -> tuple[float, float]:
-    """(transitions/s, MB/s of array payload) received by this process."""
+def _throughput(method: str, image: bool, rows: int, chunks: int,
+                copy_on_send: bool = True) -> tuple[float, float, float, float]:
+    """(transitions/s, MB/s of array payload) received by this process, and the CPU seconds per million
+    transitions of the sender and of this receiver."""
     ctx = mp.get_context("spawn")
+    cpu = ctx.Queue()
     payload = sum(a.nbytes for a in _arrays(_chunk(image, rows)).values())
     if method in OURS:
         from robot_rl.transport.zmq_transport import ZmqLearnerEndpoint, ZmqSettings
 
         learner = ZmqLearnerEndpoint("tcp://127.0.0.1:0", _spec(image), ZmqSettings(inbox_size=32 if image else 64))
-        proc = ctx.Process(target=_sender, args=(method, learner.address, image, rows, chunks, copy_on_send))
+        proc = ctx.Process(target=_sender, args=(method, learner.address, image, rows, chunks, copy_on_send, cpu))
         proc.start()
         first = learner.recv(120)  # timed from here (with coalescing, a batch may hold several chunks)
         assert first is not None
         left = chunks * rows - len(first)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         while left > 0:
             batch = learner.recv(60)
             if batch is None:
                 raise RuntimeError(f"{method}: {left} transitions did not arrive")
             left -= len(batch)
-        dt = time.perf_counter() - t0
+        dt, mine = time.perf_counter() - t0, time.process_time() - c0
         moved = chunks * rows - len(first)
+        theirs = cpu.get(timeout=180)
         proc.join(120)
         learner.close()
-        return moved / dt, moved * payload / rows / dt / 1e6
+        return (moved / dt, moved * payload / rows / dt / 1e6, theirs / (chunks * rows) * 1e6,
+                mine / moved * 1e6)
     sock = zmq.Context.instance().socket(zmq.PULL)
     sock.setsockopt(zmq.RCVHWM, 32 if image else 64)
     port = sock.bind_to_random_port("tcp://127.0.0.1")
-    proc = ctx.Process(target=_sender, args=(method, f"tcp://127.0.0.1:{port}", image, rows, chunks))
+    proc = ctx.Process(target=_sender, args=(method, f"tcp://127.0.0.1:{port}", image, rows, chunks, True, cpu))
     proc.start()
     unpack = method == "pickle_lz4"
     if unpack:
         import lz4.frame
     sock.recv_multipart(copy=False)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     check = CHECKSUMS[CHECKSUM]
     for _ in range(chunks - 1):
         frames = sock.recv_multipart(copy=False)
@@ -179,10 +196,12 @@ def _throughput(method: str, image: bool, rows: int, chunks: int, copy_on_send: 
             sums = np.frombuffer(frames[-1].buffer, dtype=np.uint32)
             if any(check(f.buffer) != int(c) for f, c in zip(frames[:-1], sums)):
                 raise RuntimeError("raw_crc: checksum mismatch")
-    dt = time.perf_counter() - t0
+    dt, mine = time.perf_counter() - t0, time.process_time() - c0
+    theirs = cpu.get(timeout=180)
     proc.join(120)
     sock.close(0)
-    return (chunks - 1) * rows / dt, (chunks - 1) * payload / dt / 1e6
+    moved = (chunks - 1) * rows
+    return moved / dt, moved * payload / rows / dt / 1e6, theirs / (chunks * rows) * 1e6, mine / moved * 1e6
 
 
 THROUGHPUT_PAYLOADS = {"state": "state only (32-d state, 8-d action)", "images": "2 × 128×128×3 cameras + state"}
@@ -204,19 +223,23 @@ def bench_throughput(chunks: int, rounds: int, copy_on_send: bool = True,
     for payload, image, rows in cases:
         # The same bytes per run whatever the chunk size (at least 200 chunks); images: a tenth.
         n = max(chunks * 256 // rows, 200) if not image else max(chunks // 10, 20)
-        res: dict[str, tuple[float, float]] = {}
+        res: dict[str, tuple[float, float, float, float]] = {}
         per_round: dict[str, list[float]] = {m: [] for m in methods}
+        cpus: dict[str, list[tuple[float, float]]] = {m: [] for m in methods}  # (sender, receiver) per round
         loads: list[float] = []
         for _ in range(rounds):
             loads.append(round(os.getloadavg()[0], 2))
             for m in methods:
                 r = _throughput(m, image, rows, n if m != "pickle_lz4" or image else max(n // 4, 50), copy_on_send)
                 per_round[m].append(r[0])
+                cpus[m].append((r[2], r[3]))
                 res[m] = max(res.get(m, r), r)
-        for m, (tps, mbs) in res.items():
+        for m, (tps, mbs, _, _) in res.items():
+            cpu_s, cpu_r = (min(c[i] for c in cpus[m]) for i in (0, 1))  # the least CPU any round took
             out.append({"payload": payload, "chunk": rows, "method": m, "transitions_per_s": tps, "mb_per_s": mbs,
                         "rounds_transitions_per_s": per_round[m], "ours_over_method": res["ours"][0] / tps,
-                        "load_1min": loads})
+                        "load_1min": loads, "sender_cpu_s_per_mtr": cpu_s, "receiver_cpu_s_per_mtr": cpu_r,
+                        "rounds_cpu_s_per_mtr": cpus[m]})
         print(throughput_table([{"results": {"throughput": {"rows": out[-len(res):]}}}]), flush=True)
     return out
 
@@ -238,7 +261,11 @@ def throughput_table(runs: list[dict[str, Any]]) -> str:
 
 
 def ratio_table(runs: list[dict[str, Any]]) -> str:
-    """| chunk | ours / raw | ours / raw_crc | ours / ours_single | ours / pickle_lz4 | load |, state-only rows."""
+    """State-only rows: throughput ratios of ours to each peer, and CPU per transition of raw over ours.
+
+    | chunk | ours / raw | ours / raw_crc | ours / ours_single | ours / pickle_lz4 | CPU raw ÷ ours (sender, receiver) |
+    load |; a CPU ratio of 0.8 means ours spends 1.25× raw's CPU per transition.
+    """
     rows = []
     for run in runs:
         by: dict[int, dict[str, Any]] = {}
@@ -247,11 +274,15 @@ def ratio_table(runs: list[dict[str, Any]]) -> str:
                 by.setdefault(r["chunk"], {})[r["method"]] = r
         for chunk, ms in sorted(by.items()):
             loads = ms["ours"].get("load_1min") or []
+            ours, raw = ms["ours"], ms.get("raw", {})
+            cpu = (f"{raw['sender_cpu_s_per_mtr'] / ours['sender_cpu_s_per_mtr']:.2f}, "
+                   f"{raw['receiver_cpu_s_per_mtr'] / ours['receiver_cpu_s_per_mtr']:.2f}"
+                   if "sender_cpu_s_per_mtr" in ours and "sender_cpu_s_per_mtr" in raw else "")
             rows.append([str(chunk), *(f"{ms[m]['ours_over_method']:.2f}" if m in ms else ""
-                                       for m in ("raw", "raw_crc", "ours_single", "pickle_lz4")),
+                                       for m in ("raw", "raw_crc", "ours_single", "pickle_lz4")), cpu,
                          f"{min(loads):.1f}–{max(loads):.1f}" if loads else ""])
     return markdown_table(["chunk (state-only transitions)", "ours / raw", "ours / raw_crc", "ours / ours_single",
-                           "ours / pickle_lz4", "load"], rows)
+                           "ours / pickle_lz4", "CPU per transition, raw ÷ ours (sender, receiver)", "load"], rows)
 
 
 # ---- 2. weight broadcast -----------------------------------------------------------------------
