@@ -35,8 +35,11 @@ _HELD_WAIT = 16
 
 #: Chunks waiting together are sent as one message of at most this many chunks and bytes (the learner's work per
 #: message is then shared by all their rows); a chunk handed over to an idle I/O thread leaves alone, at once.
+#: Only chunks up to _COALESCE_CHUNK_BYTES are merged: above that the cost is per byte, not per message, and the
+#: merge's extra copy costs more than it saves (benchmarks/transport_bench.py, 256- and 1,024-row chunks).
 _COALESCE_CHUNKS = 64
-_COALESCE_BYTES = 4 << 20
+_COALESCE_BYTES = 1 << 20
+_COALESCE_CHUNK_BYTES = 64 << 10
 
 #: Between two scans of the outbox for chunks whose acknowledgement is overdue (new chunks leave at once).
 _RESEND_SCAN_S = 0.05
@@ -194,7 +197,7 @@ class ZmqActorEndpoint:
                 parts = [self._outgoing.get_nowait()]
             except queue.Empty:
                 return
-            if room and s.coalesce:
+            if room and s.coalesce and parts[0].nbytes <= _COALESCE_CHUNK_BYTES:
                 size = parts[0].nbytes
                 while len(parts) < min(free, _COALESCE_CHUNKS) and size < _COALESCE_BYTES:
                     try:
@@ -202,6 +205,8 @@ class ZmqActorEndpoint:
                     except queue.Empty:
                         break
                     size += parts[-1].nbytes
+                    if parts[-1].nbytes > _COALESCE_CHUNK_BYTES:
+                        break  # merge_packed refuses it if its layout differs; then each part goes alone
             merged = merge_packed(parts) if len(parts) > 1 else parts[0]
             for packed, chunks in ([(merged, len(parts))] if merged is not None else [(p, 1) for p in parts]):
                 seq = self._seq
