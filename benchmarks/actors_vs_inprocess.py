@@ -72,8 +72,9 @@ def _record(config: str, seed: int, run_dir: Path, text: str, wall: float, load:
             "eval_curve": runner_eval_curve(run_dir)}
 
 
-def run_pair(seed: int, envs: int, eval_every: int, budget: int, cwd: Path, timeout_s: float) -> list[dict[str, Any]]:
-    """The in-process run and the 2-actor launch of one seed, in turn."""
+def run_pair(seed: int, envs: int, eval_every: int, budget: int, cwd: Path, timeout_s: float,
+             launch_args: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The in-process run and the 2-actor launch of one seed (with ``launch_args`` overrides), in turn."""
     common = _common(seed, eval_every, budget)
     name = f"inproc-s{seed}"
     text, wall, load = _run([EXE, "train", "--task", "reach", "--name", name, f"task.num_envs={2 * envs}", *common],
@@ -81,9 +82,10 @@ def run_pair(seed: int, envs: int, eval_every: int, budget: int, cwd: Path, time
     rows = [_record("in-process", seed, cwd / "runs" / name, text, wall, load)]
     name = f"launch-s{seed}"
     text, wall, load = _run([EXE, "launch", "--backend", "local", "--actors", "2", "--task", "reach", "--name", name,
-                             f"task.num_envs={envs}", *common], cwd, timeout_s)
+                             f"task.num_envs={envs}", *common, *launch_args], cwd, timeout_s)
     rows.append(_record("launch --actors 2", seed, cwd / "runs" / name, text, wall, load))
     rows[1]["ratio"] = rows[1]["env_steps"] / max(rows[0]["env_steps"], 1)
+    rows[1]["launch_args"] = list(launch_args)
     print(efficiency_table([{"args": {"envs": envs}, "results": {"rows": rows}}]), flush=True)
     return rows
 
@@ -95,7 +97,7 @@ def efficiency_table(runs: list[dict[str, Any]]) -> str:
         envs = run["args"]["envs"]
         for r in run["results"]["rows"]:
             config = (f"in-process, {2 * envs} envs" if r["config"] == "in-process"
-                      else f"launch --actors 2, {envs} envs each")
+                      else " ".join([f"launch --actors 2, {envs} envs each", *r.get("launch_args", [])]))
             rows.append([str(r["seed"]), config, "yes" if r["reached"] else "no", f"{r['env_steps']:,}",
                          f"{r['ratio']:.2f}" if "ratio" in r else "1.00", f"{r['updates_per_env_step']:.2f}",
                          f"{r['replay_ratio']:.0f}", str(r["weight_lag_max"]) if "ratio" in r else "",
@@ -113,13 +115,15 @@ def main() -> None:
     ap.add_argument("--eval-every", type=int, default=1000, help="env steps between evaluations")
     ap.add_argument("--budget", type=int, default=40_000, help="env steps at most per run")
     ap.add_argument("--timeout-s", type=float, default=1800.0, help="per run")
+    ap.add_argument("--launch-args", nargs="*", default=[], help="overrides for the launch only (transport.…)")
     add_out_argument(ap, NAME)
     args = ap.parse_args()
     started = dt.datetime.now(dt.UTC)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
-            rows += run_pair(seed, args.envs, args.eval_every, args.budget, Path(tmp), args.timeout_s)
+            rows += run_pair(seed, args.envs, args.eval_every, args.budget, Path(tmp), args.timeout_s,
+                             tuple(args.launch_args))
     print(f"result file: {write_result(args.out or default_path(NAME, started), NAME, args, {'rows': rows}, started)}")
 
 
