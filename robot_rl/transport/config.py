@@ -49,8 +49,8 @@ class ZmqTransportConfig(TransportConfig):
     """Chunks an actor keeps until acknowledged; when full, sends wait (the sampler is paced). Small on purpose: rows
     queued behind a busy learner age, and a learner that stores rows acted by weights thousands of steps old learns
     from stale data (`launch --actors 2` on reach, 16 envs each: a 256-chunk outbox and as many queued let the
-    actors run up to 16,384 env steps ahead of the learner; docs/scale-out.md). Like the in-process queue's 8 batches. Raise it for a link with a long round trip, with
-    `outbox_policy=spill` on a robot."""
+    actors run up to 16,384 env steps ahead of the learner; docs/scale-out.md). Like the in-process queue's 8
+    batches. Raise it for a link with a long round trip, with `outbox_policy=spill` on a robot."""
     inbox_size: int = 64
     """Validated chunks the learner holds per actor before its loop takes them (unacknowledged beyond); the loop
     takes from the actors' inboxes in turn, by env count (docs/distributed.md, Sharing the learner)."""
