@@ -6,12 +6,15 @@
 1. Throughput, one actor process → the learner (this process), tcp://127.0.0.1, for state-only
    transitions and for image transitions (two 128×128×3 uint8 cameras + state, in obs and next_obs):
    - ours: ``ZmqActorEndpoint.send`` → ``ZmqLearnerEndpoint.recv`` (header CRC, per-array CRC32,
-     spec and finiteness checks, copy into tensors, acks, in-order delivery);
+     spec and finiteness checks, copy into tensors, acks, in-order delivery), with the defaults: small arrays
+     packed into one frame, chunks that wait together sent as one message (``coalesce``);
+   - ours_single: the same with ``coalesce=false``, one message per chunk (the ablation);
    - raw: pyzmq PUSH/PULL moving the same array bytes zero-copy, no checks (the limit; target ≥ 0.8);
    - raw_crc: raw plus the same per-array checksum computed and verified (the cost of integrity alone);
    - pickle+lz4: the dict of tensors pickled and lz4-compressed, PUSH/PULL, unpickled on receipt
      (the best-known real-robot RL stack's wire format; target ours ≥ 3× faster).
    Images are a smooth gradient plus camera-like noise (σ = 8), so lz4 has something to compress.
+   State-only chunks are measured at several sizes (``--rows``); every round records the 1-minute load average.
 2. Weight broadcast: a 5M-parameter policy published to 4 actor processes; latency from
    ``publish_weights`` until the last actor holds the tensors, against raw ROUTER→DEALER sends of
    the same bytes.
@@ -19,15 +22,17 @@
    with no learner traffic vs. with a learner process busy in SAC updates (and publishing weights).
 
 Writes one result file (``--out``; default ``benchmarks/results/transport_bench/<UTC time>.json``);
-:func:`throughput_table`, :func:`weights_table` and :func:`jitter_table` render it.
+:func:`throughput_table`, :func:`ratio_table`, :func:`weights_table` and :func:`jitter_table` render it.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 import itertools
 import multiprocessing as mp
+import os
 import pickle
 import platform
 import statistics
@@ -88,20 +93,30 @@ def _arrays(batch: Any) -> dict[str, np.ndarray]:
 # ---- 1. throughput -------------------------------------------------------------------------------
 
 
-def _sender(method: str, addr: str, image: bool, rows: int, chunks: int, copy_on_send: bool = True) -> None:
+def _sender(method: str, addr: str, image: bool, rows: int, chunks: int, copy_on_send: bool = True,
+            cpu: Any = None) -> None:
+    """Send ``chunks`` chunks of ``rows`` transitions by ``method``; put the process's CPU seconds on ``cpu``.
+
+    CPU time is counted from the first send until everything left (acknowledged, for ours): on a loaded machine it
+    moves far less than throughput does.
+    """
     torch.set_num_threads(1)
     batch = _chunk(image, rows)
-    if method == "ours":
+    if method in OURS:
         from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
         ep = ZmqActorEndpoint(addr, 1, _spec(image), ZmqSettings(outbox_size=32 if image else 256,
-                                                                  resend_after_s=30.0, copy_on_send=copy_on_send))
+                                                                  resend_after_s=30.0, copy_on_send=copy_on_send,
+                                                                  coalesce=method == "ours"))
         ep.connected.wait(30)
+        c0 = time.process_time()
         for _ in range(chunks):
             ep.send(batch, timeout_s=60)
         deadline = time.monotonic() + 120
         while ep.unacked() and time.monotonic() < deadline:
             time.sleep(0.01)
+        if cpu is not None:
+            cpu.put(time.process_time() - c0)
         ep.close()
         return
     ctx = zmq.Context.instance()
@@ -109,6 +124,7 @@ def _sender(method: str, addr: str, image: bool, rows: int, chunks: int, copy_on
     sock.setsockopt(zmq.SNDHWM, 32 if image else 256)  # the same window as ours
     sock.connect(addr)
     arrays = _arrays(batch)
+    c0 = time.process_time()
     for _ in range(chunks):
         if method in ("raw", "raw_crc"):
             bufs = [memoryview(a.reshape(-1).view(np.uint8)) for a in arrays.values()]
@@ -127,84 +143,146 @@ def _sender(method: str, addr: str, image: bool, rows: int, chunks: int, copy_on
     sock.setsockopt(zmq.LINGER, 60_000)
     sock.close()
     ctx.term()
+    if cpu is not None:
+        cpu.put(time.process_time() - c0)
     del arrays, batch
 
 
-def _throughput(method: str, image: bool, rows: int, chunks: int, copy_on_send: bool = True) -> tuple[float, float]:
-    """(transitions/s, MB/s of array payload) received by this process."""
+def _throughput(method: str, image: bool, rows: int, chunks: int,
+                copy_on_send: bool = True) -> tuple[float, float, float, float]:
+    """(transitions/s, MB/s of array payload) received by this process, and the CPU seconds per million
+    transitions of the sender and of this receiver."""
     ctx = mp.get_context("spawn")
+    cpu = ctx.Queue()
     payload = sum(a.nbytes for a in _arrays(_chunk(image, rows)).values())
-    if method == "ours":
+    if method in OURS:
         from robot_rl.transport.zmq_transport import ZmqLearnerEndpoint, ZmqSettings
 
         learner = ZmqLearnerEndpoint("tcp://127.0.0.1:0", _spec(image), ZmqSettings(inbox_size=32 if image else 64))
-        proc = ctx.Process(target=_sender, args=(method, learner.address, image, rows, chunks, copy_on_send))
+        proc = ctx.Process(target=_sender, args=(method, learner.address, image, rows, chunks, copy_on_send, cpu))
         proc.start()
-        assert learner.recv(120) is not None
-        t0 = time.perf_counter()
-        for _ in range(chunks - 1):
-            if learner.recv(60) is None:
-                raise RuntimeError("ours: a chunk did not arrive")
-        dt = time.perf_counter() - t0
+        first = learner.recv(120)  # timed from here (with coalescing, a batch may hold several chunks)
+        assert first is not None
+        left = chunks * rows - len(first)
+        t0, c0 = time.perf_counter(), time.process_time()
+        while left > 0:
+            batch = learner.recv(60)
+            if batch is None:
+                raise RuntimeError(f"{method}: {left} transitions did not arrive")
+            left -= len(batch)
+        dt, mine = time.perf_counter() - t0, time.process_time() - c0
+        moved = chunks * rows - len(first)
+        theirs = cpu.get(timeout=180)
         proc.join(120)
         learner.close()
-    else:
-        sock = zmq.Context.instance().socket(zmq.PULL)
-        sock.setsockopt(zmq.RCVHWM, 32 if image else 64)
-        port = sock.bind_to_random_port("tcp://127.0.0.1")
-        proc = ctx.Process(target=_sender, args=(method, f"tcp://127.0.0.1:{port}", image, rows, chunks))
-        proc.start()
-        unpack = method == "pickle_lz4"
+        return (moved / dt, moved * payload / rows / dt / 1e6, theirs / (chunks * rows) * 1e6,
+                mine / moved * 1e6)
+    sock = zmq.Context.instance().socket(zmq.PULL)
+    sock.setsockopt(zmq.RCVHWM, 32 if image else 64)
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    proc = ctx.Process(target=_sender, args=(method, f"tcp://127.0.0.1:{port}", image, rows, chunks, True, cpu))
+    proc.start()
+    unpack = method == "pickle_lz4"
+    if unpack:
+        import lz4.frame
+    sock.recv_multipart(copy=False)
+    t0, c0 = time.perf_counter(), time.process_time()
+    check = CHECKSUMS[CHECKSUM]
+    for _ in range(chunks - 1):
+        frames = sock.recv_multipart(copy=False)
         if unpack:
-            import lz4.frame
-        sock.recv_multipart(copy=False)
-        t0 = time.perf_counter()
-        check = CHECKSUMS[CHECKSUM]
-        for _ in range(chunks - 1):
-            frames = sock.recv_multipart(copy=False)
-            if unpack:
-                pickle.loads(lz4.frame.decompress(frames[0].buffer))
-            elif method == "raw_crc":
-                sums = np.frombuffer(frames[-1].buffer, dtype=np.uint32)
-                if any(check(f.buffer) != int(c) for f, c in zip(frames[:-1], sums)):
-                    raise RuntimeError("raw_crc: checksum mismatch")
-        dt = time.perf_counter() - t0
-        proc.join(120)
-        sock.close(0)
-    return (chunks - 1) * rows / dt, (chunks - 1) * payload / dt / 1e6
+            pickle.loads(lz4.frame.decompress(frames[0].buffer))
+        elif method == "raw_crc":
+            sums = np.frombuffer(frames[-1].buffer, dtype=np.uint32)
+            if any(check(f.buffer) != int(c) for f, c in zip(frames[:-1], sums)):
+                raise RuntimeError("raw_crc: checksum mismatch")
+    dt, mine = time.perf_counter() - t0, time.process_time() - c0
+    theirs = cpu.get(timeout=180)
+    proc.join(120)
+    sock.close(0)
+    moved = (chunks - 1) * rows
+    return moved / dt, moved * payload / rows / dt / 1e6, theirs / (chunks * rows) * 1e6, mine / moved * 1e6
 
 
 THROUGHPUT_PAYLOADS = {"state": "state only (32-d state, 8-d action)", "images": "2 × 128×128×3 cameras + state"}
-METHODS = ("ours", "raw", "raw_crc", "pickle_lz4")
+OURS = ("ours", "ours_single")
+METHODS = ("ours", "ours_single", "raw", "raw_crc", "pickle_lz4")
+STATE_ROWS = (16, 64, 256, 1024)
 
 
-def bench_throughput(chunks: int, rounds: int, copy_on_send: bool = True) -> list[dict[str, Any]]:
+def bench_throughput(chunks: int, rounds: int, copy_on_send: bool = True,
+                     state_rows: tuple[int, ...] = STATE_ROWS) -> list[dict[str, Any]]:
     """Rows of the throughput table: best of ``rounds`` interleaved runs per method (a shared machine's
     load comes and goes; interleaving gives each method the same chances); ``ours_over_method`` is the ratio of
-    transitions/s, ours to that method's, in this run."""
+    transitions/s, ours to that method's, in this run; ``load_1min`` the load average when each round started."""
     out: list[dict[str, Any]] = []
-    for payload, image, rows in (("state", False, 256), ("images", True, 16)):
-        n = chunks if not image else max(chunks // 10, 20)
-        res: dict[str, tuple[float, float]] = {}
-        per_round: dict[str, list[float]] = {m: [] for m in METHODS}
+    cases = [("state", False, r) for r in state_rows] + [("images", True, 16)]
+    methods = [m for m in METHODS if m != "pickle_lz4" or importlib.util.find_spec("lz4") is not None]
+    if len(methods) < len(METHODS):
+        print("lz4 is not installed: the pickle_lz4 peer is left out (pip install lz4)", flush=True)
+    for payload, image, rows in cases:
+        # The same bytes per run whatever the chunk size (at least 200 chunks); images: a tenth.
+        n = max(chunks * 256 // rows, 200) if not image else max(chunks // 10, 20)
+        res: dict[str, tuple[float, float, float, float]] = {}
+        per_round: dict[str, list[float]] = {m: [] for m in methods}
+        cpus: dict[str, list[tuple[float, float]]] = {m: [] for m in methods}  # (sender, receiver) per round
+        loads: list[float] = []
         for _ in range(rounds):
-            for m in METHODS:
-                r = _throughput(m, image, rows, n if m != "pickle_lz4" or image else n // 4, copy_on_send)
+            loads.append(round(os.getloadavg()[0], 2))
+            for m in methods:
+                r = _throughput(m, image, rows, n if m != "pickle_lz4" or image else max(n // 4, 50), copy_on_send)
                 per_round[m].append(r[0])
+                cpus[m].append((r[2], r[3]))
                 res[m] = max(res.get(m, r), r)
-        for m, (tps, mbs) in res.items():
+        for m, (tps, mbs, _, _) in res.items():
+            cpu_s, cpu_r = (min(c[i] for c in cpus[m]) for i in (0, 1))  # the least CPU any round took
             out.append({"payload": payload, "chunk": rows, "method": m, "transitions_per_s": tps, "mb_per_s": mbs,
-                        "rounds_transitions_per_s": per_round[m], "ours_over_method": res["ours"][0] / tps})
+                        "rounds_transitions_per_s": per_round[m], "ours_over_method": res["ours"][0] / tps,
+                        "load_1min": loads, "sender_cpu_s_per_mtr": cpu_s, "receiver_cpu_s_per_mtr": cpu_r,
+                        "rounds_cpu_s_per_mtr": cpus[m]})
         print(throughput_table([{"results": {"throughput": {"rows": out[-len(res):]}}}]), flush=True)
     return out
 
 
 def throughput_table(runs: list[dict[str, Any]]) -> str:
-    """| transitions | chunk | method | transitions/s | MB/s | ours / method |, every run's rows in turn."""
-    rows = [[THROUGHPUT_PAYLOADS[r["payload"]], str(r["chunk"]), r["method"], f"{r['transitions_per_s']:,.0f}",
-             f"{r['mb_per_s']:,.1f}", f"{r['ours_over_method']:.2f}"]
-            for run in runs for r in run["results"]["throughput"]["rows"]]
-    return markdown_table(["transitions", "chunk", "method", "transitions/s", "MB/s", "ours / method"], rows)
+    """| transitions | chunk | method | transitions/s | MB/s | ours / method | load |, every run's rows in turn.
+
+    ``load``: the 1-minute load average at the start of each round, min–max (absent from older result files).
+    """
+    rows = []
+    for run in runs:
+        for r in run["results"]["throughput"]["rows"]:
+            loads = r.get("load_1min") or []
+            load = f"{min(loads):.1f}–{max(loads):.1f}" if loads else ""
+            rows.append([THROUGHPUT_PAYLOADS[r["payload"]], str(r["chunk"]), r["method"],
+                         f"{r['transitions_per_s']:,.0f}", f"{r['mb_per_s']:,.1f}", f"{r['ours_over_method']:.2f}",
+                         load])
+    return markdown_table(["transitions", "chunk", "method", "transitions/s", "MB/s", "ours / method", "load"], rows)
+
+
+def ratio_table(runs: list[dict[str, Any]]) -> str:
+    """State-only rows: throughput ratios of ours to each peer, and CPU per transition of raw over ours.
+
+    | chunk | ours / raw | ours / raw_crc | ours / ours_single | ours / pickle_lz4 | CPU raw ÷ ours (sender, receiver) |
+    load |; a CPU ratio of 0.8 means ours spends 1.25× raw's CPU per transition.
+    """
+    rows = []
+    for run in runs:
+        by: dict[int, dict[str, Any]] = {}
+        for r in run["results"]["throughput"]["rows"]:
+            if r["payload"] == "state":
+                by.setdefault(r["chunk"], {})[r["method"]] = r
+        for chunk, ms in sorted(by.items()):
+            loads = ms["ours"].get("load_1min") or []
+            ours, raw = ms["ours"], ms.get("raw", {})
+            cpu = (f"{raw['sender_cpu_s_per_mtr'] / ours['sender_cpu_s_per_mtr']:.2f}, "
+                   f"{raw['receiver_cpu_s_per_mtr'] / ours['receiver_cpu_s_per_mtr']:.2f}"
+                   if "sender_cpu_s_per_mtr" in ours and "sender_cpu_s_per_mtr" in raw else "")
+            rows.append([str(chunk), *(f"{ms[m]['ours_over_method']:.2f}" if m in ms else ""
+                                       for m in ("raw", "raw_crc", "ours_single", "pickle_lz4")), cpu,
+                         f"{min(loads):.1f}–{max(loads):.1f}" if loads else ""])
+    return markdown_table(["chunk (state-only transitions)", "ours / raw", "ours / raw_crc", "ours / ours_single",
+                           "ours / pickle_lz4", "CPU per transition, raw ÷ ours (sender, receiver)", "load"], rows)
 
 
 # ---- 2. weight broadcast -----------------------------------------------------------------------
@@ -410,6 +488,8 @@ def main() -> None:
     ap.add_argument("--only", choices=["throughput", "weights", "jitter"], nargs="*")
     ap.add_argument("--chunks", type=int, default=2000, help="chunks per throughput run (image runs: a tenth)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved throughput rounds (best is reported)")
+    ap.add_argument("--rows", type=int, nargs="*", default=list(STATE_ROWS),
+                    help="state-only chunk sizes (transitions per chunk)")
     ap.add_argument("--no-copy-on-send", action="store_true",
                     help="ours without the sender's defensive copy (transport.copy_on_send=false)")
     ap.add_argument("--params", type=int, default=5_000_000)
@@ -427,7 +507,8 @@ def main() -> None:
     if "throughput" in which:
         results["throughput"] = {"chunks": args.chunks, "rounds": args.rounds,
                                  "copy_on_send": not args.no_copy_on_send,
-                                 "rows": bench_throughput(args.chunks, args.rounds, not args.no_copy_on_send)}
+                                 "rows": bench_throughput(args.chunks, args.rounds, not args.no_copy_on_send,
+                                                          tuple(args.rows))}
     if "weights" in which:
         results["weights"] = bench_weights(args.params, args.actors, args.versions)
     if "jitter" in which:

@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 GIVE_UP_S = 0.4  # stands for loop.max_wait_s's 60 s
 STALL_S = 2 * GIVE_UP_S
-FAST = ZmqSettings(heartbeat_s=0.05, resend_after_s=0.3, outbox_size=4, inbox_size=2)
+# One message per send: these tests follow single chunks (coalescing is tested on its own).
+FAST = ZmqSettings(coalesce=False, heartbeat_s=0.05, resend_after_s=0.3, outbox_size=4, inbox_size=2)
 
 
 class _ZeroPolicy(Policy):
@@ -153,7 +154,7 @@ def test_in_process_actors_wait_too():
 def test_an_actor_flooding_the_learner_over_zeromq_does_not_starve_a_second_one():
     # Actor 1 (1 env) floods 200 chunks; actor 2 (3 envs) sends 40. The learner takes nothing until both inboxes are
     # full, then takes 2 x inbox_size chunks: one of each per turn, rows 1 : 3 like their env counts.
-    settings = ZmqSettings(heartbeat_s=0.1, resend_after_s=5.0, outbox_size=256, inbox_size=8)
+    settings = ZmqSettings(coalesce=False, heartbeat_s=0.1, resend_after_s=5.0, outbox_size=256, inbox_size=8)
     addr = free_tcp_addr()
     spec = FakeVecEnv().spec
     learner = ZmqLearnerEndpoint(addr, spec, settings)

@@ -23,6 +23,7 @@ import result_file  # noqa: E402
 
 #: The scripts of issue 50 item 1 and the table functions each offers to ``report.py`` (list[dict] -> markdown).
 RENDERERS = {
+    "actors_vs_inprocess": ["efficiency_table"],
     "async_ppo": ["threshold_table", "sweep_table"],
     "backend_steps": ["table", "gym_parts_table", "isaac_parts_table"],
     "default_train": ["table"],
@@ -47,7 +48,7 @@ RENDERERS = {
     "suite_time": ["suite_table"],
     "tables_redesign": ["default_train_table", "sac_table", "ppo_table", "transport_table", "suite_table",
                         "fingerprint_table"],
-    "transport_bench": ["throughput_table", "weights_table", "jitter_table"],
+    "transport_bench": ["throughput_table", "ratio_table", "weights_table", "jitter_table"],
     "twin_figures": ["docs_table"],
 }
 

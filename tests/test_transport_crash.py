@@ -19,7 +19,8 @@ from robot_rl.core.transition import TransitionBatch
 from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqSettings
 
 SPEC = EnvSpec({"state": ArraySpec((3,))}, ArraySpec((2,), low=-1.0, high=1.0))
-FAST = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3)
+# One message per send: these tests follow single chunks (coalescing is tested on its own).
+FAST = ZmqSettings(coalesce=False, heartbeat_s=0.1, resend_after_s=0.3)
 
 # A learner whose "replay" is a file: every chunk is committed (records + acknowledged windows, one
 # atomic temp → fsync → rename) before it is acknowledged, as a checkpoint with persistence would be.

@@ -18,7 +18,8 @@ from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqLearnerEndpoin
 pytestmark = pytest.mark.integration
 
 SPEC = EnvSpec({"state": ArraySpec((3,))}, ArraySpec((2,), low=-1.0, high=1.0))
-FAST = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3)
+# One message per send: these tests follow single chunks (coalescing is tested on its own).
+FAST = ZmqSettings(coalesce=False, heartbeat_s=0.1, resend_after_s=0.3)
 
 
 def _batch(tag: int) -> TransitionBatch:
@@ -132,7 +133,8 @@ def test_lost_acks_are_made_good_by_the_heartbeats_cumulative_ack():
         # Well inside the lease (16 resend intervals = 4.8 s): the heartbeats, not resends, clear the outbox.
         wait_until(lambda: actor.unacked() == 0, 3, "the outbox to empty without a single ack",
                    seen=actor.unacked)
-        assert proxy.counts.by_type.get("ack", 0) >= 10 and proxy.counts.dropped >= 10  # the learner did ack
+        # The learner did ack (an ack message may name several chunks).
+        assert proxy.counts.by_type.get("ack", 0) >= 1 and proxy.counts.dropped >= 1
         assert actor.acked == 10 and learner.stats.rejected.get("duplicate", 0) == 0  # nothing was resent
     finally:
         actor.close()

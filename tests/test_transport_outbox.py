@@ -29,12 +29,13 @@ def _tags(batches: list[TransitionBatch]) -> list[int]:
 @pytest.mark.timeout(60)
 def test_block_policy_paces_the_sender_and_loses_nothing():
     addr = free_tcp_addr()
-    actor = ZmqActorEndpoint(addr, 1, SPEC, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3, outbox_size=4))
+    actor = ZmqActorEndpoint(addr, 1, SPEC, ZmqSettings(coalesce=False, heartbeat_s=0.1, resend_after_s=0.3,
+                                                        outbox_size=4))
     try:
         accepted = [k for k in range(12) if actor.send(tagged_batch(k), timeout_s=0.1)]
         # No learner: 4 chunks in the outbox plus 4 queued behind it, then send() waits and says so.
         assert accepted == list(range(8)) and actor.stats.send_timeouts == 4
-        learner = ZmqLearnerEndpoint(addr, SPEC, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3))
+        learner = ZmqLearnerEndpoint(addr, SPEC, ZmqSettings(coalesce=False, heartbeat_s=0.1, resend_after_s=0.3))
         try:
             assert _tags(drain(learner, 8)) == list(range(8))
             wait_until(lambda: actor.unacked() == 0, 20, "every chunk acknowledged", seen=actor.unacked)
@@ -50,7 +51,7 @@ def test_block_policy_paces_the_sender_and_loses_nothing():
 def test_spill_policy_never_waits_resends_from_disk_and_counts_every_drop(tmp_path: Path, caplog):
     addr = free_tcp_addr()
     spill = tmp_path / "spill"
-    settings = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3, outbox_size=4, outbox_policy="spill",
+    settings = ZmqSettings(coalesce=False, heartbeat_s=0.1, resend_after_s=0.3, outbox_size=4, outbox_policy="spill",
                            spill_dir=str(spill), spill_max_bytes=5 * 1024)
     actor = ZmqActorEndpoint(addr, 1, SPEC, settings)
     try:
@@ -71,7 +72,7 @@ def test_spill_policy_never_waits_resends_from_disk_and_counts_every_drop(tmp_pa
         damaged[-10] ^= 0xFF
         files[3].write_bytes(damaged)
         caplog.set_level(logging.WARNING, logger="robot_rl.transport")
-        learner = ZmqLearnerEndpoint(addr, SPEC, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3))
+        learner = ZmqLearnerEndpoint(addr, SPEC, ZmqSettings(coalesce=False, heartbeat_s=0.1, resend_after_s=0.3))
         try:
             expected = 4 + len(files) - 1
             got = _tags(drain(learner, expected))
@@ -144,8 +145,8 @@ def test_50hz_actor_keeps_its_period_and_bounded_memory_next_to_a_slow_learner(t
 @pytest.mark.timeout(60)
 def test_a_buffer_reused_by_the_env_after_send_does_not_change_the_chunk():
     addr = free_tcp_addr()
-    learner = ZmqLearnerEndpoint(addr, SPEC, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3))
-    actor = ZmqActorEndpoint(addr, 1, SPEC, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3))
+    learner = ZmqLearnerEndpoint(addr, SPEC, ZmqSettings(coalesce=False, heartbeat_s=0.1, resend_after_s=0.3))
+    actor = ZmqActorEndpoint(addr, 1, SPEC, ZmqSettings(coalesce=False, heartbeat_s=0.1, resend_after_s=0.3))
     try:
         batch = tagged_batch(7)
         assert actor.send(batch, timeout_s=1.0)

@@ -97,7 +97,8 @@ def _mutations(frames: list[bytes], rng: random.Random) -> list[bytes]:
         frames[0] = os.urandom(rng.randrange(1, 200))
     else:  # a well-formed header with one field made wrong
         h = unpack_header(frames[0])
-        field = ["v", "type", "session", "seq", "arrays", "dtype", "shape", "crc", "meta"][kind - 4 + rng.randrange(5)]
+        field = ["v", "type", "session", "seq", "arrays", "dtype", "shape", "crc", "meta", "packed"][
+            kind - 4 + rng.randrange(6)]
         entry = rng.randrange(len(h["arrays"]))
         if field == "v":
             h["v"] = SCHEMA_VERSION + rng.choice([1, -1, 100])
@@ -115,6 +116,8 @@ def _mutations(frames: list[bytes], rng: random.Random) -> list[bytes]:
             h["arrays"][entry][2] = rng.choice([[-1], [2**40, 2**40], [1] * 9, "3", [True], [10**9]])
         elif field == "crc":
             h["arrays"][entry][3] = (h["arrays"][entry][3] + 1) % 2**32
+        elif field == "packed":
+            h["packed"] = rng.choice([-1, h["packed"] + 1, h["packed"] - 1, 0, "1", None, True])
         else:
             h["meta"] = rng.choice([[], "x", {"actor_id": "zero"}])
         frames[0] = pack_header(h)  # re-sealed: the field check itself must catch it
@@ -187,3 +190,72 @@ def test_header_bit_flips_are_caught_by_the_header_crc():
             decode([bytes(b)])
         assert e.value.reason in ("bad_crc", "truncated")
     assert decode(frames).seq == 12345
+
+
+def test_small_arrays_share_one_packed_frame_and_large_ones_travel_alone(monkeypatch):
+    from robot_rl.transport import codec
+
+    monkeypatch.setattr(codec, "PACK_MAX_BYTES", 64)
+    arrays = {"a": np.arange(3, dtype=np.float32), "big": np.arange(100, dtype=np.int64),
+              "b": np.array([True, False, True]), "c": np.arange(4, dtype=np.float64), "empty": np.zeros(0, np.int16)}
+    frames = encode("transitions", "s", 7, arrays)
+    h = unpack_header(frames[0])
+    # a (12 bytes) at 0, b (3) at 16, c (32) at 24, empty (0) at 56: one frame of 56 bytes; big alone after it.
+    assert h["v"] == SCHEMA_VERSION and h["packed"] == 4 and len(frames) == 3
+    assert [e[0] for e in h["arrays"]] == ["a", "b", "c", "empty", "big"] and len(frames[1]) == 56
+    back = decode(_bytes(frames))
+    for name, arr in arrays.items():
+        np.testing.assert_array_equal(back.arrays[name], arr)
+        assert back.arrays[name].ctypes.data % arr.dtype.itemsize == 0  # aligned views
+    for wrong in (frames[1][:-1], bytes(frames[1]) + b"\0" * 8):  # the layout fixes the packed frame's length
+        with pytest.raises(WireError) as e:
+            decode([bytes(frames[0]), wrong, bytes(frames[2])])
+        assert e.value.reason == "bad_size"
+    with pytest.raises(WireError) as e:  # a frame missing
+        decode([bytes(frames[0]), bytes(frames[1])])
+    assert e.value.reason == "truncated"
+
+
+def test_merged_chunks_decode_as_their_rows_in_order():
+    from robot_rl.transport.codec import encode_packed, merge_packed, pack_arrays
+
+    def chunk(tag: float, n: int) -> dict[str, np.ndarray]:
+        return {"x": np.full((n, 3), tag, np.float32), "done": np.arange(n) % 2 == 0, "k": np.full(n, tag, np.int64)}
+
+    parts = [chunk(1.0, 2), chunk(2.0, 5), chunk(3.0, 1)]
+    merged = merge_packed([pack_arrays(p) for p in parts])
+    assert merged is not None
+    back = decode(_bytes(encode_packed("transitions", "s", 0, merged)))
+    for name in ("x", "done", "k"):
+        np.testing.assert_array_equal(back.arrays[name], np.concatenate([p[name] for p in parts]))
+    # Different arrays or trailing shapes cannot be merged: the chunks then go one by one.
+    assert merge_packed([pack_arrays(chunk(1.0, 2)), pack_arrays({"x": np.zeros((2, 4), np.float32)})]) is None
+    assert merge_packed([pack_arrays(chunk(1.0, 2)), pack_arrays({**chunk(1.0, 2), "extra": np.zeros(2)})]) is None
+
+
+def test_packed_copy_is_taken_at_pack_time():
+    from robot_rl.transport.codec import encode_packed, pack_arrays
+
+    x = np.zeros((4, 3), np.float32)
+    packed, unsummed = pack_arrays({"x": x}), pack_arrays({"x": x}, checksums=False)
+    x += 1.0  # an env reusing its buffer after send()
+    for p in (packed, unsummed):  # checksums of the copy, made now or when the message is built
+        np.testing.assert_array_equal(decode(_bytes(encode_packed("transitions", "s", 0, p))).arrays["x"], 0.0)
+
+
+def test_a_pending_wake_writes_no_second_byte_and_drain_rearms_it():
+    import os
+
+    from robot_rl.transport.zmq_common import Waker
+
+    w = Waker()
+    try:
+        w.wake()
+        w.wake()  # already pending: no syscall
+        assert os.read(w.fd, 16) == b"\0"
+        w.wake()  # still pending until drain(): work queued now is seen on the I/O thread's current turn
+        w.drain()
+        w.wake()
+        assert os.read(w.fd, 16) == b"\0"
+    finally:
+        w.close()

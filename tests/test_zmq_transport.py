@@ -17,7 +17,8 @@ from robot_rl.transport.zmq_transport import ZmqActorEndpoint, ZmqLearnerEndpoin
 pytestmark = pytest.mark.integration
 
 SPEC = EnvSpec({"state": ArraySpec((3,))}, ArraySpec((2,), low=-1.0, high=1.0))
-FAST = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3)
+# One message per send: these tests follow single chunks (coalescing is tested on its own).
+FAST = ZmqSettings(coalesce=False, heartbeat_s=0.1, resend_after_s=0.3)
 
 
 def _free_port() -> int:
@@ -179,7 +180,7 @@ def test_curve_accepts_allow_listed_keys_only(tmp_path, caplog):
     _, mallory_sec = generate_keys(str(keys), "mallory")
     shutil.copy(alice_pub, allowed)
     addr = f"tcp://127.0.0.1:{_free_port()}"
-    learner_settings = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3, server_secret_key=server_sec,
+    learner_settings = ZmqSettings(coalesce=False, heartbeat_s=0.1, resend_after_s=0.3, server_secret_key=server_sec,
                                    allowed_clients_dir=str(allowed))
     caplog.set_level(logging.WARNING, logger="robot_rl.transport")
     # Record the monitor's own log directly: a library imported by an earlier test in the same process may have
@@ -191,9 +192,9 @@ def test_curve_accepts_allow_listed_keys_only(tmp_path, caplog):
     handler.emit = records.append  # type: ignore[method-assign]
     monitor_log.addHandler(handler)
     learner = ZmqLearnerEndpoint(addr, SPEC, learner_settings)
-    alice = ZmqActorEndpoint(addr, 1, SPEC, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3,
+    alice = ZmqActorEndpoint(addr, 1, SPEC, ZmqSettings(coalesce=False, heartbeat_s=0.1, resend_after_s=0.3,
                                                         server_public_key=server_pub, client_secret_key=alice_sec))
-    mallory = ZmqActorEndpoint(addr, 2, SPEC, ZmqSettings(heartbeat_s=0.1, server_public_key=server_pub,
+    mallory = ZmqActorEndpoint(addr, 2, SPEC, ZmqSettings(coalesce=False, heartbeat_s=0.1, server_public_key=server_pub,
                                                           client_secret_key=mallory_sec))
     plaintext = ZmqActorEndpoint(addr, 3, SPEC, FAST)
     try:
@@ -270,7 +271,7 @@ def test_a_backlogged_learner_holds_chunks_instead_of_receiving_resends():
     # The learner takes nothing for 3 s (10 resend periods) with room for 2 chunks: it says "held" for the rest,
     # and the actor waits for its back-pressure instead of resending every chunk on its timer.
     addr = f"tcp://127.0.0.1:{_free_port()}"
-    settings = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3, inbox_size=2)
+    settings = ZmqSettings(coalesce=False, heartbeat_s=0.1, resend_after_s=0.3, inbox_size=2)
     learner = ZmqLearnerEndpoint(addr, SPEC, settings)
     actor = ZmqActorEndpoint(addr, 1, SPEC, settings)
     try:
@@ -295,7 +296,7 @@ def test_chunks_the_learner_has_are_leased_not_resent_however_long_it_takes():
     # For 4 s (40 resend periods, 2.5x a held notice's wait) nothing is confirmed: 4 chunks are taken, the rest
     # wait ahead. The heartbeats renew the lease on all of them, so the actor sends no copies meanwhile.
     addr = f"tcp://127.0.0.1:{_free_port()}"
-    settings = ZmqSettings(heartbeat_s=0.1, resend_after_s=0.1, ack_after="confirm", inbox_size=2)
+    settings = ZmqSettings(coalesce=False, heartbeat_s=0.1, resend_after_s=0.1, ack_after="confirm", inbox_size=2)
     learner = ZmqLearnerEndpoint(addr, SPEC, settings)
     actor = ZmqActorEndpoint(addr, 1, SPEC, settings)
     try:
@@ -319,6 +320,36 @@ def test_chunks_the_learner_has_are_leased_not_resent_however_long_it_takes():
             learner.confirm(b)
         assert sorted(int(b.reward[0]) for b in got) == list(range(n))
         wait_until(lambda: actor.unacked() == 0, 20, "every chunk acknowledged", seen=actor.unacked)
+    finally:
+        actor.close()
+        learner.close()
+
+
+@pytest.mark.timeout(60)
+def test_waiting_chunks_go_as_one_message_each_row_once_in_order_within_the_outbox():
+    # 8 chunks fill the outbox and 8 more wait behind it. When the learner takes the first 8, their acknowledgements
+    # free room, and the waiting chunks go together. Every row arrives once and in order, and the outbox bounds the
+    # chunks in flight throughout (counted in chunks, not messages).
+    addr = f"tcp://127.0.0.1:{_free_port()}"
+    learner = ZmqLearnerEndpoint(addr, SPEC, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3, inbox_size=8))
+    actor = ZmqActorEndpoint(addr, 1, SPEC, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.3, outbox_size=8))
+    try:
+        assert actor.connected.wait(10)
+        for k in range(16):
+            assert actor.send(tagged_batch(float(k), 3), timeout_s=10.0)
+        wait_until(lambda: actor._outgoing.qsize() == 8, 20, "a full outbox and queue", seen=actor._outgoing.qsize)
+        assert actor.unacked() == 16
+        wait_until(lambda: learner.pending() > 0, 20, "the first chunks at the learner")
+        got = [learner.recv(1.0) for _ in range(learner.pending())]  # at once: their acks go out together
+        while sum(len(b) for b in got if b is not None) < 48:
+            got.append(learner.recv(10.0))
+            assert got[-1] is not None, "a chunk did not arrive"
+        rows = [r for b in got if b is not None for r in b.reward.tolist()]
+        assert rows == [float(k) for k in range(16) for _ in range(3)]
+        assert all(b is not None and torch.equal(b.obs["state"][:, 0], b.reward) for b in got)  # rows stay whole
+        assert len(got) < 16  # the waiting chunks shared messages
+        wait_until(lambda: actor.unacked() == 0, 20, "every chunk acknowledged", seen=actor.unacked)
+        assert actor.acked == 16 and learner.stats.rejected.get("duplicate", 0) == 0
     finally:
         actor.close()
         learner.close()

@@ -1,7 +1,8 @@
 """A reward service over ZeroMQ: one process serves a success classifier or a PRM to many actors, in batches.
 
-Wire format: the transport's (:mod:`robot_rl.transport.codec`): a CRC'd msgpack header plus one raw
-frame per array, every frame size-, dtype-, shape- and checksum-checked before use. No pickle.
+Wire format: the transport's (:mod:`robot_rl.transport.codec`): a CRC'd msgpack header plus raw
+array frames (small arrays packed into one), every array size-, dtype-, shape- and checksum-checked before
+use. No pickle.
 Message types of this protocol (``session`` = the client's id, ``seq`` = the request id)::
 
     hello        → welcome      meta {kind, inputs: {name: [shape, dtype]}, threshold}

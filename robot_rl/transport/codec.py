@@ -1,18 +1,27 @@
-"""The wire format: a msgpack header followed by one raw frame per array. Never pickle.
+"""The wire format: a msgpack header followed by raw array frames. Never pickle.
 
 A message is a list of ZeroMQ frames::
 
     frame 0   msgpack map  {"v": SCHEMA_VERSION, "type": str, "session": str, "seq": int, "ck": "crc32c"|"crc32",
-                            "meta": {str: plain data}, "arrays": [[name, dtype, shape, checksum], ...]}
+                            "meta": {str: plain data}, "arrays": [[name, dtype, shape, checksum], ...],
+                            "packed": P}
               followed by the CRC32 of those msgpack bytes (4 bytes, little-endian)
-    frame 1+  the raw little-endian bytes of each array, in header order (zero-copy on send)
+    frame 1   (when P > 0) the first P arrays of the header, packed: each one's raw little-endian bytes
+              starting at the next multiple of 8 bytes after the previous one's end (zero padding), the
+              frame ending with the last one's bytes
+    frame 1+  each remaining array's raw little-endian bytes, one frame per array (zero-copy on send)
+
+Small arrays (up to :data:`PACK_MAX_BYTES`) are packed: a chunk of small transitions is two frames instead of
+a dozen, and ZeroMQ's cost is per frame, not per byte. Large ones (camera images) travel zero-copy in frames of
+their own.
 
 Decoding trusts nothing. Before any array is used it checks, in order: frame count and header size,
 the header's CRC32 (a flipped bit in ``seq`` or ``session`` would otherwise store a chunk under the
 wrong key or acknowledge the wrong one), msgpack structure with bounded lengths (no extension types,
 so no objects are ever constructed),
 schema version, message type, array entry shape, dtype against an allow-list, shape against the
-size limit and the frame's byte length, CRC32, and — when the caller passes specs — the array's
+size limit and the frame's byte length (the packed frame's length against the layout the header implies),
+CRC32 per array, and — when the caller passes specs — the array's
 dtype/shape against the spec exchanged at the handshake and finiteness where the spec asks. Every
 failure raises :class:`WireError` with a short ``reason`` code that the receiver counts.
 """
@@ -29,14 +38,19 @@ import numpy as np
 
 from robot_rl.core.specs import ArraySpec
 
-SCHEMA_VERSION = 2  # 2: the header frame carries its own CRC32
+SCHEMA_VERSION = 3  # 2: the header frame carries its own CRC32; 3: small arrays share one packed frame
+
+#: Arrays up to this size are packed into one frame (one copy); larger ones go zero-copy in frames of their own.
+PACK_MAX_BYTES = 256 << 10
+_ALIGN = 8  # packed arrays start at multiples of this: numpy and torch views of them stay aligned
+_ZEROS = bytes(_ALIGN)
 
 #: Message types the toolkit sends; anything else is rejected as ``unknown_type``.
 MESSAGE_TYPES = frozenset({"hello", "welcome", "transitions", "ack", "held", "weights", "heartbeat", "bye"})
 
 _DTYPES: dict[str, np.dtype[Any]] = {name: np.dtype(name).newbyteorder("<") for name in (
     "float32", "float64", "float16", "uint8", "int8", "int16", "int32", "int64", "bool")}
-_WIRE_NAMES: dict[np.dtype[Any], str] = {np.dtype(name): name for name in _DTYPES}
+_WIRE_BY_STR: dict[str, str] = {dtype.str: name for name, dtype in _DTYPES.items()}
 
 
 def _checksums() -> dict[str, Any]:
@@ -89,34 +103,141 @@ class Message:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class PackedArrays:
+    """Arrays laid out for the wire (:func:`pack_arrays`): header entries, then their frames (packed first)."""
+
+    entries: list[list[Any]]
+    frames: list[bytes | memoryview]
+    packed: int  # how many leading entries share frames[0]
+    nbytes: int  # of all frames
+    spans: list[tuple[int, int]] = field(default_factory=list)  # (start, bytes) of each packed entry in frames[0]
+
+
+def _wire_array(name: str, arr: np.ndarray) -> tuple[np.ndarray, str]:
+    a = np.ascontiguousarray(arr)
+    # Keyed by the dtype's string ('<f4'): hashing a dtype object costs microseconds, a string is cached.
+    dtype_name = _WIRE_BY_STR.get(a.dtype.str)
+    if dtype_name is None:
+        if a.dtype.byteorder == ">" and a.dtype.name in _DTYPES:
+            a = a.astype(a.dtype.newbyteorder("<"))
+            dtype_name = a.dtype.name
+        else:
+            raise ValueError(f"array {name!r}: dtype {a.dtype} cannot go on the wire")
+    return a, dtype_name
+
+
+def pack_arrays(arrays: dict[str, np.ndarray] | None, copy_large: bool = False,
+                checksums: bool = True) -> PackedArrays:
+    """The frames and header entries of ``arrays``: the small ones copied into one packed frame, the rest as they are.
+
+    The packed frame is a copy: the arrays may change afterwards. ``copy_large``: copy the large ones too (the
+    message then owns all its bytes); otherwise their frames are views the caller must keep unchanged until sent.
+    ``checksums=False`` leaves the packed arrays' checksums to :func:`encode_packed` (or :func:`merge_packed`, which
+    sums the merged copy anyway): a chunk that will be merged is not summed twice.
+    """
+    checksum = CHECKSUMS[CHECKSUM]
+    small: list[list[Any]] = []  # [name, dtype, shape, bytes, offset in the packed frame]
+    pieces: list[Any] = []
+    large: list[tuple[list[Any], memoryview]] = []
+    off = 0
+    for name, arr in (arrays or {}).items():
+        a, dtype_name = _wire_array(name, arr)
+        nbytes = a.nbytes
+        if nbytes <= PACK_MAX_BYTES:
+            pad = -off % _ALIGN
+            if pad:
+                pieces.append(_ZEROS[:pad])
+                off += pad
+            small.append([name, dtype_name, list(a.shape), nbytes, off])
+            if nbytes:
+                pieces.append(a)  # bytes.join takes the array's buffer as it is: no view objects per array
+            off += nbytes
+        else:
+            buf = memoryview(a.copy() if copy_large else a).cast("B")  # type: ignore[arg-type]
+            large.append(([name, dtype_name, list(a.shape), checksum(buf)], buf))
+    entries: list[list[Any]] = []
+    frames: list[bytes | memoryview] = []
+    if small:
+        payload = b"".join(pieces)  # one C call copies them all
+        view = memoryview(payload)
+        # Checksums of the copy, not of the caller's arrays: what is sent (and resent) is what was summed.
+        entries = [[name, dtype_name, shape, checksum(view[start:start + nbytes]) if checksums else None]
+                   for name, dtype_name, shape, nbytes, start in small]
+        frames.append(payload)
+    for entry, buf in large:
+        entries.append(entry)
+        frames.append(buf)
+    return PackedArrays(entries, frames, len(small), off + sum(buf.nbytes for _, buf in large),
+                        [(start, nbytes) for *_, nbytes, start in small])
+
+
+def merge_packed(parts: list[PackedArrays]) -> PackedArrays | None:
+    """One layout holding ``parts`` one after another along each array's first axis (rows); None if they differ.
+
+    They must all be wholly packed, with the same arrays (names, dtypes, trailing shapes) in the same order: what
+    :func:`pack_arrays` makes of consecutive chunks of one actor. Costs one copy and a checksum per array, however
+    many parts: the receiver's per-message work is then spread over all their rows.
+    """
+    first = parts[0]
+    n = len(first.entries)
+    if any(len(p.entries) != n or p.packed != n for p in parts):
+        return None
+    for i, (name, dtype_name, shape, _) in enumerate(first.entries):
+        if not shape or any(p.entries[i][0] != name or p.entries[i][1] != dtype_name or p.entries[i][2][1:] != shape[1:]
+                            for p in parts):
+            return None
+    views = [memoryview(p.frames[0]) for p in parts] if n else []
+    pieces: list[Any] = []
+    layout: list[tuple[int, int]] = []  # (start, bytes) of each merged array
+    off = 0
+    for i in range(n):
+        pad = -off % _ALIGN
+        if pad:
+            pieces.append(_ZEROS[:pad])
+            off += pad
+        start = off
+        for p, v in zip(parts, views):
+            begin, size = p.spans[i]
+            pieces.append(v[begin:begin + size])
+            off += size
+        layout.append((start, off - start))
+    payload = b"".join(pieces)
+    view = memoryview(payload)
+    checksum = CHECKSUMS[CHECKSUM]
+    entries = [[name, dtype_name, [sum(p.entries[i][2][0] for p in parts), *shape[1:]],
+                checksum(view[start:start + nbytes])]
+               for i, ((name, dtype_name, shape, _), (start, nbytes)) in enumerate(zip(first.entries, layout))]
+    return PackedArrays(entries, [payload], n, len(payload), layout)
+
+
+def encode_packed(msg_type: str, session: str, seq: int, arrays: PackedArrays, meta: dict[str, Any] | None = None,
+                  *, types: frozenset[str] = MESSAGE_TYPES) -> list[bytes | memoryview]:
+    """Frames of a message whose arrays :func:`pack_arrays` laid out (the header is the only new frame)."""
+    if msg_type not in types:
+        raise ValueError(f"unknown message type {msg_type!r}; valid: {sorted(types)}")
+    if arrays.packed and arrays.entries[0][3] is None:  # packed without checksums: sum the copy now
+        view, checksum = memoryview(arrays.frames[0]), CHECKSUMS[CHECKSUM]
+        for entry, (start, nbytes) in zip(arrays.entries, arrays.spans):
+            entry[3] = checksum(view[start:start + nbytes])
+    header = pack_header({"v": SCHEMA_VERSION, "type": msg_type, "session": session, "seq": int(seq),
+                          "ck": CHECKSUM, "meta": meta or {}, "arrays": arrays.entries, "packed": arrays.packed})
+    return [header, *arrays.frames]
+
+
 def encode(msg_type: str, session: str, seq: int, arrays: dict[str, np.ndarray] | None = None,
            meta: dict[str, Any] | None = None, *, types: frozenset[str] = MESSAGE_TYPES) -> list[bytes | memoryview]:
-    """Frames for a message; arrays are sent as contiguous little-endian buffers without copies where possible.
+    """Frames for a message: small arrays packed into one frame (a copy), large ones zero-copy.
 
     ``types``: the message types of the protocol speaking (the transport's by default; the reward
     service has its own set on the same format).
     """
     if msg_type not in types:
         raise ValueError(f"unknown message type {msg_type!r}; valid: {sorted(types)}")
-    entries: list[list[Any]] = []
-    frames: list[bytes | memoryview] = []
-    checksum = CHECKSUMS[CHECKSUM]
-    for name, arr in (arrays or {}).items():
-        a = np.ascontiguousarray(arr)
-        dtype_name = _WIRE_NAMES.get(a.dtype)  # a dict lookup: dtype.name is slow on the hot path
-        if dtype_name is None:
-            if a.dtype.byteorder == ">" and a.dtype.name in _DTYPES:
-                a = a.astype(a.dtype.newbyteorder("<"))
-                dtype_name = a.dtype.name
-            else:
-                raise ValueError(f"array {name!r}: dtype {a.dtype} cannot go on the wire")
-        # memoryview(...).cast is a C call; reshape+view built two array objects per frame.
-        buf = memoryview(a).cast("B") if a.size else memoryview(b"")  # type: ignore[arg-type]
-        entries.append([name, dtype_name, list(a.shape), checksum(buf)])
-        frames.append(buf)
-    header = pack_header({"v": SCHEMA_VERSION, "type": msg_type, "session": session, "seq": int(seq),
-                          "ck": CHECKSUM, "meta": meta or {}, "arrays": entries})
-    return [header, *frames]
+    if not arrays:  # control messages: no array work at all
+        return [pack_header({"v": SCHEMA_VERSION, "type": msg_type, "session": session, "seq": int(seq),
+                             "ck": CHECKSUM, "meta": meta or {}, "arrays": [], "packed": 0})]
+    return encode_packed(msg_type, session, seq, pack_arrays(arrays), meta, types=types)
 
 
 def pack_header(header: dict[str, Any]) -> bytes:
@@ -198,8 +319,12 @@ def decode(frames: list[bytes] | list[memoryview] | list[Any], limits: WireLimit
         raise WireError("bad_header", "meta must be a map and arrays a list")
     if len(entries) > limits.max_arrays:
         raise WireError("oversized", f"{len(entries)} arrays > {limits.max_arrays}")
-    if len(entries) != len(frames) - 1:
-        raise WireError("truncated", f"header lists {len(entries)} arrays but {len(frames) - 1} frames followed")
+    packed = header.get("packed", 0)
+    if type(packed) is not int or not 0 <= packed <= len(entries):
+        raise WireError("bad_header", f"packed must count leading arrays (0..{len(entries)}), got {packed!r}")
+    if len(entries) - packed + (packed > 0) != len(frames) - 1:
+        raise WireError("truncated", f"header lists {len(entries)} arrays ({packed} packed) but {len(frames) - 1} "
+                                     "frames followed")
     ck = header.get("ck")
     checksum = CHECKSUMS.get(ck) if isinstance(ck, str) else None
     if checksum is None:
@@ -208,25 +333,41 @@ def decode(frames: list[bytes] | list[memoryview] | list[Any], limits: WireLimit
         raise WireError("bad_header", f"unknown checksum {ck!r}")
     plan = specs if isinstance(specs, SpecPlan) or specs is None else SpecPlan(specs, batch_dims)
     expected = plan.expected if plan is not None else None
+    batch_dims = plan.batch_dims if plan is not None else batch_dims
     arrays: dict[str, np.ndarray] = {}
     matched = 0
-    for entry, frame in zip(entries, frames[1:]):
-        name, arr, dtype_name, shape = _array(entry, frame, limits, checksum)
+    parsed = [_entry(entry, limits) for entry in entries]
+    bufs: list[Any] = [f.cast("B") if type(f) is memoryview else memoryview(f).cast("B") for f in frames[1:]]
+    if packed:  # the packed frame's layout follows from the entries; its length must match it exactly
+        pool, end = bufs[0], 0
+        views = []
+        for p in parsed[:packed]:
+            start = end + (-end % _ALIGN)
+            end = start + p[4]
+            views.append(pool[start:end])
+        if end != len(pool):
+            raise WireError("bad_size", f"packed frame has {len(pool)} bytes, its arrays need {end}")
+        bufs[:1] = views
+    for (name, dtype_name, dtype, shape, nbytes), buf, entry in zip(parsed, bufs, entries):
+        if len(buf) != nbytes:
+            raise WireError("bad_size", f"{name}: frame has {len(buf)} bytes, dtype×shape needs {nbytes}")
+        if checksum(buf) != entry[3]:
+            raise WireError("bad_crc", f"{name}: checksum mismatch")
         if name in arrays:
             raise WireError("bad_header", f"array {name!r} appears twice")
-        arrays[name] = arr
-        if expected is not None:
-            want = expected.get(name)
-            if want is not None:
-                matched += 1
-                _check_spec(name, arr, dtype_name, shape, want, plan.batch_dims)  # type: ignore[union-attr]
+        arr = arrays[name] = np.frombuffer(buf, dtype=dtype).reshape(shape)
+        want = expected.get(name) if expected is not None else None
+        if want is not None:
+            matched += 1
+            _check_spec(name, arr, dtype_name, shape, want, batch_dims)
     if expected is not None and matched != len(expected):
         missing = next(n for n in expected if n not in arrays)
         raise WireError("spec_mismatch", f"missing array {missing!r}")
     return Message(type=msg_type, session=session, seq=seq, arrays=arrays, meta=meta)
 
 
-def _array(entry: Any, frame: Any, limits: WireLimits, checksum: Any) -> tuple[str, np.ndarray, str, list[int]]:
+def _entry(entry: Any, limits: WireLimits) -> tuple[str, str, np.dtype[Any], list[int], int]:
+    """``(name, dtype name, dtype, shape, bytes)`` of a header's array entry, after its checks."""
     if type(entry) is not list or len(entry) != 4:
         raise WireError("bad_header", "array entry must be [name, dtype, shape, crc32]")
     name, dtype_name, shape, crc = entry
@@ -245,13 +386,7 @@ def _array(entry: Any, frame: Any, limits: WireLimits, checksum: Any) -> tuple[s
     nbytes = count * dtype.itemsize
     if nbytes > limits.max_array_bytes:
         raise WireError("oversized", f"{name}: {nbytes} bytes > {limits.max_array_bytes}")
-    buf = frame.cast("B") if type(frame) is memoryview else memoryview(frame).cast("B")
-    if len(buf) != nbytes:
-        raise WireError("bad_size", f"{name}: frame has {len(buf)} bytes, dtype×shape needs {nbytes}")
-    if checksum(buf) != crc:
-        raise WireError("bad_crc", f"{name}: checksum mismatch")
-    arr = np.frombuffer(buf, dtype=dtype).reshape(shape)
-    return name, arr, dtype_name, shape
+    return name, dtype_name, dtype, shape, nbytes
 
 
 def _check_spec(name: str, arr: np.ndarray, dtype_name: str, shape: list[int],

@@ -45,8 +45,12 @@ class ZmqTransportConfig(TransportConfig):
     """Heartbeat interval both ways; a peer silent for 3 intervals is reported dead."""
     resend_after_s: float = 2.0
     """An unacknowledged chunk is resent after this long (and at once after a reconnect)."""
-    outbox_size: int = 256
-    """Chunks an actor keeps until acknowledged; when full, sends wait (the sampler is paced)."""
+    outbox_size: int = 8
+    """Chunks an actor keeps until acknowledged; when full, sends wait (the sampler is paced). Small on purpose: rows
+    queued behind a busy learner age, and a learner that stores rows acted by weights thousands of steps old learns
+    from stale data (`launch --actors 2` on reach, 16 envs each: a 256-chunk outbox and as many queued let the
+    actors run up to 16,384 env steps ahead of the learner; docs/scale-out.md). Like the in-process queue's 8
+    batches. Raise it for a link with a long round trip, with `outbox_policy=spill` on a robot."""
     inbox_size: int = 64
     """Validated chunks the learner holds per actor before its loop takes them (unacknowledged beyond); the loop
     takes from the actors' inboxes in turn, by env count (docs/distributed.md, Sharing the learner)."""
@@ -68,6 +72,10 @@ class ZmqTransportConfig(TransportConfig):
     copy_on_send: bool = True
     """Actor: copy each chunk when it is handed over, so an env or camera driver that reuses its buffers
     cannot change it afterwards; turn off only for envs that return fresh tensors (saves one copy)."""
+    coalesce: bool = True
+    """Actor: chunks that wait together (the learner or the link was slower than the env) go as one message of
+    their rows, still at most `outbox_size` chunks in flight; the learner receives fewer, larger batches.
+    `false`: one message per chunk."""
 
     def open_learner(self, spec: EnvSpec) -> LearnerLink:
         """Bind ``address``; a chunk is acknowledged only once the learner confirms it stored (durably)."""

@@ -15,13 +15,26 @@ import torch
 
 from robot_rl.core.specs import ArraySpec, EnvSpec
 from robot_rl.core.transition import TransitionBatch
-from robot_rl.transport.codec import DEFAULT_LIMITS, Message, SpecPlan, WireError, WireLimits, decode, encode
+from robot_rl.transport.codec import (
+    DEFAULT_LIMITS,
+    Message,
+    PackedArrays,
+    SpecPlan,
+    WireError,
+    WireLimits,
+    decode,
+    encode_packed,
+    pack_arrays,
+)
 
 
 def _row_specs() -> dict[str, tuple[str, bool]]:
     # name → (dtype, must be finite); all are [B] vectors.
     return {"reward": ("float32", True), "terminated": ("bool", False), "truncated": ("bool", False),
             "intervened": ("bool", False), "policy_version": ("int64", False), "env_index": ("int64", False)}
+
+
+_ROW_NAMES = tuple(_row_specs())
 
 
 def transition_specs(spec: EnvSpec) -> dict[str, ArraySpec]:
@@ -34,19 +47,33 @@ def transition_specs(spec: EnvSpec) -> dict[str, ArraySpec]:
     return out
 
 
+def transition_arrays(batch: TransitionBatch) -> dict[str, np.ndarray]:
+    """The wire arrays of ``batch`` by name (host views; a CUDA batch is copied to the host)."""
+    # numpy(force=True): detach, to the host, numpy, in one call (no copy for a CPU tensor).
+    arrays: dict[str, np.ndarray] = {f"obs/{key}": v.numpy(force=True) for key, v in batch.obs.items()}
+    for key, v in batch.next_obs.items():
+        arrays[f"next_obs/{key}"] = v.numpy(force=True)
+    arrays["action"] = batch.action.numpy(force=True)
+    for name in _ROW_NAMES:
+        arrays[name] = getattr(batch, name).numpy(force=True)
+    for key, v in batch.extras.items():
+        arrays[f"extras/{key}"] = v.numpy(force=True)
+    return arrays
+
+
+def pack_transitions(batch: TransitionBatch, copy_large: bool = False, checksums: bool = True) -> PackedArrays:
+    """``batch``'s arrays laid out for the wire: the small ones copied into one frame (see :func:`pack_arrays`)."""
+    return pack_arrays(transition_arrays(batch), copy_large, checksums)
+
+
+def encode_packed_transitions(packed: PackedArrays, session: str, seq: int, actor_id: int) -> list[bytes | memoryview]:
+    """Frames of a ``transitions`` message from :func:`pack_transitions` (only the header is built here)."""
+    return encode_packed("transitions", session, seq, packed, meta={"actor_id": int(actor_id)})
+
+
 def encode_transitions(batch: TransitionBatch, session: str) -> list[bytes | memoryview]:
     """Frames of a ``transitions`` message carrying ``batch`` (moved to CPU)."""
-    arrays: dict[str, np.ndarray] = {}
-    for key, v in batch.obs.items():
-        arrays[f"obs/{key}"] = v.detach().cpu().numpy()
-    for key, v in batch.next_obs.items():
-        arrays[f"next_obs/{key}"] = v.detach().cpu().numpy()
-    arrays["action"] = batch.action.detach().cpu().numpy()
-    for name in _row_specs():
-        arrays[name] = getattr(batch, name).detach().cpu().numpy()
-    for key, v in batch.extras.items():
-        arrays[f"extras/{key}"] = v.detach().cpu().numpy()
-    return encode("transitions", session, batch.seq, arrays, meta={"actor_id": int(batch.actor_id)})
+    return encode_packed_transitions(pack_transitions(batch), session, batch.seq, batch.actor_id)
 
 
 class TransitionPlan:

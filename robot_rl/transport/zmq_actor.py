@@ -13,7 +13,6 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from dataclasses import replace
 from typing import Any
 
 import torch
@@ -22,9 +21,9 @@ import zmq
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.core.transport import LinkState, TransportStats, VersionedWeights
-from robot_rl.transport.codec import WireError, decode, encode
+from robot_rl.transport.codec import PackedArrays, WireError, decode, encode, merge_packed
 from robot_rl.transport.spill import SpillStore
-from robot_rl.transport.transition_codec import encode_transitions
+from robot_rl.transport.transition_codec import encode_packed_transitions, pack_transitions
 from robot_rl.transport.zmq_common import Waker, ZmqSettings, curve_client, curve_client_keys
 
 log = logging.getLogger(__name__)
@@ -34,17 +33,20 @@ log = logging.getLogger(__name__)
 _HELD_WAIT = 16
 
 
-def _owned_copy(batch: TransitionBatch) -> TransitionBatch:
-    """The batch in host memory nobody else writes to (from CUDA the device→host copy is that copy)."""
+#: Chunks waiting together are sent as one message of at most this many chunks and bytes (the learner's work per
+#: message is then shared by all their rows); a chunk handed over to an idle I/O thread leaves alone, at once.
+#: Only chunks up to _COALESCE_CHUNK_BYTES are merged: above that the cost is per byte, not per message, and the
+#: merge's extra copy costs more than it saves (benchmarks/transport_bench.py, 256- and 1,024-row chunks).
+_COALESCE_CHUNKS = 64
+_COALESCE_BYTES = 1 << 20
+_COALESCE_CHUNK_BYTES = 64 << 10
 
-    def own(t: torch.Tensor) -> torch.Tensor:
-        return t.detach().to("cpu", copy=True)
+#: Between two scans of the outbox for chunks whose acknowledgement is overdue (new chunks leave at once).
+_RESEND_SCAN_S = 0.05
 
-    return replace(batch, obs={k: own(v) for k, v in batch.obs.items()}, action=own(batch.action),
-                   reward=own(batch.reward), terminated=own(batch.terminated), truncated=own(batch.truncated),
-                   next_obs={k: own(v) for k, v in batch.next_obs.items()}, intervened=own(batch.intervened),
-                   policy_version=own(batch.policy_version), env_index=own(batch.env_index),
-                   extras={k: own(v) for k, v in batch.extras.items()})
+
+def _frame_bytes(frames: list[Any]) -> int:
+    return sum(memoryview(f).nbytes for f in frames)
 
 
 class ZmqActorEndpoint:
@@ -62,9 +64,14 @@ class ZmqActorEndpoint:
         self.address = address
         # Read the key files here, so a bad one fails now, not later inside the I/O thread.
         self._curve = curve_client_keys(s.server_public_key, s.client_secret_key, "learner", "actor")
-        self._outgoing: queue.Queue[TransitionBatch] = queue.Queue(s.outbox_size)
+        # Chunks handed over, laid out for the wire (their rows packed into one frame: the copy copy_on_send asks for).
+        self._outgoing: queue.Queue[PackedArrays] = queue.Queue(s.outbox_size)
         # seq → (frames, sent at, sends so far)
         self._outbox: OrderedDict[int, tuple[list[Any], float, int]] = OrderedDict()
+        self._fresh: list[int] = []  # seqs in the outbox never sent yet: they go at once, without a scan
+        self._merged: dict[int, int] = {}  # seq → chunks it holds, for messages of several chunks
+        self._outbox_chunks = 0  # chunks in the outbox (a message may hold several): what outbox_size bounds
+        self._next_scan = 0.0  # when to look for overdue chunks next (0: at once, e.g. after a welcome)
         self._outbox_lock = threading.Lock()
         self.spill = SpillStore(s.spill_dir, self.session, s.spill_max_bytes) \
             if s.outbox_policy == "spill" and s.spill_dir else None
@@ -96,10 +103,11 @@ class ZmqActorEndpoint:
         so this waits for the learner; with ``spill`` the I/O thread moves overflow to disk and this
         waits only if the I/O thread itself falls behind.
         """
-        if self.settings.copy_on_send:
-            batch = _owned_copy(batch)
+        # Laid out for the wire here, on the caller's thread: the small arrays are copied into one frame (so a buffer
+        # the env reuses cannot change a chunk after it was sent), the large ones too with copy_on_send.
+        packed = pack_transitions(batch, copy_large=self.settings.copy_on_send, checksums=False)
         try:
-            self._outgoing.put(batch, timeout=timeout_s)
+            self._outgoing.put(packed, timeout=timeout_s)
         except queue.Full:
             self.stats.send_timeouts += 1
             return False
@@ -122,7 +130,7 @@ class ZmqActorEndpoint:
     def unacked(self) -> int:
         """Chunks queued, in the outbox or spilled, not yet acknowledged by the learner."""
         with self._outbox_lock:
-            return len(self._outbox) + self._outgoing.qsize() + (len(self.spill) if self.spill else 0)
+            return self._outbox_chunks + self._outgoing.qsize() + (len(self.spill) if self.spill else 0)
 
     def dropped(self) -> int:
         """Chunks given up on (spill budget exhausted or spill file unreadable); each was logged."""
@@ -174,34 +182,87 @@ class ZmqActorEndpoint:
         return sock
 
     def _intake(self) -> None:
-        """New chunks get a sequence number and go to the outbox (or, when it is full, to the spill)."""
+        """New chunks get a sequence number and go to the outbox (or, when it is full, to the spill).
+
+        Several waiting at once (the learner or the socket was slower than the env) go as one message: as many as
+        the outbox has room for, so coalescing never lets more chunks be in flight than ``outbox_size``.
+        """
         s = self.settings
         while True:
-            room = len(self._outbox) < s.outbox_size and not (self.spill and len(self.spill))
+            free = s.outbox_size - self._outbox_chunks
+            room = free > 0 and not (self.spill and len(self.spill))
             if not room and self.spill is None:
                 return  # block: leave them queued; send() waits once the queue is full too
             try:
-                batch = self._outgoing.get_nowait()
+                parts = [self._outgoing.get_nowait()]
             except queue.Empty:
                 return
-            batch.actor_id, batch.seq = self.actor_id, self._seq
-            self._seq += 1
-            frames = encode_transitions(batch, self.session)
-            if room:
-                with self._outbox_lock:
-                    self._outbox[batch.seq] = (frames, 0.0, 0)
-            elif self.spill is not None and not self.spill.put(batch.seq, frames):
-                self.stats.reject("spill_full")
+            if room and s.coalesce and parts[0].nbytes <= _COALESCE_CHUNK_BYTES:
+                size = parts[0].nbytes
+                while len(parts) < min(free, _COALESCE_CHUNKS) and size < _COALESCE_BYTES:
+                    try:
+                        parts.append(self._outgoing.get_nowait())
+                    except queue.Empty:
+                        break
+                    size += parts[-1].nbytes
+                    if parts[-1].nbytes > _COALESCE_CHUNK_BYTES:
+                        break  # merge_packed refuses it if its layout differs; then each part goes alone
+            merged = merge_packed(parts) if len(parts) > 1 else parts[0]
+            for packed, chunks in ([(merged, len(parts))] if merged is not None else [(p, 1) for p in parts]):
+                seq = self._seq
+                self._seq += 1
+                frames = encode_packed_transitions(packed, self.session, seq, self.actor_id)
+                if room:
+                    with self._outbox_lock:
+                        self._outbox[seq] = (frames, 0.0, 0)
+                        self._outbox_chunks += chunks
+                        if chunks > 1:
+                            self._merged[seq] = chunks
+                    self._fresh.append(seq)
+                elif self.spill is not None and not self.spill.put(seq, frames):
+                    self.stats.reject("spill_full")
+
+    def _let_go(self, seq: int) -> int:
+        """Drop ``seq`` from the outbox (caller holds the lock); the chunks it held (0 if it was not there)."""
+        if self._outbox.pop(seq, None) is None:
+            return 0
+        chunks = self._merged.pop(seq, 1)
+        self._outbox_chunks -= chunks
+        return chunks
 
     def _refill(self) -> None:
-        while self.spill is not None and len(self.spill) and len(self._outbox) < self.settings.outbox_size:
+        while self.spill is not None and len(self.spill) and self._outbox_chunks < self.settings.outbox_size:
             item = self.spill.pop()
             if item is None:
                 break
             with self._outbox_lock:
                 self._outbox[item[0]] = (list(item[1]), 0.0, 0)
+                self._outbox_chunks += 1
+            self._fresh.append(item[0])
 
     def _send_due(self, sock: zmq.Socket[Any], now: float) -> None:
+        """Send the new chunks, and (every ``_RESEND_SCAN_S``) those whose acknowledgement is overdue."""
+        if self._fresh:
+            with self._outbox_lock:
+                fresh = [(q, self._outbox[q][0]) for q in self._fresh if q in self._outbox]
+            sent = 0
+            for _, f in fresh:
+                try:
+                    sock.send_multipart(f, flags=zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                sent += 1
+                self.bytes_sent += _frame_bytes(f)
+            with self._outbox_lock:
+                for q, f in fresh[:sent]:
+                    if q in self._outbox:
+                        self._outbox[q] = (f, now, 1)
+            del self._fresh[:sent]
+            if sent < len(fresh):
+                return  # the socket is full: the rest go on the next turn
+        if now < self._next_scan:
+            return
+        self._next_scan = now + min(_RESEND_SCAN_S, self.settings.resend_after_s / 4)
         # Resends back off (×2 per try, at most ×16): a learner that is only slow to store them, not
         # losing them, is not flooded with copies of what it already holds.
         after = self.settings.resend_after_s
@@ -211,12 +272,13 @@ class ZmqActorEndpoint:
             try:
                 sock.send_multipart(f, flags=zmq.NOBLOCK, copy=False)
             except zmq.Again:
+                self._next_scan = 0.0
                 break
             with self._outbox_lock:
                 if q in self._outbox:
                     self._outbox[q] = (f, now, n + 1)
             self.resent += n > 0
-            self.bytes_sent += sum(memoryview(x).nbytes for x in f)
+            self.bytes_sent += _frame_bytes(f)
 
     def _io_loop(self) -> None:
         s = self.settings
@@ -298,9 +360,7 @@ class ZmqActorEndpoint:
         """
         with self._outbox_lock:
             done = [q for q in self._outbox if q < floor]
-            for q in done:
-                del self._outbox[q]
-            self.acked += len(done)
+            self.acked += sum(self._let_go(q) for q in done)
 
     def _hold_leased(self, received: int, held: set[int]) -> None:
         """The learner has every chunk below ``received`` and those in ``held``: their resend timers move out.
@@ -325,23 +385,26 @@ class ZmqActorEndpoint:
             with self._outbox_lock:  # resend everything unacknowledged to this (maybe new) learner
                 for q in self._outbox:
                     self._outbox[q] = (self._outbox[q][0], 0.0, 0)
+            self._fresh.clear()  # all of them go with the next scan, in order
+            self._next_scan = 0.0
             self.connected.set()
             return msg.session
         if msg.type == "ack":
             if msg.session == self.session:
+                seqs = _seqs(msg)
                 with self._outbox_lock:
-                    if self._outbox.pop(msg.seq, None) is not None:
-                        self.acked += 1
+                    self.acked += sum(self._let_go(q) for q in seqs)
         elif msg.type == "held":
-            # The learner has the chunk and will store it when it catches up: resend only after the longest
+            # The learner has the chunks and will store them when it catches up: resend only after the longest
             # back-off (or at once if the learner restarts: its welcome resets every timer).
             if msg.session == self.session:
+                until = time.monotonic() + _HELD_WAIT * self.settings.resend_after_s
                 with self._outbox_lock:
-                    entry = self._outbox.get(msg.seq)
-                    if entry is not None:
-                        self._outbox[msg.seq] = (entry[0], time.monotonic() + _HELD_WAIT * self.settings.resend_after_s,
-                                                 entry[2])
-                        self.held_notices += 1
+                    for q in _seqs(msg):
+                        entry = self._outbox.get(q)
+                        if entry is not None:
+                            self._outbox[q] = (entry[0], until, entry[2])
+                            self.held_notices += 1
         elif msg.type == "bye" and msg.meta.get("final") is True:
             if self.learner_finished is None:
                 self.learner_finished = str(msg.meta.get("reason") or "finished")
@@ -374,3 +437,11 @@ class ZmqActorEndpoint:
                 if isinstance(received, int) and msg.session == learner_session:
                     self._hold_leased(received, set(held) if isinstance(held, list) else set())
         return learner_session
+
+
+def _seqs(msg: Any) -> list[int]:
+    """The chunks an ``ack`` or ``held`` message names: its ``meta.seqs`` (several at once), else its ``seq``."""
+    seqs = msg.meta.get("seqs")
+    if isinstance(seqs, list):
+        return [q for q in seqs if type(q) is int]
+    return [msg.seq]

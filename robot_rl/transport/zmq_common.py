@@ -49,6 +49,11 @@ class ZmqSettings:
     #: env or camera driver that reuses its buffers cannot change a chunk after it was sent (its CRC
     #: would stop matching and every resend be rejected). Turn off only for envs that return fresh tensors.
     copy_on_send: bool = True
+    #: Actor: chunks waiting together (the learner or the link was slower than the env) go as one message of their
+    #: rows, at most ``outbox_size`` chunks in flight still. The learner then receives fewer, larger batches than
+    #: ``send`` was called with; its work per message is shared by more rows (small chunks: several times the
+    #: throughput, ``benchmarks/transport_bench.py``).
+    coalesce: bool = True
     #: Learner: each actor session has its own inbox of ``inbox_size`` chunks, taken in turn by env count
     #: (:mod:`~robot_rl.transport.fair_inbox`). False: one inbox shared by all, first come first served: the
     #: transport before issue 52, where a flooding actor could starve another (``benchmarks/actor_fairness.py``'s peer).
@@ -69,7 +74,7 @@ class ZmqSettings:
         """Settings from a :class:`~robot_rl.transport.config.ZmqTransportConfig` (fields it lacks keep defaults)."""
         names = ("heartbeat_s", "resend_after_s", "outbox_size", "inbox_size", "server_secret_key",
                  "allowed_clients_dir", "server_public_key", "client_secret_key", "outbox_policy", "spill_dir",
-                 "spill_max_bytes", "copy_on_send")
+                 "spill_max_bytes", "copy_on_send", "coalesce")
         kwargs = {n: getattr(t, n) for n in names if hasattr(t, n)}
         kwargs.update(overrides)
         return cls(**kwargs)
@@ -193,28 +198,36 @@ class Waker:
     """Wakes an I/O thread blocked in ``zmq.Poller.poll`` when another thread queued work for it.
 
     A non-blocking pipe: any thread may call :meth:`wake` (one ``write``; a full pipe already means
-    "awake"), the I/O thread polls :attr:`fd` next to its socket and calls :meth:`drain`.
+    "awake"), the I/O thread polls :attr:`fd` next to its socket and calls :meth:`drain`. A wake while one
+    is already pending writes nothing: one syscall per turn of the I/O thread, not one per chunk or ack.
     """
 
     def __init__(self) -> None:
         self.fd, self._w = os.pipe()
         os.set_blocking(self.fd, False)
         os.set_blocking(self._w, False)
+        self._pending = False
 
     def wake(self) -> None:
         """Make the next (or current) poll return at once."""
+        # The caller queued its work before this check, and drain() clears the flag after reading the pipe
+        # and before the I/O thread looks at its queues: work whose wake was skipped is seen on this turn.
+        if self._pending:
+            return
+        self._pending = True
         try:
             os.write(self._w, b"\0")
         except (BlockingIOError, OSError):
             pass
 
     def drain(self) -> None:
-        """Consume pending wake-ups."""
+        """Consume pending wake-ups (call before looking at the queues the wakers fill)."""
         try:
             while os.read(self.fd, 4096):
                 pass
         except (BlockingIOError, OSError):
             pass
+        self._pending = False
 
     def close(self) -> None:
         """Close both ends."""

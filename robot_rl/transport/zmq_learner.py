@@ -12,7 +12,6 @@ checkpoint. See :mod:`robot_rl.transport.zmq_transport` for the protocol.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 import uuid
@@ -40,6 +39,9 @@ from robot_rl.transport.zmq_sessions import SessionLedger
 log = logging.getLogger(__name__)
 
 __all__ = ["CutSession", "ZmqLearnerEndpoint"]
+
+#: Chunks one ``ack`` or ``held`` message names at most (the wire's lists hold 1,024 items).
+_SEQS_PER_NOTICE = 512
 
 
 class ZmqLearnerEndpoint:
@@ -224,13 +226,7 @@ class ZmqLearnerEndpoint:
         """Stop the I/O thread, send the acknowledgements already queued (best effort), close the socket."""
         self._stop.set()
         self._thread.join(timeout=5)
-        sent = 0
-        while not self._thread.is_alive():
-            try:
-                peer, session, seq = self._ledger.acks.get_nowait()
-            except queue.Empty:
-                break
-            sent += self._send(self._session_peer.get(session, peer), encode("ack", session, seq))
+        sent = self._send_notices() if not self._thread.is_alive() else 0
         if self._bye_pending and not self._thread.is_alive():
             sent += self._say_run_over()
         self.monitor.close()
@@ -271,15 +267,7 @@ class ZmqLearnerEndpoint:
                     break
                 self._handle(frames[0].bytes, [f.buffer for f in frames[1:]])
             self._ledger.release_waiting()
-            for kind, notices in (("ack", self._ledger.acks), ("held", self._ledger.helds)):
-                while True:
-                    try:
-                        peer, session, seq = notices.get_nowait()
-                    except queue.Empty:
-                        break
-                    # To the session's connection now: an actor that reconnected has a new socket, and the
-                    # ROUTER drops what is addressed to the old one.
-                    self._send(self._session_peer.get(session, peer), encode(kind, session, seq))
+            self._send_notices()
             if self._bye_pending:
                 self._say_run_over()
             now = time.monotonic()
@@ -287,6 +275,27 @@ class ZmqLearnerEndpoint:
             if now - last_beat >= self.settings.heartbeat_s:
                 last_beat = now
                 self._heartbeat(now)
+
+    def _send_notices(self) -> int:
+        """Send the queued ``ack`` and ``held`` notices, several chunks of one session per message; how many went.
+
+        To the session's connection now: an actor that reconnected has a new socket, and the ROUTER drops what is
+        addressed to the old one.
+        """
+        sent = 0
+        for kind, notices in (("ack", self._ledger.acks), ("held", self._ledger.helds)):
+            if not notices:
+                continue
+            by_session: dict[str, tuple[bytes, list[int]]] = {}
+            while notices:
+                peer, session, seq = notices.popleft()
+                by_session.setdefault(session, (peer, []))[1].append(seq)
+            for session, (peer, seqs) in by_session.items():
+                for i in range(0, len(seqs), _SEQS_PER_NOTICE):
+                    part = seqs[i:i + _SEQS_PER_NOTICE]
+                    sent += self._send(self._session_peer.get(session, peer),
+                                       encode(kind, session, part[0], meta={"seqs": part}))
+        return sent
 
     def _run_over(self) -> list[Any]:
         return encode("bye", self.session, 0, meta={"final": True, "reason": self._finished})

@@ -16,10 +16,9 @@ queues on ``acks``; the learner's thread takes from it (``take``, ``confirm``, `
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -56,11 +55,12 @@ class SessionLedger:
         #: Delivered chunks, per session in sequence order, taken in turn: ``(peer, batch, bytes)``.
         self.inbox: FairInbox[tuple[bytes, TransitionBatch, int]] = FairInbox(settings.inbox_size,
                                                                               settings.fair_service)
-        #: Acknowledgements for the I/O thread to send: ``(peer, session, seq)``.
-        self.acks: queue.Queue[tuple[bytes, str, int]] = queue.Queue()
+        #: Acknowledgements for the I/O thread to send: ``(peer, session, seq)`` (a deque: appends and pops are
+        #: atomic, with no lock and condition per chunk as a queue.Queue has).
+        self.acks: deque[tuple[bytes, str, int]] = deque()
         #: "Held" notices: chunks the learner has but has not stored yet (its inbox is full, it is behind). The
         #: actor then waits instead of resending them: resends follow the learner's back-pressure, not a timer.
-        self.helds: queue.Queue[tuple[bytes, str, int]] = queue.Queue()
+        self.helds: deque[tuple[bytes, str, int]] = deque()
         self._lock = threading.Lock()  # guards _stored, _unconfirmed, _unflushed, _cuts, _in_inbox
         self._sessions: dict[str, _Session] = {}  # I/O thread only
         self._stored: OrderedDict[str, SeqWindow] = OrderedDict()  # acknowledged seqs per session
@@ -101,7 +101,7 @@ class SessionLedger:
             self.stats.reject("duplicate")
             self.actor_duplicates[batch.actor_id] += 1
             if durable:
-                self.acks.put((peer, session, batch.seq))
+                self.acks.append((peer, session, batch.seq))
                 self._wake()
         self.stats.batches_received += 1
         self.stats.transitions_received += len(batch)
@@ -121,7 +121,7 @@ class SessionLedger:
             if self.settings.ack_after == "durable":
                 self._unflushed[(session, batch.seq)] = peer
                 return
-        self.acks.put((peer, session, batch.seq))
+        self.acks.append((peer, session, batch.seq))
         self._wake()
 
     def session_of(self, batch: TransitionBatch) -> str | None:
@@ -135,7 +135,7 @@ class SessionLedger:
         with self._lock:
             flushed, self._unflushed = self._unflushed, {}
         for (session, seq), peer in flushed.items():
-            self.acks.put((peer, session, seq))
+            self.acks.append((peer, session, seq))
         self._wake()
         return len(flushed)
 
@@ -218,9 +218,9 @@ class SessionLedger:
         self.stats.reject("duplicate")
         self.actor_duplicates[actor_id] += 1
         if durable:
-            self.acks.put((peer, session, seq))  # the first ack was lost; say it again
+            self.acks.append((peer, session, seq))  # the first ack was lost; say it again
         else:
-            self.helds.put((peer, session, seq))  # not stored yet: the learner is behind, not losing it
+            self.helds.append((peer, session, seq))  # not stored yet: the learner is behind, not losing it
         return True
 
     def deliver(self, peer: bytes, actor_id: int, session: str, batch: TransitionBatch, nbytes: int) -> None:
@@ -238,7 +238,7 @@ class SessionLedger:
         # Held, in the inbox or waiting for room in it: the ack comes only once the learner has taken (or stored,
         # or committed) it, which a learner busy with updates may not do within the actor's resend timer. Saying
         # "held" now spares the copy that timer would send only to be dropped as a duplicate.
-        self.helds.put((peer, session, batch.seq))
+        self.helds.append((peer, session, batch.seq))
 
     def _release(self, session: str, state: _Session) -> None:
         """Move the chunks that are next in sequence into the inbox, while it has room."""

@@ -16,7 +16,9 @@ pickle):
 - ``transitions`` (actor → learner, seq per actor session): validated against the spec, dropped if
   already received (dedup by ``(actor session, seq)``), delivered in sequence order, and
   acknowledged with ``ack`` once the learner holds it (or has confirmed it stored). A full inbox
-  leaves chunks unacknowledged, and the actor resends them later.
+  leaves chunks unacknowledged, and the actor resends them later. Chunks that wait together on the
+  actor go as one message (one seq; ``coalesce``); ``ack`` and ``held`` name several seqs at once
+  (``meta.seqs``), one message per session and turn of the learner's I/O thread.
 - ``weights`` (learner → every actor): versioned; only the newest version is sent, and sent again
   to an actor whose heartbeat still reports an older one.
 - ``heartbeat`` both ways (the learner's carries its newest version and, per actor, which of its chunks
