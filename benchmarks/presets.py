@@ -279,8 +279,8 @@ def readme_timing(runs: list[dict[str, Any]]) -> str:
     entry = merged_cases(runs)["reach/sac"]
     p, before = entry["settings"][CHOSEN["reach/sac"]], entry["settings"]["before"]
     loads = [r["load_before"] for s in (p, before) for r in s["seeds"].values()]
-    return (f"Side by side in {len(p['seeds'])} seeds on a 2-core machine that other jobs shared (load average "
-            f"{min(loads):.0f}–{max(loads):.0f}), `benchmarks/presets.py` measured a median of "
+    return (f"Side by side in {len(p['seeds'])} seeds on a 2-core machine (load average "
+            f"{min(loads):.1f}–{max(loads):.1f}), `benchmarks/presets.py` measured a median of "
             f"**{p['median_wall_s']:.0f} s** of training to the threshold ({p['median_env_steps']:,.0f} env steps, "
             f"{p['median_updates']:,.0f} updates), **{p['wall_vs_reference']:.2f}×** the wall-clock of the settings "
             f"before issue 55 ({before['median_env_steps']:,.0f} env steps, {before['median_updates']:,.0f} updates) — "
