@@ -28,15 +28,14 @@ import datetime as dt
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from result_file import add_out_argument, default_path, markdown_table, runner_eval_curve, write_result
+from scale_out import run as run_cli
 
 NAME = "actors_vs_inprocess"
 EXE = str(Path(sys.executable).with_name("robot-rl"))
@@ -49,14 +48,9 @@ def _common(seed: int, eval_every: int, budget: int) -> list[str]:
 
 
 def _run(cmd: list[str], cwd: Path, timeout_s: float) -> tuple[str, float, list[float]]:
+    """scale_out's run, with the load average before and after it."""
     load0 = os.getloadavg()[0]
-    t0 = time.monotonic()
-    out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s,
-                         env={**os.environ, "OMP_NUM_THREADS": "1"})
-    wall = time.monotonic() - t0
-    text = out.stdout + out.stderr
-    if out.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}):\n{text[-3000:]}")
+    text, wall = run_cli(cmd, cwd, timeout_s)
     return text, wall, [round(load0, 2), round(os.getloadavg()[0], 2)]
 
 
