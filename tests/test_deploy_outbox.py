@@ -56,7 +56,7 @@ class _Learning(_Outbox):
 
     def link_state(self):
         self.unacked = max(self.unacked - 1, 0)
-        return LinkState("tcp://127.0.0.1:5555", True, self.silent_s, self.unacked + 1, 3)
+        return LinkState("tcp://10.0.0.2:5555", True, self.silent_s, self.unacked + 1, 3)
 
 
 def test_with_max_unlearned_chunks_the_robot_waits_between_episodes_until_the_learner_caught_up():

@@ -46,8 +46,8 @@ def test_the_docs_block_is_what_runs():
 def test_the_actor_connects_where_the_learner_bound_and_runs_its_budget():
     wf = _workflow()
     actor = wf.scaled(wf.workflow_commands()[2], 4.0)
-    argv = wf.with_episodes(wf.at_address([*actor, "transport.address=tcp://h:1"], "tcp://127.0.0.1:4321"), 7)
-    assert [a for a in argv if a.startswith("transport.address=")] == ["transport.address=tcp://127.0.0.1:4321"]
+    argv = wf.with_episodes(wf.at_address([*actor, "transport.address=tcp://h:1"], "tcp://10.0.0.2:4321"), 7)
+    assert [a for a in argv if a.startswith("transport.address=")] == ["transport.address=tcp://10.0.0.2:4321"]
     assert argv[argv.index("--episodes") + 1] == "7" and argv.count("--episodes") == 1
     assert wf.at_address(["deploy", "--connect", "tcp://h:1"], "tcp://127.0.0.1:*") == [
         "deploy", "--connect", "tcp://127.0.0.1:*"]
