@@ -17,8 +17,9 @@ runs under about the same load, and the tables compare each setting with the cas
 median of per-seed wall-clock ratios. The load average before each run is recorded. The fastest setting that
 reaches the threshold in every seed is the case's candidate preset (:func:`grid_table` marks it).
 
-Each run writes one result file (``<date>.json``: arguments, commit, machine, per-seed rows) to ``benchmarks/results/presets/``; the
-tables in RESULTS.md, docs/tasks.md and the README are rendered from those files by ``benchmarks/report.py``.
+Each run writes one result file (``<date>.json``: arguments, commit, machine, per-seed rows) to
+``benchmarks/results/presets/``; the tables in RESULTS.md, docs/tasks.md and the README are rendered from those
+files by ``benchmarks/report.py``.
 """
 
 from __future__ import annotations
