@@ -235,12 +235,12 @@ def test_a_killed_actors_newest_staged_rows_are_marked_truncated() -> None:
 
 def test_asynchronous_on_policy_needs_k_and_an_algorithm_that_corrects() -> None:
     algo = small_cfg().build(SPEC, "cpu", 0)
-    assert async_rollout(LoopConfig(), algo, SPEC, "cpu", 8, 8, None) is None  # the default: synchronous
+    assert async_rollout(LoopConfig(), algo, SPEC, "cpu", 8, 8) is None  # the default: synchronous
     with pytest.raises(ConfigError, match=r"loop\.max_staleness=K"):
-        async_rollout(LoopConfig(on_policy_sync=False), algo, SPEC, "cpu", 8, 8, None)
+        async_rollout(LoopConfig(on_policy_sync=False), algo, SPEC, "cpu", 8, 8)
     algo.corrects_staleness = False  # type: ignore[misc]
     with pytest.raises(ConfigError, match=r"keep loop\.on_policy_sync=true"):
-        async_rollout(LoopConfig(on_policy_sync=False, max_staleness=1), algo, SPEC, "cpu", 8, 8, None)
+        async_rollout(LoopConfig(on_policy_sync=False, max_staleness=1), algo, SPEC, "cpu", 8, 8)
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,7 +258,7 @@ def test_two_actors_that_never_wait_learn_point_to_target() -> None:
     cfg = small_cfg(rollout_length=16, num_epochs=4, entropy_coef=0.0)
     algo = cfg.build(SPEC, "cpu", 0)
     loop = LoopConfig(on_policy_sync=False, max_staleness=1)
-    storage = async_rollout(loop, algo, SPEC, "cpu", 32, 16, None)
+    storage = async_rollout(loop, algo, SPEC, "cpu", 32, 16)
     transport = InprocTransport(1024)
     learner = Learner(algo, SPEC, transport.learner_endpoint(), "cpu", 32, storage)
     learner.publish()

@@ -21,7 +21,6 @@ import torch
 
 from robot_rl.core.algorithm import Algorithm, OnPolicyAlgorithm
 from robot_rl.core.config import ConfigError
-from robot_rl.core.data_parallel import DataParallel
 from robot_rl.core.specs import EnvSpec
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.actor_threads import ActorThreads
@@ -31,8 +30,11 @@ from robot_rl.replay.async_rollout import AsyncRolloutStorage
 
 
 def async_rollout(loop: LoopConfig, algo: Algorithm, spec: EnvSpec, device: torch.device | str, num_envs_total: int,
-                  envs_per_actor: int, dp: DataParallel | None) -> AsyncRolloutStorage | None:
-    """The learner's rollout when ``loop.on_policy_sync`` is false (else None); a user's mistake is a ConfigError."""
+                  envs_per_actor: int) -> AsyncRolloutStorage | None:
+    """The learner's rollout when ``loop.on_policy_sync`` is false (else None); a user's mistake is a ConfigError.
+
+    The run strategy refuses it where it cannot run (:meth:`~robot_rl.loop.run_strategy.RunStrategy.check`).
+    """
     if not algo.on_policy or loop.on_policy_sync:
         return None
     if loop.max_staleness is None:
@@ -41,9 +43,6 @@ def async_rollout(loop: LoopConfig, algo: Algorithm, spec: EnvSpec, device: torc
     if not isinstance(algo, OnPolicyAlgorithm) or not algo.corrects_staleness:
         raise ConfigError(f"{type(algo).__name__} cannot correct for rows acted by older weights; keep "
                           "loop.on_policy_sync=true (asynchronous on-policy learning: ppo, flow_ppo)")
-    if dp is not None:
-        raise ConfigError("asynchronous on-policy learning runs one learner: keep loop.on_policy_sync=true with "
-                          "run.distributed=ddp")
     return AsyncRolloutStorage(spec, num_envs_total, algo.rollout_length, device, envs_per_actor, loop.max_staleness)
 
 

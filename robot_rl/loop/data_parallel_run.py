@@ -6,30 +6,41 @@ batch statistics over the ranks (:mod:`robot_rl.core.data_parallel`). Rank 0 own
 logs, evaluations and the stop decision, which it broadcasts. The other ranks write only their ``train.log`` (and,
 off-policy, their replay shard) under ``<run>/ranks/rank<N>/``.
 
-Not an extension (robot_rl.core.extension), as it is a layout of the run, not a feature in it: it starts the processes
-and picks each rank's device and directory before any extension is built; it changes how the runner builds its own
-parts (env and RNG seeds, the update schedule, what a rank > 0 restores and writes, the stop vote each iteration),
-which no hook replaces; its collectives sit inside each algorithm's update (DDP-wrapped losses, the normaliser's
-statistics gathered over ranks, per-row random draws shared out), which a loss term cannot wrap; and the offline
-phase reads it (``RunHandle.data_parallel``). The way out is a run strategy beside the extensions (one process, or
-ranks), which the runner calls where it now tests ``self.dp``; the extensions say whether they need one process
-(``Extension.single_process``, :func:`check_combinations`).
+It is the run strategy :class:`DataParallelRanks` (:mod:`robot_rl.loop.run_strategy`), not an extension
+(:mod:`robot_rl.core.extension`), as it is a layout of the run, not a feature in it: it starts the processes and picks
+each rank's device and directory before any extension is built; it changes how the runner builds its own parts (env
+and RNG seeds, the update schedule, what a rank > 0 restores and writes, the stop vote each iteration), which no hook
+replaces; and its collectives sit inside each algorithm's update (DDP-wrapped losses, the normaliser's statistics
+gathered over ranks, per-row random draws shared out), which a loss term cannot wrap. The runner asks its strategy
+where the layout decides; the offline phase reads the group (``RunHandle.data_parallel``); the extensions say whether
+they need one process (``Extension.single_process``, :func:`check_combinations`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
 
+from robot_rl.core.algorithm import Algorithm, OffPolicyAlgorithm
 from robot_rl.core.config import ConfigError
 from robot_rl.core.data_parallel import DataParallel, SupportsDataParallel
-from robot_rl.loop.config import TrainConfig
+from robot_rl.loop.actor import Actor
+from robot_rl.loop.config import LoopConfig, TrainConfig
+from robot_rl.loop.learner import Learner
+from robot_rl.loop.learner_driver import LearnerDriver
+from robot_rl.loop.lockstep import LockstepOffPolicyUpdates
 from robot_rl.loop.run_context import RunContext, algo_name
+from robot_rl.loop.updates import UpdateStrategy, make_updates
+from robot_rl.replay.async_rollout import AsyncRolloutStorage
+
+log = logging.getLogger(__name__)
 
 #: Algorithms that train data-parallel; any other (a plugin's) says so instead of silently training alone. The
 #: lockstep schedule (robot_rl.loop.lockstep) serves any off-policy learner; what is per algorithm is wrapping its
@@ -113,7 +124,7 @@ def attach(algo: object, dp: DataParallel, resumed: bool) -> None:
     algo.enable_data_parallel(dp)
 
 
-def sync_counters(learner: Any, dp: DataParallel) -> None:
+def sync_counters(learner: Learner, dp: DataParallel) -> None:
     """Every rank takes rank 0's step, update and version counters and counts the whole run's env steps.
 
     A resume restores the counters on rank 0 only; equal counters end every rank's budget at the same iteration.
@@ -122,11 +133,6 @@ def sync_counters(learner: Any, dp: DataParallel) -> None:
     dist.broadcast(counters, src=0)
     learner.transitions, learner.updates, learner.version = (int(v) for v in counters.tolist())
     learner.ranks = dp.world_size
-
-
-def env_seed(seed: int, dp: DataParallel | None) -> int:
-    """Each rank's envs start from their own seed (the same seed would make every rank collect the same data)."""
-    return seed if dp is None else seed + 100_003 * dp.rank
 
 
 def torchrun_argv(argv: list[str], nproc: int) -> list[str]:
@@ -142,3 +148,69 @@ def torchrun_argv(argv: list[str], nproc: int) -> list[str]:
 def started_by_torchrun() -> bool:
     """Whether this process is a rank of a torchrun job."""
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+class DataParallelRanks:
+    """The run strategy of one rank (:class:`~robot_rl.loop.run_strategy.RunStrategy`; the module docstring)."""
+
+    def __init__(self, dp: DataParallel) -> None:
+        self.dp = dp
+
+    @property
+    def data_parallel(self) -> DataParallel | None:
+        """The group of this rank."""
+        return self.dp
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 writes the run; the others only their ``train.log`` and replay shard."""
+        return self.dp.is_main
+
+    def prepare(self, cfg: TrainConfig, run_dir: Path | None) -> tuple[TrainConfig, Path | None]:
+        """Join the process group; this rank's device and directory (:func:`prepare_rank`)."""
+        return prepare_rank(cfg, self.dp, run_dir)
+
+    def env_seed(self, seed: int) -> int:
+        """Each rank's envs start from their own seed (the same seed would make every rank collect the same data)."""
+        return seed + 100_003 * self.dp.rank
+
+    def check(self, algo: Algorithm, loop: LoopConfig, rollout: AsyncRolloutStorage | None) -> None:
+        """Refuse asynchronous on-policy learning: it runs one learner."""
+        if rollout is not None:
+            raise ConfigError("asynchronous on-policy learning runs one learner: keep loop.on_policy_sync=true with "
+                              "run.distributed=ddp")
+
+    def restore(self, driver: LearnerDriver) -> dict[str, Any] | None:
+        """Rank 0: its checkpoint. A rank > 0: its replay shard only (rank 0's state reaches it in :meth:`attach`)."""
+        if self.dp.is_main:
+            return driver.restore()
+        driver.restore(checkpoint=False)
+        log.info("rank %d resumes with its replay shard; the networks and counters come from rank 0", self.dp.rank)
+        return None
+
+    def attach(self, algo: Algorithm, learner: Learner, resumed: bool) -> None:
+        """Hand the group to the algorithm (rank 0's state on a resume) and take rank 0's counters."""
+        attach(algo, self.dp, resumed)
+        sync_counters(learner, self.dp)
+
+    def updates(self, learner: Learner, algo: Algorithm, actors: list[Actor], loop: LoopConfig,
+                stop: threading.Event, remote: bool) -> UpdateStrategy:
+        """On-policy: the rollouts of one process (each rank collects one); off-policy: lockstep."""
+        if algo.on_policy:
+            return make_updates(learner, algo, actors, loop, stop, remote)
+        return LockstepOffPolicyUpdates(learner, cast(OffPolicyAlgorithm, algo), actors, loop, stop, self.dp)
+
+    def agree_stop(self, reached: bool, device: torch.device) -> bool:
+        """Rank 0 evaluates; every rank stops with it."""
+        return self.dp.broadcast_flag(reached, device)
+
+    def keep_shard(self, driver: LearnerDriver) -> bool:
+        """A rank > 0 commits its replay shard for a resume; rank 0 writes the run."""
+        if self.dp.is_main:
+            return False
+        driver.commit_replay()
+        return True
+
+    def close(self) -> None:
+        """Leave the process group."""
+        self.dp.stop()

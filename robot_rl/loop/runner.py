@@ -6,7 +6,8 @@ the transport's :class:`~robot_rl.core.transport.LearnerLink` (built by the conf
 :class:`~robot_rl.loop.learner.Learner` (validate, store, update, publish), an update strategy
 (:mod:`robot_rl.loop.updates`: off-policy actor threads or on-policy rollouts),
 :class:`~robot_rl.loop.evaluator.Evaluator`, checkpoints and resume (:mod:`robot_rl.loop.learner_state`),
-and the run's extensions (:mod:`robot_rl.loop.extensions`: the demonstrations, co-training …; the runner names none).
+the run's extensions (:mod:`robot_rl.loop.extensions`: the demonstrations, co-training …; the runner names none),
+and its run strategy (:mod:`robot_rl.loop.run_strategy`: one process, or data-parallel ranks; it names no layout).
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from robot_rl.durable import DiskFullError
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.async_updates import async_rollout
 from robot_rl.loop.config import TrainConfig
-from robot_rl.loop.data_parallel_run import attach, data_parallel_for, env_seed, prepare_rank, sync_counters
 from robot_rl.loop.evaluate import EvalResult
 from robot_rl.loop.evaluator import Evaluator
 from robot_rl.loop.extensions import RunExtensions
@@ -48,7 +48,8 @@ from robot_rl.loop.run_context import (
     seed_everything,
     set_torch_threads,
 )
-from robot_rl.loop.updates import UpdateStrategy, make_updates
+from robot_rl.loop.run_strategy import OneProcess, RunStrategy, run_strategy_for
+from robot_rl.loop.updates import UpdateStrategy
 from robot_rl.replay.async_rollout import AsyncRolloutStorage
 from robot_rl.runlog import RunLog
 from robot_rl.sims.randomize import pop_summaries
@@ -77,21 +78,21 @@ class InProcessRunner:
 
     ``remote_actors=False`` (`robot-rl train`): actor threads in this process over an in-process transport.
     ``remote_actors=True`` (`robot-rl learner`): the transport listens and actor processes connect.
+    ``strategy``: where this process sits in the run (default: alone; :func:`train` picks data-parallel ranks).
     """
 
     def __init__(self, cfg: TrainConfig, run_dir: Path | None = None, resume: bool = False,
-                 remote_actors: bool = False, data_parallel: DataParallel | None = None) -> None:
+                 remote_actors: bool = False, strategy: RunStrategy | None = None) -> None:
         if remote_actors == cfg.transport.in_process:
             raise ConfigError("robot-rl train runs in one process (transport.type=inproc); with "
                               "transport.type=zmq start `robot-rl learner` and `robot-rl actor`")
         self.cfg = cfg
         self.remote = remote_actors
         self.resumed = resume
-        self.dp = data_parallel
-        self.is_main = data_parallel is None or data_parallel.is_main
+        self.strategy: RunStrategy = strategy or OneProcess()
         self.device = resolve_device(cfg.run.device)
         set_torch_threads(cfg, self.device)
-        seed_everything(env_seed(cfg.run.seed, data_parallel))  # ranks explore and sample their replay apart
+        seed_everything(self.strategy.env_seed(cfg.run.seed))  # ranks explore and sample their replay apart
         if resume and self.is_main:  # before the run directory is touched (a rank > 0's own directory may be new)
             check_resumable(Path(run_dir) if run_dir is not None else RunContext.default_dir(cfg))
         self.context = RunContext(cfg, run_dir, resume)
@@ -110,7 +111,7 @@ class InProcessRunner:
         if self.remote:  # one small env, only for the spec; actors run theirs elsewhere
             self.envs: list[VecEnv] = [cfg.make_env(self.device, seed, num_envs=1)]
         else:
-            first = env_seed(seed, self.dp)
+            first = self.strategy.env_seed(seed)
             self.envs = [cfg.make_env(self.device, first + 1000 * i) for i in range(max(cfg.loop.actor_threads, 1))]
         for env in self.envs:
             context.on_close(env.close)
@@ -123,7 +124,8 @@ class InProcessRunner:
         num_envs_total = (cfg.loop.remote_actors * cfg.task.num_envs if self.remote
                           else sum(e.num_envs for e in self.envs))
         envs_per_actor = cfg.task.num_envs if self.remote else self.envs[0].num_envs
-        rollout = async_rollout(cfg.loop, self.algo, self.spec, self.device, num_envs_total, envs_per_actor, self.dp)
+        rollout = async_rollout(cfg.loop, self.algo, self.spec, self.device, num_envs_total, envs_per_actor)
+        self.strategy.check(self.algo, cfg.loop, rollout)
         self.link = cfg.transport.open_learner(self.spec)
         context.on_close(self.link.close)
         self.driver = LearnerDriver(self.algo, self.spec, self.link, self.device, num_envs_total, self.run_dir,
@@ -134,19 +136,17 @@ class InProcessRunner:
         self.evaluator = Evaluator(self.algo, self.eval_env, cfg.loop, seed=seed + 7)
         if resume:
             self._restore()
-        if self.dp is not None:
-            attach(self.algo, self.dp, resume)
-            sync_counters(self.learner, self.dp)
+        self.strategy.attach(self.algo, self.learner, resume)
         self.learner.publish()
         self._stop = threading.Event()
         self.actors = [] if self.remote else [
-            Actor(env, self.algo.make_policy(), self.link.local_actor(i), seed=env_seed(seed, self.dp) + i,
+            Actor(env, self.algo.make_policy(), self.link.local_actor(i), seed=self.strategy.env_seed(seed) + i,
                   send_timeout_s=cfg.loop.max_wait_s, stop=self._stop, on_backlog=cfg.loop.on_backlog)
             for i, env in enumerate(self.envs)]
         for a in self.actors:
             a.sync_weights()
-        self.updates: UpdateStrategy = make_updates(self.learner, self.algo, self.actors, cfg.loop, self._stop,
-                                                    self.remote, self.dp)
+        self.updates: UpdateStrategy = self.strategy.updates(self.learner, self.algo, self.actors, cfg.loop,
+                                                             self._stop, self.remote)
         self.runlog = RunLog(self.run_dir, [sink for e in ext for sink in e.scalar_sinks(self)])
         context.on_close(self.runlog.close)
         ext.attach(self, self.actors, context.on_close, self._ext_state)
@@ -174,7 +174,12 @@ class InProcessRunner:
     @property
     def data_parallel(self) -> DataParallel | None:
         """The data-parallel group of this rank, or None."""
-        return self.dp
+        return self.strategy.data_parallel
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this process writes the run (rank 0, or the only one)."""
+        return self.strategy.is_main
 
     def log_scalars(self, metrics: Mapping[str, float], step: int, prefix: str = "") -> None:
         """Scalars to the run log."""
@@ -198,12 +203,7 @@ class InProcessRunner:
     # ---- checkpoints, resume ---------------------------------------------------------
 
     def _restore(self) -> None:
-        if not self.is_main:  # rank > 0: its replay shard only; rank 0's checkpoint reaches it through attach()
-            self.driver.restore(checkpoint=False)
-            log.info("rank %d resumes with its replay shard; the networks and counters come from rank 0",
-                     self.dp.rank if self.dp is not None else 0)
-            return
-        meta = self.driver.restore()
+        meta = self.strategy.restore(self.driver)  # a rank > 0: its replay shard only
         if meta is None:
             return
         self._ext_state = meta
@@ -285,9 +285,7 @@ class InProcessRunner:
                 progress.print(f"eval @ {learner.transitions:,} steps ({wall:.0f}s): success "
                                f"{ev.success_rate:.0%}, return {ev.mean_return:.2f}")
                 reached = evaluator.reached(ev)
-            if self.dp is not None:  # rank 0 evaluates; every rank stops with it
-                reached = self.dp.broadcast_flag(reached, self.device)
-            if reached:
+            if self.strategy.agree_stop(reached, self.device):  # rank 0 evaluates; every rank stops with it
                 return True, "threshold"
             if not self.is_main:
                 continue
@@ -314,8 +312,7 @@ class InProcessRunner:
         progress.update(step, short_metrics(metrics))
 
     def _finish(self, wall: float, reached: bool, reason: str) -> TrainResult:
-        if not self.is_main:  # rank 0 writes the run; this rank commits its replay shard for a resume
-            self.driver.commit_replay()
+        if self.strategy.keep_shard(self.driver):  # rank 0 writes the run; this rank committed its replay shard
             self.context.close()
             return TrainResult(self.run_dir, self.learner.transitions, self.learner.updates, self.learner.version,
                                wall, reached, None, reason)
@@ -388,11 +385,9 @@ def train(cfg: TrainConfig | None = None, resume_dir: Path | None = None) -> Tra
         check_resumable(resume_dir)  # every rank, before any joins the process group
         cfg = cfg or load_run_config(resume_dir)
     cfg = cfg or TrainConfig()
-    dp = data_parallel_for(cfg)
-    if dp is None:
-        return InProcessRunner(cfg, run_dir=resume_dir, resume=resume_dir is not None).train()
+    strategy = run_strategy_for(cfg)
     try:
-        cfg, rank_dir = prepare_rank(cfg, dp, resume_dir)
-        return InProcessRunner(cfg, run_dir=rank_dir, resume=resume_dir is not None, data_parallel=dp).train()
+        cfg, run_dir = strategy.prepare(cfg, resume_dir)
+        return InProcessRunner(cfg, run_dir=run_dir, resume=resume_dir is not None, strategy=strategy).train()
     finally:
-        dp.stop()
+        strategy.close()

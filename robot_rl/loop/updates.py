@@ -5,8 +5,8 @@ owns what differs between the two families. Off-policy: actor threads step their
 learner runs the updates owed by the UTD ratio and publishes weights every ``weight_sync_every_updates``.
 On-policy: collect ``rollout_length`` steps from every actor (or wait for remote actors to fill the
 rollout), update once, publish, and only then let the actors continue; with ``loop.on_policy_sync=false`` nobody
-waits (:mod:`robot_rl.loop.async_updates`). Off-policy on data-parallel ranks: every rank collects and updates in
-lockstep (:mod:`robot_rl.loop.lockstep`).
+waits (:mod:`robot_rl.loop.async_updates`). The run strategy picks the schedule (:mod:`robot_rl.loop.run_strategy`):
+off-policy on data-parallel ranks, every rank collects and updates in lockstep (:mod:`robot_rl.loop.lockstep`).
 """
 
 from __future__ import annotations
@@ -14,16 +14,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Protocol, cast
+from typing import Protocol
 
-from robot_rl.core.algorithm import Algorithm, OffPolicyAlgorithm, OnPolicyAlgorithm, OnPolicyStorage
-from robot_rl.core.data_parallel import DataParallel
+from robot_rl.core.algorithm import Algorithm, OnPolicyAlgorithm, OnPolicyStorage
 from robot_rl.loop.actor import Actor
 from robot_rl.loop.actor_threads import ActorThreads
 from robot_rl.loop.async_updates import AsyncOnPolicyUpdates
 from robot_rl.loop.config import LoopConfig
 from robot_rl.loop.learner import Learner
-from robot_rl.loop.lockstep import LockstepOffPolicyUpdates
 
 log = logging.getLogger(__name__)
 
@@ -132,12 +130,10 @@ class OnPolicyUpdates:
 
 
 def make_updates(learner: Learner, algo: Algorithm, actors: list[Actor], loop: LoopConfig, stop: threading.Event,
-                 remote: bool, dp: DataParallel | None) -> UpdateStrategy:
-    """The strategy for ``algo``: rollouts (on-policy), actor threads (off-policy), lockstep (off-policy on ranks)."""
+                 remote: bool) -> UpdateStrategy:
+    """The one-process schedule for ``algo``: rollouts (on-policy, or asynchronous ones), actor threads (off-policy)."""
     if algo.on_policy:
         if not loop.on_policy_sync:
             return AsyncOnPolicyUpdates(learner, actors, loop, stop)
         return OnPolicyUpdates(learner, algo, actors, loop, stop, remote)
-    if dp is not None:
-        return LockstepOffPolicyUpdates(learner, cast(OffPolicyAlgorithm, algo), actors, loop, stop, dp)
     return OffPolicyUpdates(learner, actors, loop, stop)
