@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 
+import robot_rl.testing.fake_env  # noqa: F401  (registers the "fake" task the runner builds here)
 from robot_rl.core.algorithm import Algorithm
 from robot_rl.core.config import ConfigError
 from robot_rl.core.data_parallel import DataParallel
@@ -134,6 +135,5 @@ def test_the_runner_asks_its_strategy(tmp_path: Path) -> None:
     assert isinstance(default.strategy, OneProcess) and default.is_main and default.data_parallel is None
     strategy = _Recording()
     InProcessRunner(cfg, run_dir=tmp_path / "asked", strategy=strategy).close()
-    # The RNG, the envs, the group before the first publish, each actor; no resume here, so no restore.
-    threads = max(cfg.loop.actor_threads, 1)
-    assert strategy.asked == ["env_seed", "env_seed", "attach", *["env_seed"] * threads, "updates"]
+    # The RNG's seed, the envs' and actors', the group before the first publish, the schedule; no resume, no restore.
+    assert strategy.asked == ["env_seed", "env_seed", "attach", "updates"]

@@ -108,10 +108,10 @@ class InProcessRunner:
         self.extensions = RunExtensions(cfg)
         self._notes: list[str] = []
         ext = self.extensions
+        first = self.strategy.env_seed(seed)  # this process's envs and actors (ranks collect apart)
         if self.remote:  # one small env, only for the spec; actors run theirs elsewhere
             self.envs: list[VecEnv] = [cfg.make_env(self.device, seed, num_envs=1)]
         else:
-            first = self.strategy.env_seed(seed)
             self.envs = [cfg.make_env(self.device, first + 1000 * i) for i in range(max(cfg.loop.actor_threads, 1))]
         for env in self.envs:
             context.on_close(env.close)
@@ -140,7 +140,7 @@ class InProcessRunner:
         self.learner.publish()
         self._stop = threading.Event()
         self.actors = [] if self.remote else [
-            Actor(env, self.algo.make_policy(), self.link.local_actor(i), seed=self.strategy.env_seed(seed) + i,
+            Actor(env, self.algo.make_policy(), self.link.local_actor(i), seed=first + i,
                   send_timeout_s=cfg.loop.max_wait_s, stop=self._stop, on_backlog=cfg.loop.on_backlog)
             for i, env in enumerate(self.envs)]
         for a in self.actors:
