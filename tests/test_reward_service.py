@@ -255,3 +255,20 @@ def test_curve_serves_only_actors_holding_an_allowed_key(tmp_path: Path) -> None
             other.close()
     with pytest.raises(ValueError, match="client_secret_key"):
         RewardClient("tcp://127.0.0.1:1", server_public_key=server_pub)
+
+
+def test_a_client_and_a_server_dropped_in_a_reference_cycle_do_not_hang_the_garbage_collector() -> None:
+    # A deploy run that never closed its served classifier's client left it to the collector, which then blocked
+    # for good in the context's term() (the socket's weak reference is cleared before the finalisers run), and a
+    # later test in the same process sat until its timeout.
+    import gc
+
+    server = RewardServer(_classifier(), "tcp://127.0.0.1:*")
+    client = RewardClient(server.address, timeout_s=5)
+    for obj in (server, client):
+        obj.cycle = obj  # type: ignore[attr-defined]  # only the cyclic collector can free them
+    del server, client
+    collector = threading.Thread(target=gc.collect, daemon=True)
+    collector.start()
+    collector.join(timeout=10)
+    assert not collector.is_alive(), "gc.collect() hung on the reward service's ZeroMQ context"

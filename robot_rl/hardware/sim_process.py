@@ -56,7 +56,10 @@ class SimProcess:
             return
         import zmq
 
-        self._ctx = zmq.Context()
+        # The shared context, not one per arm: a private context left to the garbage collector (an arm dropped
+        # without disconnect(), in a reference cycle) hangs the collector, as its finaliser terms it before the
+        # sockets' own finalisers close them.
+        self._ctx = zmq.Context.instance()
         if self.config.address is None:
             self.process, self.address = self._spawn()
         else:
@@ -148,9 +151,7 @@ class SimProcess:
                     self.process.wait()
                 if self.process.stdout is not None:
                     self.process.stdout.close()
-            if self._ctx is not None:
-                self._ctx.term()
-                self._ctx = None
+            self._ctx = None
 
     # ---- the wire -------------------------------------------------------------------------------
 

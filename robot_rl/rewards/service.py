@@ -39,6 +39,7 @@ import logging
 import threading
 import time
 import uuid
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,6 +159,9 @@ class RewardServer:
         self.sock.bind(bind)
         self.address = str(self.sock.getsockopt_string(zmq.LAST_ENDPOINT))
         self._stop = threading.Event()
+        # A server dropped without close() still closes its socket before its context terms (left to their own
+        # finalisers in a reference cycle, the context would wait forever for the socket, and the collector with it).
+        self._closer = weakref.finalize(self, _close_server, self.sock, self._auth, self.ctx)
 
     def welcome_meta(self) -> dict[str, Any]:
         """What a client learns at ``hello``: the kind, input arrays and (classifier) the threshold."""
@@ -276,10 +280,14 @@ class RewardServer:
 
     def close(self) -> None:
         """Close the socket (after :meth:`serve` returned)."""
-        self.sock.close(0)
-        if self._auth is not None:
-            self._auth.stop()
-        self.ctx.term()
+        self._closer()
+
+
+def _close_server(sock: Any, auth: Any, ctx: Any) -> None:
+    sock.close(0)
+    if auth is not None:
+        auth.stop()
+    ctx.term()
 
 
 def _rows(pending: list[tuple[bytes, Message]]) -> int:
@@ -302,8 +310,11 @@ class RewardClient:
 
         self.address, self.timeout_s, self.limits, self.max_kept = address, timeout_s, limits, max_kept
         self.session = uuid.uuid4().hex[:12]
-        self.ctx = zmq.Context()
-        self.sock = self.ctx.socket(zmq.DEALER)
+        # The process's shared context: a private one left to the garbage collector hangs the collector forever when
+        # the client sits in a reference cycle (the socket's weak reference is cleared before the context's
+        # finaliser runs, so it terms with the socket still open). A client needs no context of its own: CURVE is
+        # set per socket.
+        self.sock = zmq.Context.instance().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         curve_client(self.sock, curve_client_keys(server_public_key, client_secret_key, "reward server", "actor"))
         self.sock.setsockopt(zmq.IMMEDIATE, 1)  # no queueing towards a server that is not connected
@@ -401,7 +412,6 @@ class RewardClient:
     def close(self) -> None:
         """Close the socket."""
         self.sock.close(0)
-        self.ctx.term()
 
 
 # ---- remote models for the reward wrappers ---------------------------------------------------
