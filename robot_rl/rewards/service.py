@@ -314,7 +314,7 @@ class RewardClient:
         # the client sits in a reference cycle (the socket's weak reference is cleared before the context's
         # finaliser runs, so it terms with the socket still open). A client needs no context of its own: CURVE is
         # set per socket.
-        self.sock = zmq.Context.instance().socket(zmq.DEALER)
+        self.sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         curve_client(self.sock, curve_client_keys(server_public_key, client_secret_key, "reward server", "actor"))
         self.sock.setsockopt(zmq.IMMEDIATE, 1)  # no queueing towards a server that is not connected
