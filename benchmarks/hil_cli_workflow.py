@@ -213,7 +213,8 @@ def run_once(workdir: Path, minutes: float, scale: float, log=print, workflow: s
         last = done.stdout.strip().splitlines()[:1]
         log(f"  robot-rl {argv[1]} done in {time.monotonic() - t0:.0f}s: {last[0] if last else ''}")
         tail = " | ".join(done.stdout.strip().splitlines()[-3:])
-        steps[shlex.join(argv[1:4])] = f"{time.monotonic() - t0:.0f}s: {tail}"
+        key = shlex.join(argv[1:4])  # two steps of one verb (demos, then failed grasps) keep both their lines
+        steps[key if key not in steps else f"{key} (step {len(steps) + 1})"] = f"{time.monotonic() - t0:.0f}s: {tail}"
     learner = start_logged(learner_cmd, workdir / "learner.log")
     actor: subprocess.Popen[bytes] | None = None
     try:  # whatever stops this (an error, a test's timeout), no learner, actor or simulator is left running
@@ -282,7 +283,7 @@ def markdown_table(results: dict[str, Any]) -> str:
         trips = grab(r"watchdog'?:? (\d+)", actor) if "watchdog" in actor else "0"  # the safety events by kind
         loop = f"{grab('p99 ' + num, actor)} ms, {late} of {ticks}, {trips}"
         rate, updates = grab("intervention rate " + r"(\d+ ?%)", actor), grab(count + " updates", learner)
-        rows.append(f"| {r.get('seed', '-')} | {classifier} | {episodes} | "
+        rows.append(f"| {'-' if r.get('seed') is None else r['seed']} | {classifier} | {episodes} | "
                     f"{rate} | {updates} | {loop} | "
                     f"{load.get('mean', '?')}, {load.get('max', '?')} | **{grab('alone ' + frac, ev)}** |")
     return "\n".join(rows)

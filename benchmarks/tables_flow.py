@@ -85,9 +85,6 @@ def _sft_more_curve(c: Curve) -> str:
 _V3 = {"flow_bench_rl_v3_ppo_enc_s0": ("A (1,000 demos)", "encoder trains, seed 0"),
        "flow_bench_rl_v3_ppo_enc_s1": ("A (1,000 demos)", "encoder trains, seed 1"),
        "flow_bench_rl_v3_ppo_frozen_s1": ("A (1,000 demos)", "frozen encoder, seed 1, 55 min"),
-       "flow_bench_rl_v3_ppo_frozen_decay": ("A (1,000 demos)",
-                                             "frozen, σ clamp 0.3 → 0.05 over 300 updates (stopped)"),
-       "flow_bench_rl_v3_ppo_frozen_lr1e3": ("A (1,000 demos)", "frozen, actor lr 1e-3 (stopped)"),
        "flow_bench_rl_v3_d200_ppo_enc_s0": ("B (200 demos, plateau)", "encoder trains, seed 0"),
        "flow_bench_rl_v3_d200_ppo_enc_s1": ("B (200 demos, plateau)", "encoder trains, seed 1, 28 min")}
 
@@ -132,13 +129,12 @@ _V2 = {"flow_bench_rl_v2_dsrl_s0": ("DSRL", "seed 0"), "flow_bench_rl_v2_dsrl_s1
        "flow_bench_rl_v2_flow_ppo_r1": ("Flow-Noise PPO", "r1: σ₀ 0.05, KL target 2, lr 1e-4, 32 × 4 chunks"),
        "flow_bench_rl_v2_flow_ppo_r2": ("Flow-Noise PPO", "r2: as r1, lr 3e-4, 64 × 8 chunks"),
        "flow_bench_rl_v2_flow_ppo_r3": ("Flow-Noise PPO", "r3: as r2, σ₀ 0.2, KL target 20"),
-       "flow_bench_rl_v2_flow_ppo_r4": ("Flow-Noise PPO", "r4: as r2, σ₀ 0.3, KL target 40, 24 min"),
-       "flow_bench_rl_v2_sft_more": ("control: more SFT on the demos",
-                                     "6,400 steps × 128 at 3e-4 (stopped at 3,200)")}
+       "flow_bench_rl_v2_flow_ppo_r4": ("Flow-Noise PPO", "r4: as r2, σ₀ 0.3, KL target 40, 24 min")}
 
 
 def v2_table(records: list[dict[str, Any]]) -> str:
-    """Section A of the afternoon: DSRL, Hi-ORS, Flow-Noise PPO and more SFT from the 0.69 checkpoint."""
+    """Section A of the afternoon: DSRL, Hi-ORS and Flow-Noise PPO from the 0.69 checkpoint (its more-SFT control,
+    copied from a log, was withdrawn)."""
     rows = []
     for rec in records:
         method, run = _V2[_name(rec)]

@@ -1,5 +1,5 @@
 """The learning tables of RESULTS_hil.md (and RESULTS_so101.md's camera runs), rebuilt from ``hil_learn.py``'s
-``hil_learning*.json`` files, and section 6's table from ``hil_cli_workflow_classifier.json``.
+``hil_learning*.json`` files (section 6's table comes from ``hil_cli_workflow.runs_table``).
 
 ``hil_learn.py`` imports torch and the deploy stack at module level; ``report.py`` imports this module instead (the
 standard library only). A learning file holds one entry per run (``with intervener``, ``without``): its episodes,
@@ -99,13 +99,3 @@ def early_table(records: list[dict[str, Any]]) -> str:
         rows.append([name, *(pct(e["success"]) for e in middle), *["–"] * (width - len(middle)),
                      f"{pct(final['deterministic']['success'])} / {pct(final['stochastic']['success'])}"])
     return markdown_table(head, rows)
-
-
-def classifier_runs_table(records: list[dict[str, Any]]) -> str:
-    """Section 6: each run's learner at the end and its policy alone (the file holds what the runs' logs said)."""
-    rows = []
-    for r in records[0]["results"]["runs"]:
-        wins = round(r["alone_success"] * r["episodes"])
-        learner = r["learner"].removeprefix("stopped after ")
-        rows.append([r["run"], learner, f"{wins}/{r['episodes']} ({pct(r['alone_success'])})"])
-    return markdown_table(["run", "learner at the end", "policy alone, 20 eval episodes"], rows)

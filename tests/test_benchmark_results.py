@@ -11,6 +11,7 @@ import importlib
 import json
 import os
 import platform
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -223,3 +224,60 @@ def test_each_preset_resolves_to_the_grid_setting_it_was_chosen_from() -> None:
         chosen = flatten(to_dict(resolve_train_config(task=case.task, algo=case.algo,
                                                       overrides=case.settings[name])))
         assert preset == chosen, {k: (v, chosen[k]) for k, v in preset.items() if chosen[k] != v}
+
+
+# ---- every result file is a script's output ---------------------------------------------------------------------
+
+RESULTS = BENCH / "results"
+#: Top-level keys that no writer spells as a literal, because the writer formats them: the pattern, and why.
+FORMATTED_KEYS = {
+    r"(sft_real|sft_cotrain|rlco|rlco_w\d+|rl_w0)/\d+": "cotrain_bench.py: one entry per arm and demo count, "
+                                                         "f'{arm}/{demos}'",
+    r"(image|video)/(native|lerobot|ratio)": "lerobot_export_bench.py: f'{mode}/{backend}'",
+}
+#: Files keyed by what the run was given rather than by the script's own names, and why.
+NAMED_BY_INPUT = {
+    "export_variants_trained.json": "export_variants.py --trained RUN...: one entry per run directory, by its name",
+}
+
+
+def _writer_literals() -> set[str]:
+    """The string literals of every benchmark module that writes a file (report.py rewrites pages, not results; a
+    table module that only reads a file cannot vouch for its keys)."""
+    literals: set[str] = set()
+    for path in [*BENCH.glob("*.py"), *BENCH.glob("*/*.py")]:
+        text = path.read_text()
+        if path.name == "report.py" or not any(w in text for w in ("write_text(", "write_result(", "json.dump")):
+            continue
+        literals.update(re.findall(r"""["']([^"'\n]{1,80})["']""", text))
+    return literals
+
+
+def _notes(value: Any, where: str = "") -> list[str]:
+    """Where a ``note`` key sits in ``value``: no benchmark writes one; a hand-assembled file explains itself there."""
+    found = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += [f"{where}.{key}"] if key == "note" else []
+            found += _notes(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += _notes(item, f"{where}[{i}]")
+    return found
+
+
+def test_every_result_file_holds_only_keys_a_benchmark_script_writes() -> None:
+    """A published figure comes from a file its script wrote (issue 50): a file assembled by hand, from a log or from
+    notes, shows itself by a ``note`` or by top-level keys that no writer names. Rerun the script, or withdraw the
+    figure and delete the file; a writer that formats its keys goes into FORMATTED_KEYS with the reason."""
+    literals, wrong = _writer_literals(), []
+    for path in sorted(RESULTS.rglob("*.json")):
+        name = str(path.relative_to(RESULTS))
+        data = json.loads(path.read_text())
+        wrong += [f"{name}: a `note` at {where}" for where in _notes(data)]
+        top = data.get("results") if isinstance(data, dict) and data.get("schema") == result_file.SCHEMA else data
+        if not isinstance(top, dict) or name in NAMED_BY_INPUT:
+            continue
+        unknown = [k for k in top if k not in literals and not any(re.fullmatch(p, k) for p in FORMATTED_KEYS)]
+        wrong += [f"{name}: keys no benchmark script writes: {unknown}"] if unknown else []
+    assert not wrong, "\n".join(wrong)
