@@ -19,8 +19,8 @@ import zmq
 from robot_rl.cli import main
 from robot_rl.rewards.classifier import SuccessClassifier
 from robot_rl.rewards.prm import ProcessRewardModel
+from robot_rl.rewards.remote_models import RemoteClassifier
 from robot_rl.rewards.service import (
-    RemoteClassifier,
     RemoteError,
     RewardClient,
     RewardServer,

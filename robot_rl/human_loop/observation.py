@@ -62,7 +62,8 @@ def _load_classifier(cfg: DeployConfig) -> tuple[Any, list[str]] | None:
         return None
     model: Any
     if cfg.classifier.startswith(("tcp://", "ipc://")):
-        from robot_rl.rewards.service import RemoteClassifier, RewardClient
+        from robot_rl.rewards.remote_models import RemoteClassifier
+        from robot_rl.rewards.service import RewardClient
 
         model = RemoteClassifier(RewardClient(cfg.classifier), max_wait_s=cfg.classifier_max_wait_s)
         cameras = list(model.cameras)

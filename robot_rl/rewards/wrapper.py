@@ -25,7 +25,7 @@ from robot_rl.rewards.composer import shaping
 class SuccessModel(Protocol):
     """What :class:`RewardWrapper` needs.
 
-    A local :class:`SuccessClassifier` or a served one (:class:`~robot_rl.rewards.service.RemoteClassifier`).
+    A local :class:`SuccessClassifier` or a served one (:class:`~robot_rl.rewards.remote_models.RemoteClassifier`).
     """
 
     @property
@@ -78,7 +78,7 @@ class RewardWrapper(_TermsWrapper):
     ``mode="replace"``: reward = ``success_reward`` where the classifier fires, else ``fail_reward``
     (the sparse convention of the MuJoCo tasks: 0 / −1). ``mode="add"``: the env's reward plus
     ``success_bonus`` where it fires. A local classifier runs under ``no_grad`` on the env's device; a
-    :class:`~robot_rl.rewards.service.RemoteClassifier` asks a reward server (see :func:`remote_reward_wrapper`).
+    :class:`~robot_rl.rewards.remote_models.RemoteClassifier` asks a reward server (see :func:`remote_reward_wrapper`).
     """
 
     def __init__(self, env: VecEnv, classifier: SuccessModel, mode: Literal["replace", "add"] = "replace",
@@ -200,7 +200,8 @@ def remote_reward_wrapper(env: VecEnv, address: str, goal: str = "", max_wait_s:
     :class:`ProgressShapingWrapper` (``goal`` required). ``kwargs`` go to that wrapper. Each step
     waits at most ``max_wait_s`` for its reply (see :mod:`robot_rl.rewards.service`).
     """
-    from robot_rl.rewards.service import RemoteClassifier, RemotePRM, RewardClient
+    from robot_rl.rewards.remote_models import RemoteClassifier, RemotePRM
+    from robot_rl.rewards.service import RewardClient
 
     client = RewardClient(address, timeout_s=connect_timeout_s, server_public_key=server_public_key,
                           client_secret_key=client_secret_key)
