@@ -101,8 +101,11 @@ def test_50hz_actor_keeps_its_period_and_bounded_memory_next_to_a_slow_learner(t
     algo = SACConfig(actor_hidden=(32, 32), critic_hidden=(32, 32)).build(env.spec, "cpu", 0)
     addr = free_tcp_addr()
     learner = ZmqLearnerEndpoint(addr, env.spec, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.5, inbox_size=2))
+    # One message per chunk: with coalescing the waiting chunks would leave together, 16 per take of this learner,
+    # and it would keep up instead of making the backlog this test sends to disk.
     endpoint = ZmqActorEndpoint(addr, 1, env.spec, ZmqSettings(
-        heartbeat_s=0.1, resend_after_s=0.5, outbox_size=16, outbox_policy="spill", spill_dir=str(tmp_path)))
+        coalesce=False, heartbeat_s=0.1, resend_after_s=0.5, outbox_size=16, outbox_policy="spill",
+        spill_dir=str(tmp_path)))
     stop = threading.Event()
 
     def slow_learner() -> None:

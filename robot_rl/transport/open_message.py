@@ -65,11 +65,12 @@ class OpenMessage:
 
     def fits(self, names: tuple[str, ...], arrays: list[np.ndarray]) -> bool:
         """Whether this chunk has the message's layout and there is room for its rows."""
-        if self.sealed or names != self.names or self.rows + arrays[0].shape[0] > self.capacity:
+        rows = arrays[0].shape[0] if arrays[0].ndim else 0
+        if self.sealed or names != self.names or not 0 < rows <= self.capacity - self.rows:
             return False
         for a, d, t in zip(arrays, self.dtypes, self.trailing):
             # Checked, not left to numpy: an assignment would cast a dtype or broadcast a shape without a word.
-            if a.dtype != d or a.shape[1:] != t:
+            if (a.dtype is not d and a.dtype != d) or a.shape[1:] != t or a.shape[0] != rows:
                 return False
         return True
 

@@ -7,12 +7,13 @@ thread. See :mod:`robot_rl.transport.zmq_transport` for the protocol.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 import uuid
-from collections import OrderedDict, deque
-from typing import Any
+from collections import OrderedDict
+from typing import Any, cast
 
 import torch
 import zmq
@@ -20,7 +21,8 @@ import zmq
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.core.transport import LinkState, TransportStats, VersionedWeights
-from robot_rl.transport.codec import PackedArrays, WireError, decode, encode
+from robot_rl.transport.codec import WireError, decode, encode
+from robot_rl.transport.handover import Handover
 from robot_rl.transport.open_message import OpenMessage
 from robot_rl.transport.spill import SpillStore
 from robot_rl.transport.transition_codec import encode_packed_transitions, pack_transitions, transition_arrays
@@ -40,6 +42,11 @@ _HELD_WAIT = 16
 _COALESCE_CHUNKS = 64
 _COALESCE_BYTES = 1 << 20
 _COALESCE_CHUNK_BYTES = 512 << 10
+
+#: An open message is sealed once it is full, or once fewer than this many messages await their acknowledgement:
+#: a chunk leaves at once when the link is idle, and while it is busy the chunks that follow gather (the learner's
+#: acknowledgements clock the sending, as Nagle's algorithm does for TCP).
+_IN_FLIGHT = 2
 
 #: Between two scans of the outbox for chunks whose acknowledgement is overdue (new chunks leave at once).
 _RESEND_SCAN_S = 0.05
@@ -64,13 +71,9 @@ class ZmqActorEndpoint:
         self.address = address
         # Read the key files here, so a bad one fails now, not later inside the I/O thread.
         self._curve = curve_client_keys(s.server_public_key, s.client_secret_key, "learner", "actor")
-        # Chunks handed over and not yet in the outbox, oldest first: laid out for the wire (their rows packed into one
-        # frame: the copy copy_on_send asks for), the newest maybe still open for more chunks. At most outbox_size
-        # chunks (send() waits beyond); _handover guards it, _waiting and _open.
-        self._handed: deque[PackedArrays | OpenMessage] = deque()
-        self._waiting = 0  # chunks in _handed
-        self._open: OpenMessage | None = None
-        self._handover = threading.Condition(threading.Lock())
+        # Chunks handed over and not yet in the outbox (at most outbox_size; send() waits beyond).
+        self._handover = Handover(s.outbox_size, _COALESCE_CHUNKS if s.coalesce else 1, _COALESCE_BYTES,
+                                  _COALESCE_CHUNK_BYTES if s.coalesce else -1)
         # seq → (frames, sent at, sends so far)
         self._outbox: OrderedDict[int, tuple[list[Any], float, int]] = OrderedDict()
         self._fresh: list[int] = []  # seqs in the outbox never sent yet: they go at once, without a scan
@@ -114,32 +117,16 @@ class ZmqActorEndpoint:
         # coalesce, a small chunk is copied straight into the open message it will leave in.
         s = self.settings
         arrays = transition_arrays(batch)
-        names = tuple(arrays)
-        values = list(arrays.values())
-        direct = s.coalesce and OpenMessage.eligible(values, _COALESCE_CHUNK_BYTES)
-        packed = None if direct else pack_transitions(batch, copy_large=s.copy_on_send, checksums=False)
-        with self._handover:
-            if self._waiting >= s.outbox_size and not self._handover.wait_for(
-                    lambda: self._waiting < s.outbox_size, timeout_s):
-                self.stats.send_timeouts += 1
-                return False
-            if packed is not None:
-                self._handed.append(packed)
-                self._open = None
-            else:
-                message = self._open
-                if message is None or not message.fits(names, values):
-                    # Room for as many chunks as the outbox will take when this reaches it (all of them go together,
-                    # and the outbox never holds more than outbox_size); a full outbox: as many as it holds.
-                    room = s.outbox_size - self._outbox_chunks - self._waiting
-                    message = self._open = OpenMessage(names, values, min(_COALESCE_CHUNKS, s.outbox_size,
-                                                                          room if room > 0 else s.outbox_size),
-                                                       _COALESCE_BYTES)
-                    self._handed.append(message)
-                message.append(values)
-            self._waiting += 1
+        names, values = tuple(arrays), list(arrays.values())
+        packed = None if self._handover.direct(names, values) else \
+            pack_transitions(batch, copy_large=s.copy_on_send, checksums=False)
+        wake = self._handover.put(names, values, packed, s.outbox_size - self._outbox_chunks, timeout_s)
+        if wake is None:
+            self.stats.send_timeouts += 1
+            return False
         self.stats.batches_sent += 1
-        self._waker.wake()
+        if wake:
+            self._waker.wake()
         return True
 
     def poll_weights(self, newer_than: int) -> VersionedWeights | None:
@@ -158,11 +145,11 @@ class ZmqActorEndpoint:
         """Chunks queued, in the outbox or spilled, not yet acknowledged by the learner."""
         with self._outbox_lock:
             spilled = sum(self._merged.get(q, 1) for q in self.spill.seqs()) if self.spill else 0
-            return self._outbox_chunks + self._waiting + spilled + self._spilling
+            return self._outbox_chunks + self._handover.waiting + spilled + self._spilling
 
     def waiting(self) -> int:
         """Chunks handed over and not yet in the outbox (or spilled): ``send`` waits once ``outbox_size`` do."""
-        return self._waiting
+        return self._handover.waiting
 
     def dropped(self) -> int:
         """Chunks given up on (spill budget exhausted or spill file unreadable); each was logged."""
@@ -226,29 +213,11 @@ class ZmqActorEndpoint:
             room = free > 0 and not (self.spill and len(self.spill))
             if not room and self.spill is None:
                 return  # block: leave them waiting; send() waits once outbox_size chunks wait too
-            with self._handover:
-                if not self._handed:
-                    return
-                item = self._handed[0]
-                chunks = item.chunks if isinstance(item, OpenMessage) else 1
-                if room and chunks > free:
-                    return  # it goes once acknowledgements make room for all its chunks
-                self._handed.popleft()
-                if item is self._open:
-                    self._open = None
-                if isinstance(item, OpenMessage):
-                    item.sealed = True  # the env's thread writes no more into it
-                seq = self._seq
-                self._seq += 1
-                with self._outbox_lock:  # counted on before leaving _waiting: unacked() never dips
-                    if room:
-                        self._outbox_chunks += chunks
-                    else:
-                        self._spilling = chunks
-                    if chunks > 1:
-                        self._merged[seq] = chunks
-                self._waiting -= chunks
-                self._handover.notify_all()
+            taken = self._handover.take(free if room else s.outbox_size, room and len(self._outbox) >= _IN_FLIGHT,
+                                        functools.partial(self._account, room=room))
+            if taken is None:
+                return  # nothing waits, or it waits for room (or for more chunks to join it)
+            item, seq = taken
             packed = item.seal() if isinstance(item, OpenMessage) else item
             frames = encode_packed_transitions(packed, self.session, seq, self.actor_id)
             if room:
@@ -264,6 +233,23 @@ class ZmqActorEndpoint:
                     self._merged.pop(seq, None)
             if not kept:
                 self.stats.reject("spill_full")
+
+    def _account(self, chunks: int, room: bool) -> int:
+        """A sequence number for a message of ``chunks`` leaving the hand-over, its chunks counted on.
+
+        In the outbox (``room``) or as on their way to the spill; called on the hand-over's lock, before it stops
+        counting them, so unacked() never dips.
+        """
+        seq = self._seq
+        self._seq += 1
+        with self._outbox_lock:
+            if room:
+                self._outbox_chunks += chunks
+            else:
+                self._spilling = chunks
+            if chunks > 1:
+                self._merged[seq] = chunks
+        return seq
 
     def _let_go(self, seq: int) -> int:
         """Drop ``seq`` from the outbox (caller holds the lock); the chunks it held (0 if it was not there)."""
@@ -380,7 +366,8 @@ class ZmqActorEndpoint:
                 poller.register(self._waker.fd, zmq.POLLIN)
             poller.poll(20)
             self._waker.drain()
-            while True:
+            # Asked first, not learnt from zmq.Again: raising it costs more than the rest of an idle turn.
+            while cast(int, sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
                 try:
                     received = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
                 except zmq.Again:
