@@ -45,8 +45,9 @@ _COALESCE_CHUNK_BYTES = 512 << 10
 
 #: An open message is sealed once it is full, or once fewer than this many messages await their acknowledgement:
 #: a chunk leaves at once when the link is idle, and while it is busy the chunks that follow gather (the learner's
-#: acknowledgements clock the sending, as Nagle's algorithm does for TCP).
-_IN_FLIGHT = 2
+#: acknowledgements clock the sending, as Nagle's algorithm does for TCP). Not 1: an actor that keeps only a few
+#: chunks unacknowledged (deploy's max_unlearned_chunks) sends each alone, as the learner's per-chunk pacing expects.
+_IN_FLIGHT = 4
 
 #: Between two scans of the outbox for chunks whose acknowledgement is overdue (new chunks leave at once).
 _RESEND_SCAN_S = 0.05
