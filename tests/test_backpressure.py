@@ -53,7 +53,7 @@ def _acting(actor: Actor, steps: int) -> tuple[threading.Thread, list[BaseExcept
 
 
 def _blocked(endpoint: ZmqActorEndpoint) -> bool:
-    return endpoint._outgoing.full()  # the actor's send waits: outbox and queue full
+    return endpoint.waiting() >= endpoint.settings.outbox_size  # the actor's send waits: outbox and hand-over full
 
 
 def _receive(learner: ZmqLearnerEndpoint, rows: int, timeout_s: float = 20.0) -> int:

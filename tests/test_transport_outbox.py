@@ -59,8 +59,8 @@ def test_spill_policy_never_waits_resends_from_disk_and_counts_every_drop(tmp_pa
         assert all(actor.send(tagged_batch(k), timeout_s=0.5) for k in range(30))
         # Never waits: blocking would cost 0.5 s per chunk over the outbox (13 s); generous for a loaded machine.
         assert time.monotonic() - t0 < 5.0 and actor.stats.send_timeouts == 0
-        wait_until(lambda: actor._outgoing.qsize() == 0, 20, "the I/O thread to take every queued chunk",
-                   seen=actor._outgoing.qsize)
+        wait_until(lambda: actor.waiting() == 0, 20, "the I/O thread to take every waiting chunk",
+                   seen=actor.waiting)
         files = sorted(spill.glob("*.chunk"))
         # 4 in memory; the rest on disk up to the 5 KiB budget (10 chunks); the overflow dropped, counted, logged.
         assert actor.spill is not None and len(files) == actor.spill.spilled == len(actor.spill)
@@ -101,8 +101,11 @@ def test_50hz_actor_keeps_its_period_and_bounded_memory_next_to_a_slow_learner(t
     algo = SACConfig(actor_hidden=(32, 32), critic_hidden=(32, 32)).build(env.spec, "cpu", 0)
     addr = free_tcp_addr()
     learner = ZmqLearnerEndpoint(addr, env.spec, ZmqSettings(heartbeat_s=0.1, resend_after_s=0.5, inbox_size=2))
+    # One message per chunk: with coalescing the waiting chunks would leave together, 16 per take of this learner,
+    # and it would keep up instead of making the backlog this test sends to disk.
     endpoint = ZmqActorEndpoint(addr, 1, env.spec, ZmqSettings(
-        heartbeat_s=0.1, resend_after_s=0.5, outbox_size=16, outbox_policy="spill", spill_dir=str(tmp_path)))
+        coalesce=False, heartbeat_s=0.1, resend_after_s=0.5, outbox_size=16, outbox_policy="spill",
+        spill_dir=str(tmp_path)))
     stop = threading.Event()
 
     def slow_learner() -> None:
@@ -124,7 +127,7 @@ def test_50hz_actor_keeps_its_period_and_bounded_memory_next_to_a_slow_learner(t
             ticks.append(time.monotonic())
             actor.sync_weights()
             actor.step()
-            max_in_memory = max(max_in_memory, len(endpoint._outbox) + endpoint._outgoing.qsize())
+            max_in_memory = max(max_in_memory, len(endpoint._outbox) + endpoint.waiting())
         periods = [b - a for a, b in itertools.pairwise(ticks)]
         mean, median = statistics.mean(periods), statistics.median(periods)
         # A sender paced by the learner would tick at ~0.1 s; the bounds leave room for a loaded 2-core machine

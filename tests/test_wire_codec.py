@@ -216,21 +216,38 @@ def test_small_arrays_share_one_packed_frame_and_large_ones_travel_alone(monkeyp
     assert e.value.reason == "truncated"
 
 
-def test_merged_chunks_decode_as_their_rows_in_order():
-    from robot_rl.transport.codec import encode_packed, merge_packed, pack_arrays
+def test_chunks_copied_into_an_open_message_decode_as_their_rows_in_order():
+    from robot_rl.transport.codec import encode_packed
+    from robot_rl.transport.open_message import OpenMessage
 
     def chunk(tag: float, n: int) -> dict[str, np.ndarray]:
         return {"x": np.full((n, 3), tag, np.float32), "done": np.arange(n) % 2 == 0, "k": np.full(n, tag, np.int64)}
 
+    def values(c: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return list(c.values())
+
+    names = ("x", "done", "k")
     parts = [chunk(1.0, 2), chunk(2.0, 5), chunk(3.0, 1)]
-    merged = merge_packed([pack_arrays(p) for p in parts])
-    assert merged is not None
-    back = decode(_bytes(encode_packed("transitions", "s", 0, merged)))
-    for name in ("x", "done", "k"):
-        np.testing.assert_array_equal(back.arrays[name], np.concatenate([p[name] for p in parts]))
-    # Different arrays or trailing shapes cannot be merged: the chunks then go one by one.
-    assert merge_packed([pack_arrays(chunk(1.0, 2)), pack_arrays({"x": np.zeros((2, 4), np.float32)})]) is None
-    assert merge_packed([pack_arrays(chunk(1.0, 2)), pack_arrays({**chunk(1.0, 2), "extra": np.zeros(2)})]) is None
+    for fill in (parts, [chunk(float(i), 2) for i in range(4)]):  # partial (compacted on seal), full (sent as is)
+        message = OpenMessage(names, values(fill[0]), max_chunks=4, max_bytes=1 << 20)
+        want = {name: np.concatenate([p[name] for p in fill]) for name in names}
+        for p in fill:
+            assert OpenMessage.eligible(values(p), 1 << 20) and message.fits(names, values(p))
+            message.append(values(p))
+            p["x"][:] = -1.0  # the env reuses its buffers: what was handed over stays as it was
+        assert message.chunks == len(fill) and message.rows == len(want["k"])
+        back = decode(_bytes(encode_packed("transitions", "s", 0, message.seal())))
+        for name in names:
+            np.testing.assert_array_equal(back.arrays[name], want[name])
+    # Another layout, dtype, trailing shape or more rows than it holds starts a new message.
+    message = OpenMessage(names, values(chunk(1.0, 2)), max_chunks=2, max_bytes=1 << 20)
+    assert not message.fits(("x", "done"), values(chunk(1.0, 2))[:2])
+    assert not message.fits(names, [np.zeros((2, 4), np.float32), *values(chunk(1.0, 2))[1:]])
+    assert not message.fits(names, [np.zeros((2, 3), np.float64), *values(chunk(1.0, 2))[1:]])
+    assert not message.fits(names, values(chunk(1.0, 5)))
+    assert not OpenMessage.eligible([np.zeros((2, 3), ">f4")], 1 << 20)  # byte order, rows, size: the other path
+    assert not OpenMessage.eligible([np.zeros((2, 3), np.float32), np.zeros(3)], 1 << 20)
+    assert not OpenMessage.eligible([np.zeros((1 << 16, 3), np.float32)], 1 << 20)
 
 
 def test_packed_copy_is_taken_at_pack_time():

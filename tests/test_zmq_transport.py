@@ -337,7 +337,7 @@ def test_waiting_chunks_go_as_one_message_each_row_once_in_order_within_the_outb
         assert actor.connected.wait(10)
         for k in range(16):
             assert actor.send(tagged_batch(float(k), 3), timeout_s=10.0)
-        wait_until(lambda: actor._outgoing.qsize() == 8, 20, "a full outbox and queue", seen=actor._outgoing.qsize)
+        wait_until(lambda: actor.waiting() == 8, 20, "a full outbox and 8 chunks waiting", seen=actor.waiting)
         assert actor.unacked() == 16
         wait_until(lambda: learner.pending() > 0, 20, "the first chunks at the learner")
         got = [learner.recv(1.0) for _ in range(learner.pending())]  # at once: their acks go out together

@@ -133,8 +133,7 @@ def pack_arrays(arrays: dict[str, np.ndarray] | None, copy_large: bool = False,
 
     The packed frame is a copy: the arrays may change afterwards. ``copy_large``: copy the large ones too (the
     message then owns all its bytes); otherwise their frames are views the caller must keep unchanged until sent.
-    ``checksums=False`` leaves the packed arrays' checksums to :func:`encode_packed` (or :func:`merge_packed`, which
-    sums the merged copy anyway): a chunk that will be merged is not summed twice.
+    ``checksums=False`` leaves the packed arrays' checksums to :func:`encode_packed` (on the I/O thread).
     """
     checksum = CHECKSUMS[CHECKSUM]
     small: list[list[Any]] = []  # [name, dtype, shape, bytes, offset in the packed frame]
@@ -170,45 +169,6 @@ def pack_arrays(arrays: dict[str, np.ndarray] | None, copy_large: bool = False,
         frames.append(buf)
     return PackedArrays(entries, frames, len(small), off + sum(buf.nbytes for _, buf in large),
                         [(start, nbytes) for *_, nbytes, start in small])
-
-
-def merge_packed(parts: list[PackedArrays]) -> PackedArrays | None:
-    """One layout holding ``parts`` one after another along each array's first axis (rows); None if they differ.
-
-    They must all be wholly packed, with the same arrays (names, dtypes, trailing shapes) in the same order: what
-    :func:`pack_arrays` makes of consecutive chunks of one actor. Costs one copy and a checksum per array, however
-    many parts: the receiver's per-message work is then spread over all their rows.
-    """
-    first = parts[0]
-    n = len(first.entries)
-    if any(len(p.entries) != n or p.packed != n for p in parts):
-        return None
-    for i, (name, dtype_name, shape, _) in enumerate(first.entries):
-        if not shape or any(p.entries[i][0] != name or p.entries[i][1] != dtype_name or p.entries[i][2][1:] != shape[1:]
-                            for p in parts):
-            return None
-    views = [memoryview(p.frames[0]) for p in parts] if n else []
-    pieces: list[Any] = []
-    layout: list[tuple[int, int]] = []  # (start, bytes) of each merged array
-    off = 0
-    for i in range(n):
-        pad = -off % _ALIGN
-        if pad:
-            pieces.append(_ZEROS[:pad])
-            off += pad
-        start = off
-        for p, v in zip(parts, views):
-            begin, size = p.spans[i]
-            pieces.append(v[begin:begin + size])
-            off += size
-        layout.append((start, off - start))
-    payload = b"".join(pieces)
-    view = memoryview(payload)
-    checksum = CHECKSUMS[CHECKSUM]
-    entries = [[name, dtype_name, [sum(p.entries[i][2][0] for p in parts), *shape[1:]],
-                checksum(view[start:start + nbytes])]
-               for i, ((name, dtype_name, shape, _), (start, nbytes)) in enumerate(zip(first.entries, layout))]
-    return PackedArrays(entries, [payload], n, len(payload), layout)
 
 
 def encode_packed(msg_type: str, session: str, seq: int, arrays: PackedArrays, meta: dict[str, Any] | None = None,

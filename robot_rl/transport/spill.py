@@ -65,6 +65,10 @@ class SpillStore:
     def __len__(self) -> int:
         return len(self._queue)
 
+    def seqs(self) -> list[int]:
+        """The sequence numbers held, oldest first."""
+        return [seq for seq, _, _ in self._queue]
+
     def first_seq(self) -> int | None:
         """The oldest spilled chunk's sequence number."""
         return self._queue[0][0] if self._queue else None

@@ -7,13 +7,13 @@ thread. See :mod:`robot_rl.transport.zmq_transport` for the protocol.
 
 from __future__ import annotations
 
+import functools
 import logging
-import queue
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from typing import Any
+from typing import Any, cast
 
 import torch
 import zmq
@@ -21,9 +21,11 @@ import zmq
 from robot_rl.core.specs import EnvSpec
 from robot_rl.core.transition import TransitionBatch
 from robot_rl.core.transport import LinkState, TransportStats, VersionedWeights
-from robot_rl.transport.codec import PackedArrays, WireError, decode, encode, merge_packed
+from robot_rl.transport.codec import WireError, decode, encode
+from robot_rl.transport.handover import Handover
+from robot_rl.transport.open_message import OpenMessage
 from robot_rl.transport.spill import SpillStore
-from robot_rl.transport.transition_codec import encode_packed_transitions, pack_transitions
+from robot_rl.transport.transition_codec import encode_packed_transitions, pack_transitions, transition_arrays
 from robot_rl.transport.zmq_common import Waker, ZmqSettings, curve_client, curve_client_keys
 
 log = logging.getLogger(__name__)
@@ -35,11 +37,17 @@ _HELD_WAIT = 16
 
 #: Chunks waiting together are sent as one message of at most this many chunks and bytes (the learner's work per
 #: message is then shared by all their rows); a chunk handed over to an idle I/O thread leaves alone, at once.
-#: Only chunks up to _COALESCE_CHUNK_BYTES are merged: above that the cost is per byte, not per message, and the
-#: merge's extra copy costs more than it saves (benchmarks/transport_bench.py, 256- and 1,024-row chunks).
+#: They are copied straight into that message (:class:`~robot_rl.transport.open_message.OpenMessage`), so merging
+#: costs no second copy, whatever their size up to _COALESCE_CHUNK_BYTES (larger ones go alone, as do images).
 _COALESCE_CHUNKS = 64
 _COALESCE_BYTES = 1 << 20
-_COALESCE_CHUNK_BYTES = 64 << 10
+_COALESCE_CHUNK_BYTES = 512 << 10
+
+#: An open message is sealed once it is full, or once fewer than this many messages await their acknowledgement:
+#: a chunk leaves at once when the link is idle, and while it is busy the chunks that follow gather (the learner's
+#: acknowledgements clock the sending, as Nagle's algorithm does for TCP). Not 1: an actor that keeps only a few
+#: chunks unacknowledged (deploy's max_unlearned_chunks) sends each alone, as the learner's per-chunk pacing expects.
+_IN_FLIGHT = 4
 
 #: Between two scans of the outbox for chunks whose acknowledgement is overdue (new chunks leave at once).
 _RESEND_SCAN_S = 0.05
@@ -64,13 +72,15 @@ class ZmqActorEndpoint:
         self.address = address
         # Read the key files here, so a bad one fails now, not later inside the I/O thread.
         self._curve = curve_client_keys(s.server_public_key, s.client_secret_key, "learner", "actor")
-        # Chunks handed over, laid out for the wire (their rows packed into one frame: the copy copy_on_send asks for).
-        self._outgoing: queue.Queue[PackedArrays] = queue.Queue(s.outbox_size)
+        # Chunks handed over and not yet in the outbox (at most outbox_size; send() waits beyond).
+        self._handover = Handover(s.outbox_size, _COALESCE_CHUNKS if s.coalesce else 1, _COALESCE_BYTES,
+                                  _COALESCE_CHUNK_BYTES if s.coalesce else -1)
         # seq → (frames, sent at, sends so far)
         self._outbox: OrderedDict[int, tuple[list[Any], float, int]] = OrderedDict()
         self._fresh: list[int] = []  # seqs in the outbox never sent yet: they go at once, without a scan
-        self._merged: dict[int, int] = {}  # seq → chunks it holds, for messages of several chunks
+        self._merged: dict[int, int] = {}  # seq → chunks it holds, for messages of several chunks (spilled ones too)
         self._outbox_chunks = 0  # chunks in the outbox (a message may hold several): what outbox_size bounds
+        self._spilling = 0  # chunks on their way from _handed to the spill (counted by unacked())
         self._next_scan = 0.0  # when to look for overdue chunks next (0: at once, e.g. after a welcome)
         self._outbox_lock = threading.Lock()
         self.spill = SpillStore(s.spill_dir, self.session, s.spill_max_bytes) \
@@ -104,15 +114,20 @@ class ZmqActorEndpoint:
         waits only if the I/O thread itself falls behind.
         """
         # Laid out for the wire here, on the caller's thread: the small arrays are copied into one frame (so a buffer
-        # the env reuses cannot change a chunk after it was sent), the large ones too with copy_on_send.
-        packed = pack_transitions(batch, copy_large=self.settings.copy_on_send, checksums=False)
-        try:
-            self._outgoing.put(packed, timeout=timeout_s)
-        except queue.Full:
+        # the env reuses cannot change a chunk after it was sent), the large ones too with copy_on_send. With
+        # coalesce, a small chunk is copied straight into the open message it will leave in.
+        s = self.settings
+        arrays = transition_arrays(batch)
+        names, values = tuple(arrays), list(arrays.values())
+        packed = None if self._handover.direct(names, values) else \
+            pack_transitions(batch, copy_large=s.copy_on_send, checksums=False)
+        wake = self._handover.put(names, values, packed, s.outbox_size - self._outbox_chunks, timeout_s)
+        if wake is None:
             self.stats.send_timeouts += 1
             return False
         self.stats.batches_sent += 1
-        self._waker.wake()
+        if wake:
+            self._waker.wake()
         return True
 
     def poll_weights(self, newer_than: int) -> VersionedWeights | None:
@@ -130,7 +145,12 @@ class ZmqActorEndpoint:
     def unacked(self) -> int:
         """Chunks queued, in the outbox or spilled, not yet acknowledged by the learner."""
         with self._outbox_lock:
-            return self._outbox_chunks + self._outgoing.qsize() + (len(self.spill) if self.spill else 0)
+            spilled = sum(self._merged.get(q, 1) for q in self.spill.seqs()) if self.spill else 0
+            return self._outbox_chunks + self._handover.waiting + spilled + self._spilling
+
+    def waiting(self) -> int:
+        """Chunks handed over and not yet in the outbox (or spilled): ``send`` waits once ``outbox_size`` do."""
+        return self._handover.waiting
 
     def dropped(self) -> int:
         """Chunks given up on (spill budget exhausted or spill file unreadable); each was logged."""
@@ -182,45 +202,55 @@ class ZmqActorEndpoint:
         return sock
 
     def _intake(self) -> None:
-        """New chunks get a sequence number and go to the outbox (or, when it is full, to the spill).
+        """Chunks handed over get a sequence number and go to the outbox (or, when it is full, to the spill).
 
-        Several waiting at once (the learner or the socket was slower than the env) go as one message: as many as
-        the outbox has room for, so coalescing never lets more chunks be in flight than ``outbox_size``.
+        Several that waited together in one open message (the learner or the socket was slower than the env) go as
+        one message, which enters the outbox once it has room for all of them: coalescing never lets more chunks be
+        in flight than ``outbox_size`` (send() sizes an open message by the room it will find).
         """
         s = self.settings
         while True:
             free = s.outbox_size - self._outbox_chunks
             room = free > 0 and not (self.spill and len(self.spill))
             if not room and self.spill is None:
-                return  # block: leave them queued; send() waits once the queue is full too
-            try:
-                parts = [self._outgoing.get_nowait()]
-            except queue.Empty:
-                return
-            if room and s.coalesce and parts[0].nbytes <= _COALESCE_CHUNK_BYTES:
-                size = parts[0].nbytes
-                while len(parts) < min(free, _COALESCE_CHUNKS) and size < _COALESCE_BYTES:
-                    try:
-                        parts.append(self._outgoing.get_nowait())
-                    except queue.Empty:
-                        break
-                    size += parts[-1].nbytes
-                    if parts[-1].nbytes > _COALESCE_CHUNK_BYTES:
-                        break  # merge_packed refuses it if its layout differs; then each part goes alone
-            merged = merge_packed(parts) if len(parts) > 1 else parts[0]
-            for packed, chunks in ([(merged, len(parts))] if merged is not None else [(p, 1) for p in parts]):
-                seq = self._seq
-                self._seq += 1
-                frames = encode_packed_transitions(packed, self.session, seq, self.actor_id)
-                if room:
-                    with self._outbox_lock:
-                        self._outbox[seq] = (frames, 0.0, 0)
-                        self._outbox_chunks += chunks
-                        if chunks > 1:
-                            self._merged[seq] = chunks
-                    self._fresh.append(seq)
-                elif self.spill is not None and not self.spill.put(seq, frames):
-                    self.stats.reject("spill_full")
+                return  # block: leave them waiting; send() waits once outbox_size chunks wait too
+            taken = self._handover.take(free if room else s.outbox_size, room and len(self._outbox) >= _IN_FLIGHT,
+                                        functools.partial(self._account, room=room))
+            if taken is None:
+                return  # nothing waits, or it waits for room (or for more chunks to join it)
+            item, seq = taken
+            packed = item.seal() if isinstance(item, OpenMessage) else item
+            frames = encode_packed_transitions(packed, self.session, seq, self.actor_id)
+            if room:
+                with self._outbox_lock:
+                    self._outbox[seq] = (frames, 0.0, 0)
+                self._fresh.append(seq)
+                continue
+            assert self.spill is not None
+            kept = self.spill.put(seq, frames)
+            with self._outbox_lock:
+                self._spilling = 0
+                if not kept:
+                    self._merged.pop(seq, None)
+            if not kept:
+                self.stats.reject("spill_full")
+
+    def _account(self, chunks: int, room: bool) -> int:
+        """A sequence number for a message of ``chunks`` leaving the hand-over, its chunks counted on.
+
+        In the outbox (``room``) or as on their way to the spill; called on the hand-over's lock, before it stops
+        counting them, so unacked() never dips.
+        """
+        seq = self._seq
+        self._seq += 1
+        with self._outbox_lock:
+            if room:
+                self._outbox_chunks += chunks
+            else:
+                self._spilling = chunks
+            if chunks > 1:
+                self._merged[seq] = chunks
+        return seq
 
     def _let_go(self, seq: int) -> int:
         """Drop ``seq`` from the outbox (caller holds the lock); the chunks it held (0 if it was not there)."""
@@ -237,7 +267,7 @@ class ZmqActorEndpoint:
                 break
             with self._outbox_lock:
                 self._outbox[item[0]] = (list(item[1]), 0.0, 0)
-                self._outbox_chunks += 1
+                self._outbox_chunks += self._merged.get(item[0], 1)
             self._fresh.append(item[0])
 
     def _send_due(self, sock: zmq.Socket[Any], now: float) -> None:
@@ -337,7 +367,8 @@ class ZmqActorEndpoint:
                 poller.register(self._waker.fd, zmq.POLLIN)
             poller.poll(20)
             self._waker.drain()
-            while True:
+            # Asked first, not learnt from zmq.Again: raising it costs more than the rest of an idle turn.
+            while cast(int, sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
                 try:
                     received = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
                 except zmq.Again:
