@@ -141,12 +141,14 @@ CASES: dict[str, Case] = {c.key: c for c in (
 
 #: The grid setting each case's preset was chosen from (its fastest in every seed); the preset resolves to exactly
 #: its config (tests/test_benchmark_results.py checks it), so the runs of either count for both.
-CHOSEN: dict[str, str] = {"reach/sac": "[64,64] batch 128", "reach/ppo": "[64,64], 128 envs",
+CHOSEN: dict[str, str] = {"reach/sac": "[64,64] batch 128 UTD 0.25, start 500, eval 1k",
+                          "reach/ppo": "[64,64], 128 envs",
                           "mujoco/reach/sac": "[64,64] batch 128", "mujoco/reach/ppo": "[64,64], 64 envs",
                           "pendulum/ppo": "[64,64], 256 envs"}
 #: A preset that changed after files ran it as ``preset``: ``task/algo`` → (the UTC date of the change, the grid
 #: setting it was until then); :func:`merged_cases` counts those files' ``preset`` runs for that setting.
-REPLACED: dict[str, tuple[str, str]] = {"reach/ppo": ("2026-12-07T22:30", "[64,64]")}
+REPLACED: dict[str, tuple[str, str]] = {"reach/ppo": ("2026-12-07T22:30", "[64,64]"),
+                                        "reach/sac": ("2026-12-07T22:40", "[64,64] batch 128")}
 
 _FLOW = ("needs a flow SFT checkpoint (`robot-rl flow-sft`) and 20–55 min per run on 2 cores "
          "(benchmarks/RESULTS_flow.md)")
