@@ -124,6 +124,10 @@ def _mujoco_sac_grid() -> dict[str, list[str]]:
         "[128,128] batch 128": ["algo.actor_hidden=[128,128]", "algo.critic_hidden=[128,128]",
                                 "algo.batch_size=128"],
         "[64,64] batch 128": ["algo.actor_hidden=[64,64]", "algo.critic_hidden=[64,64]", "algo.batch_size=128"],
+        "[64,64] batch 128 UTD 0.5": ["algo.actor_hidden=[64,64]", "algo.critic_hidden=[64,64]",
+                                      "algo.batch_size=128", "algo.utd_ratio=0.5"],
+        "[64,64] batch 128 UTD 0.25": ["algo.actor_hidden=[64,64]", "algo.critic_hidden=[64,64]",
+                                       "algo.batch_size=128", "algo.utd_ratio=0.25"],
     }
 
 
@@ -143,12 +147,13 @@ CASES: dict[str, Case] = {c.key: c for c in (
 #: its config (tests/test_benchmark_results.py checks it), so the runs of either count for both.
 CHOSEN: dict[str, str] = {"reach/sac": "[64,64] batch 128 UTD 0.25, start 500, eval 1k",
                           "reach/ppo": "[64,64], 128 envs",
-                          "mujoco/reach/sac": "[64,64] batch 128", "mujoco/reach/ppo": "[64,64], 64 envs",
+                          "mujoco/reach/sac": "[64,64] batch 128 UTD 0.25", "mujoco/reach/ppo": "[64,64], 64 envs",
                           "pendulum/ppo": "[64,64], 256 envs"}
 #: A preset that changed after files ran it as ``preset``: ``task/algo`` → (the UTC date of the change, the grid
 #: setting it was until then); :func:`merged_cases` counts those files' ``preset`` runs for that setting.
 REPLACED: dict[str, tuple[str, str]] = {"reach/ppo": ("2026-12-07T22:30", "[64,64]"),
-                                        "reach/sac": ("2026-12-07T22:40", "[64,64] batch 128")}
+                                        "reach/sac": ("2026-12-07T22:40", "[64,64] batch 128"),
+                                        "mujoco/reach/sac": ("2026-12-07T22:50", "[64,64] batch 128")}
 
 _FLOW = ("needs a flow SFT checkpoint (`robot-rl flow-sft`) and 20–55 min per run on 2 cores "
          "(benchmarks/RESULTS_flow.md)")
