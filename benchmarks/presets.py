@@ -90,6 +90,9 @@ def _sac_grid() -> dict[str, list[str]]:
         "[64,64] batch 128 UTD 0.5, start 500, eval 1k": [
             *SAC_BEFORE, *fast, *w64, "algo.batch_size=128", "algo.utd_ratio=0.5", "algo.learning_starts=500",
             "loop.eval_every_env_steps=1000"],
+        "[64,64] batch 128 UTD 0.25, start 500, eval 1k": [
+            *SAC_BEFORE, *fast, *w64, "algo.batch_size=128", "algo.utd_ratio=0.25", "algo.learning_starts=500",
+            "loop.eval_every_env_steps=1000"],
     }
 
 
@@ -104,6 +107,27 @@ def _ppo_grid(before: list[str], envs: int) -> dict[str, list[str]]:
         f"[128,128], {envs // 2} envs": [*before, *w128, f"task.num_envs={envs // 2}"],
         f"[128,128], {envs * 2} envs": [*before, *w128, f"task.num_envs={envs * 2}"],
         "[128,128], 3 epochs": [*before, *w128, "algo.num_epochs=3"],
+        f"[64,64], {envs // 2} envs": [*before, *w64, f"task.num_envs={envs // 2}"],
+        f"[64,64], {envs * 2} envs": [*before, *w64, f"task.num_envs={envs * 2}"],
+        f"[64,64], {envs // 4} envs": [*before, *w64, f"task.num_envs={envs // 4}"],
+        f"[64,64], {envs // 8} envs": [*before, *w64, f"task.num_envs={envs // 8}"],
+        f"[64,64], {envs // 16} envs": [*before, *w64, f"task.num_envs={envs // 16}"],
+    }
+
+
+def _mujoco_sac_grid() -> dict[str, list[str]]:
+    """mujoco/reach's SAC preset before issue 55 (SAC's [256, 256] networks, batch 256) and the reach preset's
+    smaller ones; its other keys (first update, evaluation) come from the task's preset."""
+    return {
+        "preset": [],
+        "before": ["algo.actor_hidden=[256,256]", "algo.critic_hidden=[256,256]", "algo.batch_size=256"],
+        "[128,128] batch 128": ["algo.actor_hidden=[128,128]", "algo.critic_hidden=[128,128]",
+                                "algo.batch_size=128"],
+        "[64,64] batch 128": ["algo.actor_hidden=[64,64]", "algo.critic_hidden=[64,64]", "algo.batch_size=128"],
+        "[64,64] batch 128 UTD 0.5": ["algo.actor_hidden=[64,64]", "algo.critic_hidden=[64,64]",
+                                      "algo.batch_size=128", "algo.utd_ratio=0.5"],
+        "[64,64] batch 128 UTD 0.25": ["algo.actor_hidden=[64,64]", "algo.critic_hidden=[64,64]",
+                                       "algo.batch_size=128", "algo.utd_ratio=0.25"],
     }
 
 
@@ -112,16 +136,46 @@ CASES: dict[str, Case] = {c.key: c for c in (
     Case("reach", "ppo", _ppo_grid(PPO_BEFORE, 1024), cap_env_steps=1_500_000, quick=("preset", "before")),
     Case("pendulum", "ppo", _ppo_grid(["task.num_envs=512", "algo.actor_hidden=[256,256,256]",
                                        "algo.critic_hidden=[256,256,256]"], 512), cap_env_steps=3_000_000),
-    Case("push", "ppo", _ppo_grid(["task.num_envs=1024", "algo.actor_hidden=[256,256,256]",
-                                   "algo.critic_hidden=[256,256,256]"], 1024), cap_env_steps=5_000_000),
-    Case("mujoco/reach", "sac", {"preset": []}, cap_env_steps=200_000, reference="preset", needs=("mujoco",)),
-    Case("mujoco/reach", "ppo", {"preset": []}, cap_env_steps=5_000_000, reference="preset", needs=("mujoco",)),
+    Case("mujoco/reach", "sac", _mujoco_sac_grid(), cap_env_steps=200_000, needs=("mujoco",)),
+    Case("mujoco/reach", "ppo", _ppo_grid(["task.num_envs=256", "algo.actor_hidden=[256,256,256]",
+                                           "algo.critic_hidden=[256,256,256]"], 256),
+         cap_env_steps=5_000_000, needs=("mujoco",)),
 )}
 
 
 #: The grid setting each case's preset was chosen from (its fastest in every seed); the preset resolves to exactly
 #: its config (tests/test_benchmark_results.py checks it), so the runs of either count for both.
-CHOSEN: dict[str, str] = {"reach/sac": "[64,64] batch 128", "reach/ppo": "[64,64]"}
+CHOSEN: dict[str, str] = {"reach/sac": "[64,64] batch 128 UTD 0.25, start 500, eval 1k",
+                          "reach/ppo": "[64,64], 128 envs",
+                          "mujoco/reach/sac": "[64,64] batch 128 UTD 0.25", "mujoco/reach/ppo": "[64,64], 64 envs",
+                          "pendulum/ppo": "[64,64], 256 envs"}
+#: A preset that changed after files ran it as ``preset``: ``task/algo`` → (the UTC date of the change, the grid
+#: setting it was until then); :func:`merged_cases` counts those files' ``preset`` runs for that setting.
+REPLACED: dict[str, tuple[str, str]] = {"reach/ppo": ("2026-12-07T22:30", "[64,64]"),
+                                        "reach/sac": ("2026-12-07T22:40", "[64,64] batch 128"),
+                                        "mujoco/reach/sac": ("2026-12-07T22:50", "[64,64] batch 128")}
+
+_FLOW = ("needs a flow SFT checkpoint (`robot-rl flow-sft`) and 20–55 min per run on 2 cores "
+         "(benchmarks/RESULTS_flow.md)")
+_SAC_LONG = ("no run on record reached 90 %; SAC's [256, 256] at one update per env step cost 22–27 ms an update "
+             "on `mujoco/reach` here, ~40 min per 100k env steps and seed")
+#: Every other task preset (``task/algo``) and why it has no case: :func:`presets_table` lists them, and a test holds
+#: CASES and this table to every preset the task registry holds.
+NOT_MEASURED: dict[str, str] = {
+    "push/ppo": ("PPO stays near 0 % on sparse `push` for millions of env steps (benchmarks/RESULTS_fasttd3.md): "
+                 "no setting reaches the threshold"),
+    "reach_pixels/ppo": ("PPO takes state observations only: `robot-rl train --task reach_pixels --algo ppo` stops "
+                         "with an error, so no run uses this preset"),
+    "mujoco/reach_shifted/sac": "`mujoco/reach`'s preset (the shifted twin inherits it)",
+    "mujoco/reach_shifted/ppo": "`mujoco/reach`'s preset (the shifted twin inherits it)",
+    "mujoco/push/sac": _SAC_LONG,
+    "mujoco/peg_insert/sac": _SAC_LONG,
+    "mujoco/pick_cube/sac": "about 95k env steps and 37 min to 90 % in one seed (benchmarks/RESULTS_mujoco.md)",
+    "maniskill/ppo": "ManiSkill simulates on a GPU (Vulkan); this machine has none",
+    "dsrl/sac": "needs a flow SFT checkpoint (`task.init_from`); 22 min per run on 2 cores "
+                "(benchmarks/RESULTS_flow.md)",
+    **{f"{task}/{algo}": _FLOW for task in ("lang_reach", "lang_push") for algo in ("flow_ppo", "hiors", "flow_qc")},
+}
 
 
 class PartTimers:
@@ -218,13 +272,16 @@ def _fractions(f: dict[str, float]) -> str:
 
 def merged_cases(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """``task/algo`` → one entry whose settings hold every file's seeds (a later file's seed replaces an earlier
-    one's), summarised again; the reference is ``before`` where some file ran it, else the latest file's."""
+    one's), summarised again; the reference is ``before`` where some file ran it, else the latest file's. A file's
+    ``preset`` from before that preset changed (:data:`REPLACED`) counts for the grid setting it was then."""
     out: dict[str, dict[str, Any]] = {}
     for run in runs:
         for key, entry in run["results"]["cases"].items():
             merged = out.setdefault(key, {"cap_env_steps": entry["cap_env_steps"], "settings": {}})
             merged["reference"] = entry["reference"]
             for name, s in entry["settings"].items():
+                if name == "preset" and key in REPLACED and run["date"] < REPLACED[key][0]:
+                    name = REPLACED[key][1]  # the preset of the file's day, not today's
                 into = merged["settings"].setdefault(name, {"overrides": s["overrides"], "seeds": {}})
                 into["seeds"].update(s["seeds"])
     for key, entry in out.items():
@@ -262,11 +319,12 @@ def grid_table(runs: list[dict[str, Any]]) -> str:
 def presets_table(runs: list[dict[str, Any]]) -> str:
     """One row per case, its files merged by seed: the preset's seeds reaching the threshold (its runs under its
     grid name in :data:`CHOSEN` included), median env steps and wall-clock, the settings before issue 55 in the
-    seeds both ran, and the parts of the preset's wall-clock."""
+    seeds both ran (— where the preset is still those), and the parts of the preset's wall-clock; then a row for
+    each preset of :data:`NOT_MEASURED`, with why."""
     rows = []
     for key, entry in merged_cases(runs).items():
         p = entry["settings"][CHOSEN.get(key, "preset")]
-        before = entry["settings"].get("before")
+        before = entry["settings"].get("before") if CHOSEN.get(key) != "before" else None
         paired = sorted(set(p["seeds"]) & set(before["seeds"])) if before else []
         rows.append([f"`{key}`", f"{p['reached']}/{len(p['seeds'])}", f"{p['median_env_steps']:,.0f}",
                      f"{p['median_updates']:,.0f}", f"{p['median_wall_s']:.1f}",
@@ -274,6 +332,10 @@ def presets_table(runs: list[dict[str, Any]]) -> str:
                       f"(seed {', '.join(paired)})") if paired and before else "—",
                      f"{p['wall_vs_reference']:.2f}" if paired and p["wall_vs_reference"] is not None else "—",
                      _fractions(p["median_fractions"])])
+    by_reason: dict[str, list[str]] = {}
+    for key, why in NOT_MEASURED.items():
+        by_reason.setdefault(why, []).append(f"`{key}`")
+    rows += [[", ".join(keys), f"not measured: {why}", *[""] * 6] for why, keys in by_reason.items()]
     return markdown_table(["task / algo", "reached", "env steps", "updates", "wall s", "before: wall s",
                            "preset / before", "env / inference / update / eval"], rows, "lcrrrrrr")
 

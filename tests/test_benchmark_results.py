@@ -212,6 +212,36 @@ def test_presets_picks_the_fastest_setting_that_reached_in_every_seed_and_times_
     assert thing.work(1) == 2 and timers.seconds["update"] > 0 and timers.seconds["env"] == 0
 
 
+def test_presets_counts_a_files_preset_for_the_setting_it_was_on_that_day(monkeypatch: pytest.MonkeyPatch) -> None:
+    presets = importlib.import_module("presets")
+    monkeypatch.setattr(presets, "REPLACED", {"reach/x": ("2026-12-07T19:30", "old")})
+    monkeypatch.setattr(presets, "CHOSEN", {})
+    run = {"reached": True, "wall_s": 1.0, "env_steps": 10, "updates": 1, "load_before": 1.0,
+           "fractions": dict.fromkeys(presets.PARTS, 0.1)}
+
+    def record(date: str, seed: str) -> dict[str, Any]:
+        return {"date": date, "results": {"cases": {"reach/x": {"reference": "preset", "cap_env_steps": 10,
+                                                                "settings": {"preset": {"overrides": [],
+                                                                                        "seeds": {seed: run}}}}}}}
+
+    merged = presets.merged_cases([record("2026-12-07T19:00:00+00:00", "0"), record("2026-12-07T20:00:00+00:00", "1")])
+    assert {n: list(s["seeds"]) for n, s in merged["reach/x"]["settings"].items()} == {"old": ["0"], "preset": ["1"]}
+
+
+def test_every_task_preset_is_measured_or_says_why_not() -> None:
+    """Each ``presets`` entry of a built-in task is a case of benchmarks/presets.py or one of its NOT_MEASURED (tasks
+    that other tests register, e.g. a benchmark's, are not built in)."""
+    from robot_rl.core.config import TASKS
+
+    presets = importlib.import_module("presets")
+    held = {f"{name}/{algo}" for name in TASKS.names() if TASKS.get(name).__module__.startswith("robot_rl.")
+            for algo in TASKS.get(name).presets}
+    assert not set(presets.CASES) & set(presets.NOT_MEASURED)
+    listed = set(presets.CASES) | set(presets.NOT_MEASURED)
+    assert held == listed, held ^ listed
+    assert set(presets.CHOSEN) <= set(presets.CASES)
+
+
 def test_each_preset_resolves_to_the_grid_setting_it_was_chosen_from() -> None:
     """presets.CHOSEN names the measured setting behind each preset; the table counts that setting's runs for it."""
     from robot_rl.config_io import flatten, to_dict

@@ -209,7 +209,7 @@ def _robot_rl(args: list[str], cwd: Path) -> tuple[int, int]:
 
 
 #: 2 ranks × 8 envs = 16 env steps an iteration; updates start once each shard holds 32 rows (iteration 4), then
-#: utd · 16 / 2 = 8 an iteration: 8 · 17 = 136 by 320 env steps.
+#: utd · 16 / 2 = 8 an iteration (UTD 1, set: reach's SAC preset has 0.25): 8 · 17 = 136 by 320 env steps.
 FIRST_RUN = (320, 136)
 
 
@@ -219,8 +219,9 @@ def sac_ddp_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[i
     counts = _robot_rl(["train", "--task", "reach", "--algo", "sac", "--name", "ddp", "run.distributed=ddp",
                         "run.nproc_per_node=2", "run.progress=false", "task.num_envs=8", "algo.batch_size=32",
                         "algo.learning_starts=64", "algo.actor_hidden=[32,32]", "algo.critic_hidden=[32,32]",
-                        "loop.eval_episodes=4", "loop.eval_num_envs=4", "loop.eval_every_env_steps=100000",
-                        "loop.success_threshold=null", f"loop.total_env_steps={FIRST_RUN[0]}"], cwd)
+                        "algo.utd_ratio=1.0", "loop.eval_episodes=4", "loop.eval_num_envs=4",
+                        "loop.eval_every_env_steps=100000", "loop.success_threshold=null",
+                        f"loop.total_env_steps={FIRST_RUN[0]}"], cwd)
     return cwd / "runs" / "ddp", counts
 
 
