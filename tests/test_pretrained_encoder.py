@@ -232,14 +232,18 @@ def test_an_unfrozen_trunk_is_fine_tuned_by_the_critic_only() -> None:
     assert not torch.equal(trunk.resnet.conv1.weight, conv) and torch.equal(trunk.resnet.bn1.running_mean, mean)
 
 
-def test_bf16_autocast_runs_the_trunk_in_bf16_and_keeps_it_fixed() -> None:
-    # The update draws from torch's global generator; left as the tests before it leave it, 1 of 40 states gave a
-    # non-finite bf16 statistic (seen in CI's order), so the test fixes its own.
-    torch.manual_seed(0)
+def test_bf16_autocast_keeps_the_trunk_fixed_and_in_float32_on_a_cpu() -> None:
+    # On a CPU the trunk runs in float32 under bf16 autocast: oneDNN's bf16 convolution gave NaN maps for some
+    # trunks built after others in one process (3 of 40 in a loop here, and this test in CI's order), the heads
+    # still run in bf16.
     algo = SACConfig(**TINY, amp_bf16=True).build(SPEC, "cpu", 0)
     assert algo.actor.backbone is not None
     conv = algo.actor.backbone.resnet.conv1.weight.clone()
-    stats = algo.update(random_batch(SPEC, 8, 0))
+    batch = random_batch(SPEC, 8, 0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        maps = algo.actor.backbone({k: batch.obs[k] for k in ("image.front", "image.wrist")})
+    assert maps["image.front"].dtype == torch.float32
+    stats = algo.update(batch)
     assert all(math.isfinite(v) for v in stats.values())
     assert torch.equal(algo.actor.backbone.resnet.conv1.weight, conv) and conv.dtype == torch.float32
 

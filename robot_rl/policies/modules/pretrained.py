@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -76,8 +77,12 @@ class CameraTrunk(nn.Module):
     def forward(self, obs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """``obs`` with each camera ``[N, H, W, 3]`` replaced by its map ``[N, 512, h, w]`` float32."""
         out = dict(obs)
-        # A frozen trunk builds no autograd graph even when the caller's loss has one.
-        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.frozen):
+        # A frozen trunk builds no autograd graph even when the caller's loss has one. On a CPU it runs in float32
+        # even under bf16 autocast: torch 2.13's oneDNN bf16 convolution returned NaN maps for about 1 in 13 freshly
+        # built trunks once a process had built and freed others (0 in 40 with oneDNN off for the trunk, and the
+        # native bf16 convolution is 36x slower), so a bf16 trunk's speed (1.5x float32's) is not worth it there.
+        cpu_float32 = torch.autocast("cpu", enabled=False) if self.mean.device.type == "cpu" else nullcontext()
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.frozen), cpu_float32:
             for k in self.keys:
                 x = (obs[k].permute(0, 3, 1, 2).float() / 255.0 - self.mean) / self.std
                 out[k] = self.resnet(x)
