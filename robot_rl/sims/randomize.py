@@ -56,6 +56,7 @@ Semantics
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
@@ -120,6 +121,8 @@ class RandomizedVecEnv(VecEnvWrapper):
         self._obs_hist: dict[str, torch.Tensor] = {}
         self._episode_start = torch.ones(n, dtype=torch.bool, device=self.device)
         self._stats: dict[str, torch.Tensor] = {}
+        # The actor's thread records while the learner's logging pops (a run's twin refit read the dict as it grew).
+        self._stats_lock = threading.Lock()
 
     def _elements(self, name: str, rng: ParamRange) -> torch.Tensor:
         """Bool mask over one world's elements of ``name`` that ``rng.indices`` selects (all if None)."""
@@ -177,11 +180,12 @@ class RandomizedVecEnv(VecEnvWrapper):
         inf = torch.full_like(values, float("inf"))
         stats = torch.stack([(values * where).sum(), where.sum().to(values.dtype),
                              torch.where(where, values, inf).min(), torch.where(where, values, -inf).max()])
-        prev = self._stats.get(name)
-        if prev is not None:
-            stats = torch.stack([prev[0] + stats[0], prev[1] + stats[1], torch.minimum(prev[2], stats[2]),
-                                 torch.maximum(prev[3], stats[3])])
-        self._stats[name] = stats
+        with self._stats_lock:
+            prev = self._stats.get(name)
+            if prev is not None:
+                stats = torch.stack([prev[0] + stats[0], prev[1] + stats[1], torch.minimum(prev[2], stats[2]),
+                                     torch.maximum(prev[3], stats[3])])
+            self._stats[name] = stats
 
     def pop_summary(self) -> dict[str, float]:
         """``{name/mean, name/min, name/max}`` of the values sampled since the last call, and ``episodes``.
@@ -189,13 +193,14 @@ class RandomizedVecEnv(VecEnvWrapper):
         ``episodes`` counts the worlds that got new parameters (episode starts) in that time.
         """
         out: dict[str, float] = {}
-        for name, stats in self._stats.items():
+        with self._stats_lock:
+            taken, self._stats = self._stats, {}
+        for name, stats in taken.items():
             s, count, lo, hi = stats.tolist()
             elements = max(int(self._element_mask[name].sum()), 1)
             if count > 0:
                 out.update({f"{name}/mean": s / count, f"{name}/min": lo, f"{name}/max": hi})
                 out["episodes"] = count / elements
-        self._stats.clear()
         return out
 
     # ---- VecEnv -------------------------------------------------------------------------------
