@@ -164,8 +164,6 @@ _SAC_LONG = ("no run on record reached 90 %; SAC's [256, 256] at one update per 
 NOT_MEASURED: dict[str, str] = {
     "push/ppo": ("PPO stays near 0 % on sparse `push` for millions of env steps (benchmarks/RESULTS_fasttd3.md): "
                  "no setting reaches the threshold"),
-    "reach_pixels/ppo": ("PPO takes state observations only: `robot-rl train --task reach_pixels --algo ppo` stops "
-                         "with an error, so no run uses this preset"),
     "mujoco/reach_shifted/sac": "`mujoco/reach`'s preset (the shifted twin inherits it)",
     "mujoco/reach_shifted/ppo": "`mujoco/reach`'s preset (the shifted twin inherits it)",
     "mujoco/push/sac": _SAC_LONG,

@@ -62,6 +62,10 @@ def test_bad_input_fails_clearly(capsys):
     assert "sac" in capsys.readouterr().err
     assert main(["eval", "/nonexistent/run"]) == 2
     assert "not a run directory" in capsys.readouterr().err
+    # PPO on a camera task: one line that names what to use instead, not a traceback (it was a ValueError)
+    assert main(["train", "--task", "reach_pixels", "--algo", "ppo", "run.progress=false"]) == 2
+    err = capsys.readouterr().err
+    assert "--algo sac" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("verb", ["train", "eval", "config", "learner", "actor", "keys"])

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from robot_rl.core.algorithm import MLPActorParts, OnPolicyAlgorithm, Policy, Weights
-from robot_rl.core.config import ALGOS, AlgoConfig
+from robot_rl.core.config import ALGOS, AlgoConfig, ConfigError
 from robot_rl.core.data_parallel import DataParallel, moments
 from robot_rl.core.extras import LOG_PROB, MEAN, RAW_ACTION
 from robot_rl.core.specs import EnvSpec
@@ -171,8 +171,9 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
 def _state_dim(spec: EnvSpec) -> int:
     extra = sorted(set(spec.observation) - {"state"})
     if "state" not in spec.observation or extra:
-        raise ValueError(f"PPO here takes a 'state' observation only; this spec also has {extra}"
-                         if extra else "PPO needs a 'state' observation")
+        what = f"this task also observes {extra}" if extra else "this task has no 'state' observation"
+        raise ConfigError(f"PPO takes a flat 'state' observation only; {what}. Train a camera task with SAC "
+                          "(--algo sac, which encodes images), or pick a state task (robot-rl tasks)")
     shape = spec.observation["state"].shape
     if len(shape) != 1:
         raise ValueError(f"PPO needs a flat 'state' [D], got {list(shape)}")
