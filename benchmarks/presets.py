@@ -147,7 +147,7 @@ CASES: dict[str, Case] = {c.key: c for c in (
 #: its config (tests/test_benchmark_results.py checks it), so the runs of either count for both.
 CHOSEN: dict[str, str] = {"reach/sac": "[64,64] batch 128 UTD 0.25, start 500, eval 1k",
                           "reach/ppo": "[64,64], 128 envs",
-                          "mujoco/reach/sac": "[64,64] batch 128 UTD 0.25", "mujoco/reach/ppo": "[64,64], 64 envs",
+                          "mujoco/reach/sac": "before", "mujoco/reach/ppo": "[64,64], 64 envs",
                           "pendulum/ppo": "[64,64], 256 envs"}
 #: A preset that changed after files ran it as ``preset``: ``task/algo`` → (the UTC date of the change, the grid
 #: setting it was until then); :func:`merged_cases` counts those files' ``preset`` runs for that setting.
