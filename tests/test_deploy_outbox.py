@@ -68,3 +68,12 @@ def test_with_max_unlearned_chunks_the_robot_waits_between_episodes_until_the_le
     learner.unacked, learner.silent_s = 9, 61.0  # behind, and silent
     with pytest.raises(LearnerUnreachable, match="has not answered for 61s"):
         kept.wait_sent(learner, threading.Event(), 60.0, most_unacked=2)
+
+
+def test_a_bound_on_unlearned_chunks_sends_one_chunk_per_message() -> None:
+    # A merged message is taken in and acknowledged at once, before the updates of all but its first chunk have run:
+    # the bound would let the robot run several chunks ahead (test_hil_update_ratio failed so under load).
+    from robot_rl.human_loop.deploy_config import DeployConfig
+
+    assert DeployConfig(max_unlearned_chunks=2).transport.coalesce is False
+    assert DeployConfig().transport.coalesce is True  # the robot never waits: merging costs nothing there

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -89,7 +90,9 @@ class DeployConfig:
     between episodes while more than this many of its chunks wait for an acknowledgement. The updates per robot
     step are then the ratio however busy the machine (a slow learner pauses the robot instead of learning from
     less), with the policy at most this many chunks (and the episode under way) behind the data. 0: the robot never
-    waits for the learner's updates (it learns from what it has time for)."""
+    waits for the learner's updates (it learns from what it has time for). Above 0 the actor's chunks leave one per
+    message (``transport.coalesce`` off): a message of several chunks is taken in, and acknowledged, at once, before
+    the updates of all but its first have run."""
     weight_max_deviation: float = 2.0
     """New weights are refused if any action on the recorded observations moves more than this from the
     acting policy's (2.0 = only finite, in-bounds actions are required: learning from scratch changes a lot)."""
@@ -146,6 +149,8 @@ class DeployConfig:
             raise ValueError(f"mode {self.mode!r}; valid: eval, learn, practice")
         if self.max_episode_steps < 1 or self.send_every < 1 or self.episodes < 0 or self.max_unlearned_chunks < 0:
             raise ValueError("max_episode_steps and send_every must be >= 1, episodes and max_unlearned_chunks >= 0")
+        if self.max_unlearned_chunks > 0 and self.transport.coalesce:
+            self.transport = dataclasses.replace(self.transport, coalesce=False)
         if self.torch_threads < 0:
             raise ValueError(f"torch_threads must be >= 0 (0: automatic), got {self.torch_threads}")
         if len(set(self.policy_keys)) != len(self.policy_keys):
