@@ -20,6 +20,11 @@ pytest.importorskip("mujoco")  # the simulated arm
 pytest.importorskip("msgpack")
 
 from robot_rl.cli import main
+from robot_rl.human_loop.practice.config import PracticeConfig
+from robot_rl.transport.config import ZmqTransportConfig
+
+# The block names the two learners' default addresses; the run below binds ports the OS picks instead.
+TASK_ADDRESS, RESET_ADDRESS = ZmqTransportConfig().address, PracticeConfig().reset_address
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALE = 2.0
@@ -42,8 +47,8 @@ def test_every_command_of_the_block_resolves(capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     assert "resets" in out and "physical" in out
     _record, task, reset, actor, evaluate = cmds
-    assert "--connect tcp://127.0.0.1:5555" in task and "transport.address=tcp://127.0.0.1:5555" in actor
-    assert "--connect tcp://127.0.0.1:5556" in reset and "practice.reset_address=tcp://127.0.0.1:5556" in actor
+    assert f"--connect {TASK_ADDRESS}" in task and f"transport.address={TASK_ADDRESS}" in actor
+    assert f"--connect {RESET_ADDRESS}" in reset and f"practice.reset_address={RESET_ADDRESS}" in actor
     assert "--run-dir runs/practice_task" in task and "--run-dir runs/practice_task" in evaluate
 
 
@@ -56,13 +61,14 @@ def test_the_block_runs_as_written(tmp_path: Path) -> None:
     done = wf.start_logged(record, tmp_path / "record.log").wait(timeout=300)
     assert done == 0, (tmp_path / "record.log").read_text()[-2000:]
     learners, addresses = [], {}
-    for name, argv, port in (("task", task, "5555"), ("reset", reset, "5556")):
-        argv = [a.replace(f"tcp://127.0.0.1:{port}", "tcp://127.0.0.1:*") for a in argv]
+    for name, argv, docs_address in (("task", task, TASK_ADDRESS), ("reset", reset, RESET_ADDRESS)):
+        argv = [a.replace(docs_address, "tcp://127.0.0.1:*") for a in argv]
         proc = wf.start_logged(argv, tmp_path / f"{name}_learner.log")
         learners.append(proc)
-        addresses[port] = wf.learner_address(proc, tmp_path / f"{name}_learner.log")
+        addresses[docs_address] = wf.learner_address(proc, tmp_path / f"{name}_learner.log")
     try:
-        argv = [re.sub(r"tcp://127\.0\.0\.1:(5555|5556)", lambda m: addresses[m.group(1)], a) for a in actor]
+        pattern = "|".join(re.escape(a) for a in addresses)
+        argv = [re.sub(pattern, lambda m: addresses[m.group(0)], a) for a in actor]
         proc = wf.start_logged(argv, tmp_path / "actor.log")
         attempts = tmp_path / "runs" / "practice.jsonl"
         deadline = time.monotonic() + 300
