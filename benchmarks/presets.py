@@ -68,10 +68,14 @@ class Case:
         return f"{self.task}/{self.algo}"
 
 
+def _widths(n: int) -> list[str]:
+    """Actor and critic of two hidden layers of ``n`` units."""
+    return [f"algo.actor_hidden=[{n},{n}]", f"algo.critic_hidden=[{n},{n}]"]
+
+
 def _sac_grid() -> dict[str, list[str]]:
     fast = ["algo.learning_starts=1000", "loop.eval_every_env_steps=2000"]
-    w128 = ["algo.actor_hidden=[128,128]", "algo.critic_hidden=[128,128]"]
-    w64 = ["algo.actor_hidden=[64,64]", "algo.critic_hidden=[64,64]"]
+    w128, w64 = _widths(128), _widths(64)
     return {
         "preset": [],
         "before": SAC_BEFORE,
@@ -97,8 +101,7 @@ def _sac_grid() -> dict[str, list[str]]:
 
 
 def _ppo_grid(before: list[str], envs: int) -> dict[str, list[str]]:
-    w128 = ["algo.actor_hidden=[128,128]", "algo.critic_hidden=[128,128]"]
-    w64 = ["algo.actor_hidden=[64,64]", "algo.critic_hidden=[64,64]"]
+    w128, w64 = _widths(128), _widths(64)
     return {
         "preset": [],
         "before": before,
