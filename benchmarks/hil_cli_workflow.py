@@ -188,7 +188,7 @@ def ctrl_c(proc: subprocess.Popen[bytes], timeout: float = 120.0) -> int:
 
 def run_once(workdir: Path, minutes: float, scale: float, log=print, workflow: str = "task",
              prepared: bool = False, overrides: tuple[str, ...] = (), episodes: int | None = None,
-             seed: int | None = None) -> dict[str, object]:
+             seed: int | None = None, learner_flags: tuple[str, ...] = ()) -> dict[str, object]:
     """The documented commands in ``workdir``; the eval's policy-alone success and what each step printed.
 
     ``prepared``: the preparation steps (demos, classifier) already ran in ``workdir``: only learn and score.
@@ -197,13 +197,14 @@ def run_once(workdir: Path, minutes: float, scale: float, log=print, workflow: s
     machine: what the tests use) instead of being stopped after ``minutes`` of wall clock (the docs' "after 10
     minutes"); ``minutes`` is then how long it may take.
     ``seed``: appended to every step but the evaluation (:func:`with_seed`).
+    ``learner_flags``: given to the learner only (``--resume``: go on learning in ``workdir``'s run).
     The learner binds a port the OS picks and the actor connects to the address it prints: the docs' default
     port (transport.address) may be taken on this machine.
     """
     *prepare, learner_cmd, actor_cmd, evaluate = (with_seed(scaled(c, scale), seed)
                                                   for c in workflow_commands(workflow))
     steps: dict[str, str] = {}
-    learner_cmd = at_address([*learner_cmd, *overrides], "tcp://127.0.0.1:*")
+    learner_cmd = at_address([*learner_cmd[:2], *learner_flags, *learner_cmd[2:], *overrides], "tcp://127.0.0.1:*")
     actor_cmd = [*actor_cmd, *overrides] if episodes is None else with_episodes([*actor_cmd, *overrides], episodes)
     for argv in [] if prepared else prepare:
         t0 = time.monotonic()

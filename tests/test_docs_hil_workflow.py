@@ -9,6 +9,7 @@ shrinks on a busy machine, only the wall-clock time grows. The policy alone must
 
 from __future__ import annotations
 
+import re
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +27,8 @@ pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
 EPISODES = 60
 """The actor's budget (the docs' actor runs until Ctrl-C)."""
+MORE_EPISODES = 30
+"""The resumed actor's budget, when the policy after EPISODES is short of the bar."""
 SEED = 1
 """Appended to every step but the evaluation (the docs' evaluation scenes are fixed)."""
 UPDATE_RATIO = ("max_unlearned_chunks=8",)
@@ -82,6 +85,13 @@ def test_runs_are_read_back_from_the_printout_of_a_crashed_invocation():
     assert "| 1 | 0.8504 (0.951, 0.995) |" in wf.markdown_table({"runs": [run]})
 
 
+def _transitions(result: dict) -> int:
+    """The learner's transitions at its end (a resumed learner counts its earlier run's too)."""
+    found = re.search(r"stopped after (\d+) transitions", str(result["learner"]))
+    assert found, result
+    return int(found.group(1))
+
+
 @contextmanager
 def _port_taken(port: int) -> Iterator[None]:
     """Something else listens on ``port`` for the block (unless something already does)."""
@@ -94,6 +104,7 @@ def _port_taken(port: int) -> Iterator[None]:
         yield
 
 
+@pytest.mark.timeout(600)  # the hang limits are run_once's: 4 minutes of learning, 3 more when it resumes
 def test_the_documented_commands_learn_the_pick(tmp_path: Path):
     wf = _workflow()
     docs_port = int(ZmqTransportConfig().address.rsplit(":", 1)[1])  # the block names no address: the default
@@ -103,9 +114,18 @@ def test_the_documented_commands_learn_the_pick(tmp_path: Path):
         # minutes is only the limit past which the run has hung.
         result = wf.run_once(tmp_path, minutes=4.0, scale=4.0, log=print, episodes=EPISODES, seed=SEED,
                              overrides=UPDATE_RATIO)
-    print(result)
-    assert result["episodes"] == 20 and result["actor"].startswith(f"{EPISODES} episodes:"), result
-    assert result["updates_per_step"] is not None and result["updates_per_step"] >= 3.5, result
+        print(result)
+        assert result["episodes"] == 20 and result["actor"].startswith(f"{EPISODES} episodes:"), result
+        assert result["updates_per_step"] is not None and result["updates_per_step"] >= 3.5, result
+        if result["alone_success"] < wf.TARGET:
+            learned = _transitions(result)
+            # The simulated arm runs against the clock, so one seed's runs differ; after EPISODES, policies
+            # alone scored 65-100 % (one in about ten below the bar). The docs' learner would go on learning:
+            # so does this one, from its checkpoint and replay (the documented --resume), for MORE_EPISODES.
+            result = wf.run_once(tmp_path, minutes=3.0, scale=4.0, log=print, prepared=True, episodes=MORE_EPISODES,
+                                 seed=SEED, overrides=UPDATE_RATIO, learner_flags=("--resume",))
+            print("went on learning:", result)
+            assert _transitions(result) > learned, result  # it went on from the first run's replay
     # The docs' bar: 80 % alone after 10 minutes of robot time at real-time pace (6,000 steps); here a budget
-    # of EPISODES (about 1,150 steps) at the same 4 updates per step.
+    # of at most EPISODES + MORE_EPISODES (about 1,700 steps) at the same 4 updates per step.
     assert result["alone_success"] >= wf.TARGET, result
