@@ -116,6 +116,9 @@ def run_practice(cfg: Any, b: LearnBenchConfig, demos: Any, minutes: float, run_
         def steps() -> int:
             return loops["task"].steps + loops["reset"].steps
 
+        def waited() -> float:  # the robot held between attempts for the learners' updates (max_unlearned_chunks)
+            return loops["task"].kept.paused_s + loops["reset"].kept.paused_s
+
         def evaluate() -> None:
             nonlocal paused
             t0 = time.monotonic()
@@ -123,19 +126,20 @@ def run_practice(cfg: Any, b: LearnBenchConfig, demos: Any, minutes: float, run_
             r = _eval_alone(safety, cfg, task.policy, task.version, b.eval_episodes)
             paused += time.monotonic() - t0
             c = runner.controller.counts
-            evals.append({"env_steps": steps(), "train_wall_s": train_wall(), "updates": learners["task"].stats.updates,
+            evals.append({"env_steps": steps(), "train_wall_s": train_wall(), "wait_s": waited(),
+                          "updates": learners["task"].stats.updates, "reset_updates": learners["reset"].stats.updates,
                           "human_actions": c.human_actions, **r})
             print(f"  [practice] {steps()} env steps, {train_wall() / 60:.1f} min, v{task.version}: policy alone "
                   f"{100 * r['success']:.0f}%; the person so far: {c.human_resets} resets", flush=True)
 
         evaluate()
         next_eval = b.eval_every_steps
-        while train_wall() < minutes * 60:
+        while train_wall() < minutes * 60 and not (b.max_steps and steps() >= b.max_steps):
             if steps() >= next_eval:
                 evaluate()
                 next_eval += b.eval_every_steps
             runner.attempt()
-            runner.report.attempts[-1]["train_wall_s"] = train_wall()
+            runner.report.attempts[-1].update(train_wall_s=train_wall(), wait_s=waited())
         evaluate()
         sim = arm.sim_stats()
         for d in loops.values():
@@ -145,7 +149,7 @@ def run_practice(cfg: Any, b: LearnBenchConfig, demos: Any, minutes: float, run_
     counts = runner.controller.counts
     print(f"practice: {counts.as_dict()}", flush=True)
     return {"attempts": runner.report.attempts, "evals": evals, "counts": counts.as_dict(),
-            "train_wall_s": train_wall(), "env_steps": steps(),
+            "train_wall_s": train_wall(), "wait_s": waited(), "env_steps": steps(),
             "mirrored_rows": {name: m.rows for name, m in runner.mirrors.items()},
             "learners": {name: learner.stats.__dict__ for name, learner in learners.items()},
             "sim_human_resets": sim["human_resets"], "eval_resets": b.eval_episodes * len(evals)}
@@ -156,32 +160,36 @@ def _baseline_actions(run: dict[str, Any]) -> list[dict[str, Any]]:
     total, out = 0, []
     for e in run["episodes"]:
         total += 1 + int(e["interventions"])
-        out.append({"train_wall_s": e["wall_s"], "human_actions": total})
+        out.append({"train_wall_s": e["wall_s"], "wait_s": e.get("wait_s", 0.0), "human_actions": total})
     return out
 
 
 def summarise(run: dict[str, Any], mode: str, time_scale: float) -> dict[str, Any]:
     """The figures of one run: human actions per robot hour, and the first evaluation at >= 90 % alone."""
-    robot_h = run["train_wall_s"] * time_scale / 3600.0
+    def robot_s(row: dict[str, Any]) -> float:  # training wall-clock less the waits for the learners, as robot time
+        return (row["train_wall_s"] - row.get("wait_s", 0.0)) * time_scale
+
+    robot_h = robot_s(run) / 3600.0
     if mode == "baseline":
         curve = _baseline_actions(run)
         actions = curve[-1]["human_actions"] if curve else 0
         resets, takeovers = len(run["episodes"]), sum(int(e["interventions"]) for e in run["episodes"])
     else:
-        curve = [{"train_wall_s": a.get("train_wall_s", a["time_s"]), "human_actions": a["human_actions"]}
-                 for a in run["attempts"]]
+        curve = [{"train_wall_s": a.get("train_wall_s", a["time_s"]), "wait_s": a.get("wait_s", 0.0),
+                  "human_actions": a["human_actions"]} for a in run["attempts"]]
         actions, resets, takeovers = (run["counts"]["human_actions"], run["counts"]["human_resets"],
                                       run["counts"]["takeovers"])
     hit = next((e for e in run["evals"] if e["success"] >= 0.9), None)
     before = [c["human_actions"] for c in curve if hit is not None and c["train_wall_s"] <= hit["train_wall_s"]]
     return {"robot_minutes": robot_h * 60, "human_actions": actions, "resets": resets, "takeovers": takeovers,
+            "env_steps": run["env_steps"], "learner_wait_minutes": run.get("wait_s", 0.0) / 60,
             "actions_per_hour": actions / robot_h if robot_h else None,
-            "minutes_to_90": hit["train_wall_s"] * time_scale / 60 if hit else None,
+            "minutes_to_90": robot_s(hit) / 60 if hit else None,
             "steps_to_90": hit["env_steps"] if hit else None,
             "actions_to_90": (before[-1] if before else 0) if hit else None,
             "final_alone": run["evals"][-1]["success"] if run["evals"] else None,
-            "curve": [[c["train_wall_s"] * time_scale / 60, c["human_actions"]] for c in curve],
-            "alone_curve": [[e["train_wall_s"] * time_scale / 60, e["success"]] for e in run["evals"]]}
+            "curve": [[robot_s(c) / 60, c["human_actions"]] for c in curve],
+            "alone_curve": [[robot_s(e) / 60, e["success"]] for e in run["evals"]]}
 
 
 def measure(args: argparse.Namespace, save: Any = None) -> dict[str, Any]:
@@ -193,7 +201,8 @@ def measure(args: argparse.Namespace, save: Any = None) -> dict[str, Any]:
     for seed in args.seeds:
         b = LearnBenchConfig(minutes=args.minutes, time_scale=args.time_scale, demos=args.demos, robot=args.robot,
                              eval_every_steps=args.eval_every_steps, eval_episodes=args.eval_episodes,
-                             episode_steps=args.episode_steps, seed=seed)
+                             episode_steps=args.episode_steps, seed=seed, max_steps=args.steps,
+                             max_unlearned_chunks=args.max_unlearned_chunks)
         cfg = learn_config(b)
         demos = record_demos(cfg, b.demos)
         per: dict[str, Any] = {}
@@ -280,6 +289,10 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[11, 12, 13])
     p.add_argument("--modes", nargs="+", default=list(MODES[:2]), choices=MODES)
     p.add_argument("--minutes", type=float, default=20.0, help="training wall-clock per mode (evaluations apart)")
+    p.add_argument("--steps", type=int, default=0, help="env steps per mode (0: --minutes alone bounds a run)")
+    p.add_argument("--max-unlearned-chunks", type=int, default=8,
+                   help="the deploy setting: the robot waits for its learners' updates, so the updates per step do "
+                        "not depend on the machine's load (0: the robot never waits)")
     p.add_argument("--time-scale", type=float, default=1.0, help="simulated seconds per wall-clock second")
     p.add_argument("--demos", type=int, default=10)
     p.add_argument("--episode-steps", type=int, default=40)
