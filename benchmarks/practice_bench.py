@@ -230,6 +230,13 @@ def measure(args: argparse.Namespace, save: Any = None) -> dict[str, Any]:
     return {"robot": args.robot, "time_scale": args.time_scale, "minutes": args.minutes, "seeds": seeds}
 
 
+def _ratio(s: dict[str, Any], base: dict[str, Any] | None) -> float | None:
+    """The person's actions per robot hour against the baseline's of the same seed and run."""
+    if base is None or not base["actions_per_hour"] or s["actions_per_hour"] is None:
+        return None
+    return float(s["actions_per_hour"] / base["actions_per_hour"])
+
+
 def table(runs: list[dict[str, Any]]) -> str:
     """Per seed and mode: robot time, the person's actions (resets, takeovers, per hour), time to 90 % alone."""
     rows = []
@@ -240,19 +247,54 @@ def table(runs: list[dict[str, Any]]) -> str:
             base = per.get("baseline", {}).get("summary")
             for mode, r in per.items():
                 s = r["summary"]
-                ratio = (pct(s["actions_per_hour"] / base["actions_per_hour"], 1) if base and mode != "baseline"
-                         and base["actions_per_hour"] else "100 %" if mode == "baseline" else "–")
-                to90 = (f"{s['minutes_to_90']:.1f} min ({s['actions_to_90']} actions)"
+                ratio = "100 %" if mode == "baseline" else pct(_ratio(s, base), 1)
+                steps = f", {s['steps_to_90']} steps" if s.get("steps_to_90") is not None and "env_steps" in s else ""
+                to90 = (f"{s['minutes_to_90']:.1f} min{steps} ({s['actions_to_90']} actions)"
                         if s["minutes_to_90"] is not None else "not reached")
                 best = max((y for _, y in s["alone_curve"]), default=None)
                 held = r["run"].get("counts", {}).get("held_for_budget_s")  # practice clock: robot seconds
-                rows.append([res["robot"], seed, mode, f"{s['robot_minutes']:.1f}",
+                rows.append([res["robot"], seed, mode, f"{s['robot_minutes']:.1f}", str(s.get("env_steps", "?")),
                              "–" if mode == "baseline" else "?" if held is None else f"{held / 60:.1f}",
                              f"{s['resets']}", f"{s['takeovers']}", f"{s['actions_per_hour']:.0f}", ratio, to90,
                              pct(best), pct(s["final_alone"]), f"{res['time_scale']:g}×, load {load}"])
-    return markdown_table(["robot", "seed", "mode", "robot min", "of which held for the budget", "resets",
-                           "takeovers", "actions / robot h", "vs baseline", "to ≥ 90 % alone", "best alone",
-                           "alone at end", "sim speed, load"], rows, "lllrrrrrrlrrl")
+    return markdown_table(["robot", "seed", "mode", "robot min", "env steps", "of which held for the budget",
+                           "resets", "takeovers", "actions / robot h", "vs baseline", "to ≥ 90 % alone",
+                           "best alone", "alone at end", "sim speed, load"], rows, "lllrrrrrrrlrrl")
+
+
+def seeds_table(runs: list[dict[str, Any]]) -> str:
+    """Per robot and mode, over every seed of the files: how many reached 90 % alone, when, and the person's actions.
+
+    Medians over the seeds that reached it; ``vs baseline`` is the median of each seed's ratio to the baseline of the
+    same run.
+    """
+    groups: dict[tuple[str, str], list[tuple[dict[str, Any], float | None]]] = {}
+    for run in runs:
+        res = run["results"]
+        for per in res["seeds"].values():
+            base = per.get("baseline", {}).get("summary")
+            for mode, r in per.items():
+                groups.setdefault((res["robot"], mode), []).append((r["summary"], _ratio(r["summary"], base)))
+
+    def med(xs: list[float]) -> float | None:
+        return float(np.median(xs)) if xs else None
+
+    rows = []
+    for (robot, mode), got in groups.items():
+        hit = [s for s, _ in got if s["minutes_to_90"] is not None]
+        minutes, steps = med([s["minutes_to_90"] for s in hit]), med([s["steps_to_90"] for s in hit])
+        actions = med([s["actions_to_90"] for s in hit])
+        ratios = [r for _, r in got if r is not None]
+        rows.append([robot, mode, f"{len(hit)} of {len(got)}",
+                     "–" if minutes is None else f"{minutes:.1f}", "–" if steps is None else f"{steps:.0f}",
+                     "–" if actions is None else f"{actions:.0f}",
+                     f"{med([s['actions_per_hour'] for s, _ in got]):.0f}",
+                     "100 %" if mode == "baseline" else pct(med(ratios), 1),
+                     pct(med([max((y for _, y in s["alone_curve"]), default=0.0) for s, _ in got])),
+                     pct(med([s["final_alone"] for s, _ in got]))])
+    return markdown_table(["robot", "mode", "seeds at ≥ 90 % alone", "robot min to 90 % (median)",
+                           "env steps to 90 %", "the person's actions to 90 %", "actions / robot h",
+                           "vs baseline", "best alone (median)", "alone at end (median)"], rows, "llrrrrrrrr")
 
 
 def plot(results: dict[str, Any], path: Path) -> None:

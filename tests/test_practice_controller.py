@@ -161,3 +161,38 @@ def test_each_policy_is_paid_as_its_own_loop_pays_it() -> None:
     assert pay({"image.front": np.ones((2, 2, 3))}) == (0.0, False)
     keys = SimpleNamespace(task_reader=None, robot=object(), cfg=SimpleNamespace(reward_source="keys"), judge=None)
     assert phase_reward(keys)({}) == (0.0, False)  # type: ignore[arg-type]
+
+
+class _Loop:
+    """A deploy loop as the runner drives it: every call logged in one shared journal."""
+
+    def __init__(self, name: str, journal: list[str]) -> None:
+        from types import SimpleNamespace
+
+        self.name, self.journal = name, journal
+        self.task_reader, self.judge, self.on_row = None, None, None
+        self.robot, self.device = object(), object()
+        self.cfg = SimpleNamespace(reward_source="robot")
+
+    def wait_for_learner(self, stop: Any) -> None:
+        self.journal.append(f"wait {self.name}")
+
+    def run_episode(self, index: int) -> Any:
+        from types import SimpleNamespace
+
+        self.journal.append(f"run {self.name}")
+        return SimpleNamespace(success=False, steps=3, interventions=0, end="time_limit", policy_version=1)
+
+
+def test_before_every_attempt_both_learners_catch_up_so_the_update_ratio_holds_under_load() -> None:
+    """Each learner is fed every step (its own policy's and, relabelled, the other's): with max_unlearned_chunks the
+    robot waits, held, for both before the next attempt, as one deploy loop waits for its learner."""
+    from robot_rl.human_loop.deploy_config import DeployConfig
+    from robot_rl.human_loop.practice.loop import PracticeRunner
+
+    journal: list[str] = []
+    runner = PracticeRunner(DeployConfig(max_unlearned_chunks=4), _Loop("task", journal),  # type: ignore[arg-type]
+                            _Loop("reset", journal), None, clock=lambda: 0.0)  # type: ignore[arg-type]
+    runner.attempt()
+    runner.attempt()
+    assert journal == ["wait task", "wait reset", "run task", "wait task", "wait reset", "run reset"]
