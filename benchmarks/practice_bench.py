@@ -14,6 +14,9 @@ deploy defaults (``hil_learn.learn_config``), on the same seeded arm:
   task and the reset policy take turns, each with its own learner, both learning from every step; the simulated
   person is asked to put the scene back only when the robot is stuck (``practice.*``), **one action per reset**;
   nobody takes over;
+- ``practice_placed`` (``--modes``), an ablation, not a workflow: practice where the benchmark places the scene
+  before every task attempt (not counted), so the task policy's starts are the baseline's: what is left of the gap
+  to the baseline is the second learner and the shared stream, not where the attempts start;
 - ``practice_takeovers`` (``--modes``): practice where the scripted person also takes over the task policy's next
   attempt when the robot asks for it (the scene at its start and the task still failing: ``--teleop
   pick_helper``), **one action per takeover** too.
@@ -44,8 +47,9 @@ from hil_learn import EVAL_SEED, LearnBenchConfig, learn_config, learner_endpoin
 from result_file import add_out_argument, default_path, markdown_table, pct, write_result
 
 NAME = "practice_bench"
-MODES = ("baseline", "practice", "practice_takeovers")
-"""HIL-SERL; practice with the person's resets only; practice where the person also takes over when asked."""
+MODES = ("baseline", "practice", "practice_takeovers", "practice_placed")
+"""HIL-SERL; practice with the person's resets only; practice where the person also takes over when asked; the
+ablation where every task attempt starts from a scene the benchmark places (not counted as the person's)."""
 
 
 def _eval_alone(safety: Any, cfg: Any, policy: Any, version: int, episodes: int) -> dict[str, Any]:
@@ -66,11 +70,12 @@ def _eval_alone(safety: Any, cfg: Any, policy: Any, version: int, episodes: int)
 
 
 def run_practice(cfg: Any, b: LearnBenchConfig, demos: Any, minutes: float, run_dir: Path,
-                 practice: dict[str, Any], takeovers: bool = False) -> dict[str, Any]:
+                 practice: dict[str, Any], takeovers: bool = False, placed: bool = False) -> dict[str, Any]:
     """One practice run of ``minutes`` training wall-clock (evaluations paused out), as `deploy --mode practice`.
 
     ``takeovers``: the scripted person also takes over the task policy's next attempt when the robot asks for it
-    (``--teleop pick_helper``), as well as putting the scene back.
+    (``--teleop pick_helper``), as well as putting the scene back. ``placed``: the benchmark places the scene
+    before every task attempt (the ablation ``practice_placed``; not counted as the person's).
     """
     from robot_rl.hardware.safety import SafetyLayer
     from robot_rl.human_loop.deploy import Deployer
@@ -138,6 +143,8 @@ def run_practice(cfg: Any, b: LearnBenchConfig, demos: Any, minutes: float, run_
             if steps() >= next_eval:
                 evaluate()
                 next_eval += b.eval_every_steps
+            if placed and runner.controller.next_policy() == "task":
+                arm.human_reset(cfg.seed * 7919 + len(runner.report.attempts))
             runner.attempt()
             runner.report.attempts[-1].update(train_wall_s=train_wall(), wait_s=waited())
         evaluate()
@@ -214,8 +221,9 @@ def measure(args: argparse.Namespace, save: Any = None) -> dict[str, Any]:
                 else:
                     run = run_practice(cfg, b, demos, args.minutes, Path(tmp) / mode,
                                        {"stuck_after_attempts": args.stuck_after, "reset_max_steps": args.episode_steps,
-                                        "max_requests_per_hour": args.max_requests_per_hour, "person_seed": seed},
-                                       takeovers=mode == "practice_takeovers")
+                                        "max_requests_per_hour": args.max_requests_per_hour, "person_seed": seed,
+                                        "reset_tries": args.reset_tries},
+                                       takeovers=mode == "practice_takeovers", placed=mode == "practice_placed")
                 per[mode] = {"summary": summarise(run, mode, args.time_scale), "wall_s": time.monotonic() - t0,
                              "run": {k: v for k, v in run.items() if k not in ("episodes", "attempts")}}
                 seeds[str(seed)] = per
@@ -341,6 +349,7 @@ def main() -> None:
     p.add_argument("--eval-every-steps", type=int, default=1000)
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--stuck-after", type=int, default=6, help="practice.stuck_after_attempts")
+    p.add_argument("--reset-tries", type=int, default=1, help="practice.reset_tries")
     p.add_argument("--max-requests-per-hour", type=float, default=6.0, help="practice.max_requests_per_hour")
     add_out_argument(p, NAME)
     args = p.parse_args()

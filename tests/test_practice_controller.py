@@ -196,3 +196,17 @@ def test_before_every_attempt_both_learners_catch_up_so_the_update_ratio_holds_u
     runner.attempt()
     runner.attempt()
     assert journal == ["wait task", "wait reset", "run task", "wait task", "wait reset", "run reset"]
+
+
+def test_a_failed_reset_is_tried_again_up_to_reset_tries_then_the_task_acts_from_where_it_is() -> None:
+    ctl = PracticeController(PracticeConfig(reset_tries=3, stuck_after_attempts=50), now=0.0)
+    order = []
+    for success in (False, False, False, False, False, True):
+        order.append(ctl.next_policy())
+        ctl.record(Attempt(ctl.next_policy(), success=success and ctl.next_policy() == "reset", steps=5), 0.0)
+    assert order == ["task", "reset", "reset", "reset", "task", "reset"]
+    ctl.record(Attempt("task", False, 5), 0.0)
+    ctl.record(Attempt("reset", True, 5), 0.0)  # back at the start: the task's turn at once
+    assert ctl.next_policy() == "task"
+    with pytest.raises(ValueError, match="reset_tries"):
+        PracticeConfig(reset_tries=0)
