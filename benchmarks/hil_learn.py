@@ -200,6 +200,9 @@ def run_learning(cfg: DeployConfig, b: LearnBenchConfig, demos: Any, intervene: 
         def evaluate() -> None:
             nonlocal paused
             t0 = time.monotonic()
+            if b.max_unlearned_chunks:  # the learner idle and the newest weights in: the policy scored, not the load
+                d.drain()
+                d.sync_weights()
             r = policy_alone(safety, eval_cfg, d.policy, d.version, b.eval_episodes)  # nobody asked, nobody helps
             paused += time.monotonic() - t0
             s = learner.stats

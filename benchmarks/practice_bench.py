@@ -128,6 +128,10 @@ def run_practice(cfg: Any, b: LearnBenchConfig, demos: Any, minutes: float, run_
             nonlocal paused
             t0 = time.monotonic()
             task = loops["task"]
+            if b.max_unlearned_chunks:  # learners idle and the newest weights in: the policy scored, not the load
+                for d in loops.values():
+                    d.drain()
+                task.sync_weights()
             r = _eval_alone(safety, cfg, task.policy, task.version, b.eval_episodes)
             paused += time.monotonic() - t0
             c = runner.controller.counts
