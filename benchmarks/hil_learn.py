@@ -157,7 +157,8 @@ def policy_alone(safety: SafetyLayer, cfg: DeployConfig, policy: Policy, version
     rep = run_policy_alone(safety, cfg, policy, version, episodes, EVAL_SEED, deterministic)
     return {"success": rep.success_rate, "mean_return": float(np.mean([e.ret for e in rep.episodes])),
             "mean_steps": float(np.mean([e.steps for e in rep.episodes])), "version": version,
-            "deterministic": deterministic}
+            "deterministic": deterministic, "ends": {e: [x.end for x in rep.episodes].count(e)
+                                                      for e in {x.end for x in rep.episodes}}}
 
 
 SUPERVISION = ("watching", "gated", "none")

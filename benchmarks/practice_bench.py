@@ -61,12 +61,14 @@ def _eval_alone(safety: Any, cfg: Any, policy: Any, version: int, episodes: int)
     device.connect()
     eval_cfg = dataclasses.replace(cfg, mode="eval", deterministic=True, status=False)
     d = Deployer(eval_cfg, safety, device, policy, policy_version=version)
-    wins = []
+    wins, ends = [], []
     for i in range(episodes):
         safety.robot.human_reset(EVAL_SEED * 1000 + i)
-        wins.append(d.run_episode(i).success)
+        record = d.run_episode(i)
+        wins.append(record.success)
+        ends.append(record.end)
     safety.robot.hold()
-    return {"success": float(np.mean(wins)), "version": version}
+    return {"success": float(np.mean(wins)), "version": version, "ends": {e: ends.count(e) for e in set(ends)}}
 
 
 def run_practice(cfg: Any, b: LearnBenchConfig, demos: Any, minutes: float, run_dir: Path,
