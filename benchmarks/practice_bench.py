@@ -72,12 +72,14 @@ def _eval_alone(safety: Any, cfg: Any, policy: Any, version: int, episodes: int)
 
 
 def run_practice(cfg: Any, b: LearnBenchConfig, demos: Any, minutes: float, run_dir: Path,
-                 practice: dict[str, Any], takeovers: bool = False, placed: bool = False) -> dict[str, Any]:
+                 practice: dict[str, Any], takeovers: bool = False, placed: bool = False,
+                 mirror: bool = True) -> dict[str, Any]:
     """One practice run of ``minutes`` training wall-clock (evaluations paused out), as `deploy --mode practice`.
 
     ``takeovers``: the scripted person also takes over the task policy's next attempt when the robot asks for it
     (``--teleop pick_helper``), as well as putting the scene back. ``placed``: the benchmark places the scene
-    before every task attempt (the ablation ``practice_placed``; not counted as the person's).
+    before every task attempt (the ablation ``practice_placed``; not counted as the person's). ``mirror``
+    False (``--no-mirror``, an ablation): each learner gets its own policy's attempts only.
     """
     from robot_rl.hardware.safety import SafetyLayer
     from robot_rl.human_loop.deploy import Deployer
@@ -113,6 +115,8 @@ def run_practice(cfg: Any, b: LearnBenchConfig, demos: Any, minutes: float, run_
         # The practice clock is robot time: the budget and the stuck time limit are per robot hour and second.
         runner = PracticeRunner(cfg, loops["task"], loops["reset"], SimulatedPerson(arm, seed=cfg.seed),
                                 clock=lambda: time.monotonic() * b.time_scale)
+        if not mirror:  # the ablation: each learner learns from its own policy's attempts only
+            loops["task"].on_row = loops["reset"].on_row = None
         for d in loops.values():
             d.wait_first_weights()
         t_start, paused = time.monotonic(), 0.0
@@ -229,7 +233,8 @@ def measure(args: argparse.Namespace, save: Any = None) -> dict[str, Any]:
                                        {"stuck_after_attempts": args.stuck_after, "reset_max_steps": args.episode_steps,
                                         "max_requests_per_hour": args.max_requests_per_hour, "person_seed": seed,
                                         "reset_tries": args.reset_tries},
-                                       takeovers=mode == "practice_takeovers", placed=mode == "practice_placed")
+                                       takeovers=mode == "practice_takeovers", placed=mode == "practice_placed",
+                                       mirror=not args.no_mirror)
                 per[mode] = {"summary": summarise(run, mode, args.time_scale), "wall_s": time.monotonic() - t0,
                              "run": {k: v for k, v in run.items() if k not in ("episodes", "attempts")}}
                 seeds[str(seed)] = per
@@ -355,6 +360,8 @@ def main() -> None:
     p.add_argument("--eval-every-steps", type=int, default=1000)
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--stuck-after", type=int, default=6, help="practice.stuck_after_attempts")
+    p.add_argument("--no-mirror", action="store_true",
+                   help="ablation: each learner learns from its own policy's attempts only (no relabelled stream)")
     p.add_argument("--reset-tries", type=int, default=1, help="practice.reset_tries")
     p.add_argument("--max-requests-per-hour", type=float, default=6.0, help="practice.max_requests_per_hour")
     add_out_argument(p, NAME)
