@@ -256,14 +256,24 @@ def _ratio(s: dict[str, Any], base: dict[str, Any] | None) -> float | None:
     return float(s["actions_per_hour"] / base["actions_per_hour"])
 
 
+def _baselines(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The baseline's summary per robot and seed, from any of the files (a file may hold one mode only)."""
+    return {(run["results"]["robot"], seed): per["baseline"]["summary"]
+            for run in runs for seed, per in run["results"]["seeds"].items() if "baseline" in per}
+
+
 def table(runs: list[dict[str, Any]]) -> str:
-    """Per seed and mode: robot time, the person's actions (resets, takeovers, per hour), time to 90 % alone."""
+    """Per seed and mode: robot time, the person's actions (resets, takeovers, per hour), time to 90 % alone.
+
+    ``vs baseline``: against the baseline of the same seed, in the same file or another of the table's files.
+    """
     rows = []
+    baselines = _baselines(runs)
     for run in runs:
         res = run["results"]
         load = run.get("machine", {}).get("load_average", ["?"])[0]
         for seed, per in res["seeds"].items():
-            base = per.get("baseline", {}).get("summary")
+            base = per.get("baseline", {}).get("summary") or baselines.get((res["robot"], seed))
             for mode, r in per.items():
                 s = r["summary"]
                 ratio = "100 %" if mode == "baseline" else pct(_ratio(s, base), 1)
@@ -281,17 +291,43 @@ def table(runs: list[dict[str, Any]]) -> str:
                            "best alone", "alone at end", "sim speed, load"], rows, "lllrrrrrrrlrrl")
 
 
+def ablation_table(runs: list[dict[str, Any]]) -> str:
+    """Per file, seed and mode: the options, the policy alone at every evaluation, and what each policy did."""
+    rows = []
+    for run in runs:
+        res, args = run["results"], run.get("args", {})
+        opts = [f"reset_tries={args['reset_tries']}" for _ in [0] if args.get("reset_tries", 1) != 1]
+        opts += ["no mirror"] if args.get("no_mirror") else []
+        load = run.get("machine", {}).get("load_average", ["?"])[0]
+        for seed, per in res["seeds"].items():
+            for mode, r in per.items():
+                s, inner = r["summary"], r["run"]
+                curve = "/".join(f"{100 * e['success']:.0f}" for e in inner["evals"])
+                c = inner.get("counts")
+                tried = (f"{c['task_successes']} of {c['task_attempts']}" if c else "–",
+                         f"{c['reset_successes'] + c['reset_not_needed']} of {c['reset_attempts']}" if c else "–")
+                updates = inner.get("learners", {}).get("task", inner.get("learner", {})).get("updates")
+                rows.append([run.get("commit", "?"), seed, " ".join([mode, *opts]), curve,
+                             pct(max((y for _, y in s["alone_curve"]), default=None)), pct(s["final_alone"]),
+                             *tried, f"{updates / inner['env_steps']:.1f}" if updates else "?",
+                             f"{s['robot_minutes']:.1f}", f"{load}"])
+    return markdown_table(["commit", "seed", "mode, options", "policy alone at each evaluation (%)", "best",
+                           "end", "task attempts succeeded", "reset attempts at the start", "task updates / step",
+                           "robot min", "load"], rows, "llllrrrrrrr")
+
+
 def seeds_table(runs: list[dict[str, Any]]) -> str:
     """Per robot and mode, over every seed of the files: how many reached 90 % alone, when, and the person's actions.
 
     Medians over the seeds that reached it; ``vs baseline`` is the median of each seed's ratio to the baseline of the
-    same run.
+    same seed (its own file's, else another file's).
     """
     groups: dict[tuple[str, str], list[tuple[dict[str, Any], float | None]]] = {}
+    baselines = _baselines(runs)
     for run in runs:
         res = run["results"]
-        for per in res["seeds"].values():
-            base = per.get("baseline", {}).get("summary")
+        for seed, per in res["seeds"].items():
+            base = per.get("baseline", {}).get("summary") or baselines.get((res["robot"], seed))
             for mode, r in per.items():
                 groups.setdefault((res["robot"], mode), []).append((r["summary"], _ratio(r["summary"], base)))
 
