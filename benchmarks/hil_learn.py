@@ -220,6 +220,8 @@ def run_learning(cfg: DeployConfig, b: LearnBenchConfig, demos: Any, intervene: 
             if d.steps >= next_eval:
                 evaluate()
                 next_eval += b.eval_every_steps
+            if b.max_unlearned_chunks:  # as Deployer.run between episodes: the robot waits for the learner's updates
+                d.wait_for_learner()
             e = d.run_episode(i)
             log.append({"episode": i, "wall_s": train_wall(), "env_steps": d.steps, "success": e.success,
                         "intervention_rate": e.intervention_rate, "steps": e.steps, "return": e.ret,
