@@ -94,6 +94,9 @@ class LearnBenchConfig:
     """Seed of the policy, the learner and the training episodes."""
     max_steps: int = 0
     """Training env steps after which a run stops (0: only ``minutes`` bounds it): a budget of robot experience."""
+    watchdog_timeout_s: float = 0.5
+    """The safety layer's watchdog (wall-clock): a control loop stalled this long latches it and ends the episode
+    (``end`` ``safety``), in an evaluation too; a machine at load 30 on 2 cores trips 0.5 s often."""
     max_unlearned_chunks: int = 0
     """The deploy setting (docs/deploy.md): above 0 the robot waits between episodes for the learner's updates, so
     each received step gets ``utd_ratio`` updates however busy the machine (the waits are recorded, ``wait_s``)."""
@@ -120,7 +123,7 @@ def learn_config(b: LearnBenchConfig, address: str = "tcp://127.0.0.1:*") -> Dep
                                    request_timeout_s=5.0)
     else:
         raise ValueError(f"robot {b.robot!r}: the learn benchmark runs sim_arm, sim_so101 or sim_so101_state")
-    safety = SafetyConfig(control_hz=SIM_HZ * b.time_scale, watchdog_timeout_s=0.5,
+    safety = SafetyConfig(control_hz=SIM_HZ * b.time_scale, watchdog_timeout_s=b.watchdog_timeout_s,
                           max_linear_speed=0.25 * b.time_scale)
     algo = SACConfig(demo_ratio=0.5, learning_starts=200, batch_size=128, utd_ratio=b.utd_ratio, gamma=0.95,
                      n_step=3, critic_layer_norm=True, buffer_size=200_000, normalize_obs=b.normalize_obs,

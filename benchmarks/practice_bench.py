@@ -219,6 +219,7 @@ def measure(args: argparse.Namespace, save: Any = None) -> dict[str, Any]:
         b = LearnBenchConfig(minutes=args.minutes, time_scale=args.time_scale, demos=args.demos, robot=args.robot,
                              eval_every_steps=args.eval_every_steps, eval_episodes=args.eval_episodes,
                              episode_steps=args.episode_steps, seed=seed, max_steps=args.steps,
+                             watchdog_timeout_s=args.watchdog_s,
                              max_unlearned_chunks=args.max_unlearned_chunks)
         cfg = learn_config(b)
         demos = record_demos(cfg, b.demos)
@@ -282,13 +283,16 @@ def table(runs: list[dict[str, Any]]) -> str:
                         if s["minutes_to_90"] is not None else "not reached")
                 best = max((y for _, y in s["alone_curve"]), default=None)
                 held = r["run"].get("counts", {}).get("held_for_budget_s")  # practice clock: robot seconds
+                ends = r["run"]["evals"][-1].get("ends") if r["run"]["evals"] else None
+                cut = "?" if ends is None else f"{ends.get('safety', 0)} of {sum(ends.values())}"
                 rows.append([res["robot"], seed, mode, f"{s['robot_minutes']:.1f}", str(s.get("env_steps", "?")),
                              "–" if mode == "baseline" else "?" if held is None else f"{held / 60:.1f}",
                              f"{s['resets']}", f"{s['takeovers']}", f"{s['actions_per_hour']:.0f}", ratio, to90,
-                             pct(best), pct(s["final_alone"]), f"{res['time_scale']:g}×, load {load}"])
+                             pct(best), pct(s["final_alone"]), cut, f"{res['time_scale']:g}×, load {load}"])
     return markdown_table(["robot", "seed", "mode", "robot min", "env steps", "of which held for the budget",
                            "resets", "takeovers", "actions / robot h", "vs baseline", "to ≥ 90 % alone",
-                           "best alone", "alone at end", "sim speed, load"], rows, "lllrrrrrrrlrrl")
+                           "best alone", "alone at end", "at end: cut by the safety latch", "sim speed, load"],
+                          rows, "lllrrrrrrrlrrrl")
 
 
 def ablation_table(runs: list[dict[str, Any]]) -> str:
@@ -302,7 +306,9 @@ def ablation_table(runs: list[dict[str, Any]]) -> str:
         for seed, per in res["seeds"].items():
             for mode, r in per.items():
                 s, inner = r["summary"], r["run"]
-                curve = "/".join(f"{100 * e['success']:.0f}" for e in inner["evals"])
+                curve = "/".join(f"{100 * e['success']:.0f}"
+                                 + (f" ({e['ends'].get('safety', 0)})" if "ends" in e else "")
+                                 for e in inner["evals"])
                 c = inner.get("counts")
                 tried = (f"{c['task_successes']} of {c['task_attempts']}" if c else "–",
                          f"{c['reset_successes'] + c['reset_not_needed']} of {c['reset_attempts']}" if c else "–")
@@ -311,7 +317,8 @@ def ablation_table(runs: list[dict[str, Any]]) -> str:
                              pct(max((y for _, y in s["alone_curve"]), default=None)), pct(s["final_alone"]),
                              *tried, f"{updates / inner['env_steps']:.1f}" if updates else "?",
                              f"{s['robot_minutes']:.1f}", f"{load}"])
-    return markdown_table(["commit", "seed", "mode, options", "policy alone at each evaluation (%)", "best",
+    return markdown_table(["commit", "seed", "mode, options", ("policy alone at each evaluation, % "
+                            "(episodes cut by the safety latch)"), "best",
                            "end", "task attempts succeeded", "reset attempts at the start", "task updates / step",
                            "robot min", "load"], rows, "llllrrrrrrr")
 
@@ -396,6 +403,9 @@ def main() -> None:
     p.add_argument("--eval-every-steps", type=int, default=1000)
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--stuck-after", type=int, default=6, help="practice.stuck_after_attempts")
+    p.add_argument("--watchdog-s", type=float, default=0.5,
+                   help="safety.watchdog_timeout_s (wall-clock): raise it on a loaded machine, whose stalls latch the "
+                        "safety layer and end episodes, evaluations included (the tables count them)")
     p.add_argument("--no-mirror", action="store_true",
                    help="ablation: each learner learns from its own policy's attempts only (no relabelled stream)")
     p.add_argument("--reset-tries", type=int, default=1, help="practice.reset_tries")
