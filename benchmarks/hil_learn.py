@@ -92,6 +92,14 @@ class LearnBenchConfig:
     ends: what a perfect success classifier gives)."""
     seed: int = 11
     """Seed of the policy, the learner and the training episodes."""
+    max_steps: int = 0
+    """Training env steps after which a run stops (0: only ``minutes`` bounds it): a budget of robot experience."""
+    watchdog_timeout_s: float = 0.5
+    """The safety layer's watchdog (wall-clock): a control loop stalled this long latches it and ends the episode
+    (``end`` ``safety``), in an evaluation too; a machine at load 30 on 2 cores trips 0.5 s often."""
+    max_unlearned_chunks: int = 0
+    """The deploy setting (docs/deploy.md): above 0 the robot waits between episodes for the learner's updates, so
+    each received step gets ``utd_ratio`` updates however busy the machine (the waits are recorded, ``wait_s``)."""
 
 
 def learn_config(b: LearnBenchConfig, address: str = "tcp://127.0.0.1:*") -> DeployConfig:
@@ -115,14 +123,15 @@ def learn_config(b: LearnBenchConfig, address: str = "tcp://127.0.0.1:*") -> Dep
                                    request_timeout_s=5.0)
     else:
         raise ValueError(f"robot {b.robot!r}: the learn benchmark runs sim_arm, sim_so101 or sim_so101_state")
-    safety = SafetyConfig(control_hz=SIM_HZ * b.time_scale, watchdog_timeout_s=0.5,
+    safety = SafetyConfig(control_hz=SIM_HZ * b.time_scale, watchdog_timeout_s=b.watchdog_timeout_s,
                           max_linear_speed=0.25 * b.time_scale)
     algo = SACConfig(demo_ratio=0.5, learning_starts=200, batch_size=128, utd_ratio=b.utd_ratio, gamma=0.95,
                      n_step=3, critic_layer_norm=True, buffer_size=200_000, normalize_obs=b.normalize_obs,
                      init_temperature=b.init_temperature, image_conv_stride=b.conv_stride,
                      image_channels=b.image_channels)
     return DeployConfig(robot=robot, safety=safety, algo=algo, transport=ZmqTransportConfig(address=address),
-                        mode="learn", episodes=0, max_episode_steps=b.episode_steps, status=False, seed=b.seed)
+                        mode="learn", episodes=0, max_episode_steps=b.episode_steps, status=False, seed=b.seed,
+                        max_unlearned_chunks=b.max_unlearned_chunks)
 
 
 def make_arm(cfg: DeployConfig) -> Any:
@@ -151,7 +160,8 @@ def policy_alone(safety: SafetyLayer, cfg: DeployConfig, policy: Policy, version
     rep = run_policy_alone(safety, cfg, policy, version, episodes, EVAL_SEED, deterministic)
     return {"success": rep.success_rate, "mean_return": float(np.mean([e.ret for e in rep.episodes])),
             "mean_steps": float(np.mean([e.steps for e in rep.episodes])), "version": version,
-            "deterministic": deterministic}
+            "deterministic": deterministic, "ends": {e: [x.end for x in rep.episodes].count(e)
+                                                      for e in {x.end for x in rep.episodes}}}
 
 
 SUPERVISION = ("watching", "gated", "none")
@@ -194,10 +204,14 @@ def run_learning(cfg: DeployConfig, b: LearnBenchConfig, demos: Any, intervene: 
         def evaluate() -> None:
             nonlocal paused
             t0 = time.monotonic()
+            if b.max_unlearned_chunks:  # the learner idle and the newest weights in: the policy scored, not the load
+                d.drain()
+                d.sync_weights()
             r = policy_alone(safety, eval_cfg, d.policy, d.version, b.eval_episodes)  # nobody asked, nobody helps
             paused += time.monotonic() - t0
             s = learner.stats
-            evals.append({"env_steps": d.steps, "train_wall_s": train_wall(), "updates": s.updates,
+            evals.append({"env_steps": d.steps, "train_wall_s": train_wall(), "wait_s": d.kept.paused_s,
+                          "updates": s.updates,
                           "transitions": s.transitions, "eval_s": time.monotonic() - t0, **r})
             print(f"  [{name}] {d.steps} env steps, {train_wall() / 60:.1f} min, {s.updates} updates, "
                   f"v{d.version}: policy alone {100 * r['success']:.0f}% (return {r['mean_return']:.1f})",
@@ -205,16 +219,19 @@ def run_learning(cfg: DeployConfig, b: LearnBenchConfig, demos: Any, intervene: 
 
         evaluate()
         i, next_eval = 0, b.eval_every_steps
-        while train_wall() < minutes * 60:
+        while train_wall() < minutes * 60 and not (b.max_steps and d.steps >= b.max_steps):
             if d.steps >= next_eval:
                 evaluate()
                 next_eval += b.eval_every_steps
+            if b.max_unlearned_chunks:  # as Deployer.run between episodes: the robot waits for the learner's updates
+                d.wait_for_learner()
             e = d.run_episode(i)
             log.append({"episode": i, "wall_s": train_wall(), "env_steps": d.steps, "success": e.success,
                         "intervention_rate": e.intervention_rate, "steps": e.steps, "return": e.ret,
                         "version": e.policy_version, "intervened_steps": e.intervened_steps,
                         "interventions": e.interventions, "help_requests": e.help_requests,
-                        "attention_steps": e.attention_steps, "unasked_takeovers": e.unasked_takeovers})
+                        "attention_steps": e.attention_steps, "unasked_takeovers": e.unasked_takeovers,
+                        "wait_s": d.kept.paused_s})
             i += 1
         evaluate()
         rate = asdict(d.rate.stats())
@@ -228,7 +245,7 @@ def run_learning(cfg: DeployConfig, b: LearnBenchConfig, demos: Any, intervene: 
           f"{stats.intervened_received} intervened steps; loop {d.rate.stats().summary()}; sim lag skips "
           f"{sim['lag_skips']:.0f}", flush=True)
     return {"episodes": log, "evals": evals, "learner": stats.__dict__, "train_wall_s": wall,
-            "env_steps": d.steps, "rate": rate, "sim": sim}
+            "wait_s": d.kept.paused_s, "env_steps": d.steps, "rate": rate, "sim": sim}
 
 
 def learner_endpoint(learner: HILLearner, arm: Any, cfg: DeployConfig) -> Any:

@@ -38,7 +38,7 @@ RENDERERS = {
     "mujoco_steps": ["table", "pixels_table", "parts_table"],
     "mujoco_train": ["table"],
     "ppo_vs_rsl_rl": ["table", "summary", "details", "report"],
-    "practice_bench": ["table"],
+    "practice_bench": ["table", "seeds_table", "ablation_table"],
     "presets": ["grid_table", "presets_table", "readme_timing"],
     "replay_bench": ["table"],
     "reward_audit_bench": ["runs_table", "classifier_table"],

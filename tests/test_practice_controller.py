@@ -161,3 +161,52 @@ def test_each_policy_is_paid_as_its_own_loop_pays_it() -> None:
     assert pay({"image.front": np.ones((2, 2, 3))}) == (0.0, False)
     keys = SimpleNamespace(task_reader=None, robot=object(), cfg=SimpleNamespace(reward_source="keys"), judge=None)
     assert phase_reward(keys)({}) == (0.0, False)  # type: ignore[arg-type]
+
+
+class _Loop:
+    """A deploy loop as the runner drives it: every call logged in one shared journal."""
+
+    def __init__(self, name: str, journal: list[str]) -> None:
+        from types import SimpleNamespace
+
+        self.name, self.journal = name, journal
+        self.task_reader, self.judge, self.on_row = None, None, None
+        self.robot, self.device = object(), object()
+        self.cfg = SimpleNamespace(reward_source="robot")
+
+    def wait_for_learner(self, stop: Any) -> None:
+        self.journal.append(f"wait {self.name}")
+
+    def run_episode(self, index: int) -> Any:
+        from types import SimpleNamespace
+
+        self.journal.append(f"run {self.name}")
+        return SimpleNamespace(success=False, steps=3, interventions=0, end="time_limit", policy_version=1)
+
+
+def test_before_every_attempt_both_learners_catch_up_so_the_update_ratio_holds_under_load() -> None:
+    """Each learner is fed every step (its own policy's and, relabelled, the other's): with max_unlearned_chunks the
+    robot waits, held, for both before the next attempt, as one deploy loop waits for its learner."""
+    from robot_rl.human_loop.deploy_config import DeployConfig
+    from robot_rl.human_loop.practice.loop import PracticeRunner
+
+    journal: list[str] = []
+    runner = PracticeRunner(DeployConfig(max_unlearned_chunks=4), _Loop("task", journal),  # type: ignore[arg-type]
+                            _Loop("reset", journal), None, clock=lambda: 0.0)  # type: ignore[arg-type]
+    runner.attempt()
+    runner.attempt()
+    assert journal == ["wait task", "wait reset", "run task", "wait task", "wait reset", "run reset"]
+
+
+def test_a_failed_reset_is_tried_again_up_to_reset_tries_then_the_task_acts_from_where_it_is() -> None:
+    ctl = PracticeController(PracticeConfig(reset_tries=3, stuck_after_attempts=50), now=0.0)
+    order = []
+    for success in (False, False, False, False, False, True):
+        order.append(ctl.next_policy())
+        ctl.record(Attempt(ctl.next_policy(), success=success and ctl.next_policy() == "reset", steps=5), 0.0)
+    assert order == ["task", "reset", "reset", "reset", "task", "reset"]
+    ctl.record(Attempt("task", False, 5), 0.0)
+    ctl.record(Attempt("reset", True, 5), 0.0)  # back at the start: the task's turn at once
+    assert ctl.next_policy() == "task"
+    with pytest.raises(ValueError, match="reset_tries"):
+        PracticeConfig(reset_tries=0)

@@ -12,6 +12,7 @@ pytest.importorskip("mujoco")
 from robot_rl.hardware.sim_arm import SimulatedArmConfig
 from robot_rl.hardware.sim_arm_server import SceneResets, make_world
 from robot_rl.hardware.sim_so101 import SimSo101Config, So101Link
+from robot_rl.hardware.sim_so101_world import HOME_DEG
 
 pytestmark = pytest.mark.sim
 
@@ -117,3 +118,22 @@ def test_the_reset_policys_goal_holds_where_the_demos_start_and_not_after_a_push
     _push_out_of_reach(world, (0.75, 0.0) if robot == "sim_arm" else (0.45, 0.0))
     task = world.task()
     assert not task["at_start"] and -1.0 <= task["start_reward"] < 0.0
+
+
+@pytest.mark.parametrize("robot", ["sim_arm", "sim_so101"])
+def test_the_reset_policys_goal_needs_the_arm_back_where_the_demos_start_too(robot: str) -> None:
+    """A gripper left open above the cube, clear of it but far from the start pose, is not the demos' start."""
+    world = _world(robot, "physical")
+    SceneResets(world, "teleport").episode_reset(2)
+    world.advance(0.2)
+    if robot == "sim_arm":
+        cube = _cube(world)
+        world.command(np.array([cube[0], cube[1], cube[2] + 0.06]), 1.0)  # open, 6 cm above the cube
+    else:
+        world.command(np.asarray(HOME_DEG) + np.array([25.0, 0.0, 0.0, 0.0, 0.0]), 1.0)  # swung aside, jaws open
+    world.advance(1.5)
+    task = world.task()
+    assert not task["at_start"] and -1.0 < task["start_reward"] < 0.0, task
+    world.command(np.asarray(world.grip_area[0]) if robot == "sim_arm" else np.asarray(HOME_DEG, float), 1.0)
+    world.advance(1.5)
+    assert world.task()["at_start"], world.task()

@@ -78,14 +78,37 @@ class SceneResets:
 START_MARGIN_M = 0.02
 
 
+def grip_start_area(mj: Any, model: Any, home_qpos: np.ndarray, arm_qpos: np.ndarray, noise: float,
+                    low: np.ndarray, high: np.ndarray, grip: int, samples: int = 64) -> tuple[np.ndarray, float]:
+    """Where the placed starts put the grip site: the home pose's, and the farthest the start noise moves it.
+
+    Sampled as ``reset`` draws the arm (home plus uniform noise of ``noise`` rad per joint, clipped to the joint
+    ranges), kinematics only, on a data of its own and a fixed seed: the world's own state and draws are untouched.
+    """
+    data = mj.MjData(model)
+    data.qpos[:] = home_qpos
+    mj.mj_kinematics(model, data)
+    home = data.site_xpos[grip].copy()
+    rng, far = np.random.default_rng(0), 0.0
+    for _ in range(samples):
+        q = home_qpos[arm_qpos] + rng.uniform(-1, 1, len(arm_qpos)) * noise
+        data.qpos[arm_qpos] = np.clip(q, low, high)
+        mj.mj_kinematics(model, data)
+        far = max(far, float(np.linalg.norm(data.site_xpos[grip] - home)))
+    return home, far
+
+
 def start_check(cube: np.ndarray, grip: np.ndarray, opening: float, grasped: bool, cfg: dict[str, Any],
-                rest_z: float) -> dict[str, Any]:
+                rest_z: float, grip_area: tuple[np.ndarray, float]) -> dict[str, Any]:
     """The scene as the demos start it, the goal of practice's reset policy (``at_start`` and ``start_reward``).
 
     ``at_start``: the cube rests in the start area (``cube_low..cube_high`` widened by :data:`START_MARGIN_M`), not
-    held, the gripper open (``opening`` 0..1 above 0.7) and clear above it (3 cm). ``start_reward`` is shaped like
-    the pick's (a cost until done, 5 then; ``reward=sparse``: 1 then): the cube's distance to the area, resting,
-    released, then clear.
+    held, the gripper open (``opening`` 0..1 above 0.7), clear above it (3 cm) and back where the starts put it
+    (``grip_area``: :func:`grip_start_area`'s centre and radius, widened by :data:`START_MARGIN_M`). The arm's pose
+    is part of the start: a task policy that practises from a gripper left just above the cube never practises the
+    approach it is scored on from the demos' starts. ``start_reward`` is shaped like the pick's (a cost until done,
+    5 then; ``reward=sparse``: 1 then): the cube's distance to the area, resting, released, then the gripper's
+    distance to its start.
     """
     lo = np.asarray(cfg["cube_low"], np.float64) - START_MARGIN_M
     hi = np.asarray(cfg["cube_high"], np.float64) + START_MARGIN_M
@@ -93,11 +116,14 @@ def start_check(cube: np.ndarray, grip: np.ndarray, opening: float, grasped: boo
     resting = abs(float(cube[2]) - rest_z) < 0.01
     released = not grasped and opening > 0.7
     clear = released and float(grip[2]) - rest_z >= 0.03
-    at_start = bool(outside == 0.0 and resting and clear)
+    centre, radius = grip_area
+    away = max(float(np.linalg.norm(np.asarray(grip, np.float64) - centre)) - radius - START_MARGIN_M, 0.0)
+    at_start = bool(outside == 0.0 and resting and clear and away == 0.0)
     if cfg["reward"] == "sparse":
         reward = 1.0 if at_start else 0.0
     else:
-        shaping = 0.4 * (1.0 - np.tanh(10.0 * outside)) + 0.2 * resting + 0.2 * released + 0.2 * clear
+        shaping = (0.4 * (1.0 - np.tanh(10.0 * outside)) + 0.2 * resting + 0.2 * released
+                   + 0.2 * released * (1.0 - np.tanh(10.0 * away)))
         reward = 5.0 if at_start else float(shaping) - 1.0
     return {"at_start": at_start, "start_reward": float(reward)}
 
@@ -209,6 +235,8 @@ class SimArmWorld:
         self.target_q = np.zeros(6)
         self.gripper = 1.0
         self.sim_time = 0.0
+        self.grip_area = grip_start_area(mujoco, self.model, self.ix.home_qpos, self.ix.arm_qpos,
+                                         float(cfg["start_noise"]), self.arm_low, self.arm_high, self.grip)
         self.reset()
 
     # ---- state --------------------------------------------------------------------------------
@@ -277,7 +305,7 @@ class SimArmWorld:
             reward = 5.0 if success else shaping - 1.0
         return {"success": success, "reward": float(reward), "grasped": bool(grasped), "lifted_m": lifted,
                 "in_reach": in_reach(cube, self.cfg, 0.025),
-                **start_check(cube, grip, opening / 0.08, grasped, self.cfg, 0.025)}
+                **start_check(cube, grip, opening / 0.08, grasped, self.cfg, 0.025, self.grip_area)}
 
     # ---- commands and physics -----------------------------------------------------------------
 

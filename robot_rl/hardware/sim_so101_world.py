@@ -28,7 +28,14 @@ from typing import Any
 import numpy as np
 
 from robot_rl.hardware.kinematics.config import arm_model
-from robot_rl.hardware.sim_arm_server import in_reach, make_renderers, pack_array, render_cameras, start_check
+from robot_rl.hardware.sim_arm_server import (
+    grip_start_area,
+    in_reach,
+    make_renderers,
+    pack_array,
+    render_cameras,
+    start_check,
+)
 
 #: Distance between the pads at gripper.pos 100 (m); a 3 cm cube is held at about 60.
 JAW_OPEN_M = 0.05
@@ -127,6 +134,10 @@ class So101World:
         self.target_q = np.zeros(5)
         self.opening = 1.0
         self.sim_time = 0.0
+        home = self.model.qpos0.copy()
+        home[self.arm_qpos] = np.radians(HOME_DEG)
+        self.grip_area = grip_start_area(mujoco, self.model, home, self.arm_qpos, float(cfg["start_noise"]),
+                                         self.arm_low, self.arm_high, self.grip)
         self.reset()
 
     def reset(self, seed: int | None = None) -> None:
@@ -183,7 +194,8 @@ class So101World:
         rest = RISER_M + CUBE_HALF_M
         return {"success": success, "reward": float(reward), "grasped": bool(grasped), "lifted_m": lifted,
                 "in_reach": in_reach(cube, self.cfg, rest),
-                **start_check(cube, d.site_xpos[self.grip], opening / JAW_OPEN_M, grasped, self.cfg, rest)}
+                **start_check(cube, d.site_xpos[self.grip], opening / JAW_OPEN_M, grasped, self.cfg, rest,
+                              self.grip_area)}
 
     def command(self, target: np.ndarray, gripper: float) -> None:
         """Joint goals in degrees ``[5]`` (clipped to the model's ranges, as the servos' limits do) and 0..1."""

@@ -372,8 +372,7 @@ class Deployer:
                     self.wait_first_weights()
                 self.hooks.start()
                 while not self.stop.is_set() and (self.cfg.episodes == 0 or i < self.cfg.episodes):
-                    self.chunks_sent += self.kept.wait_sent(self.endpoint, self.stop, self.cfg.max_wait_s,  # held
-                                                            self.cfg.max_unlearned_chunks, self._pause)
+                    self.wait_for_learner()
                     self._show(i, self.run_episode(i).steps)  # the finished episode counted: the last frame is right
                     i += 1
         except KeyboardInterrupt:
@@ -391,6 +390,15 @@ class Deployer:
             self.hooks.close()
         self.drain()
         return self.report()
+
+    def wait_for_learner(self, stop: threading.Event | None = None) -> None:
+        """Between episodes, the robot held: hand kept chunks over, and wait for the learner's updates.
+
+        With ``max_unlearned_chunks`` it waits until the learner has learned from all but that many chunks;
+        ``stop`` ends the wait early (default: the loop's own).
+        """
+        self.chunks_sent += self.kept.wait_sent(self.endpoint, stop or self.stop, self.cfg.max_wait_s,
+                                                self.cfg.max_unlearned_chunks, self._pause)
 
     def _pause(self) -> None:
         """The robot waits, held, for the learner between episodes: its watchdog off and its rate loop paused.

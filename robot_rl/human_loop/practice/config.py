@@ -23,6 +23,10 @@ class PracticeConfig:
     """``reset_reward=classifier``: the initial-state classifier's checkpoint directory."""
     reset_max_steps: int = 40
     """Steps before a reset attempt is cut; the task policy's attempts are cut at ``max_episode_steps``."""
+    reset_tries: int = 1
+    """Reset attempts in a row before the task policy acts again from wherever the scene is: a failed reset is
+    tried again up to this many times, so that the task policy practises from where the demos start (1: strict
+    alternation, MEDAL's schedule)."""
     stuck_after_attempts: int = 6
     """Attempts in a row (task and reset together) with neither policy succeeding: the robot is stuck and asks the
     person to put the scene back (or, with the scene where the demos start, to take over the next task attempt)."""
@@ -45,7 +49,8 @@ class PracticeConfig:
         if self.reset_reward == "classifier" and not self.reset_classifier:
             raise ValueError("practice.reset_reward=classifier needs practice.reset_classifier=<checkpoint directory> "
                              "(`robot-rl reward train-classifier DEMOS --label first_k --out DIR`)")
-        if self.reset_max_steps < 1 or self.stuck_after_attempts < 1:
-            raise ValueError("practice.reset_max_steps and practice.stuck_after_attempts must be >= 1")
+        if self.reset_max_steps < 1 or self.stuck_after_attempts < 1 or self.reset_tries < 1:
+            raise ValueError("practice.reset_max_steps, practice.reset_tries and practice.stuck_after_attempts must "
+                             "be >= 1")
         if self.stuck_after_s <= 0 or self.max_requests_per_hour < 0 or self.wait_timeout_s < 0:
             raise ValueError("practice.stuck_after_s must be > 0, max_requests_per_hour and wait_timeout_s >= 0")

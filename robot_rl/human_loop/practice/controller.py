@@ -85,6 +85,8 @@ class PracticeController:
         self.scene_at_start = True
         """The last reset attempt (or the person) left the scene where the demos start."""
         self._next = "task"
+        self.reset_tries = 0
+        """Reset attempts since the task policy last acted."""
 
     def next_policy(self) -> str:
         """The policy of the next attempt: ``task`` and ``reset`` alternate, the task first."""
@@ -111,7 +113,12 @@ class PracticeController:
         elif not attempt.success:
             self.failed_in_row += 1
         self.out_of_reach = attempt.in_reach is False
-        self._next = "reset" if attempt.policy == "task" else "task"
+        if attempt.policy == "task":
+            self._next, self.reset_tries = "reset", 0
+        else:  # a failed reset is tried again (reset_tries): the task practises from where the demos start
+            self.reset_tries += 1
+            again = not attempt.success and self.reset_tries < self.cfg.reset_tries and not self.out_of_reach
+            self._next = "reset" if again else "task"
 
     def stuck(self, now: float) -> str:
         """Why the robot is stuck now (empty: it is not)."""

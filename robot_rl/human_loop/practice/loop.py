@@ -223,8 +223,10 @@ class PracticeRunner:
         """One attempt of the next policy, booked; then a reset request if the robot is stuck."""
         name = self.controller.next_policy()
         d = self.loops[name]
-        for loop in self.loops.values():  # chunks a full outbox kept: sent while the robot is held, never dropped
-            loop.chunks_sent += loop.kept.wait_sent(loop.endpoint, self.stop, self.cfg.max_wait_s)
+        # Chunks a full outbox kept are sent while the robot is held, never dropped; with max_unlearned_chunks
+        # both learners (each fed every step) also catch up on their updates first, as one deploy loop's does.
+        for loop in self.loops.values():
+            loop.wait_for_learner(self.stop)
         ear = self._ear() if self._takeover_asked and name == "task" else None
         if ear is not None:  # a scripted person hears the request (a real one was told by the warning and the bell)
             ear.hear_help_request(True)
