@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gc
 import importlib.util
 import itertools
 import multiprocessing as mp
@@ -109,6 +110,7 @@ def _sender(method: str, addr: str, image: bool, rows: int, chunks: int, copy_on
                                                                   resend_after_s=30.0, copy_on_send=copy_on_send,
                                                                   coalesce=method == "ours"))
         ep.connected.wait(30)
+        gc.collect()  # the imports' garbage, before the clock starts (see _throughput)
         c0 = time.process_time()
         for _ in range(chunks):
             ep.send(batch, timeout_s=60)
@@ -124,6 +126,7 @@ def _sender(method: str, addr: str, image: bool, rows: int, chunks: int, copy_on
     sock.setsockopt(zmq.SNDHWM, 32 if image else 256)  # the same window as ours
     sock.connect(addr)
     arrays = _arrays(batch)
+    gc.collect()
     c0 = time.process_time()
     for _ in range(chunks):
         if method in ("raw", "raw_crc"):
@@ -151,7 +154,12 @@ def _sender(method: str, addr: str, image: bool, rows: int, chunks: int, copy_on
 def _throughput(method: str, image: bool, rows: int, chunks: int,
                 copy_on_send: bool = True) -> tuple[float, float, float, float]:
     """(transitions/s, MB/s of array payload) received by this process, and the CPU seconds per million
-    transitions of the sender and of this receiver."""
+    transitions of the sender and of this receiver.
+
+    Each process collects its garbage once before its clock starts, whatever the method: the imports (torch's above
+    all) leave a debt that the collector pays in one full pass over the heap once a loop has allocated enough, which
+    fell inside the window of a method that allocates (ours) by chance and cost up to a second of one run.
+    """
     ctx = mp.get_context("spawn")
     cpu = ctx.Queue()
     payload = sum(a.nbytes for a in _arrays(_chunk(image, rows)).values())
@@ -160,6 +168,7 @@ def _throughput(method: str, image: bool, rows: int, chunks: int,
 
         learner = ZmqLearnerEndpoint("tcp://127.0.0.1:0", _spec(image), ZmqSettings(inbox_size=32 if image else 64))
         proc = ctx.Process(target=_sender, args=(method, learner.address, image, rows, chunks, copy_on_send, cpu))
+        gc.collect()  # before the sender starts: while it sends, the learner's I/O thread would take chunks untimed
         proc.start()
         first = learner.recv(120)  # timed from here (with coalescing, a batch may hold several chunks)
         assert first is not None
@@ -181,6 +190,7 @@ def _throughput(method: str, image: bool, rows: int, chunks: int,
     sock.setsockopt(zmq.RCVHWM, 32 if image else 64)
     port = sock.bind_to_random_port("tcp://127.0.0.1")
     proc = ctx.Process(target=_sender, args=(method, f"tcp://127.0.0.1:{port}", image, rows, chunks, True, cpu))
+    gc.collect()
     proc.start()
     unpack = method == "pickle_lz4"
     if unpack:

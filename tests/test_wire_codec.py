@@ -250,6 +250,37 @@ def test_chunks_copied_into_an_open_message_decode_as_their_rows_in_order():
     assert not OpenMessage.eligible([np.zeros((1 << 16, 3), np.float32)], 1 << 20)
 
 
+
+def test_a_pooled_message_is_reused_only_once_nothing_points_into_it_and_sums_its_new_rows():
+    from robot_rl.transport.codec import encode_packed
+    from robot_rl.transport.open_message import HOT_BYTES, MessagePool
+
+    rows = HOT_BYTES // (3 * 4) + 5  # "x" is summed as it is copied in, "k" at seal
+
+    def chunk(tag: float) -> tuple[tuple[str, ...], list[np.ndarray]]:
+        return ("x", "k"), [np.full((rows, 3), tag, np.float32), np.full(rows, tag, np.int64)]
+
+    pool = MessagePool(keep=2)
+    names, values = chunk(1.0)
+    first = pool.take(names, values, max_chunks=3, max_bytes=1 << 20)
+    for tag in (1.0, 2.0):  # partial: compacted in place
+        first.append(chunk(tag)[1])
+    sent = first.seal().frames[0]  # a frame ZeroMQ still sends from (zero-copy)
+    pool.give(first)
+    assert pool.take(names, values, 3, 1 << 20) is not first  # not while the frame points into it
+    pool.give(first)
+    back = decode(_bytes(encode_packed("transitions", "s", 0, first.seal())))
+    np.testing.assert_array_equal(back.arrays["x"][:rows], 1.0)
+    del sent, back
+    again = pool.take(names, values, 3, 1 << 20)
+    assert again is first and pool.reused == 1 and again.rows == 0
+    for tag in (3.0, 4.0, 5.0):  # full: sent as it lies
+        again.append(chunk(tag)[1])
+    back = decode(_bytes(encode_packed("transitions", "s", 0, again.seal())))
+    np.testing.assert_array_equal(back.arrays["x"], np.repeat([3.0, 4.0, 5.0], rows)[:, None].repeat(3, 1))
+    np.testing.assert_array_equal(back.arrays["k"], np.repeat([3, 4, 5], rows))
+    assert pool.take(names, [np.zeros((rows, 3), np.float64), values[1]], 3, 1 << 20) is not again  # other dtype
+
 def test_packed_copy_is_taken_at_pack_time():
     from robot_rl.transport.codec import encode_packed, pack_arrays
 

@@ -15,7 +15,12 @@ from collections.abc import Callable
 import numpy as np
 
 from robot_rl.transport.codec import PackedArrays
-from robot_rl.transport.open_message import OpenMessage
+from robot_rl.transport.open_message import MessagePool, OpenMessage
+
+#: Acknowledged messages kept for reuse: at most as many as the outbox can hold, and at most this many bytes. Acks
+#: come in batches (one per turn of the learner's I/O thread), so the pool must hold a batch's messages until the
+#: chunks that follow take them; memory the outbox held at its peak anyway.
+_POOL_BYTES = 64 << 20
 
 
 class Handover:
@@ -30,6 +35,8 @@ class Handover:
         self._items: deque[PackedArrays | OpenMessage] = deque()
         self._open: OpenMessage | None = None
         self._cond = threading.Condition(threading.Lock())
+        #: Messages the learner acknowledged, reused (``give`` them back).
+        self.pool = MessagePool(max(1, min(capacity, _POOL_BYTES // max(message_bytes, 1))))
 
     def direct(self, names: tuple[str, ...], values: list[np.ndarray]) -> bool:
         """Whether this chunk goes into an open message (else the caller packs it alone and passes it to ``put``)."""
@@ -61,7 +68,7 @@ class Handover:
             # A full outbox: as many chunks as it can ever hold; they go together once acknowledgements make room.
             chunks = min(self.chunks_per_message, room - (self.waiting - 1) if room > self.waiting - 1 else
                          self.capacity)
-            message = self._open = OpenMessage(names, values, chunks, self.message_bytes)
+            message = self._open = self.pool.take(names, values, chunks, self.message_bytes)
             self._items.append(message)
             message.append(values)
             return True

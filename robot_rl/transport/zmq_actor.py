@@ -79,6 +79,7 @@ class ZmqActorEndpoint:
         self._outbox: OrderedDict[int, tuple[list[Any], float, int]] = OrderedDict()
         self._fresh: list[int] = []  # seqs in the outbox never sent yet: they go at once, without a scan
         self._merged: dict[int, int] = {}  # seq → chunks it holds, for messages of several chunks (spilled ones too)
+        self._open_messages: dict[int, OpenMessage] = {}  # seq → its open message, reused once acknowledged
         self._outbox_chunks = 0  # chunks in the outbox (a message may hold several): what outbox_size bounds
         self._spilling = 0  # chunks on their way from _handed to the spill (counted by unacked())
         self._next_scan = 0.0  # when to look for overdue chunks next (0: at once, e.g. after a welcome)
@@ -224,10 +225,14 @@ class ZmqActorEndpoint:
             if room:
                 with self._outbox_lock:
                     self._outbox[seq] = (frames, 0.0, 0)
+                    if isinstance(item, OpenMessage):
+                        self._open_messages[seq] = item
                 self._fresh.append(seq)
                 continue
             assert self.spill is not None
             kept = self.spill.put(seq, frames)
+            if isinstance(item, OpenMessage):  # on disk now (or given up on): its buffer takes new chunks
+                self._handover.pool.give(item)
             with self._outbox_lock:
                 self._spilling = 0
                 if not kept:
@@ -256,6 +261,9 @@ class ZmqActorEndpoint:
         """Drop ``seq`` from the outbox (caller holds the lock); the chunks it held (0 if it was not there)."""
         if self._outbox.pop(seq, None) is None:
             return 0
+        message = self._open_messages.pop(seq, None)
+        if message is not None:
+            self._handover.pool.give(message)
         chunks = self._merged.pop(seq, 1)
         self._outbox_chunks -= chunks
         return chunks
