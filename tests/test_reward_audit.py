@@ -92,7 +92,7 @@ def _fires(model: SuccessClassifier, images: np.ndarray) -> np.ndarray:
 
 def test_a_novel_fire_is_asked_about_and_a_no_teaches_the_classifier_to_stop(tmp_path: Path) -> None:
     model, out = _classifier(tmp_path, QuadrantEncoder())
-    audit = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, heads=2, follow_rejections=0),
+    audit = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, heads=2, follow_rejections=0, retrain_steps=300),
                                  log_path=tmp_path / "audit.jsonl", background=False)
     rng = np.random.default_rng(1)
     lift, hack = _frames("lift", 5, 9, rng), _frames("hack", 5, 9, rng)
@@ -183,7 +183,8 @@ class Watcher:
 def _audited_deployer(tmp_path: Path, script, budget: int = 50, timeout_s: float = 10.0):
     model, out = _classifier(tmp_path, QuadrantEncoder())
     cfg = fast(episodes=1, max_episode_steps=25, reward_source="classifier", classifier=str(out),
-               audit=AuditConfig(enabled=True, budget=budget, heads=2, answer_timeout_s=timeout_s))
+               audit=AuditConfig(enabled=True, budget=budget, heads=2, answer_timeout_s=timeout_s,
+                                retrain_steps=300))
     audit = RewardAudit.from_dir(model, out, cfg.audit, log_path=tmp_path / "reward_audit.jsonl")
     aids = DeployAids(SuccessJudge(model, ["image.front"]), None, audit)
     arm = CameraPointArm()
@@ -205,7 +206,10 @@ def test_a_no_from_the_person_withholds_the_reward_and_the_episode_goes_on(tmp_p
     assert episode.end == "time_limit" and not episode.success and episode.ret == 0.0
     assert episode.audit_asked == 1 and episode.audit_rejected == 1 and watcher.asked == 1
     assert all(row["reward"] == 0.0 and not row["terminated"] for row in d.collected)
-    assert audit.counts.fires >= 1 and audit.counts.retrains == 1
+    # Retrained on the answer, then at the episode's end on the fires withheld after it (the person watched and
+    # pressed no success: negatives that cost no question).
+    assert audit.counts.fires >= 1 and audit.counts.retrains == 2
+    assert audit.counts.implied_negatives == audit.counts.withheld_unasked > 0 and len(audit.implied) > 0
     assert (tmp_path / "classifier_audited" / "anchors.pt").is_file()  # written when the run closed
     assert len((tmp_path / "reward_audit.jsonl").read_text().splitlines()) == 1
     assert "reward audit: 1 questions of 50, 1 answered 'not a success'" in actor_summary(d.cfg, report, d.safety,
