@@ -239,7 +239,7 @@ class RewardAudit:
         self._positives = anchors.features[pos]
         self._rng = torch.Generator().manual_seed(cfg.seed)
         self._lock = threading.Lock()
-        self._pending: tuple[nn.Module, list[nn.Module]] | None = None
+        self._pending: tuple[nn.Module | None, list[nn.Module] | None] | None = None
         self._thread: threading.Thread | None = None
         self._running = False  # a retraining is under way (set and cleared under the lock)
         self._stale = False  # something arrived while it ran: retrain again when it lands
@@ -409,9 +409,12 @@ class RewardAudit:
             with torch.no_grad():
                 start = copy.deepcopy(self._head0)
             head = self._fit(start.train(), data)
+            with self._lock:  # the decision first: the ensemble takes five times as long on a busy machine
+                self._pending = (head, None)
             heads = self._fit_heads(data) if self.cfg.heads else []
             with self._lock:
-                self._pending, self._running = (head, heads), False
+                pending_head = self._pending[0] if self._pending is not None else None
+                self._pending, self._running = (pending_head, heads), False
 
         if not self.background:
             work()
@@ -427,7 +430,12 @@ class RewardAudit:
             self._retrain()
         if pending is None:
             return
-        self.model.head, self.heads = pending
+        head, heads = pending
+        if heads is not None:
+            self.heads = heads
+        if head is None:  # the ensemble of a retraining whose head was taken already
+            return
+        self.model.head = head
         self._rejected_since_swap = []
         self._positives = torch.cat([self.anchors.features[self.anchors.label],
                                      *[f[None] for f, ok in self.labels if ok]])
