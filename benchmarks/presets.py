@@ -318,6 +318,10 @@ def _reached(setting: dict[str, Any], cap: int) -> str:
             f"(seed{'s' if len(missed) > 1 else ''} {', '.join(missed)})")
 
 
+def _sft_flag(case: Case) -> str:
+    return f" --init-from {case.sft_task}=SFT_DIR" if case.sft_task else ""
+
+
 def _label(key: str, entry: dict[str, Any]) -> str:
     """``task/algo``, with the success of the SFT checkpoint a flow preset fine-tunes."""
     sft = entry.get("sft")
@@ -378,9 +382,10 @@ def presets_table(runs: list[dict[str, Any]]) -> str:
     """One row per case, its files merged by seed: the preset's seeds reaching the threshold (its runs under its
     grid name in :data:`CHOSEN` included), median env steps and wall-clock, the settings before issue 55 in the
     seeds both ran (— where the preset is still those), and the parts of the preset's wall-clock; then a row for
-    each preset of :data:`NOT_MEASURED`, with why."""
+    each case that no file ran, with its command, and one for each preset of :data:`NOT_MEASURED`, with why."""
     rows = []
-    for key, entry in merged_cases(runs).items():
+    merged = merged_cases(runs)
+    for key, entry in merged.items():
         p = entry["settings"][CHOSEN.get(key, "preset")]
         before = entry["settings"].get("before") if CHOSEN.get(key) != "before" else None
         paired = sorted(set(p["seeds"]) & set(before["seeds"])) if before else []
@@ -390,6 +395,8 @@ def presets_table(runs: list[dict[str, Any]]) -> str:
                       f"(seed {', '.join(paired)})") if paired and before else "—",
                      f"{p['wall_vs_reference']:.2f}" if paired and p["wall_vs_reference"] is not None else "—",
                      _fractions(p["median_fractions"])])
+    rows += [[f"`{key}`", f"no run on record yet: `python benchmarks/presets.py --only {key}{_sft_flag(c)}`",
+              *[""] * 6] for key, c in CASES.items() if key not in merged]
     by_reason: dict[str, list[str]] = {}
     for key, why in NOT_MEASURED.items():
         by_reason.setdefault(why, []).append(f"`{key}`")

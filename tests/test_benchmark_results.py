@@ -202,7 +202,9 @@ def test_presets_picks_the_fastest_setting_that_reached_in_every_seed_and_times_
         "settings": {"preset": {"overrides": [], "seeds": {"2": seed(14.0)}}}}}}}
     record["results"]["cases"] = {"reach/x": entry}
     row = "| `reach/x` | 3/3 | 4,000 | 3,000 | 12.0 | 50.0 (seed 0, 1) | 0.23 | 10 % / 5 % / 80 % / 2 % |"
-    assert row in presets.presets_table([record, later])
+    table = presets.presets_table([record, later])
+    assert row in table
+    assert "| `push/ppo` | no run on record yet: `python benchmarks/presets.py --only push/ppo` |" in table
 
     class Thing:
         def work(self, n: int) -> int:
