@@ -405,6 +405,24 @@ def presets_table(runs: list[dict[str, Any]]) -> str:
                            "preset / before", "env / inference / update / eval"], rows, "lcrrrrrr")
 
 
+def seed_table(runs: list[dict[str, Any]]) -> str:
+    """One row per case, setting and seed of the files, merged by seed: reached (or the best evaluation within the
+    cap), env steps, updates and wall-clock, the load average before the run, and the parts of its wall-clock."""
+    rows = []
+    for key, entry in merged_cases(runs).items():
+        for name, s in entry["settings"].items():
+            for seed in sorted(s["seeds"], key=int):
+                r = s["seeds"][seed]
+                best = r.get("best_success", r.get("eval_success"))
+                reached = "yes" if r["reached"] else (
+                    f"no: best {best:.0%} within {entry['cap_env_steps']:,}".replace("%", " %") if best is not None
+                    else f"no, within {entry['cap_env_steps']:,}")
+                rows.append([_label(key, entry), name, seed, reached, f"{r['env_steps']:,}", f"{r['updates']:,}",
+                             f"{r['wall_s']:.0f}", f"{r['load_before']:.0f}", _fractions(r["fractions"])])
+    return markdown_table(["task / algo", "setting", "seed", "reached 90 %", "env steps", "updates", "wall s",
+                           "load before", "env / inference / update / eval"], rows, "llcrrrrrr")
+
+
 def readme_timing(runs: list[dict[str, Any]]) -> str:
     """The README's line under "What a run looks like": `robot-rl train`'s preset beside the settings before it."""
     entry = merged_cases(runs)["reach/sac"]

@@ -39,7 +39,7 @@ RENDERERS = {
     "mujoco_train": ["table"],
     "ppo_vs_rsl_rl": ["table", "summary", "details", "report"],
     "practice_bench": ["table"],
-    "presets": ["grid_table", "presets_table", "readme_timing"],
+    "presets": ["grid_table", "presets_table", "readme_timing", "seed_table"],
     "replay_bench": ["table"],
     "reward_audit_bench": ["runs_table", "classifier_table"],
     "reward_bench": ["throughput_table", "loop_table"],
@@ -204,6 +204,8 @@ def test_presets_picks_the_fastest_setting_that_reached_in_every_seed_and_times_
     row = "| `reach/x` | 3/3 | 4,000 | 3,000 | 12.0 | 50.0 (seed 0, 1) | 0.23 | 10 % / 5 % / 80 % / 2 % |"
     table = presets.presets_table([record, later])
     assert row in table
+    seeds = presets.seed_table([{**record, "results": {"cases": {"reach/sac": entry}}}])
+    assert "| `reach/sac` | lucky | 1 | no: best 62 % within 40,000 | 4,000 | 3,000 | 5 | 1 |" in seeds
     assert "| `push/ppo` | no run on record yet: `python benchmarks/presets.py --only push/ppo` |" in table
 
     class Thing:
