@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,10 @@ class Case:
     reference: str = "before"
     quick: tuple[str, ...] = ("preset",)
     needs: tuple[str, ...] = field(default_factory=tuple)
+    sft: str | None = None
+    """The key (``algo.init_from`` or ``task.init_from``) that takes a flow SFT checkpoint of ``sft_task``'s demos,
+    for the presets that fine-tune one: ``--init-from TASK=DIR`` gives it (:func:`main`)."""
+    sft_task: str | None = None
 
     @property
     def key(self) -> str:
@@ -134,6 +139,22 @@ def _mujoco_sac_grid() -> dict[str, list[str]]:
     }
 
 
+def _flow_cases() -> list[Case]:
+    """The flow presets of ``lang_reach`` and ``lang_push``, each from an SFT checkpoint of its task's demos, and DSRL
+    (SAC on the noise of ``lang_reach``'s checkpoint). The caps are a few iterations each, sized for a machine
+    shared with other jobs: the fine-tuning runs of benchmarks/RESULTS_flow.md needed 20–55 min to the threshold."""
+    caps = {"flow_ppo": 10_000, "hiors": 5_000, "flow_qc": 5_000}
+    return [*(Case(task, algo, {"preset": []}, cap, reference="preset", sft="algo.init_from", sft_task=task)
+              for task in ("lang_reach", "lang_push") for algo, cap in caps.items()),
+            Case("dsrl", "sac", {"preset": []}, 10_000, reference="preset", sft="task.init_from",
+                 sft_task="lang_reach")]
+
+
+#: The SAC presets of the MuJoCo manipulation tasks: [256, 256] networks at one update per env step (22–27 ms an
+#: update here), so a run is capped at 3k env steps (1,000 updates after the first 2,000), far short of the ~95k that
+#: `pick_cube` needed (benchmarks/RESULTS_mujoco.md).
+_MUJOCO_SAC_CAP = 3_000
+
 CASES: dict[str, Case] = {c.key: c for c in (
     Case("reach", "sac", _sac_grid(), cap_env_steps=40_000, quick=("preset", "before")),
     Case("reach", "ppo", _ppo_grid(PPO_BEFORE, 1024), cap_env_steps=1_500_000, quick=("preset", "before")),
@@ -143,6 +164,12 @@ CASES: dict[str, Case] = {c.key: c for c in (
     Case("mujoco/reach", "ppo", _ppo_grid(["task.num_envs=256", "algo.actor_hidden=[256,256,256]",
                                            "algo.critic_hidden=[256,256,256]"], 256),
          cap_env_steps=5_000_000, needs=("mujoco",)),
+    Case("mujoco/reach_shifted", "sac", {"preset": []}, 8_000, reference="preset", needs=("mujoco",)),
+    Case("mujoco/reach_shifted", "ppo", {"preset": []}, 300_000, reference="preset", needs=("mujoco",)),
+    Case("push", "ppo", {"preset": []}, 300_000, reference="preset"),
+    *(Case(f"mujoco/{t}", "sac", {"preset": []}, _MUJOCO_SAC_CAP, reference="preset", needs=("mujoco",))
+      for t in ("push", "peg_insert", "pick_cube")),
+    *_flow_cases(),
 )}
 
 
@@ -158,24 +185,10 @@ REPLACED: dict[str, tuple[str, str]] = {"reach/ppo": ("2026-12-07T22:30", "[64,6
                                         "reach/sac": ("2026-12-07T22:40", "[64,64] batch 128"),
                                         "mujoco/reach/sac": ("2026-12-07T22:50", "[64,64] batch 128")}
 
-_FLOW = ("needs a flow SFT checkpoint (`robot-rl flow-sft`) and 20–55 min per run on 2 cores "
-         "(benchmarks/RESULTS_flow.md)")
-_SAC_LONG = ("no run on record reached 90 %; SAC's [256, 256] at one update per env step cost 22–27 ms an update "
-             "on `mujoco/reach` here, ~40 min per 100k env steps and seed")
 #: Every other task preset (``task/algo``) and why it has no case: :func:`presets_table` lists them, and a test holds
 #: CASES and this table to every preset the task registry holds.
 NOT_MEASURED: dict[str, str] = {
-    "push/ppo": ("PPO stays near 0 % on sparse `push` for millions of env steps (benchmarks/RESULTS_fasttd3.md): "
-                 "no setting reaches the threshold"),
-    "mujoco/reach_shifted/sac": "`mujoco/reach`'s preset (the shifted twin inherits it)",
-    "mujoco/reach_shifted/ppo": "`mujoco/reach`'s preset (the shifted twin inherits it)",
-    "mujoco/push/sac": _SAC_LONG,
-    "mujoco/peg_insert/sac": _SAC_LONG,
-    "mujoco/pick_cube/sac": "about 95k env steps and 37 min to 90 % in one seed (benchmarks/RESULTS_mujoco.md)",
     "maniskill/ppo": "ManiSkill simulates on a GPU (Vulkan); this machine has none",
-    "dsrl/sac": "needs a flow SFT checkpoint (`task.init_from`); 22 min per run on 2 cores "
-                "(benchmarks/RESULTS_flow.md)",
-    **{f"{task}/{algo}": _FLOW for task in ("lang_reach", "lang_push") for algo in ("flow_ppo", "hiors", "flow_qc")},
 }
 
 
@@ -184,6 +197,8 @@ class PartTimers:
 
     def __init__(self) -> None:
         self.seconds = dict.fromkeys(PARTS, 0.0)
+        self.last = dict.fromkeys(PARTS, 0.0)
+        """The duration of each part's latest call."""
 
     def wrap(self, obj: Any, method: str, part: str) -> None:
         """Replace ``obj.method`` (on the instance only) by a timed call."""
@@ -194,7 +209,8 @@ class PartTimers:
             try:
                 return inner(*args, **kwargs)
             finally:
-                self.seconds[part] += time.perf_counter() - t0
+                self.last[part] = time.perf_counter() - t0
+                self.seconds[part] += self.last[part]
 
         object.__setattr__(obj, method, timed)
 
@@ -218,10 +234,13 @@ def run_one(case: Case, overrides: list[str], seed: int, root: str) -> dict[str,
     timers.wrap(runner.evaluator, "run", "eval")
     result = runner.train()
     wall = result.wall_s
+    if result.stop_reason != "threshold":  # the closing evaluation of a run that ran out runs after its wall-clock
+        timers.seconds["eval"] -= timers.last["eval"]
     return {"reached": result.reached_threshold, "wall_s": round(wall, 2), "env_steps": result.env_steps,
             "updates": result.updates, "load_before": load,
             "fractions": {k: round(v / wall, 3) for k, v in timers.seconds.items()},
-            "eval_success": result.last_eval.success_rate if result.last_eval else None}
+            "eval_success": result.last_eval.success_rate if result.last_eval else None,
+            "best_success": runner.evaluator.best_success}
 
 
 def _available(case: Case) -> bool:
@@ -230,14 +249,19 @@ def _available(case: Case) -> bool:
     return all(importlib.util.find_spec(m) is not None for m in case.needs)
 
 
-def measure(cases: list[Case], seeds: list[int], quick: bool, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Seeds outer, cases and settings inner; per case: settings → overrides and per-seed results."""
+def measure(cases: list[Case], seeds: list[int], quick: bool, log: Callable[[str], None] = print,
+            init_from: dict[str, str] | None = None) -> dict[str, Any]:
+    """Seeds outer, cases and settings inner; per case: settings → overrides and per-seed results. A case that
+    fine-tunes an SFT checkpoint takes its task's from ``init_from`` (task → run directory of `robot-rl flow-sft`)."""
     out: dict[str, Any] = {}
     for case in cases:
         names = [n for n in case.settings if not quick or n in case.quick]
+        sft = [f"{case.sft}={(init_from or {})[case.sft_task]}"] if case.sft and case.sft_task else []
         out[case.key] = {"reference": case.reference if case.reference in names else names[0],
                          "cap_env_steps": case.cap_env_steps,
-                         "settings": {n: {"overrides": case.settings[n], "seeds": {}} for n in names}}
+                         "settings": {n: {"overrides": [*sft, *case.settings[n]], "seeds": {}} for n in names}}
+        if sft:
+            out[case.key]["sft"] = sft_summary((init_from or {})[str(case.sft_task)])
     with tempfile.TemporaryDirectory() as root:
         for seed in seeds:
             for case in cases:
@@ -249,6 +273,15 @@ def measure(cases: list[Case], seeds: list[int], quick: bool, log: Callable[[str
     for entry in out.values():
         summarise(entry)
     return out
+
+
+def sft_summary(run_dir: str) -> dict[str, Any]:
+    """What a flow SFT checkpoint started from: its directory and the success of its last evaluation in the SFT run
+    (``results.json`` of `robot-rl flow-sft`), so a table can put a fine-tuned preset's figures beside it."""
+    path = Path(run_dir) / "results.json"
+    evals = json.loads(path.read_text()).get("evaluations", []) if path.exists() else []  # [[step, stats], ...]
+    step, stats = evals[-1] if evals else (None, {})
+    return {"dir": run_dir, "sft_steps": step, "success": stats.get("success_rate")}
 
 
 def summarise(entry: dict[str, Any]) -> None:
@@ -271,6 +304,32 @@ def _fractions(f: dict[str, float]) -> str:
     return " / ".join(f"{f[p]:.0%}".replace("%", " %") for p in PARTS)
 
 
+def _reached(setting: dict[str, Any], cap: int) -> str:
+    """``k/n`` seeds that reached the threshold; where some did not, the cap they ran out at and their best
+    evaluations (files from before the best was recorded give the last one)."""
+    seeds = sorted(setting["seeds"], key=int)
+    missed = [k for k in seeds if not setting["seeds"][k]["reached"]]
+    text = f"{len(seeds) - len(missed)}/{len(seeds)}"
+    if not missed:
+        return text
+    best = [setting["seeds"][k].get("best_success", setting["seeds"][k].get("eval_success")) for k in missed]
+    shown = " / ".join("?" if b is None else f"{b:.0%}".replace("%", "") for b in best)
+    return (f"{text}; not within {cap:,} env steps: best success {shown} % "
+            f"(seed{'s' if len(missed) > 1 else ''} {', '.join(missed)})")
+
+
+def _sft_flag(case: Case) -> str:
+    return f" --init-from {case.sft_task}=SFT_DIR" if case.sft_task else ""
+
+
+def _label(key: str, entry: dict[str, Any]) -> str:
+    """``task/algo``, with the success of the SFT checkpoint a flow preset fine-tunes."""
+    sft = entry.get("sft")
+    if not sft or sft.get("success") is None:
+        return f"`{key}`"
+    return f"`{key}` (from SFT at {sft['success']:.0%}, {sft['sft_steps']:,} steps)"
+
+
 def merged_cases(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """``task/algo`` → one entry whose settings hold every file's seeds (a later file's seed replaces an earlier
     one's), summarised again; the reference is ``before`` where some file ran it, else the latest file's. A file's
@@ -280,6 +339,8 @@ def merged_cases(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for key, entry in run["results"]["cases"].items():
             merged = out.setdefault(key, {"cap_env_steps": entry["cap_env_steps"], "settings": {}})
             merged["reference"] = entry["reference"]
+            if "sft" in entry:
+                merged["sft"] = entry["sft"]
             for name, s in entry["settings"].items():
                 if name == "preset" and key in REPLACED and run["date"] < REPLACED[key][0]:
                     name = REPLACED[key][1]  # the preset of the file's day, not today's
@@ -306,11 +367,11 @@ def grid_table(runs: list[dict[str, Any]]) -> str:
         for name, s in entry["settings"].items():
             mark = " **(fastest)**" if name == entry["fastest"] else ""
             ratio = s["wall_vs_reference"]
-            rows.append([f"{name}{mark}", f"{s['reached']}/{len(s['seeds'])}", f"{s['median_env_steps']:,.0f}",
+            rows.append([f"{name}{mark}", _reached(s, entry["cap_env_steps"]), f"{s['median_env_steps']:,.0f}",
                          f"{s['median_updates']:,.0f}", f"{s['median_wall_s']:.1f}",
                          f"{ratio:.2f}" if ratio is not None else "—", _fractions(s["median_fractions"])])
         loads = [r["load_before"] for s in entry["settings"].values() for r in s["seeds"].values()]
-        blocks.append(f"**{key}** (cap {entry['cap_env_steps']:,} env steps; {run['date'][:16]}, "
+        blocks.append(f"**{_label(key, entry)}** (cap {entry['cap_env_steps']:,} env steps; {run['date'][:16]}, "
                       f"{run['machine']['cores']} cores, load average {min(loads):.1f}–{max(loads):.1f}):\n\n"
                       + markdown_table(["setting", "reached", "env steps", "updates", "wall s",
                                         f"wall / {ref}", "env / inference / update / eval"], rows, "lcrrrrr"))
@@ -321,24 +382,45 @@ def presets_table(runs: list[dict[str, Any]]) -> str:
     """One row per case, its files merged by seed: the preset's seeds reaching the threshold (its runs under its
     grid name in :data:`CHOSEN` included), median env steps and wall-clock, the settings before issue 55 in the
     seeds both ran (— where the preset is still those), and the parts of the preset's wall-clock; then a row for
-    each preset of :data:`NOT_MEASURED`, with why."""
+    each case that no file ran, with its command, and one for each preset of :data:`NOT_MEASURED`, with why."""
     rows = []
-    for key, entry in merged_cases(runs).items():
+    merged = merged_cases(runs)
+    for key, entry in merged.items():
         p = entry["settings"][CHOSEN.get(key, "preset")]
         before = entry["settings"].get("before") if CHOSEN.get(key) != "before" else None
         paired = sorted(set(p["seeds"]) & set(before["seeds"])) if before else []
-        rows.append([f"`{key}`", f"{p['reached']}/{len(p['seeds'])}", f"{p['median_env_steps']:,.0f}",
+        rows.append([_label(key, entry), _reached(p, entry["cap_env_steps"]), f"{p['median_env_steps']:,.0f}",
                      f"{p['median_updates']:,.0f}", f"{p['median_wall_s']:.1f}",
                      (f"{statistics.median(before['seeds'][k]['wall_s'] for k in paired):.1f} "
                       f"(seed {', '.join(paired)})") if paired and before else "—",
                      f"{p['wall_vs_reference']:.2f}" if paired and p["wall_vs_reference"] is not None else "—",
                      _fractions(p["median_fractions"])])
+    rows += [[f"`{key}`", f"no run on record yet: `python benchmarks/presets.py --only {key}{_sft_flag(c)}`",
+              *[""] * 6] for key, c in CASES.items() if key not in merged]
     by_reason: dict[str, list[str]] = {}
     for key, why in NOT_MEASURED.items():
         by_reason.setdefault(why, []).append(f"`{key}`")
     rows += [[", ".join(keys), f"not measured: {why}", *[""] * 6] for why, keys in by_reason.items()]
     return markdown_table(["task / algo", "reached", "env steps", "updates", "wall s", "before: wall s",
                            "preset / before", "env / inference / update / eval"], rows, "lcrrrrrr")
+
+
+def seed_table(runs: list[dict[str, Any]]) -> str:
+    """One row per case, setting and seed of the files, merged by seed: reached (or the best evaluation within the
+    cap), env steps, updates and wall-clock, the load average before the run, and the parts of its wall-clock."""
+    rows = []
+    for key, entry in merged_cases(runs).items():
+        for name, s in entry["settings"].items():
+            for seed in sorted(s["seeds"], key=int):
+                r = s["seeds"][seed]
+                best = r.get("best_success", r.get("eval_success"))
+                reached = "yes" if r["reached"] else (
+                    f"no: best {best:.0%} within {entry['cap_env_steps']:,}".replace("%", " %") if best is not None
+                    else f"no, within {entry['cap_env_steps']:,}")
+                rows.append([_label(key, entry), name, seed, reached, f"{r['env_steps']:,}", f"{r['updates']:,}",
+                             f"{r['wall_s']:.0f}", f"{r['load_before']:.0f}", _fractions(r["fractions"])])
+    return markdown_table(["task / algo", "setting", "seed", "reached 90 %", "env steps", "updates", "wall s",
+                           "load before", "env / inference / update / eval"], rows, "llcrrrrrr")
 
 
 def readme_timing(runs: list[dict[str, Any]]) -> str:
@@ -363,6 +445,8 @@ def main() -> None:
     ap.add_argument("--reference", default=None, help="the setting the others are compared with (default: the "
                     "case's, usually ``before``)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--init-from", nargs="+", default=[], metavar="TASK=DIR", help="the flow SFT checkpoint "
+                    "(`robot-rl flow-sft --out DIR`) each flow case of TASK fine-tunes; cases without one are skipped")
     ap.add_argument("--quick", action="store_true", help="the preset and one neighbour, seed 0, env cap ÷ 10")
     add_out_argument(ap, NAME)
     args = ap.parse_args()
@@ -370,23 +454,26 @@ def main() -> None:
     if unknown:
         ap.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}")
     cases = [c for k, c in CASES.items() if args.only is None or k in args.only]
-    skipped = [c.key for c in cases if not _available(c)]
-    cases = [c for c in cases if _available(c)]
+    init_from = dict(kv.split("=", 1) for kv in args.init_from)
+    skipped = [c.key for c in cases if not _available(c) or (c.sft_task and c.sft_task not in init_from)]
+    cases = [c for c in cases if c.key not in skipped]
+    if skipped:
+        print(f"skipped (a module missing, or no --init-from for their task): {', '.join(skipped)}")
     if args.reference:
-        cases = [Case(c.task, c.algo, c.settings, c.cap_env_steps, args.reference, c.quick, c.needs) for c in cases]
+        cases = [replace(c, reference=args.reference) for c in cases]
     if args.settings or args.without:
         keep = [n for c in cases for n in c.settings if (not args.settings or n in args.settings)
                 and n not in args.without]
-        cases = [Case(c.task, c.algo, {n: o for n, o in c.settings.items() if n in keep or n == c.reference},
-                      c.cap_env_steps, c.reference, c.quick, c.needs) for c in cases]
+        cases = [replace(c, settings={n: o for n, o in c.settings.items() if n in keep or n == c.reference})
+                 for c in cases]
     seeds = args.seeds
     if args.quick:
         seeds = seeds[:1]
-        cases = [Case(c.task, c.algo, c.settings, c.cap_env_steps // 10, c.reference, c.quick, c.needs) for c in cases]
+        cases = [replace(c, cap_env_steps=c.cap_env_steps // 10) for c in cases]
     import torch
 
     started = dt.datetime.now(dt.UTC)
-    results = {"cases": measure(cases, seeds, args.quick), "skipped": skipped,
+    results = {"cases": measure(cases, seeds, args.quick, init_from=init_from), "skipped": skipped,
                "torch_threads": torch.get_num_threads()}
     path = write_result(args.out or default_path(NAME, started), NAME, args, results, started)
     record = {"results": results, "date": started.isoformat(), "machine": {"cores": os.cpu_count()}}

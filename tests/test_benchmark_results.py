@@ -39,7 +39,7 @@ RENDERERS = {
     "mujoco_train": ["table"],
     "ppo_vs_rsl_rl": ["table", "summary", "details", "report"],
     "practice_bench": ["table", "seeds_table", "ablation_table"],
-    "presets": ["grid_table", "presets_table", "readme_timing"],
+    "presets": ["grid_table", "presets_table", "readme_timing", "seed_table"],
     "replay_bench": ["table"],
     "reward_audit_bench": ["runs_table", "classifier_table"],
     "reward_bench": ["throughput_table", "loop_table"],
@@ -187,21 +187,26 @@ def test_presets_picks_the_fastest_setting_that_reached_in_every_seed_and_times_
     entry: dict[str, Any] = {"reference": "before", "cap_env_steps": 40_000, "settings": {
         "preset": {"overrides": [], "seeds": {"0": seed(10.0), "1": seed(12.0)}},
         "before": {"overrides": ["x=1"], "seeds": {"0": seed(40.0), "1": seed(60.0)}},
-        "lucky": {"overrides": ["x=2"], "seeds": {"0": seed(5.0), "1": seed(5.0, reached=False)}}}}
+        "lucky": {"overrides": ["x=2"], "seeds": {"0": seed(5.0), "1": {**seed(5.0, False), "best_success": 0.62}}}}}
     presets.summarise(entry)
     assert entry["fastest"] == "preset"  # "lucky" is faster but missed the threshold in one seed
     assert entry["settings"]["preset"]["wall_vs_reference"] == pytest.approx((10 / 40 + 12 / 60) / 2)
     record = {"date": "2026-12-07T19:00:00+00:00", "machine": {"cores": 2}, "results": {"cases": {"reach/sac": entry}}}
     grid = presets.grid_table([record])
     assert "| preset **(fastest)** | 2/2 | 4,000 | 3,000 | 11.0 | 0.23 | 10 % / 5 % / 80 % / 2 % |" in grid
-    assert "| lucky | 1/2 |" in grid and "load average 1.0–1.0" in grid
+    assert "| lucky | 1/2; not within 40,000 env steps: best success 62 % (seed 1) |" in grid
+    assert "load average 1.0–1.0" in grid
     # Files merge by seed: a later file's preset-only seed 2 joins the pair of seeds that ran beside "before".
     later = {"date": "2026-12-07T20:00:00+00:00", "machine": {"cores": 2}, "results": {"cases": {"reach/x": {
         "reference": "preset", "cap_env_steps": 40_000,
         "settings": {"preset": {"overrides": [], "seeds": {"2": seed(14.0)}}}}}}}
     record["results"]["cases"] = {"reach/x": entry}
     row = "| `reach/x` | 3/3 | 4,000 | 3,000 | 12.0 | 50.0 (seed 0, 1) | 0.23 | 10 % / 5 % / 80 % / 2 % |"
-    assert row in presets.presets_table([record, later])
+    table = presets.presets_table([record, later])
+    assert row in table
+    seeds = presets.seed_table([{**record, "results": {"cases": {"reach/sac": entry}}}])
+    assert "| `reach/sac` | lucky | 1 | no: best 62 % within 40,000 | 4,000 | 3,000 | 5 | 1 |" in seeds
+    assert "| `push/ppo` | no run on record yet: `python benchmarks/presets.py --only push/ppo` |" in table
 
     class Thing:
         def work(self, n: int) -> int:
