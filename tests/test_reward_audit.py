@@ -55,17 +55,15 @@ class QuadrantEncoder(torch.nn.Module):
                             x[:, 4:, :4].mean((1, 2)), x[:, 4:, 4:].mean((1, 2))], -1)
 
 
-def _anchor_frames(planted: bool = False) -> LabelledFrames:
-    """Lifts against dark tables; ``planted``: with hack frames labelled success too (a shortcut in the labels)."""
+def _anchor_frames() -> LabelledFrames:
     rng = np.random.default_rng(0)
-    kinds = ["lift", "table", "lift", "table"] + (["hack", "hack"] if planted else [])
-    images = np.concatenate([_frames(k, 10, i // 2, rng) for i, k in enumerate(kinds)])
-    return LabelledFrames({"image.front": images}, np.repeat([k != "table" for k in kinds], 10),
-                          np.repeat([i // 2 for i in range(len(kinds))], 10))
+    images = np.concatenate([_frames("lift", 10, 0, rng), _frames("table", 10, 0, rng),
+                             _frames("lift", 10, 1, rng), _frames("table", 10, 1, rng)])
+    return LabelledFrames({"image.front": images}, np.repeat([True, False, True, False], 10),
+                          np.repeat([0, 0, 1, 1], 10))
 
 
-def _classifier(tmp_path: Path, encoder: torch.nn.Module | None = None,
-                planted: bool = False) -> tuple[SuccessClassifier, Path]:
+def _classifier(tmp_path: Path, encoder: torch.nn.Module | None = None) -> tuple[SuccessClassifier, Path]:
     """A classifier that learned "the top is bright" from lifts against dark tables: it fires on the hack too."""
     torch.manual_seed(0)
     model = SuccessClassifier({"image.front": SHAPE}, features=16, channels=4, threshold=0.5)
@@ -74,7 +72,7 @@ def _classifier(tmp_path: Path, encoder: torch.nn.Module | None = None,
     if encoder is not None:
         model.encoder = encoder  # type: ignore[assignment]
         model.head = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
-    frames = _anchor_frames(planted)
+    frames = _anchor_frames()
     with torch.no_grad():
         x = model.encoder({"image.front": torch.as_tensor(frames.images["image.front"])})
     opt = torch.optim.Adam(model.head.parameters(), lr=1e-2)
@@ -94,7 +92,7 @@ def _fires(model: SuccessClassifier, images: np.ndarray) -> np.ndarray:
 
 def test_a_novel_fire_is_asked_about_and_a_no_teaches_the_classifier_to_stop(tmp_path: Path) -> None:
     model, out = _classifier(tmp_path, QuadrantEncoder())
-    audit = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, heads=2, follow_rejections=0, retrain_steps=300),
+    audit = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, heads=2, follow_rejections=0),
                                  log_path=tmp_path / "audit.jsonl", background=False)
     rng = np.random.default_rng(1)
     lift, hack = _frames("lift", 5, 9, rng), _frames("hack", 5, 9, rng)
@@ -146,55 +144,6 @@ def test_the_corrected_classifier_is_saved_with_its_answers(tmp_path: Path) -> N
     assert len(anchors.label) == 41 and not bool(anchors.label[-1])
 
 
-def test_no_answers_against_a_planted_shortcut_stop_the_hack_and_keep_paying_the_task(tmp_path: Path) -> None:
-    """The classifier's own training labelled the hack a success: the answers must outweigh those labels without
-    tipping every frame under its threshold (the classes stay balanced as in its training)."""
-    model, out = _classifier(tmp_path, QuadrantEncoder(), planted=True)
-    audit = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, heads=0, retrain_steps=300), background=False)
-    rng = np.random.default_rng(11)
-    lift, hack = _frames("lift", 10, 9, rng), _frames("hack", 10, 9, rng)
-    assert _fires(model, hack).all() and _fires(model, lift).all()
-    for frame in hack[:6]:
-        audit.answer(audit.features({"image.front": torch.as_tensor(frame[None])}), False, Suspicion(0.0, 0.0))
-    audit.wait()
-    assert audit.counts.retrains >= 1 and not _fires(model, hack[6:]).any()  # held-out frames of the hack
-    assert _fires(model, lift).all()  # not a single "yes": the task's success still pays
-
-
-def test_fires_withheld_after_a_no_are_learnt_as_negatives_at_the_episodes_end(tmp_path: Path) -> None:
-    model, out = _classifier(tmp_path, QuadrantEncoder(), planted=True)
-    audit = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, heads=0, retrain_steps=200, min_suspicion=0.0),
-                                 background=False)
-    desk = AuditDesk(audit, SuccessJudge(model, ["image.front"]), ScriptedDevice(Watcher()), lambda: None)
-    hack = _frames("hack", 4, 9, np.random.default_rng(12))
-    assert desk.confirm({"image.front": hack[0]}, episode=0, step=2) is False  # asked: "no"
-    assert not desk.confirm({"image.front": hack[1]}, 0, 3) and not desk.confirm({"image.front": hack[2]}, 0, 4)
-    assert audit.counts.asked == 1 and audit.counts.implied_negatives == 2 and len(audit.implied) == 2
-    assert desk.end_episode() == {"audit_asked": 1, "audit_rejected": 1}
-    audit.wait()
-    assert audit.counts.retrains == 2  # the answer's, then the episode's withheld fires'
-    x, y, w = audit._training_set()
-    assert len(x) == 60 + 1 + 2 and y[-2:].sum() == 0 and w[-2:].tolist() == [5.0, 5.0]
-    queued = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, heads=0, retrain_steps=1, answers="queue",
-                                                          queue_dir=str(tmp_path / "q")), background=False)
-    qdesk = AuditDesk(queued, SuccessJudge(model, ["image.front"]), ScriptedDevice(Watcher()), lambda: None)
-    qdesk.episode_rejected = 1  # a "no" read from the queue: nobody watched the rest of the episode
-    assert not qdesk.confirm({"image.front": hack[3]}, 1, 5) and queued.counts.implied_negatives == 0
-
-
-@pytest.mark.integration  # a retraining thread of its own
-def test_an_answer_given_while_the_head_retrains_is_learnt_when_that_retraining_lands(tmp_path: Path) -> None:
-    model, out = _classifier(tmp_path, QuadrantEncoder(), planted=True)
-    audit = RewardAudit.from_dir(model, out, AuditConfig(enabled=True, heads=0, retrain_steps=300))
-    hack = _frames("hack", 2, 9, np.random.default_rng(13))
-    for frame in hack:  # the second most likely arrives while the first answer's retraining runs
-        audit.answer(audit.features({"image.front": torch.as_tensor(frame[None])}), False, Suspicion(0.0, 0.0))
-    audit.wait()
-    assert not audit._running and not audit._stale
-    x, _, _ = audit._training_set()
-    assert len(x) == 60 + 2 and not _fires(model, hack).any()
-
-
 def test_a_classifier_without_anchors_gets_one_line_that_says_to_retrain(tmp_path: Path) -> None:
     model = SuccessClassifier({"image.front": SHAPE}, features=16, channels=4)
     model.save(tmp_path / "old")
@@ -234,8 +183,7 @@ class Watcher:
 def _audited_deployer(tmp_path: Path, script, budget: int = 50, timeout_s: float = 10.0):
     model, out = _classifier(tmp_path, QuadrantEncoder())
     cfg = fast(episodes=1, max_episode_steps=25, reward_source="classifier", classifier=str(out),
-               audit=AuditConfig(enabled=True, budget=budget, heads=2, answer_timeout_s=timeout_s,
-                                retrain_steps=300))
+               audit=AuditConfig(enabled=True, budget=budget, heads=2, answer_timeout_s=timeout_s))
     audit = RewardAudit.from_dir(model, out, cfg.audit, log_path=tmp_path / "reward_audit.jsonl")
     aids = DeployAids(SuccessJudge(model, ["image.front"]), None, audit)
     arm = CameraPointArm()
@@ -257,10 +205,7 @@ def test_a_no_from_the_person_withholds_the_reward_and_the_episode_goes_on(tmp_p
     assert episode.end == "time_limit" and not episode.success and episode.ret == 0.0
     assert episode.audit_asked == 1 and episode.audit_rejected == 1 and watcher.asked == 1
     assert all(row["reward"] == 0.0 and not row["terminated"] for row in d.collected)
-    # Retrained on the answer, then at the episode's end on the fires withheld after it (the person watched and
-    # pressed no success: negatives that cost no question).
-    assert audit.counts.fires >= 1 and audit.counts.retrains == 2
-    assert audit.counts.implied_negatives == audit.counts.withheld_unasked > 0 and len(audit.implied) > 0
+    assert audit.counts.fires >= 1 and audit.counts.retrains == 1
     assert (tmp_path / "classifier_audited" / "anchors.pt").is_file()  # written when the run closed
     assert len((tmp_path / "reward_audit.jsonl").read_text().splitlines()) == 1
     assert "reward audit: 1 questions of 50, 1 answered 'not a success'" in actor_summary(d.cfg, report, d.safety,

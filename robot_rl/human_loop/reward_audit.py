@@ -126,12 +126,10 @@ class AuditDesk:
         if by_person:
             self.audit.counts.person_fires += 1
             return True
-        images = {c: torch.as_tensor(obs[c])[None] for c in self.judge.cameras}
         if self.episode_rejected:
             self.audit.counts.withheld_unasked += 1
-            if self.audit.cfg.answers == "device":  # the person watches and pressed no success: a free negative
-                self.audit.implied_negative(self.audit.features(images))
             return False
+        images = {c: torch.as_tensor(obs[c])[None] for c in self.judge.cameras}
         verdict, suspicion, feature = self.audit.review(images)
         if verdict == "accept":
             self._paid(feature, obs, episode, step)
@@ -226,7 +224,6 @@ class AuditDesk:
     def end_episode(self) -> dict[str, int]:
         """The episode's questions and "no" answers (for its record), reset for the next."""
         self.poll(every_s=0.0)
-        self.audit.learn_implied()
         out = {"audit_asked": self.episode_asked, "audit_rejected": self.episode_rejected}
         self.episode_asked = self.episode_rejected = 0
         return out

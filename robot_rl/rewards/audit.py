@@ -34,7 +34,6 @@ import json
 import logging
 import threading
 import time
-from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -50,8 +49,6 @@ log = logging.getLogger(__name__)
 ANCHORS_FILE = "anchors.pt"
 DISAGREEMENT_SCALE = 0.4
 """Disagreement that counts as suspicion 1: two heads of five decide against the classifier."""
-IMPLIED_KEPT = 2000
-"""Implied negatives kept (the newest; their features: a few hundred kB)."""
 
 
 @dataclass
@@ -82,15 +79,9 @@ class AuditConfig:
     """Ensemble heads for the disagreement (0: novelty alone)."""
     label_weight: float = 20.0
     """Weight of each answered frame against one training frame when the head is retrained."""
-    implied_weight: float = 5.0
-    """Weight of a fire withheld after a "no" in its episode (``answers=device``: the person watched, said the task
-    is not done, and pressed no success since): a negative that costs no question. 0: not learnt from. On the
-    planted sim_arm hack, 100 such frames at 5 cut the retrained head's fires on held-out hack frames from 10 % to
-    1 %, its recall on true lifts unchanged."""
-    retrain_steps: int = 1000
-    """Adam steps per retraining of the head and of each ensemble head, always from the classifier's own head on
-    every answer so far (batches of 256 features; 300 steps fit 40 "no" and 8 "yes" on the planted sim_arm hack
-    so poorly that the head fired on no true lift either)."""
+    retrain_steps: int = 300
+    """Adam steps per retraining of the head (batches of 256 features; with the 5 ensemble heads, 1.5 s of one
+    core on the SO-101 classifier)."""
     answer_timeout_s: float = 10.0
     """A person's answer is waited on this long, the robot held; no answer: the fire is taken as it is."""
     seed: int = 0
@@ -149,8 +140,6 @@ class AuditCounts:
     withheld_unasked: int = 0
     """Withheld without a question: later in an episode answered "no", or near an answered "no" while the
     retrained head was on its way."""
-    implied_negatives: int = 0
-    """Of those later in an episode answered "no", kept as negatives to learn from (``implied_weight``)."""
     unanswered: int = 0
     """Questions nobody answered in time (taken as they were)."""
     over_budget_suspicious: int = 0
@@ -226,10 +215,6 @@ class RewardAudit:
         self.counts = AuditCounts()
         self.log_path = log_path
         self.labels: list[tuple[torch.Tensor, bool]] = []
-        self.implied: deque[torch.Tensor] = deque(maxlen=IMPLIED_KEPT)
-        """Features of fires withheld after a "no" in their episode (see ``AuditConfig.implied_weight``)."""
-        self._implied_learnt = 0
-        self._head0 = copy.deepcopy(model.head).eval()  # every retraining starts here: no drift over retrainings
         self.bar = cfg.min_suspicion
         self._random = False  # the question in flight was a random one (``random_rate``)
         self._ask_rng = np.random.default_rng(cfg.seed + 1)  # apart from the retraining thread's generator
@@ -239,10 +224,8 @@ class RewardAudit:
         self._positives = anchors.features[pos]
         self._rng = torch.Generator().manual_seed(cfg.seed)
         self._lock = threading.Lock()
-        self._pending: tuple[nn.Module | None, list[nn.Module] | None] | None = None
+        self._pending: tuple[nn.Module, list[nn.Module]] | None = None
         self._thread: threading.Thread | None = None
-        self._running = False  # a retraining is under way (set and cleared under the lock)
-        self._stale = False  # something arrived while it ran: retrain again when it lands
         self._rejected_since_swap: list[torch.Tensor] = []
         self.heads = self._fit_heads(self._training_set()) if cfg.heads else []
 
@@ -266,7 +249,8 @@ class RewardAudit:
                    if len(self._positives) else float("inf"))
         if not self.heads:
             return Suspicion(novelty, 0.0)
-        # Each head at its own boundary (0.5): the classifier's threshold was calibrated for its own head.
+        # Each head at its own boundary (0.5): the heads are trained without the classifier's class weighting,
+        # so its calibrated threshold does not apply to them.
         failures = [float(torch.sigmoid(h(feature[None]))[0, 0]) < 0.5 for h in self.heads]
         return Suspicion(novelty, sum(failures) / len(failures))
 
@@ -334,20 +318,6 @@ class RewardAudit:
         self._retrain()
         return success
 
-    def implied_negative(self, feature: torch.Tensor) -> None:
-        """Keep a fire withheld after a "no" in its episode (the person watching) as a negative.
-
-        It is learnt at the next retraining; :meth:`learn_implied` starts one when no answer does.
-        """
-        if self.cfg.implied_weight > 0:
-            self.implied.append(feature)
-            self.counts.implied_negatives += 1
-
-    def learn_implied(self) -> None:
-        """Retrain if implied negatives arrived since the last retraining (the end of an episode)."""
-        if self.counts.implied_negatives != self._implied_learnt:
-            self._retrain()
-
     # ---- learning from the answers --------------------------------------------------------------
 
     def _training_set(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -357,26 +327,16 @@ class RewardAudit:
             x = torch.cat([x, torch.stack([f for f, _ in self.labels])])
             y = torch.cat([y, torch.tensor([float(ok) for _, ok in self.labels])])
             w = torch.cat([w, torch.full((len(self.labels),), self.cfg.label_weight)])
-        if self.implied and self.cfg.implied_weight > 0:
-            x = torch.cat([x, torch.stack(list(self.implied))])
-            y = torch.cat([y, torch.zeros(len(self.implied))])
-            w = torch.cat([w, torch.full((len(self.implied),), self.cfg.implied_weight)])
         return x, y, w
 
     def _fit(self, head: nn.Module, data: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
              rows: torch.Tensor | None = None, lr: float = 1e-3) -> nn.Module:
         x, y, w = data
         rows = rows if rows is not None else torch.arange(len(x))
-        # The classes balanced as the classifier's own training balanced them (its threshold was calibrated on
-        # that): without it, forty weighted "no" answers pull every probability under the threshold, true
-        # successes too (on the planted sim_arm hack the head then fired on none of 82 held-out lifts).
-        wy = (w[rows] * y[rows]).sum()
-        pos_weight = ((w[rows] * (1 - y[rows])).sum() / wy).clamp(max=1e3) if wy > 0 else None
         opt = torch.optim.Adam(head.parameters(), lr=lr)
         for _ in range(self.cfg.retrain_steps):
             i = rows[torch.randint(0, len(rows), (256,), generator=self._rng)]
-            loss = nn.functional.binary_cross_entropy_with_logits(head(x[i]).squeeze(-1), y[i], weight=w[i],
-                                                                  pos_weight=pos_weight)
+            loss = nn.functional.binary_cross_entropy_with_logits(head(x[i]).squeeze(-1), y[i], weight=w[i])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -386,7 +346,7 @@ class RewardAudit:
         n = len(data[0])
         heads = []
         for _ in range(self.cfg.heads):
-            head = copy.deepcopy(self._head0)
+            head = copy.deepcopy(self.model.head)
             for layer in head.modules():  # fresh initialisations: the ensemble's spread is the point
                 if isinstance(layer, nn.Linear):
                     layer.reset_parameters()
@@ -397,24 +357,17 @@ class RewardAudit:
 
     def _retrain(self) -> None:
         """Retrain the head and the ensemble on the answers so far, off the control loop's thread."""
-        with self._lock:
-            if self._running:  # retrained again when this one lands (the last answers are never left out)
-                self._stale = True
-                return
-            self._running, self._stale = True, False
+        if self._thread is not None and self._thread.is_alive():
+            return  # the next answer retrains with this one included
         data = self._training_set()
-        self._implied_learnt = self.counts.implied_negatives
 
         def work() -> None:
             with torch.no_grad():
-                start = copy.deepcopy(self._head0)
+                start = copy.deepcopy(self.model.head)
             head = self._fit(start.train(), data)
-            with self._lock:  # the decision first: the ensemble takes five times as long on a busy machine
-                self._pending = (head, None)
             heads = self._fit_heads(data) if self.cfg.heads else []
             with self._lock:
-                pending_head = self._pending[0] if self._pending is not None else None
-                self._pending, self._running = (pending_head, heads), False
+                self._pending = (head, heads)
 
         if not self.background:
             work()
@@ -425,17 +378,9 @@ class RewardAudit:
     def _swap_if_ready(self) -> None:
         with self._lock:
             pending, self._pending = self._pending, None
-            stale = self._stale and not self._running
-        if stale:
-            self._retrain()
         if pending is None:
             return
-        head, heads = pending
-        if heads is not None:
-            self.heads = heads
-        if head is None:  # the ensemble of a retraining whose head was taken already
-            return
-        self.model.head = head
+        self.model.head, self.heads = pending
         self._rejected_since_swap = []
         self._positives = torch.cat([self.anchors.features[self.anchors.label],
                                      *[f[None] for f, ok in self.labels if ok]])
@@ -453,13 +398,9 @@ class RewardAudit:
 
     def wait(self, timeout_s: float = 30.0) -> None:
         """Let a running retraining finish and take it (tests, the end of a run)."""
-        deadline = time.monotonic() + timeout_s
-        for _ in range(3):  # a retraining that was stale when the last one landed starts at the swap
-            if self._thread is not None:
-                self._thread.join(max(deadline - time.monotonic(), 0.0))
-            self._swap_if_ready()
-            if not self._running or time.monotonic() >= deadline:
-                return
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        self._swap_if_ready()
 
     # ---- records --------------------------------------------------------------------------------
 
@@ -474,8 +415,7 @@ class RewardAudit:
         return (f"reward audit: the classifier fired {c.fires} times after the policy's steps ({c.person_fires} "
                 f"after the person's); asked {c.asked} of {self.cfg.budget} "
                 f"(not a success: {c.rejected}, unanswered: {c.unanswered}), withheld {c.withheld_unasked} more "
-                f"after a 'no' ({c.implied_negatives} learnt from), {c.over_budget_suspicious} suspicious past the "
-                "budget "
+                f"after a 'no', {c.over_budget_suspicious} suspicious past the budget "
                 f"({'withheld' if self.cfg.past_budget == 'withhold' else 'paid'}); head retrained {c.retrains} "
                 "times" + (f"; of {c.random_asked} fires asked about at random, {c.random_rejected} were not a success "
                            f"(the classifier's precision on the policy's frames ~ "
@@ -491,8 +431,7 @@ class RewardAudit:
         finally:
             self.model.meta = meta
         x, y, _ = self._training_set()
-        episode = torch.cat([self.anchors.episode, torch.full((len(x) - len(self.anchors.episode),), -1,
-                                                              dtype=torch.long)])
+        episode = torch.cat([self.anchors.episode, torch.full((len(self.labels),), -1, dtype=torch.long)])
         torch.save({"features": x.half(), "label": y.bool(), "episode": episode}, Path(path) / ANCHORS_FILE)
         return Path(path)
 
