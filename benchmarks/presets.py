@@ -322,12 +322,13 @@ def _sft_flag(case: Case) -> str:
     return f" --init-from {case.sft_task}=SFT_DIR" if case.sft_task else ""
 
 
-def _label(key: str, entry: dict[str, Any]) -> str:
-    """``task/algo``, with the success of the SFT checkpoint a flow preset fine-tunes."""
+def _label(key: str, entry: dict[str, Any], code: bool = True) -> str:
+    """``task/algo`` (in backticks where ``code``), with the success of the SFT checkpoint a flow preset fine-tunes."""
+    name = f"`{key}`" if code else key
     sft = entry.get("sft")
     if not sft or sft.get("success") is None:
-        return f"`{key}`"
-    return f"`{key}` (from SFT at {sft['success']:.0%}, {sft['sft_steps']:,} steps)"
+        return name
+    return f"{name} (from SFT at {sft['success']:.0%}, {sft['sft_steps']:,} steps)"
 
 
 def merged_cases(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -371,7 +372,8 @@ def grid_table(runs: list[dict[str, Any]]) -> str:
                          f"{s['median_updates']:,.0f}", f"{s['median_wall_s']:.1f}",
                          f"{ratio:.2f}" if ratio is not None else "—", _fractions(s["median_fractions"])])
         loads = [r["load_before"] for s in entry["settings"].values() for r in s["seeds"].values()]
-        blocks.append(f"**{_label(key, entry)}** (cap {entry['cap_env_steps']:,} env steps; {run['date'][:16]}, "
+        blocks.append(f"**{_label(key, entry, code=False)}** (cap {entry['cap_env_steps']:,} env steps; "
+                      f"{run['date'][:16]}, "
                       f"{run['machine']['cores']} cores, load average {min(loads):.1f}–{max(loads):.1f}):\n\n"
                       + markdown_table(["setting", "reached", "env steps", "updates", "wall s",
                                         f"wall / {ref}", "env / inference / update / eval"], rows, "lcrrrrr"))
